@@ -1,0 +1,213 @@
+// pidfence/native: the kernel-facing core (ADR-0005 §2.3), validated and typed. Identity proof
+// and signal share one pidfd inside one synchronous native call; see docs/decisions/0002.
+import { PidfenceError, isPidfenceInputError } from '../base/errors';
+import type { RawMismatchReason, RawSignalMode } from './addon-contract';
+import { addonGet, addonRequire, addonStatus } from './loader';
+import {
+  validateExpectedIdentity,
+  validatePid,
+  validateSignal,
+  validateSignalOptions,
+  validateTimeoutMs,
+  type ExpectedIdentity,
+  type SignalOptions,
+} from './validate';
+
+export { addonStatus, ADDON_PATH_ENV, NO_ADDON_ENV, type AddonSource, type AddonStatus } from './loader';
+export { PID_MAX, WAIT_EXIT_MAX_MS, type ExpectedIdentity, type SignalOptions } from './validate';
+
+/** Set to `1` to force the `pgid-after-pidfd-check` group path (to test it on a 6.9+ kernel). */
+export const FORCE_GROUP_FALLBACK_ENV = 'PIDFENCE_FORCE_GROUP_FALLBACK';
+
+export interface ProcessStat {
+  readonly pid: number;
+  readonly state: string;
+  readonly ppid: number;
+  readonly pgid: number;
+  readonly sid: number;
+  /** Field 22 of /proc/<pid>/stat, exact, as a decimal string. */
+  readonly startTicks: string;
+}
+
+export interface ProcessIdentity {
+  readonly pid: number;
+  readonly bootId: string;
+  readonly startTicks: string;
+  readonly pgid: number;
+  /** The pidfs inode (Linux 6.9+): unique per process for the whole boot. */
+  readonly pidfsIno?: string;
+}
+
+export type GroupSignalMode = 'pidfd-process-group' | 'pgid-after-pidfd-check' | 'unsupported';
+
+export interface Capabilities {
+  readonly pidfdOpen: boolean;
+  readonly pidfdSendSignal: boolean;
+  readonly processGroupFlag: boolean;
+  readonly pidfdGetInfo: boolean;
+  readonly pidfsIdentity: boolean;
+  readonly groupSignalMode: GroupSignalMode;
+}
+
+export type MismatchReason = RawMismatchReason;
+export type SignalMode = RawSignalMode;
+
+export type SignalOutcome =
+  | { readonly outcome: 'signalled'; readonly mode: SignalMode }
+  | { readonly outcome: 'already_exited' }
+  | { readonly outcome: 'identity_mismatch'; readonly reason: MismatchReason }
+  | { readonly outcome: 'unsupported'; readonly reason: string }
+  | { readonly outcome: 'invalid'; readonly code: string; readonly message: string }
+  | { readonly outcome: 'error'; readonly errno: string };
+
+export type WaitExitOutcome =
+  | { readonly outcome: 'exited' }
+  | { readonly outcome: 'timeout' }
+  | Exclude<SignalOutcome, { outcome: 'signalled' }>;
+
+function forcedFallback(): boolean {
+  return process.env[FORCE_GROUP_FALLBACK_ENV] === '1';
+}
+
+function syscallError(what: string, errno: string): PidfenceError {
+  return new PidfenceError(`${what} failed with ${errno}; check that /proc is mounted and readable.`, 'ERR_PIDFENCE_SYSCALL', { errno });
+}
+
+function unsupportedReason(): string {
+  const status = addonStatus();
+  return status.loaded ? 'the kernel lacks pidfd_open/pidfd_send_signal' : status.reason;
+}
+
+/** Reads /proc/<pid>/stat with one read(); null when the process does not exist. */
+export function readProcessStat(pid: number): ProcessStat | null {
+  const checkedPid = validatePid(pid);
+  const result = addonRequire().readProcessStat(checkedPid);
+  if (result.status === 'gone') return null;
+  if (result.status === 'error') throw syscallError('reading /proc/<pid>/stat', result.errno);
+  return { pid: result.pid, state: result.state, ppid: result.ppid, pgid: result.pgid, sid: result.sid, startTicks: result.startTicks };
+}
+
+/** The boot id UUID (read once by the addon, then cached). */
+export function bootId(): string {
+  const result = addonRequire().bootId();
+  if (result.status === 'error') throw syscallError('reading the boot id', result.errno);
+  return result.bootId;
+}
+
+/**
+ * The identity of a live process, taken from one pidfd: opened first, then the stat read and
+ * proved to belong to it. null when the process does not exist or has already exited.
+ */
+export function captureIdentity(pid: number): ProcessIdentity | null {
+  const checkedPid = validatePid(pid);
+  const addon = addonGet();
+  if (!addon) {
+    throw new PidfenceError(`cannot capture a process identity: ${unsupportedReason()}.`, 'ERR_PIDFENCE_UNSUPPORTED');
+  }
+  const result = addon.captureIdentity(checkedPid);
+  switch (result.outcome) {
+    case 'verified': {
+      const { pid: capturedPid, bootId: capturedBootId, startTicks, pgid, pidfsIno } = result;
+      return pidfsIno === undefined
+        ? { pid: capturedPid, bootId: capturedBootId, startTicks, pgid }
+        : { pid: capturedPid, bootId: capturedBootId, startTicks, pgid, pidfsIno };
+    }
+    case 'already_exited':
+      return null;
+    case 'unsupported':
+      throw new PidfenceError(`cannot capture a process identity: ${unsupportedReason()}.`, 'ERR_PIDFENCE_UNSUPPORTED');
+    case 'identity_mismatch':
+    case 'error':
+      throw syscallError('capturing a process identity', result.outcome === 'error' ? result.errno : 'EPROTO');
+  }
+}
+
+/** What the running kernel offers, probed once (EINVAL/ENOSYS answers, never version strings). */
+export function capabilities(): Capabilities {
+  const addon = addonGet();
+  if (!addon) {
+    return { pidfdOpen: false, pidfdSendSignal: false, processGroupFlag: false, pidfdGetInfo: false, pidfsIdentity: false, groupSignalMode: 'unsupported' };
+  }
+  const raw = addon.capabilities();
+  const groupSignalMode: GroupSignalMode = !(raw.pidfdOpen && raw.pidfdSendSignal)
+    ? 'unsupported'
+    : raw.processGroupFlag && !forcedFallback()
+      ? 'pidfd-process-group'
+      : 'pgid-after-pidfd-check';
+  return { ...raw, groupSignalMode };
+}
+
+function invalidOutcome(error: unknown): SignalOutcome {
+  if (isPidfenceInputError(error)) return { outcome: 'invalid', code: error.code, message: error.message };
+  throw error;
+}
+
+/**
+ * Proves `expected` and signals it through the same pidfd, in one synchronous native call.
+ * A malformed `expected` answers `invalid` (it is data, often from storage); a bad signal or
+ * options object is a programming error and throws.
+ */
+export function signalVerified(expected: ExpectedIdentity, signal: string | number, options?: SignalOptions): SignalOutcome {
+  const signo = validateSignal(signal);
+  const { group, forceGroupFallback } = validateSignalOptions(options);
+  let identity: ExpectedIdentity;
+  try {
+    identity = validateExpectedIdentity(expected);
+  } catch (error) {
+    return invalidOutcome(error);
+  }
+  const addon = addonGet();
+  if (!addon) return { outcome: 'unsupported', reason: unsupportedReason() };
+  const verdict = addon.signalVerified(
+    identity.pid,
+    identity.bootId,
+    identity.startTicks,
+    identity.pidfsIno ?? '',
+    signo,
+    group,
+    forceGroupFallback || forcedFallback(),
+  );
+  return verdict.outcome === 'unsupported' ? { outcome: 'unsupported', reason: unsupportedReason() } : verdict;
+}
+
+/**
+ * Resolves when the proved process exits (its pidfd becomes readable on the event loop: no
+ * polling, no thread) or after `timeoutMs`. A process that cannot be proved answers at once.
+ */
+export function waitExit(expected: ExpectedIdentity, timeoutMs: number): Promise<WaitExitOutcome> {
+  const timeout = validateTimeoutMs(timeoutMs);
+  let identity: ExpectedIdentity;
+  try {
+    identity = validateExpectedIdentity(expected);
+  } catch (error) {
+    return Promise.resolve(invalidOutcome(error) as WaitExitOutcome);
+  }
+  const addon = addonGet();
+  if (!addon) return Promise.resolve({ outcome: 'unsupported', reason: unsupportedReason() });
+  return new Promise<WaitExitOutcome>((resolve) => {
+    let timer: NodeJS.Timeout | undefined;
+    const started = addon.exitWatchStart(identity.pid, identity.bootId, identity.startTicks, identity.pidfsIno ?? '', (status) => {
+      if (timer) clearTimeout(timer);
+      resolve(status === 'exited' ? { outcome: 'exited' } : { outcome: 'error', errno: 'EIO' });
+    });
+    if (started.outcome !== 'watching') {
+      resolve(started.outcome === 'unsupported' ? { outcome: 'unsupported', reason: unsupportedReason() } : started);
+      return;
+    }
+    timer = setTimeout(() => {
+      if (addon.exitWatchCancel(started.id)) resolve({ outcome: 'timeout' });
+    }, timeout);
+  });
+}
+
+export interface BuildInfo {
+  /** SHA-256 of binding.gyp and native/*.{cc,h} the binary was built from. */
+  readonly sourceDigest: string;
+  readonly napiVersion: number;
+  readonly arch: string;
+}
+
+export function buildInfo(): BuildInfo {
+  const { sourceDigest, napiVersion, arch } = addonRequire().buildInfo();
+  return { sourceDigest, napiVersion, arch };
+}

@@ -1,0 +1,108 @@
+// Finds and loads the addon: the committed prebuild for this platform first, then a local
+// build (node-gyp). A candidate whose baked-in source digest matches the shipped native/
+// sources wins; a stale one is used only when nothing current exists, and says so.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+import { PidfenceError } from '../base/errors';
+import type { NativeAddon } from './addon-contract';
+
+export type AddonSource = 'prebuild' | 'build' | 'override';
+
+export type AddonStatus =
+  | { readonly loaded: true; readonly source: AddonSource; readonly stale: boolean }
+  | { readonly loaded: false; readonly reason: string };
+
+/** Set to `1` to run without the addon: every signalling call then answers `unsupported`. */
+export const NO_ADDON_ENV = 'PIDFENCE_NO_ADDON';
+/** Set to a `.node` file to load exactly that binary (the arm64 run and prebuild tests use it). */
+export const ADDON_PATH_ENV = 'PIDFENCE_ADDON_PATH';
+
+const packageRoot = path.resolve(__dirname, '..', '..', '..');
+
+interface Loaded {
+  readonly addon: NativeAddon | null;
+  readonly status: AddonStatus;
+}
+
+let loaded: Loaded | undefined;
+
+function currentSourceDigest(): string | null {
+  try {
+    const tool = require(path.join(packageRoot, 'native', 'tools', 'source-digest.js')) as {
+      nativeSourceDigest(root: string): string;
+    };
+    return tool.nativeSourceDigest(packageRoot);
+  } catch {
+    return null; // an installed package without sources: any loadable binary is as good as any
+  }
+}
+
+function candidates(): Array<{ source: AddonSource; file: string }> {
+  const override = process.env[ADDON_PATH_ENV];
+  if (override) return [{ source: 'override', file: path.resolve(override) }];
+  const platformArch = `${process.platform}-${process.arch}`;
+  return [
+    { source: 'prebuild', file: path.join(packageRoot, 'prebuilds', platformArch, 'pidfence.glibc.node') },
+    { source: 'prebuild', file: path.join(packageRoot, 'prebuilds', platformArch, 'pidfence.node') },
+    { source: 'build', file: path.join(packageRoot, 'build', 'Release', 'pidfence.node') },
+  ];
+}
+
+function loadAddon(): Loaded {
+  if (process.env[NO_ADDON_ENV] === '1') {
+    return { addon: null, status: { loaded: false, reason: `disabled by ${NO_ADDON_ENV}=1` } };
+  }
+  if (process.platform !== 'linux') {
+    return { addon: null, status: { loaded: false, reason: `no addon for platform ${process.platform}` } };
+  }
+  const digest = currentSourceDigest();
+  let fallback: { addon: NativeAddon; source: AddonSource } | undefined;
+  const failures: string[] = [];
+  for (const candidate of candidates()) {
+    if (!fs.existsSync(candidate.file)) continue;
+    let addon: NativeAddon;
+    try {
+      addon = require(candidate.file) as NativeAddon;
+    } catch (error) {
+      failures.push(`${candidate.source}: ${(error as Error).message.split('\n')[0]}`);
+      continue;
+    }
+    addon.setErrorClass(PidfenceError);
+    if (digest === null || addon.buildInfo().sourceDigest === digest) {
+      return { addon, status: { loaded: true, source: candidate.source, stale: false } };
+    }
+    fallback ??= { addon, source: candidate.source };
+  }
+  if (fallback) return { addon: fallback.addon, status: { loaded: true, source: fallback.source, stale: true } };
+  const reason =
+    failures.length > 0
+      ? `no loadable addon (${failures.join('; ')}); run \`npm run build:native\``
+      : 'no addon binary found; run `npm run build:native`';
+  return { addon: null, status: { loaded: false, reason } };
+}
+
+function state(): Loaded {
+  loaded ??= loadAddon();
+  return loaded;
+}
+
+/** The raw addon, or null when it is unavailable. Only lib/native uses this. */
+export function addonGet(): NativeAddon | null {
+  return state().addon;
+}
+
+export function addonStatus(): AddonStatus {
+  return state().status;
+}
+
+/** The raw addon, or a PidfenceError saying why there is none (for non-signalling calls). */
+export function addonRequire(): NativeAddon {
+  const current = state();
+  if (current.addon) return current.addon;
+  const reason = current.status.loaded ? '' : current.status.reason;
+  throw new PidfenceError(
+    `pidfence native addon unavailable: ${reason}. Signalling answers 'unsupported' until it loads.`,
+    'ERR_PIDFENCE_ADDON_UNAVAILABLE',
+  );
+}

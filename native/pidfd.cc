@@ -1,0 +1,302 @@
+// The proof-then-signal sequence. Raw syscall(2) instead of glibc's pidfd_* wrappers so the
+// prebuilt binary also loads on glibc < 2.36 (routers run old distributions).
+#include "pidfd.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include "proc_stat.h"
+
+// Installed kernel headers may predate these (6.1 lacks them): define them ourselves.
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434  // same number on x86_64 and arm64
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+#ifndef PIDFD_SIGNAL_PROCESS_GROUP
+#define PIDFD_SIGNAL_PROCESS_GROUP (1u << 2)  // Linux 6.9
+#endif
+#ifndef PIDFS_MAGIC
+#define PIDFS_MAGIC 0x50494446  // Linux 6.9: pidfds get their own inodes
+#endif
+
+namespace pidfence {
+namespace {
+
+// struct pidfd_info as of Linux 6.13 (PIDFD_INFO_SIZE_VER0, 64 bytes). Only used to probe.
+struct PidfdInfoVer0 {
+  uint64_t mask;
+  uint64_t cgroupid;
+  uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+  int32_t exit_code;
+};
+static_assert(sizeof(PidfdInfoVer0) == 64, "PIDFD_INFO_SIZE_VER0 is 64 bytes");
+constexpr unsigned long kPidfdGetInfo = _IOWR(0xFF, 11, PidfdInfoVer0);
+constexpr uint64_t kPidfdInfoPid = 1u << 0;
+
+int sys_pidfd_open(pid_t pid) {
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0u));
+}
+
+int sys_pidfd_send_signal(int fd, int signo, unsigned flags) {
+  return static_cast<int>(syscall(SYS_pidfd_send_signal, fd, signo, nullptr, flags));
+}
+
+// close(2) on Linux releases the descriptor even when it reports EINTR, and a pidfd has no
+// buffered data to lose; EBADF would be our bug. Nothing useful can follow either answer.
+void fd_release(int fd) { (void)close(fd); }
+
+Result result_of(Outcome outcome) { return Result{outcome, Mismatch::none, SignalMode::none, 0}; }
+Result failed_with(int error) { return Result{Outcome::failed, Mismatch::none, SignalMode::none, error}; }
+Result mismatch_of(Mismatch why) {
+  return Result{Outcome::identity_mismatch, why, SignalMode::none, 0};
+}
+
+Capabilities capabilities_probe() {
+  Capabilities caps{};
+  const int fd = sys_pidfd_open(getpid());
+  if (fd < 0) return caps;  // ENOSYS (before 5.3) or a seccomp refusal: no pidfd at all
+  caps.pidfd_open = true;
+  caps.pidfd_send_signal = sys_pidfd_send_signal(fd, 0, 0) == 0 || errno != ENOSYS;
+  // Signal 0 to our own group is a permission check only. An unknown flag is EINVAL;
+  // ESRCH (we are not a group leader) still means the kernel understood the flag.
+  caps.process_group_flag =
+      sys_pidfd_send_signal(fd, 0, PIDFD_SIGNAL_PROCESS_GROUP) == 0 || errno != EINVAL;
+  PidfdInfoVer0 info{};
+  info.mask = kPidfdInfoPid;
+  caps.pidfd_get_info = ioctl(fd, kPidfdGetInfo, &info) == 0;
+  struct statfs fs {};
+  caps.pidfs_identity =
+      fstatfs(fd, &fs) == 0 && static_cast<unsigned long>(fs.f_type) == PIDFS_MAGIC;
+  fd_release(fd);
+  return caps;
+}
+
+// Readable means the process has exited (zombie or reaped); a pidfd polls readable as
+// soon as the thread group is gone.
+enum class Liveness { alive, exited, failed };
+Liveness pidfd_liveness(int fd, int* error) {
+  struct pollfd entry {};
+  entry.fd = fd;
+  entry.events = POLLIN;
+  int rc;
+  do {
+    rc = poll(&entry, 1, 0);
+  } while (rc < 0 && errno == EINTR);
+  if (rc < 0) {
+    *error = errno;
+    return Liveness::failed;
+  }
+  return rc == 0 ? Liveness::alive : Liveness::exited;
+}
+
+}  // namespace
+
+const Capabilities& capabilities_get() {
+  static const Capabilities caps = capabilities_probe();
+  return caps;
+}
+
+Result pidfd_open_verified(const Expected& expected, bool require_group_leader, int* owned_fd) {
+  // Boot id first: a handle from another boot must not touch whatever holds that PID now.
+  int error = 0;
+  const char* boot_id = boot_id_get(&error);
+  if (boot_id == nullptr) return failed_with(error);
+  if (std::memcmp(boot_id, expected.boot_id, kBootIdLength) != 0) return mismatch_of(Mismatch::boot_id);
+
+  const Capabilities& caps = capabilities_get();
+  if (!caps.pidfd_open) return result_of(Outcome::unsupported);
+  if (expected.has_pidfs_ino && !caps.pidfs_identity) return result_of(Outcome::unsupported);
+
+  // The pidfd is opened before anything is read: from here on it pins one process, and
+  // every later read is checked against it.
+  const int fd = sys_pidfd_open(expected.pid);
+  if (fd < 0) return errno == ESRCH ? result_of(Outcome::already_exited) : failed_with(errno);
+
+  Result verdict = result_of(Outcome::verified);
+  if (expected.has_pidfs_ino) {
+    // pidfs path: the inode names the process itself, no /proc read needed.
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+      verdict = failed_with(errno);
+    } else if (static_cast<uint64_t>(st.st_ino) != expected.pidfs_ino) {
+      verdict = mismatch_of(Mismatch::pidfs_ino);
+    } else if (require_group_leader) {
+      const pid_t pgid = getpgid(expected.pid);
+      if (pgid < 0) {
+        verdict = errno == ESRCH ? result_of(Outcome::already_exited) : failed_with(errno);
+      } else if (pgid != expected.pid) {
+        verdict = mismatch_of(Mismatch::not_group_leader);
+      }
+    }
+  } else {
+    ProcStat stat{};
+    switch (proc_stat_read(expected.pid, &stat, &error)) {
+      case ProcStatRead::gone:
+        verdict = result_of(Outcome::already_exited);
+        break;
+      case ProcStatRead::failed:
+        verdict = failed_with(error);
+        break;
+      case ProcStatRead::ok:
+        if (stat.state == 'Z' || stat.state == 'X') {
+          verdict = result_of(Outcome::already_exited);
+        } else if (stat.start_ticks != expected.start_ticks) {
+          verdict = mismatch_of(Mismatch::start_ticks);
+        } else if (require_group_leader && stat.pgid != expected.pid) {
+          verdict = mismatch_of(Mismatch::not_group_leader);
+        }
+        break;
+    }
+  }
+  if (verdict.outcome == Outcome::verified) {
+    // The proof that what we read belonged to the pidfd's process: it is still unreaped
+    // now, so its PID could not have been reused while we read.
+    switch (pidfd_liveness(fd, &error)) {
+      case Liveness::alive:
+        break;
+      case Liveness::exited:
+        verdict = result_of(Outcome::already_exited);
+        break;
+      case Liveness::failed:
+        verdict = failed_with(error);
+        break;
+    }
+  }
+  if (verdict.outcome != Outcome::verified) {
+    fd_release(fd);
+    return verdict;
+  }
+  *owned_fd = fd;
+  return verdict;
+}
+
+Result signal_verified(const Expected& expected, int signo, bool group, GroupFallback fallback) {
+  const Capabilities& caps = capabilities_get();
+  if (!caps.pidfd_send_signal) return result_of(Outcome::unsupported);
+  int fd = -1;
+  Result verdict = pidfd_open_verified(expected, group, &fd);
+  if (verdict.outcome != Outcome::verified) return verdict;
+
+  int rc;
+  SignalMode mode;
+  if (!group) {
+    mode = SignalMode::pidfd;
+    rc = sys_pidfd_send_signal(fd, signo, 0);
+  } else if (caps.process_group_flag && fallback != GroupFallback::forced) {
+    mode = SignalMode::pidfd_process_group;
+    rc = sys_pidfd_send_signal(fd, signo, PIDFD_SIGNAL_PROCESS_GROUP);
+  } else {
+    // Kernels 5.3-6.8 have no group flag. The one allowed fallback: the verified pidfd is
+    // still held and the leader is re-confirmed unreaped immediately before kill(-pgid),
+    // so the group id still names the leader's live group. Reported as its own mode.
+    mode = SignalMode::pgid_after_pidfd_check;
+    int error = 0;
+    const Liveness liveness = pidfd_liveness(fd, &error);
+    if (liveness != Liveness::alive) {
+      fd_release(fd);
+      return liveness == Liveness::exited ? result_of(Outcome::already_exited) : failed_with(error);
+    }
+    rc = kill(-expected.pid, signo);
+  }
+  const int signal_errno = errno;
+  fd_release(fd);
+  if (rc != 0) {
+    return signal_errno == ESRCH ? result_of(Outcome::already_exited) : failed_with(signal_errno);
+  }
+  return Result{Outcome::signalled, Mismatch::none, mode, 0};
+}
+
+Result identity_capture(pid_t pid, Identity* out) {
+  int error = 0;
+  const char* boot_id = boot_id_get(&error);
+  if (boot_id == nullptr) return failed_with(error);
+  const Capabilities& caps = capabilities_get();
+  if (!caps.pidfd_open) return result_of(Outcome::unsupported);
+
+  const int fd = sys_pidfd_open(pid);
+  if (fd < 0) return errno == ESRCH ? result_of(Outcome::already_exited) : failed_with(errno);
+
+  Result verdict = result_of(Outcome::verified);
+  ProcStat stat{};
+  struct stat st {};
+  switch (proc_stat_read(pid, &stat, &error)) {
+    case ProcStatRead::gone:
+      verdict = result_of(Outcome::already_exited);
+      break;
+    case ProcStatRead::failed:
+      verdict = failed_with(error);
+      break;
+    case ProcStatRead::ok:
+      if (stat.state == 'Z' || stat.state == 'X') verdict = result_of(Outcome::already_exited);
+      break;
+  }
+  if (verdict.outcome == Outcome::verified && caps.pidfs_identity && fstat(fd, &st) != 0) {
+    verdict = failed_with(errno);
+  }
+  if (verdict.outcome == Outcome::verified) {
+    switch (pidfd_liveness(fd, &error)) {
+      case Liveness::alive:
+        break;
+      case Liveness::exited:
+        verdict = result_of(Outcome::already_exited);
+        break;
+      case Liveness::failed:
+        verdict = failed_with(error);
+        break;
+    }
+  }
+  fd_release(fd);
+  if (verdict.outcome != Outcome::verified) return verdict;
+
+  out->pid = pid;
+  std::memcpy(out->boot_id, boot_id, kBootIdLength + 1);
+  out->start_ticks = stat.start_ticks;
+  out->pgid = stat.pgid;
+  out->has_pidfs_ino = caps.pidfs_identity;
+  out->pidfs_ino = caps.pidfs_identity ? static_cast<uint64_t>(st.st_ino) : 0;
+  return verdict;
+}
+
+const char* outcome_name(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::verified: return "verified";
+    case Outcome::signalled: return "signalled";
+    case Outcome::already_exited: return "already_exited";
+    case Outcome::identity_mismatch: return "identity_mismatch";
+    case Outcome::unsupported: return "unsupported";
+    case Outcome::failed: return "error";
+  }
+  return "error";
+}
+
+const char* mismatch_name(Mismatch mismatch) {
+  switch (mismatch) {
+    case Mismatch::none: return "";
+    case Mismatch::boot_id: return "boot_id";
+    case Mismatch::start_ticks: return "start_ticks";
+    case Mismatch::pidfs_ino: return "pidfs_ino";
+    case Mismatch::not_group_leader: return "not_group_leader";
+  }
+  return "";
+}
+
+const char* mode_name(SignalMode mode) {
+  switch (mode) {
+    case SignalMode::none: return "";
+    case SignalMode::pidfd: return "pidfd";
+    case SignalMode::pidfd_process_group: return "pidfd-process-group";
+    case SignalMode::pgid_after_pidfd_check: return "pgid-after-pidfd-check";
+  }
+  return "";
+}
+
+}  // namespace pidfence

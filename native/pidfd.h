@@ -1,0 +1,81 @@
+// pidfd: open, prove, signal; capability probes. ADR-0005 §2.3: identity is re-proved
+// before every signal, and the signal goes through the same kernel handle as the proof.
+#ifndef PIDFENCE_PIDFD_H
+#define PIDFENCE_PIDFD_H
+
+#include <cstdint>
+#include <sys/types.h>
+
+#include "boot_id.h"
+
+namespace pidfence {
+
+struct Capabilities {
+  bool pidfd_open;          // pidfd_open(2), Linux 5.3
+  bool pidfd_send_signal;   // pidfd_send_signal(2), Linux 5.1
+  bool process_group_flag;  // PIDFD_SIGNAL_PROCESS_GROUP, Linux 6.9
+  bool pidfd_get_info;      // ioctl(PIDFD_GET_INFO), Linux 6.13
+  bool pidfs_identity;      // pidfds live on pidfs (6.9): st_ino is unique per process per boot
+};
+
+// Probed once from the running kernel (EINVAL / ENOSYS / ENOTTY answers), then cached.
+const Capabilities& capabilities_get();
+
+struct Identity {
+  pid_t pid;
+  char boot_id[kBootIdLength + 1];
+  uint64_t start_ticks;
+  pid_t pgid;
+  bool has_pidfs_ino;
+  uint64_t pidfs_ino;
+};
+
+enum class Outcome {
+  verified,  // proved and still unreaped (no signal asked for or sent yet)
+  signalled,
+  already_exited,
+  identity_mismatch,
+  unsupported,
+  failed,  // an unexpected errno; see Result.error
+};
+
+enum class Mismatch { none, boot_id, start_ticks, pidfs_ino, not_group_leader };
+
+// Which kernel path delivered (or would deliver) the signal.
+enum class SignalMode { none, pidfd, pidfd_process_group, pgid_after_pidfd_check };
+
+struct Result {
+  Outcome outcome;
+  Mismatch mismatch;
+  SignalMode mode;
+  int error;  // errno when outcome == failed
+};
+
+struct Expected {
+  pid_t pid;
+  const char* boot_id;  // 36 characters, validated by the caller
+  uint64_t start_ticks;
+  bool has_pidfs_ino;
+  uint64_t pidfs_ino;
+};
+
+enum class GroupFallback { when_needed, forced };
+
+// Captures the identity of a live process from one pidfd: `verified` with *out filled, or
+// `already_exited` when it does not exist or has exited (a zombie has no identity worth keeping).
+Result identity_capture(pid_t pid, Identity* out);
+
+// Opens a pidfd and proves it belongs to `expected`. On `verified` (proved and still
+// unreaped) *owned_fd receives the pidfd; the caller owns it and must close it.
+Result pidfd_open_verified(const Expected& expected, bool require_group_leader, int* owned_fd);
+
+// One call: pidfd_open, proof, signal through the same pidfd. `signo` 0 is a pure proof.
+Result signal_verified(const Expected& expected, int signo, bool group, GroupFallback fallback);
+
+const char* outcome_name(Outcome outcome);
+const char* mismatch_name(Mismatch mismatch);
+const char* mode_name(SignalMode mode);
+
+}  // namespace pidfence
+
+#endif
