@@ -156,6 +156,10 @@ export function signalVerified(expected: ExpectedIdentity, signal: string | numb
   } catch (error) {
     return invalidOutcome(error);
   }
+  if (group && identity.pgid !== undefined && identity.pgid !== identity.pid) {
+    // The identity itself says this process does not lead a group: nothing to prove.
+    return { outcome: 'identity_mismatch', reason: 'not_group_leader' };
+  }
   const addon = addonGet();
   if (!addon) return { outcome: 'unsupported', reason: unsupportedReason() };
   const verdict = addon.signalVerified(

@@ -21,7 +21,7 @@ export interface ExpectedIdentity {
   readonly startTicks: string;
   /** pidfs inode (Linux 6.9+): when present it is compared, and it is the stronger proof. */
   readonly pidfsIno?: string;
-  /** Accepted so that captureIdentity's result can be passed back as is; must equal pid when given. */
+  /** Accepted so that captureIdentity's result can be passed back as is (not a proof by itself). */
   readonly pgid?: number;
 }
 
@@ -82,13 +82,7 @@ export function validateExpectedIdentity(value: unknown): ExpectedIdentity {
     startTicks: validateStartTicks(record.startTicks),
   };
   if (record.pidfsIno !== undefined) identity.pidfsIno = validatePidfsIno(record.pidfsIno);
-  if (record.pgid !== undefined) {
-    const pgid = validatePid(record.pgid, 'pgid');
-    if (pgid !== pid) {
-      throw new PidfenceRangeError('expected.pgid differs from expected.pid: only a process-group leader can be signalled as a group.', 'ERR_PIDFENCE_INVALID_IDENTITY');
-    }
-    identity.pgid = pgid;
-  }
+  if (record.pgid !== undefined) identity.pgid = validatePid(record.pgid, 'pgid');
   return identity;
 }
 
