@@ -32,7 +32,7 @@ test('captureIdentity gives different processes different pidfs inodes', (t) => 
 });
 
 test('captureIdentity returns null for a process that has exited and been reaped', async (t) => {
-  const job = spawnJob(t, 'true');
-  await job.exited;
+  const job = spawnJob(t, 'sleep', ['30']);
+  await job.stop(); // verified SIGKILL, then reaped by Node
   t.is(captureIdentity(job.identity.pid), null);
 });
