@@ -1,0 +1,151 @@
+// DurableProcessHandle v1: the low-sensitivity text stored with an Attempt that names exactly
+// one process of one boot (ADR-0005 §2.3). No command line, no environment: identity only.
+import { PidfenceRangeError, PidfenceTypeError, isPidfenceInputError } from '../base/errors';
+import {
+  validateBootId,
+  validatePid,
+  validatePidfsIno,
+  validateStartTicks,
+} from '../native/validate';
+import type { ProcessIdentity } from '../native/index';
+
+export const HANDLE_VERSION = 1;
+export const HANDLE_PLATFORM = 'linux';
+/** A canonical v1 handle is under 200 bytes; anything much larger is not one. */
+export const HANDLE_MAX_BYTES = 256;
+
+export interface DurableProcessHandle {
+  readonly v: typeof HANDLE_VERSION;
+  readonly platform: typeof HANDLE_PLATFORM;
+  readonly bootId: string;
+  readonly pid: number;
+  readonly startTicks: string;
+  /** Always equal to pid: only a process-group leader gets a handle. */
+  readonly pgid: number;
+  /** Present when captured on a pidfs kernel (6.9+), and then always compared. */
+  readonly pidfsIno?: string;
+}
+
+const REQUIRED_KEYS = ['v', 'platform', 'bootId', 'pid', 'startTicks', 'pgid'] as const;
+const KNOWN_KEYS = new Set<string>([...REQUIRED_KEYS, 'pidfsIno']);
+
+function handleError(kind: 'type' | 'range', message: string, code: string): Error {
+  const text = `durable handle rejected: ${message}`;
+  return kind === 'type' ? new PidfenceTypeError(text, code) : new PidfenceRangeError(text, code);
+}
+
+/** Fixed key order: the text form is canonical, so formatHandle(parseHandle(x)) === x. */
+export function formatHandle(handle: DurableProcessHandle): string {
+  const ordered: Record<string, unknown> = {
+    v: handle.v,
+    platform: handle.platform,
+    bootId: handle.bootId,
+    pid: handle.pid,
+    startTicks: handle.startTicks,
+    pgid: handle.pgid,
+  };
+  if (handle.pidfsIno !== undefined) ordered.pidfsIno = handle.pidfsIno;
+  return JSON.stringify(ordered);
+}
+
+function parseJsonObject(text: string): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw handleError('type', 'not JSON; store exactly the text formatHandle() produced.', 'ERR_PIDFENCE_HANDLE_SYNTAX');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw handleError('type', 'not a JSON object; store exactly the text formatHandle() produced.', 'ERR_PIDFENCE_HANDLE_SYNTAX');
+  }
+  return value as Record<string, unknown>;
+}
+
+function checkKeys(record: Record<string, unknown>): void {
+  for (const key of Object.keys(record)) {
+    if (!KNOWN_KEYS.has(key)) {
+      throw handleError('type', `unknown key (${key.length} characters); a v1 handle has only ${[...KNOWN_KEYS].join(', ')}.`, 'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY');
+    }
+  }
+  for (const key of REQUIRED_KEYS) {
+    if (!(key in record)) throw handleError('type', `missing key "${key}".`, 'ERR_PIDFENCE_HANDLE_MISSING_KEY');
+  }
+}
+
+// Field validators come from lib/native so a handle accepts exactly what the kernel layer does;
+// their errors are re-coded so callers see one handle error family.
+function field<T>(name: string, check: () => T): T {
+  try {
+    return check();
+  } catch (error) {
+    if (!isPidfenceInputError(error)) throw error;
+    throw handleError(error instanceof TypeError ? 'type' : 'range', `field "${name}": ${error.message}`, 'ERR_PIDFENCE_HANDLE_FIELD');
+  }
+}
+
+/** Parses a stored handle, exact shape only. Throws a typed error with a stable code. */
+export function parseHandle(text: unknown): DurableProcessHandle {
+  if (typeof text !== 'string') throw handleError('type', 'a handle is a string.', 'ERR_PIDFENCE_HANDLE_TYPE');
+  if (Buffer.byteLength(text, 'utf8') > HANDLE_MAX_BYTES) {
+    throw handleError('range', `larger than ${HANDLE_MAX_BYTES} bytes.`, 'ERR_PIDFENCE_HANDLE_TOO_LARGE');
+  }
+  const record = parseJsonObject(text);
+  checkKeys(record);
+  if (record.v !== HANDLE_VERSION) {
+    throw handleError('range', `unknown version; this pidfence reads v${HANDLE_VERSION}.`, 'ERR_PIDFENCE_HANDLE_VERSION');
+  }
+  if (record.platform !== HANDLE_PLATFORM) {
+    throw handleError('range', `unknown platform; this pidfence reads "${HANDLE_PLATFORM}" handles.`, 'ERR_PIDFENCE_HANDLE_PLATFORM');
+  }
+  const pid = field('pid', () => validatePid(record.pid));
+  const pgid = field('pgid', () => validatePid(record.pgid, 'pgid'));
+  if (pgid !== pid) {
+    throw handleError('range', 'pgid differs from pid: only a process-group leader can hold a handle.', 'ERR_PIDFENCE_HANDLE_PGID');
+  }
+  const handle: DurableProcessHandle = {
+    v: HANDLE_VERSION,
+    platform: HANDLE_PLATFORM,
+    bootId: field('bootId', () => validateBootId(record.bootId)),
+    pid,
+    startTicks: field('startTicks', () => validateStartTicks(record.startTicks)),
+    pgid,
+    ...(record.pidfsIno === undefined ? {} : { pidfsIno: field('pidfsIno', () => validatePidfsIno(record.pidfsIno)) }),
+  };
+  if (formatHandle(handle) !== text) {
+    // Same facts, other spelling (spaces, key order, duplicate keys): refuse, so a stored handle
+    // has exactly one form and compares byte for byte.
+    throw handleError('range', 'not in canonical form; store exactly the text formatHandle() produced.', 'ERR_PIDFENCE_HANDLE_NOT_CANONICAL');
+  }
+  return handle;
+}
+
+/** The handle for a captured identity; the process must lead its own group. */
+export function handleFromIdentity(identity: ProcessIdentity): DurableProcessHandle {
+  if (identity.pgid !== identity.pid) {
+    throw handleError('range', 'the process does not lead its own group; spawn it with spawnGroupLeader().', 'ERR_PIDFENCE_HANDLE_PGID');
+  }
+  return {
+    v: HANDLE_VERSION,
+    platform: HANDLE_PLATFORM,
+    bootId: identity.bootId,
+    pid: identity.pid,
+    startTicks: identity.startTicks,
+    pgid: identity.pgid,
+    ...(identity.pidfsIno === undefined ? {} : { pidfsIno: identity.pidfsIno }),
+  };
+}
+
+/** The identity a handle asks the kernel layer to prove. */
+export function handleExpectedIdentity(handle: DurableProcessHandle): {
+  pid: number;
+  bootId: string;
+  startTicks: string;
+  pidfsIno?: string;
+} {
+  return {
+    pid: handle.pid,
+    bootId: handle.bootId,
+    startTicks: handle.startTicks,
+    ...(handle.pidfsIno === undefined ? {} : { pidfsIno: handle.pidfsIno }),
+  };
+}

@@ -1,0 +1,21 @@
+// pidfence/controller: durable process handles, group-leader spawn, and the local controller.
+export {
+  HANDLE_MAX_BYTES,
+  HANDLE_PLATFORM,
+  HANDLE_VERSION,
+  formatHandle,
+  handleExpectedIdentity,
+  handleFromIdentity,
+  parseHandle,
+  type DurableProcessHandle,
+} from './durable-handle';
+export { spawnGroupLeader, type GroupLeaderSpawnOptions, type HandleStatus, type JobExit, type SpawnedJob } from './spawn';
+export {
+  CONTROL_OVERHEAD_MS,
+  GRACE_MS_MAX,
+  KILL_CONFIRM_MS,
+  LocalProcessController,
+  type TerminationOutcome,
+  type TerminationRequest,
+  type TerminationResult,
+} from './local-process-controller';

@@ -1,0 +1,47 @@
+// spawnGroupLeader: a new group leader, its handle captured in the spawn tick, no command or
+// environment in the handle.
+import test from 'ava';
+
+import { readProcessStat, signalVerified, waitExit } from '../../lib/native/index';
+import { handleExpectedIdentity, parseHandle, spawnGroupLeader } from '../../lib/process/index';
+
+test('spawnGroupLeader starts a group leader and captures its durable handle', async (t) => {
+  const job = spawnGroupLeader('sleep', ['30'], { stdio: 'ignore', env: { SECRET_TOKEN: 'hunter2' } });
+  t.is(job.handleStatus, 'captured');
+  const handle = parseHandle(job.handle);
+  const expected = handleExpectedIdentity(handle);
+  t.teardown(async () => {
+    signalVerified(expected, 'SIGKILL', { group: true });
+    await job.exit;
+  });
+  const stat = readProcessStat(handle.pid);
+  t.true(handle.pid === job.child.pid);
+  t.is(handle.pgid, handle.pid);
+  t.is(stat?.pgid, handle.pid);
+  t.is(stat?.sid, handle.pid, 'a new session, so its group can never change');
+  t.is(stat?.startTicks, handle.startTicks);
+  t.truthy(handle.pidfsIno);
+  for (const secret of ['sleep', '30', 'SECRET_TOKEN', 'hunter2']) t.false(job.handle!.includes(`"${secret}"`) || job.handle!.includes(secret + ' '));
+  t.deepEqual(Object.keys(JSON.parse(job.handle!)), ['v', 'platform', 'bootId', 'pid', 'startTicks', 'pgid', 'pidfsIno']);
+});
+
+test('the exit promise resolves with the exit status', async (t) => {
+  const job = spawnGroupLeader('sh', ['-c', 'exit 7'], { stdio: 'ignore' });
+  t.deepEqual(await job.exit, { code: 7, signal: null });
+});
+
+test('a command that cannot start has no handle and a settled exit', async (t) => {
+  const job = spawnGroupLeader('/nonexistent/pidfence-no-such-binary', [], { stdio: 'ignore' });
+  t.is(job.handle, null);
+  t.is(job.handleStatus, 'exited_before_capture');
+  t.deepEqual(await job.exit, { code: null, signal: null });
+});
+
+test('the handle proves the running job and waitExit sees its end', async (t) => {
+  const job = spawnGroupLeader('sleep', ['30'], { stdio: 'ignore' });
+  const expected = handleExpectedIdentity(parseHandle(job.handle));
+  const exited = waitExit(expected, 5000);
+  t.is(signalVerified(expected, 'SIGTERM', { group: true }).outcome, 'signalled');
+  t.deepEqual(await exited, { outcome: 'exited' });
+  t.deepEqual(await job.exit, { code: null, signal: 'SIGTERM' });
+});
