@@ -1,0 +1,30 @@
+// The header every benchmark prints first (STYLE.md): machine, date, command, load.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+
+function cpuModel(): string {
+  return os.cpus()[0]?.model.trim() ?? 'unknown CPU';
+}
+
+export function machineHeader(extra: readonly string[] = []): string {
+  const [one, five, fifteen] = os.loadavg().map((load) => load.toFixed(2));
+  let kernel = os.release();
+  try {
+    kernel = fs.readFileSync('/proc/sys/kernel/osrelease', 'utf8').trim();
+  } catch {
+    // os.release() is the same string; /proc only matters inside odd containers.
+  }
+  return [
+    `- machine: ${cpuModel()}, ${os.cpus().length} CPUs, ${os.arch()}, Linux ${kernel}, node ${process.version}`,
+    `- date: ${new Date().toISOString()}`,
+    `- command: ${[process.argv0, ...process.argv.slice(1).map((arg) => pathFromCwd(arg))].join(' ')}`,
+    `- load average at start (1/5/15 min): ${one} / ${five} / ${fifteen}, nice ${os.getPriority()}`,
+    ...extra.map((line) => `- ${line}`),
+  ].join('\n');
+}
+
+/** Keeps machine-specific absolute paths out of output that gets pasted into docs/. */
+function pathFromCwd(arg: string): string {
+  const cwd = process.cwd();
+  return arg.startsWith(`${cwd}/`) ? arg.slice(cwd.length + 1) : arg;
+}
