@@ -217,6 +217,10 @@ export function validateDispatchRecord(value: unknown): CancellationDispatchReco
   return record;
 }
 
+function settledAs(record: CancellationDispatchRecord, status: 'dispatched' | 'blocked'): boolean {
+  return record.lastResult !== null && classifyResult(record.lastResult).status === status;
+}
+
 /** The status/lease/retry/terminal shape, the same rules as the schema's CHECK constraints. */
 export function checkStateShape(record: CancellationDispatchRecord): void {
   const hasLease = record.leaseOwner !== null && record.leaseTokenDigest !== null && record.leaseExpiresAtMs !== null;
@@ -233,10 +237,10 @@ export function checkStateShape(record: CancellationDispatchRecord): void {
       invariant(noLease && record.nextAttemptAtMs !== null && record.blockedAtMs === null && record.lastResult !== null, 'a retry_wait record has a due time, a last result and no lease');
       break;
     case 'dispatched':
-      invariant(noLease && record.nextAttemptAtMs === null && record.blockedAtMs === null && record.lastResult !== null, 'a dispatched record has no lease and no due time');
+      invariant(noLease && record.nextAttemptAtMs === null && record.blockedAtMs === null && settledAs(record, 'dispatched'), 'a dispatched record has a dispatching last result, no lease and no due time');
       break;
     case 'blocked':
-      invariant(noLease && record.nextAttemptAtMs === null && record.blockedAtMs !== null && record.lastResult !== null, 'a blocked record has blocked_at_ms and no lease');
+      invariant(noLease && record.nextAttemptAtMs === null && record.blockedAtMs !== null && settledAs(record, 'blocked'), 'a blocked record has a blocking last result, blocked_at_ms and no lease');
       break;
   }
 }

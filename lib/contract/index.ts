@@ -8,3 +8,4 @@ export * from './backoff';
 export * from './events';
 export * from './cancellation-dispatch';
 export * from './run';
+export * from './claim-decision';
