@@ -84,6 +84,13 @@ export interface AdvanceAttemptCommand {
   readonly handle?: string;
 }
 
+export interface EndAttemptCommand {
+  readonly runId: string;
+  readonly attemptId: string;
+  /** The attempt ends; the run stays active (a later attempt may follow). */
+  readonly status: RunTerminalStatus;
+}
+
 export interface RequestCancellationCommand {
   readonly runId: string;
   readonly reason: CancelReason;
@@ -103,6 +110,7 @@ export type CreateAttemptOutcome =
   | { readonly kind: 'created'; readonly attempt: AttemptRecord }
   | { readonly kind: 'run_missing' | 'run_terminal' | 'active_attempt_exists' | 'exists' };
 export type AdvanceAttemptOutcome = { readonly kind: 'advanced'; readonly attempt: AttemptRecord } | { readonly kind: 'stale' };
+export type EndAttemptOutcome = { readonly kind: 'ended'; readonly attempt: AttemptRecord } | { readonly kind: 'stale' };
 export type RequestCancellationOutcome =
   | { readonly kind: 'requested'; readonly run: RunRecord; readonly event: RunEvent<{ readonly reason: CancelReason }> }
   /** An existing intent is kept, reason and time unchanged (ADR-0072 §5). */
@@ -165,6 +173,15 @@ export function validateAdvanceAttemptCommand(value: unknown): AdvanceAttemptCom
     ...command,
     pid: validateBoundedInteger(input.pid, 'pid', 1, ATTEMPT_PID_MAX, 'ERR_PIDFENCE_INVALID_PID'),
     handle: validateHandle(input.handle),
+  };
+}
+
+export function validateEndAttemptCommand(value: unknown): EndAttemptCommand {
+  const input = validateExactShape(value, 'end-attempt command', ['runId', 'attemptId', 'status']);
+  return {
+    runId: validateId(input.runId, 'runId'),
+    attemptId: validateId(input.attemptId, 'attemptId'),
+    status: validateEnum(input.status, 'status', RUN_TERMINAL_STATUSES, 'ERR_PIDFENCE_INVALID_RUN_STATUS'),
   };
 }
 

@@ -8,6 +8,8 @@ import type {
   CreateAttemptOutcome,
   CreateRunCommand,
   CreateRunOutcome,
+  EndAttemptCommand,
+  EndAttemptOutcome,
   MarkTerminalCommand,
   MarkTerminalOutcome,
   RequestCancellationCommand,
@@ -22,6 +24,8 @@ export interface RunStore {
   createAttempt(command: CreateAttemptCommand): Promise<CreateAttemptOutcome>;
   /** Exact CAS on the attempt's status; pid and durable handle are written once, together. */
   advanceAttempt(command: AdvanceAttemptCommand): Promise<AdvanceAttemptOutcome>;
+  /** An active attempt ends (exact CAS on active status); the run stays as it is. */
+  endAttempt(command: EndAttemptCommand): Promise<EndAttemptOutcome>;
   /**
    * Durable cancel intent: `cancel_requested_at_ms` (store clock), the reason and a
    * `run.cancel_requested` event in one transaction. An existing intent is kept unchanged.

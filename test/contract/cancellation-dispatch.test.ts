@@ -170,8 +170,10 @@ test('the record validator accepts each legal state shape', (t) => {
   t.deepEqual(validateDispatchRecord({ ...leased }), leased);
   const settled = { ...leased, version: 2, leaseOwner: null, leaseTokenDigest: null, leaseExpiresAtMs: null, lastResult: 'dispatch_error' };
   t.is(validateDispatchRecord({ ...settled, status: 'retry_wait', nextAttemptAtMs: 3_000 }).status, 'retry_wait');
-  t.is(validateDispatchRecord({ ...settled, status: 'dispatched' }).status, 'dispatched');
-  t.is(validateDispatchRecord({ ...settled, status: 'blocked', blockedAtMs: 3_000 }).status, 'blocked');
+  t.is(validateDispatchRecord({ ...settled, status: 'dispatched', lastResult: 'already_exited' }).status, 'dispatched');
+  t.is(validateDispatchRecord({ ...settled, status: 'blocked', lastResult: 'pid_mismatch', blockedAtMs: 3_000 }).status, 'blocked');
+  // A rearmed blocked record waits in retry_wait with its blocking result kept.
+  t.is(validateDispatchRecord({ ...settled, status: 'retry_wait', lastResult: 'identity_mismatch', nextAttemptAtMs: 3_000 }).status, 'retry_wait');
 });
 
 const recordRejections: ReadonlyArray<[string, unknown]> = [
@@ -181,6 +183,7 @@ const recordRejections: ReadonlyArray<[string, unknown]> = [
   ['a dispatched record that keeps its lease', { ...leased, status: 'dispatched', lastResult: 'already_exited' }],
   ['a blocked record without blocked_at_ms', { ...leased, status: 'blocked', leaseOwner: null, leaseTokenDigest: null, leaseExpiresAtMs: null, lastResult: 'invalid' }],
   ['a dispatch count above the version', { ...leased, dispatchCount: 2 }],
+  ['a dispatched record with a blocking result', { ...leased, status: 'dispatched', leaseOwner: null, leaseTokenDigest: null, leaseExpiresAtMs: null, lastResult: 'invalid' }],
   ['a missing field', (({ blockedAtMs: _omit, ...rest }) => rest)(leased)],
 ];
 

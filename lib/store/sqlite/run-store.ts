@@ -4,6 +4,7 @@ import {
   validateAdvanceAttemptCommand,
   validateCreateAttemptCommand,
   validateCreateRunCommand,
+  validateEndAttemptCommand,
   validateEventPage,
   validateId,
   validateMarkTerminalCommand,
@@ -15,6 +16,8 @@ import {
   type CreateAttemptOutcome,
   type CreateRunCommand,
   type CreateRunOutcome,
+  type EndAttemptCommand,
+  type EndAttemptOutcome,
   type MarkTerminalCommand,
   type MarkTerminalOutcome,
   type RequestCancellationCommand,
@@ -102,6 +105,14 @@ export class SqliteRunStore implements RunStore {
     });
   }
 
+  async endAttempt(command: EndAttemptCommand): Promise<EndAttemptOutcome> {
+    const valid = validateEndAttemptCommand(command);
+    return this.#write('endAttempt', (nowMs) => {
+      const attempt = this.#statements.endAttempt.get({ ...valid, nowMs }) as AttemptRecord | undefined;
+      return attempt === undefined ? { kind: 'stale' } : { kind: 'ended', attempt };
+    });
+  }
+
   async requestCancellation(command: RequestCancellationCommand): Promise<RequestCancellationOutcome> {
     const valid = validateRequestCancellationCommand(command);
     return this.#write('requestCancellation', (nowMs) => {
@@ -125,7 +136,7 @@ export class SqliteRunStore implements RunStore {
       if (!isActive(run)) return { kind: 'already_terminal', run };
       if (valid.attemptId !== undefined) {
         if (this.#statements.selectAttempt.get(valid.runId, valid.attemptId) === undefined) return { kind: 'attempt_missing' };
-        this.#statements.endAttempt.run({ runId: valid.runId, attemptId: valid.attemptId, status: valid.status, nowMs });
+        this.#statements.endAttempt.get({ runId: valid.runId, attemptId: valid.attemptId, status: valid.status, nowMs });
       }
       this.#statements.writeRunTerminal.run({ runId: valid.runId, version: run.version, status: valid.status, nowMs });
       const event = appendRunEvent(this.#statements, {

@@ -114,7 +114,8 @@ export const SQL = {
     WHERE run_id = :runId AND id = :attemptId AND status = :from AND (:pid IS NULL OR pid IS NULL)
     RETURNING ${ATTEMPT_COLUMNS}`,
   endAttempt: `UPDATE attempts SET status = :status, updated_at_ms = :nowMs
-    WHERE run_id = :runId AND id = :attemptId AND status IN ('claimed', 'starting', 'running')`,
+    WHERE run_id = :runId AND id = :attemptId AND status IN ('claimed', 'starting', 'running')
+    RETURNING ${ATTEMPT_COLUMNS}`,
 } as const;
 
 export interface DueRow {
