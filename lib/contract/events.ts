@@ -1,0 +1,48 @@
+// Run event types and their low-sensitivity payloads (ADR-0005 §2.4, DESIGN §6): a dispatch event
+// carries the attempt id, the dispatch count and the result enum, and nothing else can get in.
+import { PidfenceTypeError } from '../base/errors';
+import type { DispatchEventType, DispatchResult } from './classification';
+import { validateCounter, validateDispatchResult, validateId } from './validators';
+
+export type CancelReason = 'user' | 'policy' | 'timeout' | 'shutdown';
+export const CANCEL_REASONS: readonly CancelReason[] = ['user', 'policy', 'timeout', 'shutdown'];
+
+export type RunEventType = 'run.cancel_requested' | DispatchEventType | 'run.terminal';
+
+export interface DispatchEventPayload {
+  readonly attemptId: string;
+  readonly dispatchCount: number;
+  readonly result: DispatchResult;
+}
+
+/** A RunEvent as stored: `(runId, seq)` is its key; payload is low-sensitivity JSON. */
+export interface RunEvent<P = unknown> {
+  readonly id: string;
+  readonly runId: string;
+  readonly seq: number;
+  readonly type: RunEventType;
+  readonly payload: P;
+  readonly createdAtMs: number;
+}
+
+const PAYLOAD_KEYS = new Set(['attemptId', 'dispatchCount', 'result']);
+
+/**
+ * Builds a dispatch event payload from exactly attemptId, dispatchCount and result. Any other key
+ * (a pid, handle, owner, token ...) is refused rather than dropped, so a caller's mistake is loud.
+ */
+export function buildDispatchEventPayload(input: DispatchEventPayload): DispatchEventPayload {
+  for (const key of Object.keys(input)) {
+    if (!PAYLOAD_KEYS.has(key)) {
+      throw new PidfenceTypeError(
+        'a dispatch event payload carries only attemptId, dispatchCount and result; remove the other keys.',
+        'ERR_PIDFENCE_INVALID_EVENT_PAYLOAD',
+      );
+    }
+  }
+  return {
+    attemptId: validateId(input.attemptId, 'attemptId'),
+    dispatchCount: validateCounter(input.dispatchCount, 'dispatchCount'),
+    result: validateDispatchResult(input.result),
+  };
+}

@@ -1,0 +1,11 @@
+// pidfence/contract: the canonical CancellationDispatch contract (ADR-0005 §2, ADR-0456 §1-2).
+// Pure code: it imports node:crypto and the project's errors, nothing with I/O.
+export * from './limits';
+export * from './classification';
+export * from './validators';
+export * from './token';
+export * from './backoff';
+export * from './events';
+export * from './cancellation-dispatch';
+export * from './run';
+export * from './claim-decision';

@@ -1,0 +1,213 @@
+// Runs and attempts as the run store sees them (DESIGN §5, ADR-0005 §2.2 steps 1-2, ADR-0072 §3):
+// exact-shape commands and their validators, shared by the SQLite and PostgreSQL run stores.
+import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
+import { CANCEL_REASONS, type CancelReason, type RunEvent } from './events';
+import { EPOCH_MS_MAX } from './limits';
+import {
+  validateBoundedInteger,
+  validateDigest,
+  validateEnum,
+  validateExactShape,
+  validateId,
+} from './validators';
+
+export const RUN_OWNERS = ['runtime', 'external'] as const;
+export type RunOwner = (typeof RUN_OWNERS)[number];
+
+export const RUN_ACTIVE_STATUSES = ['queued', 'running'] as const;
+export const RUN_TERMINAL_STATUSES = ['succeeded', 'failed', 'cancelled', 'timed_out'] as const;
+export type RunTerminalStatus = (typeof RUN_TERMINAL_STATUSES)[number];
+export type RunStatus = (typeof RUN_ACTIVE_STATUSES)[number] | RunTerminalStatus;
+
+/** claimed/starting/running are active (ADR-0005 §2.2 step 2); at most one per run. */
+export const ATTEMPT_ACTIVE_STATUSES = ['claimed', 'starting', 'running'] as const;
+export type AttemptActiveStatus = (typeof ATTEMPT_ACTIVE_STATUSES)[number];
+export type AttemptStatus = AttemptActiveStatus | RunTerminalStatus;
+
+/** The durable handle is opaque here (lib/process parses it); this only bounds its size. */
+export const HANDLE_MAX_LENGTH = 1024;
+/** PID_MAX_LIMIT on 64-bit Linux. */
+export const ATTEMPT_PID_MAX = 4_194_304;
+/** An attempt deadline is at most a week ahead; longer runs renew it explicitly. */
+export const ATTEMPT_TIMEOUT_MAX_MS = 7 * 24 * 60 * 60 * 1000;
+/** Event listing page (tests, inspect): bounded like every other read. */
+export const EVENT_PAGE_MAX = 256;
+
+export interface RunRecord {
+  readonly runId: string;
+  readonly projectId: string;
+  readonly owner: RunOwner;
+  readonly status: RunStatus;
+  readonly version: number;
+  readonly cancelRequestedAtMs: number | null;
+  readonly cancelReason: CancelReason | null;
+  readonly nextEventSeq: number;
+  readonly createdAtMs: number;
+  readonly updatedAtMs: number;
+}
+
+export interface AttemptRecord {
+  readonly attemptId: string;
+  readonly runId: string;
+  readonly status: AttemptStatus;
+  readonly pid: number | null;
+  readonly handle: string | null;
+  readonly deadlineAtMs: number | null;
+  readonly receiptTokenDigest: string | null;
+  readonly createdAtMs: number;
+  readonly updatedAtMs: number;
+}
+
+export interface CreateRunCommand {
+  readonly runId: string;
+  readonly projectId: string;
+  /** Defaults to `runtime`: only runtime-owned runs can be claimed for cancellation. */
+  readonly owner?: RunOwner;
+}
+
+export interface CreateAttemptCommand {
+  readonly runId: string;
+  readonly attemptId: string;
+  /** Relative, like every duration in the contract: the store computes the absolute deadline. */
+  readonly timeoutMs?: number;
+  /** SHA-256 of the completion-receipt token (ADR-0072 §2); the raw token never reaches the store. */
+  readonly receiptTokenDigest?: string;
+}
+
+export interface AdvanceAttemptCommand {
+  readonly runId: string;
+  readonly attemptId: string;
+  readonly from: AttemptActiveStatus;
+  readonly to: 'starting' | 'running';
+  /** Given together: the spawned PID and its durable handle, captured right after spawn. */
+  readonly pid?: number;
+  readonly handle?: string;
+}
+
+export interface EndAttemptCommand {
+  readonly runId: string;
+  readonly attemptId: string;
+  /** The attempt ends; the run stays active (a later attempt may follow). */
+  readonly status: RunTerminalStatus;
+}
+
+export interface RequestCancellationCommand {
+  readonly runId: string;
+  readonly reason: CancelReason;
+  readonly eventId: string;
+}
+
+export interface MarkTerminalCommand {
+  readonly runId: string;
+  readonly status: RunTerminalStatus;
+  readonly eventId: string;
+  /** The attempt that ended with the run, set to the same terminal status. */
+  readonly attemptId?: string;
+}
+
+export type CreateRunOutcome = { readonly kind: 'created'; readonly run: RunRecord } | { readonly kind: 'exists' };
+export type CreateAttemptOutcome =
+  | { readonly kind: 'created'; readonly attempt: AttemptRecord }
+  | { readonly kind: 'run_missing' | 'run_terminal' | 'active_attempt_exists' | 'exists' };
+export type AdvanceAttemptOutcome = { readonly kind: 'advanced'; readonly attempt: AttemptRecord } | { readonly kind: 'stale' };
+export type EndAttemptOutcome = { readonly kind: 'ended'; readonly attempt: AttemptRecord } | { readonly kind: 'stale' };
+export type RequestCancellationOutcome =
+  | { readonly kind: 'requested'; readonly run: RunRecord; readonly event: RunEvent<{ readonly reason: CancelReason }> }
+  /** An existing intent is kept, reason and time unchanged (ADR-0072 §5). */
+  | { readonly kind: 'already_requested'; readonly run: RunRecord }
+  | { readonly kind: 'run_missing' | 'run_terminal' };
+export type MarkTerminalOutcome =
+  | { readonly kind: 'terminal'; readonly run: RunRecord; readonly event: RunEvent<{ readonly status: RunTerminalStatus }> }
+  | { readonly kind: 'already_terminal'; readonly run: RunRecord }
+  | { readonly kind: 'run_missing' | 'attempt_missing' };
+
+const HANDLE_PATTERN = /^[\x20-\x7e]+$/;
+
+export function validateCreateRunCommand(value: unknown): CreateRunCommand {
+  const input = validateExactShape(value, 'create-run command', ['runId', 'projectId'], ['owner']);
+  const command = { runId: validateId(input.runId, 'runId'), projectId: validateId(input.projectId, 'projectId') };
+  if (input.owner === undefined) return command;
+  return { ...command, owner: validateEnum(input.owner, 'owner', RUN_OWNERS, 'ERR_PIDFENCE_INVALID_RUN_OWNER') };
+}
+
+export function validateCreateAttemptCommand(value: unknown): CreateAttemptCommand {
+  const input = validateExactShape(value, 'create-attempt command', ['runId', 'attemptId'], ['timeoutMs', 'receiptTokenDigest']);
+  let command: CreateAttemptCommand = { runId: validateId(input.runId, 'runId'), attemptId: validateId(input.attemptId, 'attemptId') };
+  if (input.timeoutMs !== undefined) {
+    command = { ...command, timeoutMs: validateBoundedInteger(input.timeoutMs, 'timeoutMs', 1, ATTEMPT_TIMEOUT_MAX_MS, 'ERR_PIDFENCE_INVALID_TIMEOUT') };
+  }
+  if (input.receiptTokenDigest !== undefined) {
+    command = { ...command, receiptTokenDigest: validateDigest(input.receiptTokenDigest, 'receiptTokenDigest') };
+  }
+  return command;
+}
+
+function validateHandle(value: unknown): string {
+  if (typeof value !== 'string') throw new PidfenceTypeError('handle must be the durable handle text from lib/process.', 'ERR_PIDFENCE_INVALID_HANDLE');
+  if (value.length > HANDLE_MAX_LENGTH || !HANDLE_PATTERN.test(value)) {
+    throw new PidfenceRangeError(`handle must be 1 to ${HANDLE_MAX_LENGTH} printable ASCII characters.`, 'ERR_PIDFENCE_INVALID_HANDLE');
+  }
+  return value;
+}
+
+/** Forward-only moves: claimed → starting → running (claimed → running is allowed too). */
+const ATTEMPT_MOVES: Readonly<Record<AttemptActiveStatus, readonly string[]>> = {
+  claimed: ['starting', 'running'],
+  starting: ['running'],
+  running: [],
+};
+
+export function validateAdvanceAttemptCommand(value: unknown): AdvanceAttemptCommand {
+  const input = validateExactShape(value, 'advance-attempt command', ['runId', 'attemptId', 'from', 'to'], ['pid', 'handle']);
+  const from = validateEnum(input.from, 'from', ATTEMPT_ACTIVE_STATUSES, 'ERR_PIDFENCE_INVALID_ATTEMPT_MOVE');
+  const to = validateEnum(input.to, 'to', ['starting', 'running'] as const, 'ERR_PIDFENCE_INVALID_ATTEMPT_MOVE');
+  if (!ATTEMPT_MOVES[from].includes(to)) {
+    throw new PidfenceRangeError(`an attempt cannot move from ${from} to ${to}; moves go claimed → starting → running.`, 'ERR_PIDFENCE_INVALID_ATTEMPT_MOVE');
+  }
+  const command = { runId: validateId(input.runId, 'runId'), attemptId: validateId(input.attemptId, 'attemptId'), from, to };
+  if (input.pid === undefined && input.handle === undefined) return command;
+  if (input.pid === undefined || input.handle === undefined) {
+    throw new PidfenceTypeError('pass pid and handle together: the handle proves which process the pid was.', 'ERR_PIDFENCE_INVALID_HANDLE');
+  }
+  return {
+    ...command,
+    pid: validateBoundedInteger(input.pid, 'pid', 1, ATTEMPT_PID_MAX, 'ERR_PIDFENCE_INVALID_PID'),
+    handle: validateHandle(input.handle),
+  };
+}
+
+export function validateEndAttemptCommand(value: unknown): EndAttemptCommand {
+  const input = validateExactShape(value, 'end-attempt command', ['runId', 'attemptId', 'status']);
+  return {
+    runId: validateId(input.runId, 'runId'),
+    attemptId: validateId(input.attemptId, 'attemptId'),
+    status: validateEnum(input.status, 'status', RUN_TERMINAL_STATUSES, 'ERR_PIDFENCE_INVALID_RUN_STATUS'),
+  };
+}
+
+export function validateRequestCancellationCommand(value: unknown): RequestCancellationCommand {
+  const input = validateExactShape(value, 'request-cancellation command', ['runId', 'reason', 'eventId']);
+  return {
+    runId: validateId(input.runId, 'runId'),
+    reason: validateEnum(input.reason, 'reason', CANCEL_REASONS, 'ERR_PIDFENCE_INVALID_CANCEL_REASON'),
+    eventId: validateId(input.eventId, 'eventId'),
+  };
+}
+
+export function validateMarkTerminalCommand(value: unknown): MarkTerminalCommand {
+  const input = validateExactShape(value, 'mark-terminal command', ['runId', 'status', 'eventId'], ['attemptId']);
+  const command = {
+    runId: validateId(input.runId, 'runId'),
+    status: validateEnum(input.status, 'status', RUN_TERMINAL_STATUSES, 'ERR_PIDFENCE_INVALID_RUN_STATUS'),
+    eventId: validateId(input.eventId, 'eventId'),
+  };
+  return input.attemptId === undefined ? command : { ...command, attemptId: validateId(input.attemptId, 'attemptId') };
+}
+
+export function validateEventPage(value: unknown = {}): { readonly afterSeq: number; readonly limit: number } {
+  const input = validateExactShape(value, 'event page query', [], ['afterSeq', 'limit']);
+  return {
+    afterSeq: input.afterSeq === undefined ? 0 : validateBoundedInteger(input.afterSeq, 'afterSeq', 0, EPOCH_MS_MAX, 'ERR_PIDFENCE_INVALID_CURSOR'),
+    limit: input.limit === undefined ? EVENT_PAGE_MAX : validateBoundedInteger(input.limit, 'limit', 1, EVENT_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT'),
+  };
+}

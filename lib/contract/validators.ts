@@ -1,0 +1,109 @@
+// Field validators shared by every command of the contract (ADR-0456 §2): exact shapes, typed
+// errors with stable codes, and messages that say what to pass, never echoing a secret value.
+import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
+import { isDispatchResult, type DispatchResult } from './classification';
+import {
+  COUNTER_MAX,
+  EPOCH_MS_MAX,
+  ID_MAX_LENGTH,
+  LEASE_DURATION_MAX_MS,
+  LEASE_DURATION_MIN_MS,
+  OWNER_MAX_LENGTH,
+  RETRY_DELAY_MAX_MS,
+  RETRY_DELAY_MIN_MS,
+  TOKEN_LENGTH,
+} from './limits';
+
+const ID_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,${ID_MAX_LENGTH - 1}}$`);
+const OWNER_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,${OWNER_MAX_LENGTH - 1}}$`);
+const TOKEN_PATTERN = new RegExp(`^[A-Za-z0-9_-]{${TOKEN_LENGTH}}$`);
+const DIGEST_PATTERN = /^[0-9a-f]{64}$/;
+
+/** Rejects anything but a plain object whose keys are all in `required` or `optional`. */
+export function validateExactShape(
+  value: unknown,
+  what: string,
+  required: readonly string[],
+  optional: readonly string[] = [],
+): Record<string, unknown> {
+  const code = 'ERR_PIDFENCE_INVALID_COMMAND';
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || Object.getPrototypeOf(value) !== Object.prototype) {
+    throw new PidfenceTypeError(`${what} must be a plain object with ${required.join(', ')}.`, code);
+  }
+  const allowed = new Set([...required, ...optional]);
+  for (const key of Object.keys(value)) {
+    if (!allowed.has(key)) {
+      throw new PidfenceTypeError(`${what} has an unknown key "${key.slice(0, 32)}"; pass only ${[...allowed].join(', ')}.`, code);
+    }
+  }
+  const record = value as Record<string, unknown>;
+  for (const key of required) {
+    if (record[key] === undefined) throw new PidfenceTypeError(`${what} is missing ${key}.`, code);
+  }
+  return record;
+}
+
+function validateString(value: unknown, what: string, pattern: RegExp, rule: string, code: string): string {
+  if (typeof value !== 'string') throw new PidfenceTypeError(`${what} must be a string (${rule}).`, code);
+  if (!pattern.test(value)) throw new PidfenceRangeError(`${what} must be ${rule}.`, code);
+  return value;
+}
+
+function validateInteger(value: unknown, what: string, min: number, max: number, code: string): number {
+  if (typeof value !== 'number') throw new PidfenceTypeError(`${what} must be a number (an integer from ${min} to ${max}).`, code);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new PidfenceRangeError(`${what} must be an integer from ${min} to ${max}.`, code);
+  }
+  return value;
+}
+
+export function validateId(value: unknown, what: string): string {
+  return validateString(value, what, ID_PATTERN, `1 to ${ID_MAX_LENGTH} characters of A-Z a-z 0-9 . _ : - starting with a letter or digit`, 'ERR_PIDFENCE_INVALID_ID');
+}
+
+export function validateOwner(value: unknown): string {
+  return validateString(value, 'owner', OWNER_PATTERN, `1 to ${OWNER_MAX_LENGTH} characters of A-Z a-z 0-9 . _ : @ / - starting with a letter or digit`, 'ERR_PIDFENCE_INVALID_OWNER');
+}
+
+/** The raw token is never echoed: the message only says what a token looks like. */
+export function validateToken(value: unknown): string {
+  return validateString(value, 'token', TOKEN_PATTERN, `the ${TOKEN_LENGTH}-character base64url value from createLeaseToken() or a successful claim`, 'ERR_PIDFENCE_INVALID_TOKEN');
+}
+
+export function validateDigest(value: unknown, what: string): string {
+  return validateString(value, what, DIGEST_PATTERN, '64 lowercase hexadecimal characters (a SHA-256 digest)', 'ERR_PIDFENCE_INVALID_DIGEST');
+}
+
+export function validateEpochMs(value: unknown, what: string): number {
+  return validateInteger(value, what, 0, EPOCH_MS_MAX, 'ERR_PIDFENCE_INVALID_TIMESTAMP');
+}
+
+export function validateCounter(value: unknown, what: string): number {
+  return validateInteger(value, what, 0, COUNTER_MAX, 'ERR_PIDFENCE_INVALID_COUNTER');
+}
+
+export function validateLeaseDurationMs(value: unknown): number {
+  return validateInteger(value, 'leaseDurationMs', LEASE_DURATION_MIN_MS, LEASE_DURATION_MAX_MS, 'ERR_PIDFENCE_INVALID_LEASE_DURATION');
+}
+
+export function validateRetryDelayMs(value: unknown): number {
+  return validateInteger(value, 'retryDelayMs', RETRY_DELAY_MIN_MS, RETRY_DELAY_MAX_MS, 'ERR_PIDFENCE_INVALID_RETRY_DELAY');
+}
+
+export function validateBoundedInteger(value: unknown, what: string, min: number, max: number, code: string): number {
+  return validateInteger(value, what, min, max, code);
+}
+
+export function validateDispatchResult(value: unknown): DispatchResult {
+  if (!isDispatchResult(value)) {
+    throw new PidfenceTypeError('result must be one of the ADR-0005 §2.4 results (termination_requested, already_exited, identity_mismatch, ...).', 'ERR_PIDFENCE_INVALID_RESULT');
+  }
+  return value;
+}
+
+export function validateEnum<T extends string>(value: unknown, what: string, allowed: readonly T[], code: string): T {
+  if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
+    throw new PidfenceTypeError(`${what} must be one of ${allowed.join(', ')}.`, code);
+  }
+  return value as T;
+}

@@ -1,0 +1,37 @@
+// The CancellationDispatch repository interface both stores implement (ADR-0005 §2.2, §2.4, §2.6;
+// ADR-0456 §3, §7-8). Promise-returning because PostgreSQL is async; outcomes are values.
+import type {
+  CancellationDispatchRecord,
+  ClaimCommand,
+  ClaimOutcome,
+  DuePage,
+  DuePageQuery,
+  RecordResultCommand,
+  RecordResultOutcome,
+} from '../contract/index';
+
+export interface DispatchRepository {
+  /**
+   * Atomically claims the lease on a run's cancellation (§2.2). The repository reads its own
+   * clock; the raw token comes back only in a `claimed` outcome and is stored only as a digest.
+   * Rejects (before any SQL) with a PidfenceTypeError/RangeError when the command is malformed.
+   */
+  claim(command: ClaimCommand): Promise<ClaimOutcome>;
+
+  /**
+   * Settles a lease (§2.4): in one transaction the dispatch moves to the classified status, the
+   * run version is CAS-advanced to reserve the next event sequence, and the RunEvent is appended.
+   * Any fence mismatch (run, attempt, owner, token digest, version) is `stale_fence`.
+   */
+  recordResult(command: RecordResultCommand): Promise<RecordResultOutcome>;
+
+  /**
+   * At most `limit` (≤ 64) due items in `(atMs, runId)` keyset order: cancelled runs without a
+   * dispatch row yet, leased records whose lease expired (recovery), and pending/retry_wait
+   * records whose due time passed. `next` is set when the page is full.
+   */
+  duePage(query?: DuePageQuery): Promise<DuePage>;
+
+  /** The record for a run, or null. For the management plane and tests; it holds the digest, never the token. */
+  getRecord(runId: string): Promise<CancellationDispatchRecord | null>;
+}

@@ -1,0 +1,151 @@
+// SqliteDispatchRepository (ADR-0005 §2.2, §2.4, §2.6; DESIGN §7): claim, recordResult and the
+// bounded due page on better-sqlite3 12, each write one short BEGIN IMMEDIATE transaction.
+import {
+  buildDispatchEventPayload,
+  claimIneligibility,
+  classifyResult,
+  existingRecordBlocker,
+  leaseTokenDigest,
+  validateClaimCommand,
+  validateDispatchRecord,
+  validateDuePageQuery,
+  validateId,
+  validateRecordResultCommand,
+  type AttemptStatus,
+  type CancellationDispatchRecord,
+  type ClaimCommand,
+  type ClaimOutcome,
+  type ClaimRunFacts,
+  type DuePage,
+  type DuePageQuery,
+  type RecordResultCommand,
+  type RecordResultOutcome,
+  type RunRecord,
+} from '../../contract/index';
+import type { DispatchRepository } from '../dispatch-repository';
+import { storeFailure } from '../store-errors';
+import { readClock, type Clock } from './clock';
+import type { SqliteDatabase } from './database';
+import { appendRunEvent } from './run-events';
+import { prepareStatements, type DueRow, type PreparedStatements } from './statements';
+
+export interface SqliteDispatchRepositoryOptions {
+  /** The time authority; Date.now unless a test or a device needs another. */
+  readonly clock?: Clock;
+}
+
+/** Cursor position before every real key (times are >= 0, ids are non-empty). */
+const FIRST_PAGE = { atMs: -1, runId: '' };
+
+export class SqliteDispatchRepository implements DispatchRepository {
+  readonly #statements: PreparedStatements;
+  readonly #clock: Clock;
+  readonly #claim: (command: ClaimCommand) => ClaimOutcome;
+  readonly #recordResult: (command: RecordResultCommand) => RecordResultOutcome;
+
+  constructor(database: SqliteDatabase, options: SqliteDispatchRepositoryOptions = {}) {
+    this.#statements = prepareStatements(database);
+    this.#clock = options.clock ?? Date.now;
+    const claim = database.transaction((command: ClaimCommand) => this.#claimLocked(command));
+    const recordResult = database.transaction((command: RecordResultCommand) => this.#recordResultLocked(command));
+    this.#claim = (command) => claim.immediate(command);
+    this.#recordResult = (command) => recordResult.immediate(command);
+  }
+
+  async claim(command: ClaimCommand): Promise<ClaimOutcome> {
+    const valid = validateClaimCommand(command);
+    try {
+      return this.#claim(valid);
+    } catch (error) {
+      throw storeFailure('sqlite', 'claim', error);
+    }
+  }
+
+  async recordResult(command: RecordResultCommand): Promise<RecordResultOutcome> {
+    const valid = validateRecordResultCommand(command);
+    try {
+      return this.#recordResult(valid);
+    } catch (error) {
+      throw storeFailure('sqlite', 'recordResult', error);
+    }
+  }
+
+  async duePage(query: DuePageQuery = {}): Promise<DuePage> {
+    const { limit, after } = validateDuePageQuery(query);
+    try {
+      const cursor = after ?? FIRST_PAGE;
+      const rows = this.#statements.duePage.all({ afterAtMs: cursor.atMs, afterRunId: cursor.runId, nowMs: readClock(this.#clock), limit }) as DueRow[];
+      const last = rows[rows.length - 1];
+      return { items: rows.map((row) => ({ ...row })), next: rows.length === limit && last ? { atMs: last.atMs, runId: last.runId } : null };
+    } catch (error) {
+      throw storeFailure('sqlite', 'duePage', error);
+    }
+  }
+
+  async getRecord(runId: string): Promise<CancellationDispatchRecord | null> {
+    const id = validateId(runId, 'runId');
+    const row = this.#statements.selectDispatch.get(id);
+    return row === undefined ? null : validateDispatchRecord(row);
+  }
+
+  /** ADR-0005 §2.2, inside BEGIN IMMEDIATE: the clock is read after the write lock is held. */
+  #claimLocked(command: ClaimCommand): ClaimOutcome {
+    const nowMs = readClock(this.#clock);
+    const run = this.#statements.selectRun.get(command.runId) as (RunRecord & ClaimRunFacts) | undefined;
+    const attempt = this.#statements.selectAttempt.get(command.runId, command.attemptId) as { status: AttemptStatus } | undefined;
+    const reason = claimIneligibility(run, attempt?.status, command);
+    if (reason !== null || run === undefined) return { kind: 'not_eligible', reason: reason ?? 'run_missing' };
+
+    const lease = {
+      runId: command.runId,
+      attemptId: command.attemptId,
+      owner: command.owner,
+      digest: leaseTokenDigest(command.token),
+      expiresAtMs: nowMs + command.leaseDurationMs,
+      nowMs,
+    };
+    const existing = this.#statements.selectDispatch.get(command.runId);
+    if (existing === undefined) {
+      const created = this.#statements.insertLeasedDispatch.get({ ...lease, projectId: run.projectId });
+      return { kind: 'claimed', record: validateDispatchRecord(created), token: command.token };
+    }
+    const record = validateDispatchRecord(existing);
+    const blocker = existingRecordBlocker(record, command.attemptId, nowMs);
+    if (blocker !== null) return { kind: blocker };
+    const leased = this.#statements.leaseDispatch.get({ ...lease, version: record.version });
+    if (leased === undefined) {
+      throw storeFailure('sqlite', 'claim', { code: 'PIDFENCE_LEASE_CAS_LOST' });
+    }
+    return { kind: 'claimed', record: validateDispatchRecord(leased), token: command.token };
+  }
+
+  /** ADR-0005 §2.4, inside BEGIN IMMEDIATE: fence-checked settle, run version CAS, event append. */
+  #recordResultLocked(command: RecordResultCommand): RecordResultOutcome {
+    const nowMs = readClock(this.#clock);
+    const settledAs = classifyResult(command.result);
+    const settled = this.#statements.settleDispatch.get({
+      runId: command.runId,
+      attemptId: command.attemptId,
+      owner: command.owner,
+      digest: leaseTokenDigest(command.token),
+      expectedVersion: command.expectedVersion,
+      status: settledAs.status,
+      result: command.result,
+      nextAttemptAtMs: settledAs.retryable ? nowMs + (command.retryDelayMs ?? 0) : null,
+      blockedAtMs: settledAs.status === 'blocked' ? nowMs : null,
+      nowMs,
+    });
+    if (settled === undefined) return { kind: 'stale_fence' };
+    const record = validateDispatchRecord(settled);
+    const run = this.#statements.selectRun.get(command.runId) as RunRecord;
+    const event = appendRunEvent(this.#statements, {
+      runId: command.runId,
+      version: run.version,
+      type: settledAs.eventType,
+      eventId: command.eventId,
+      payload: buildDispatchEventPayload({ attemptId: record.attemptId, dispatchCount: record.dispatchCount, result: command.result }),
+      nowMs,
+    });
+    return { kind: 'recorded', record, event };
+  }
+}

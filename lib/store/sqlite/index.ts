@@ -1,0 +1,46 @@
+// pidfence/sqlite: the edge/standalone store (DESIGN §7): open a WAL database, apply the numbered
+// migrations, check readiness, and hand out the dispatch repository and the run store.
+import { readClock, type Clock } from './clock';
+import { checkSqliteReadiness, migrateSqliteDatabase, openSqliteDatabase, type SqliteDatabase, type SqliteOpenOptions } from './database';
+import { SqliteDispatchRepository } from './dispatch-repository';
+import { SqliteRunStore } from './run-store';
+
+export { checkSqliteReadiness, migrateSqliteDatabase, openSqliteDatabase, SQLITE_BUSY_TIMEOUT_DEFAULT_MS } from './database';
+export type { SqliteDatabase, SqliteOpenOptions, SqliteSynchronous } from './database';
+export { SqliteDispatchRepository } from './dispatch-repository';
+export { SqliteRunStore } from './run-store';
+export type { Clock } from './clock';
+export type { DispatchRepository } from '../dispatch-repository';
+export type { RunStore } from '../run-store';
+
+export interface SqliteStoreOptions extends SqliteOpenOptions {
+  readonly clock?: Clock;
+  /** Apply pending migrations on open (default true); false only checks readiness. */
+  readonly migrate?: boolean;
+}
+
+export interface SqliteStore {
+  readonly database: SqliteDatabase;
+  readonly repository: SqliteDispatchRepository;
+  readonly runStore: SqliteRunStore;
+  close(): void;
+}
+
+/** Opens (and by default migrates) a pidfence SQLite file; fails readiness on migration drift. */
+export function openSqliteStore(filename: string, options: SqliteStoreOptions = {}): SqliteStore {
+  const clock = options.clock ?? Date.now;
+  const database = openSqliteDatabase(filename, options);
+  try {
+    if (options.migrate !== false) migrateSqliteDatabase(database, () => readClock(clock));
+    checkSqliteReadiness(database);
+    return {
+      database,
+      repository: new SqliteDispatchRepository(database, { clock }),
+      runStore: new SqliteRunStore(database, { clock }),
+      close: () => database.close(),
+    };
+  } catch (error) {
+    database.close();
+    throw error;
+  }
+}

@@ -1,0 +1,136 @@
+// Every SQL statement of the SQLite store, each in one named place (graphile-worker style), with
+// the fences written into the SQL itself (ADR-0005 §2.2 step 6, §2.4).
+import type Database from 'better-sqlite3';
+
+import type { DueSource } from '../../contract/index';
+
+const RECORD_COLUMNS = `run_id AS runId, project_id AS projectId, attempt_id AS attemptId, status, version,
+  dispatch_count AS dispatchCount, next_attempt_at_ms AS nextAttemptAtMs, lease_owner AS leaseOwner,
+  lease_token_digest AS leaseTokenDigest, lease_expires_at_ms AS leaseExpiresAtMs, last_result AS lastResult,
+  last_dispatched_at_ms AS lastDispatchedAtMs, blocked_at_ms AS blockedAtMs, created_at_ms AS createdAtMs,
+  updated_at_ms AS updatedAtMs`;
+
+const RUN_COLUMNS = `id AS runId, project_id AS projectId, owner, status, version,
+  cancel_requested_at_ms AS cancelRequestedAtMs, cancel_reason AS cancelReason, next_event_seq AS nextEventSeq,
+  created_at_ms AS createdAtMs, updated_at_ms AS updatedAtMs`;
+
+const ATTEMPT_COLUMNS = `id AS attemptId, run_id AS runId, status, pid, handle, deadline_at_ms AS deadlineAtMs,
+  receipt_token_digest AS receiptTokenDigest, created_at_ms AS createdAtMs, updated_at_ms AS updatedAtMs`;
+
+export const SQL = {
+  // ---- dispatch repository ----
+  selectDispatch: `SELECT ${RECORD_COLUMNS} FROM cancellation_dispatches WHERE run_id = ?`,
+
+  /** Steps 3+6 at once: a first claim writes the leased row directly (pending is never visible). */
+  insertLeasedDispatch: `INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version,
+      dispatch_count, next_attempt_at_ms, lease_owner, lease_token_digest, lease_expires_at_ms, last_result,
+      last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
+    VALUES (:runId, :projectId, :attemptId, 'leased', 1, 1, NULL, :owner, :digest, :expiresAtMs, NULL, :nowMs, NULL, :nowMs, :nowMs)
+    RETURNING ${RECORD_COLUMNS}`,
+
+  /** Step 6: version CAS; the due/expiry rule is repeated here so a stale read can never lease. */
+  leaseDispatch: `UPDATE cancellation_dispatches
+    SET status = 'leased', version = version + 1, dispatch_count = dispatch_count + 1, next_attempt_at_ms = NULL,
+        lease_owner = :owner, lease_token_digest = :digest, lease_expires_at_ms = :expiresAtMs,
+        last_dispatched_at_ms = :nowMs, updated_at_ms = :nowMs
+    WHERE run_id = :runId AND attempt_id = :attemptId AND version = :version
+      AND ((status IN ('pending', 'retry_wait') AND next_attempt_at_ms <= :nowMs)
+        OR (status = 'leased' AND lease_expires_at_ms <= :nowMs))
+    RETURNING ${RECORD_COLUMNS}`,
+
+  /** §2.4: the whole fence in the WHERE clause; no row back means stale_fence. */
+  settleDispatch: `UPDATE cancellation_dispatches
+    SET status = :status, version = version + 1, last_result = :result, next_attempt_at_ms = :nextAttemptAtMs,
+        blocked_at_ms = :blockedAtMs, lease_owner = NULL, lease_token_digest = NULL, lease_expires_at_ms = NULL,
+        updated_at_ms = :nowMs
+    WHERE run_id = :runId AND attempt_id = :attemptId AND status = 'leased'
+      AND lease_owner = :owner AND lease_token_digest = :digest AND version = :expectedVersion
+    RETURNING ${RECORD_COLUMNS}`,
+
+  /**
+   * The bounded due query: two index-bound branches merged in (at_ms, run_id) order. Branch 1 walks
+   * runs_cancel_open for cancelled active runs with no dispatch row (first claim) or an expired lease
+   * (recovery); branch 2 walks cancellation_dispatches_retry_due for pending/retry_wait rows now due.
+   * Each branch is limited before the merge, so at most 2 × limit rows are ever touched by the sort.
+   */
+  duePage: `SELECT runId, attemptId, cancelRequestedAtMs, source, atMs FROM (
+      SELECT * FROM (
+        SELECT r.id AS runId, COALESCE(d.attempt_id, a.id) AS attemptId, r.cancel_requested_at_ms AS cancelRequestedAtMs,
+               CASE WHEN d.run_id IS NULL THEN 'first_claim' ELSE 'lease_expired' END AS source,
+               r.cancel_requested_at_ms AS atMs
+        FROM runs AS r INDEXED BY runs_cancel_open
+        LEFT JOIN cancellation_dispatches AS d ON d.run_id = r.id
+        LEFT JOIN attempts AS a ON a.run_id = r.id AND a.status IN ('claimed', 'starting', 'running')
+        WHERE r.cancel_requested_at_ms IS NOT NULL AND r.status IN ('queued', 'running') AND r.owner = 'runtime'
+          AND (r.cancel_requested_at_ms, r.id) > (:afterAtMs, :afterRunId)
+          AND ((d.run_id IS NULL AND a.id IS NOT NULL) OR (d.status = 'leased' AND d.lease_expires_at_ms <= :nowMs))
+        ORDER BY r.cancel_requested_at_ms, r.id
+        LIMIT :limit)
+      UNION ALL
+      SELECT * FROM (
+        SELECT d.run_id AS runId, d.attempt_id AS attemptId, r.cancel_requested_at_ms AS cancelRequestedAtMs,
+               'retry_due' AS source, d.next_attempt_at_ms AS atMs
+        FROM cancellation_dispatches AS d INDEXED BY cancellation_dispatches_retry_due
+        JOIN runs AS r ON r.id = d.run_id
+        WHERE d.status IN ('pending', 'retry_wait') AND d.next_attempt_at_ms <= :nowMs
+          AND (d.next_attempt_at_ms, d.run_id) > (:afterAtMs, :afterRunId)
+          AND r.status IN ('queued', 'running') AND r.owner = 'runtime' AND r.cancel_requested_at_ms IS NOT NULL
+        ORDER BY d.next_attempt_at_ms, d.run_id
+        LIMIT :limit))
+    ORDER BY atMs, runId
+    LIMIT :limit`,
+
+  // ---- runs, attempts, events (shared by the run store and the result transaction) ----
+  selectRun: `SELECT ${RUN_COLUMNS} FROM runs WHERE id = ?`,
+  insertRun: `INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason,
+      next_event_seq, created_at_ms, updated_at_ms)
+    VALUES (:runId, :projectId, :owner, 'queued', 0, NULL, NULL, 1, :nowMs, :nowMs)
+    ON CONFLICT DO NOTHING
+    RETURNING ${RUN_COLUMNS}`,
+  /** Run fields change under the same version CAS that reserves the event sequence. */
+  markRunRunning: `UPDATE runs SET status = 'running', updated_at_ms = :nowMs WHERE id = :runId AND status = 'queued'`,
+  writeCancelIntent: `UPDATE runs SET cancel_requested_at_ms = :nowMs, cancel_reason = :reason, updated_at_ms = :nowMs
+    WHERE id = :runId AND version = :version AND cancel_requested_at_ms IS NULL`,
+  writeRunTerminal: `UPDATE runs SET status = :status, updated_at_ms = :nowMs
+    WHERE id = :runId AND version = :version AND status IN ('queued', 'running')`,
+  /** §2.4 step 2: CAS on the current run version reserves the next event sequence. */
+  reserveEventSeq: `UPDATE runs SET version = version + 1, next_event_seq = next_event_seq + 1, updated_at_ms = :nowMs
+    WHERE id = :runId AND version = :version
+    RETURNING next_event_seq - 1 AS seq`,
+  insertEvent: `INSERT INTO run_events (run_id, seq, id, type, payload, created_at_ms)
+    VALUES (:runId, :seq, :eventId, :type, :payload, :nowMs)`,
+  listEvents: `SELECT id, run_id AS runId, seq, type, payload, created_at_ms AS createdAtMs
+    FROM run_events WHERE run_id = :runId AND seq > :afterSeq ORDER BY seq LIMIT :limit`,
+
+  selectAttempt: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE run_id = ? AND id = ?`,
+  selectAttemptById: `SELECT 1 AS found FROM attempts WHERE id = ?`,
+  selectActiveAttempt: `SELECT id FROM attempts WHERE run_id = ? AND status IN ('claimed', 'starting', 'running')`,
+  insertAttempt: `INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, created_at_ms, updated_at_ms)
+    VALUES (:runId, :attemptId, 'claimed', NULL, NULL, :deadlineAtMs, :receiptTokenDigest, :nowMs, :nowMs)
+    RETURNING ${ATTEMPT_COLUMNS}`,
+  /** Exact CAS on status; pid/handle are written once (a second capture would rebind the process). */
+  advanceAttempt: `UPDATE attempts
+    SET status = :to, pid = COALESCE(:pid, pid), handle = COALESCE(:handle, handle), updated_at_ms = :nowMs
+    WHERE run_id = :runId AND id = :attemptId AND status = :from AND (:pid IS NULL OR pid IS NULL)
+    RETURNING ${ATTEMPT_COLUMNS}`,
+  endAttempt: `UPDATE attempts SET status = :status, updated_at_ms = :nowMs
+    WHERE run_id = :runId AND id = :attemptId AND status IN ('claimed', 'starting', 'running')
+    RETURNING ${ATTEMPT_COLUMNS}`,
+} as const;
+
+export interface DueRow {
+  readonly runId: string;
+  readonly attemptId: string;
+  readonly cancelRequestedAtMs: number;
+  readonly source: DueSource;
+  readonly atMs: number;
+}
+
+export type PreparedStatements = { readonly [K in keyof typeof SQL]: Database.Statement };
+
+/** Prepares every statement once per connection; better-sqlite3 re-prepares after schema changes. */
+export function prepareStatements(database: Database.Database): PreparedStatements {
+  const prepared = {} as Record<keyof typeof SQL, Database.Statement>;
+  for (const name of Object.keys(SQL) as Array<keyof typeof SQL>) prepared[name] = database.prepare(SQL[name]);
+  return prepared;
+}

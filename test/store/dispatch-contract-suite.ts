@@ -1,0 +1,443 @@
+// The one contract suite for every DispatchRepository + RunStore (ADR-0005 §6 gates 1-7, 9, 10 at
+// the repository level; ADR-0456 §7-8). Stores differ in SQL and clock only, so this runs unchanged.
+import { randomUUID } from 'node:crypto';
+
+import test, { type ExecutionContext } from 'ava';
+
+import { PidfenceError, PidfenceRangeError, PidfenceTypeError } from '../../lib/base/errors';
+import {
+  DUE_PAGE_MAX,
+  LEASE_DURATION_MAX_MS,
+  RETRY_DELAY_MAX_MS,
+  createLeaseToken,
+  leaseTokenDigest,
+  type CancellationDispatchRecord,
+  type ClaimCommand,
+  type DispatchResult,
+  type RecordResultCommand,
+} from '../../lib/contract/index';
+import type { DispatchRepository } from '../../lib/store/dispatch-repository';
+import type { RunStore } from '../../lib/store/run-store';
+
+export interface ContractStore {
+  readonly repository: DispatchRepository;
+  readonly runStore: RunStore;
+  /** Moves the store's clock forward: the injected clock on SQLite, a real sleep on PostgreSQL. */
+  advanceTime(ms: number): Promise<void>;
+  /** Makes every RunEvent append fail until the returned function restores it. */
+  injectEventAppendFailure(): Promise<() => Promise<void>>;
+  /** The database's bytes on disk (file + WAL), where the store can expose them. */
+  rawBytes?(): Buffer;
+  close(): Promise<void>;
+}
+
+export interface ContractStoreFactory {
+  readonly name: string;
+  open(): Promise<ContractStore>;
+}
+
+/** Every duration the suite waits for stays ≤ 300 ms, so a real-time store runs it quickly. */
+const LEASE_MS = 100;
+const RETRY_MS = 150;
+const LONG_LEASE_MS = 60_000;
+
+interface CancelledRun {
+  readonly runId: string;
+  readonly attemptId: string;
+  readonly cancelRequestedAtMs: number;
+}
+
+let sequence = 0;
+function uniqueId(prefix: string): string {
+  sequence += 1;
+  return `${prefix}-${sequence}-${randomUUID().slice(0, 8)}`;
+}
+
+async function cancelledRun(store: ContractStore, projectId = 'project-a'): Promise<CancelledRun> {
+  const runId = uniqueId('run');
+  const attemptId = `${runId}-a1`;
+  await store.runStore.createRun({ runId, projectId });
+  await store.runStore.createAttempt({ runId, attemptId });
+  await store.runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'running', pid: 4242, handle: '{"v":1,"pid":4242}' });
+  const cancelled = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: uniqueId('evt') });
+  if (cancelled.kind !== 'requested') throw new Error(`fixture: cancellation was ${cancelled.kind}`);
+  return { runId, attemptId, cancelRequestedAtMs: cancelled.run.cancelRequestedAtMs ?? -1 };
+}
+
+function claimOf(run: CancelledRun, owner: string, leaseDurationMs = LONG_LEASE_MS): ClaimCommand {
+  return { ...run, owner, token: createLeaseToken(), leaseDurationMs };
+}
+
+async function claimed(t: ExecutionContext, store: ContractStore, command: ClaimCommand): Promise<CancellationDispatchRecord> {
+  const outcome = await store.repository.claim(command);
+  if (outcome.kind !== 'claimed') return t.fail(`expected claimed, got ${outcome.kind}`) as never;
+  return outcome.record;
+}
+
+function resultOf(claim: ClaimCommand, record: CancellationDispatchRecord, result: DispatchResult, retryDelayMs?: number): RecordResultCommand {
+  const base = { runId: claim.runId, attemptId: claim.attemptId, owner: claim.owner, token: claim.token, expectedVersion: record.version, result, eventId: uniqueId('evt') };
+  return retryDelayMs === undefined ? base : { ...base, retryDelayMs };
+}
+
+/** Everything a store holds about one run, for "nothing changed" assertions. */
+async function snapshot(store: ContractStore, runId: string): Promise<unknown> {
+  return { run: await store.runStore.getRun(runId), record: await store.repository.getRecord(runId), events: await store.runStore.listEvents(runId) };
+}
+
+async function rejectsAsInput(t: ExecutionContext, promise: Promise<unknown>): Promise<void> {
+  const error = await t.throwsAsync(promise);
+  t.true(error instanceof PidfenceTypeError || error instanceof PidfenceRangeError, `typed input error, got ${String(error)}`);
+  t.regex((error as PidfenceTypeError).code, /^ERR_PIDFENCE_INVALID_/);
+}
+
+export function registerDispatchContractSuite(factory: ContractStoreFactory): void {
+  const storeTest = (title: string, body: (t: ExecutionContext, store: ContractStore) => Promise<void>): void => {
+    test(`${title} [${factory.name}]`, async (t) => {
+      const store = await factory.open();
+      try {
+        await body(t, store);
+      } finally {
+        await store.close();
+      }
+    });
+  };
+
+  storeTest('gate 1: concurrent claims on one run produce exactly one lease owner', async (t, store) => {
+    const run = await cancelledRun(store);
+    const commands = Array.from({ length: 8 }, (_, i) => claimOf(run, `worker-${i}`));
+    const outcomes = await Promise.all(commands.map((command) => store.repository.claim(command)));
+    const winners = outcomes.flatMap((outcome, i) => (outcome.kind === 'claimed' ? [{ outcome, command: commands[i] }] : []));
+    t.is(winners.length, 1);
+    t.deepEqual(outcomes.filter((o) => o.kind !== 'claimed').map((o) => o.kind), Array(7).fill('leased'));
+    const record = await store.repository.getRecord(run.runId);
+    t.is(record?.leaseOwner, winners[0]?.command?.owner);
+    t.is(record?.leaseTokenDigest, leaseTokenDigest(winners[0]?.command?.token ?? ''));
+    t.is(record?.dispatchCount, 1);
+  });
+
+  storeTest('gate 2: an unexpired lease is not taken over; after expiry a new owner gets a new token and version', async (t, store) => {
+    const run = await cancelledRun(store);
+    const first = claimOf(run, 'worker-a', LEASE_MS);
+    const firstRecord = await claimed(t, store, first);
+    t.is(firstRecord.leaseExpiresAtMs, firstRecord.updatedAtMs + LEASE_MS, 'the repository computes the expiry from its own clock');
+    t.deepEqual(await store.repository.claim(claimOf(run, 'worker-b')), { kind: 'leased' });
+    t.false((await store.repository.duePage()).items.some((item) => item.runId === run.runId), 'a live lease is not due');
+
+    await store.advanceTime(LEASE_MS + 20);
+    const due = (await store.repository.duePage({ limit: DUE_PAGE_MAX })).items.find((item) => item.runId === run.runId);
+    t.like(due, { source: 'lease_expired', attemptId: run.attemptId, cancelRequestedAtMs: run.cancelRequestedAtMs });
+
+    const second = claimOf(run, 'worker-b');
+    const secondRecord = await claimed(t, store, second);
+    t.is(secondRecord.version, firstRecord.version + 1);
+    t.is(secondRecord.dispatchCount, 2);
+    t.is(secondRecord.leaseOwner, 'worker-b');
+    t.not(secondRecord.leaseTokenDigest, firstRecord.leaseTokenDigest);
+    t.deepEqual(await store.repository.recordResult(resultOf(first, firstRecord, 'termination_requested')), { kind: 'stale_fence' });
+    t.is((await store.repository.recordResult(resultOf(second, secondRecord, 'already_exited'))).kind, 'recorded');
+  });
+
+  const staleFences: ReadonlyArray<[string, (command: RecordResultCommand) => RecordResultCommand]> = [
+    ['a stale owner', (c) => ({ ...c, owner: 'worker-stale' })],
+    ['a stale token', (c) => ({ ...c, token: createLeaseToken() })],
+    ['a stale version', (c) => ({ ...c, expectedVersion: c.expectedVersion + 1 })],
+    ['another attempt id', (c) => ({ ...c, attemptId: `${c.attemptId}-other` })],
+  ];
+  for (const [what, corrupt] of staleFences) {
+    storeTest(`gate 3: ${what} cannot record a result`, async (t, store) => {
+      const run = await cancelledRun(store);
+      const claim = claimOf(run, 'worker-a');
+      const record = await claimed(t, store, claim);
+      const before = await snapshot(store, run.runId);
+      t.deepEqual(await store.repository.recordResult(corrupt(resultOf(claim, record, 'termination_requested'))), { kind: 'stale_fence' });
+      t.deepEqual(await snapshot(store, run.runId), before, 'a rejected fence writes nothing');
+      t.is((await store.repository.recordResult(resultOf(claim, record, 'termination_requested'))).kind, 'recorded', 'the real fence still works');
+    });
+  }
+
+  storeTest('gate 3: a settled lease cannot be settled twice with the same fence', async (t, store) => {
+    const run = await cancelledRun(store);
+    const claim = claimOf(run, 'worker-a');
+    const record = await claimed(t, store, claim);
+    t.is((await store.repository.recordResult(resultOf(claim, record, 'already_exited'))).kind, 'recorded');
+    t.deepEqual(await store.repository.recordResult(resultOf(claim, record, 'identity_mismatch')), { kind: 'stale_fence' });
+    t.is((await store.repository.getRecord(run.runId))?.status, 'dispatched');
+  });
+
+  storeTest('gate 4: a failing event append rolls back both the run version and the dispatch', async (t, store) => {
+    const run = await cancelledRun(store);
+    const claim = claimOf(run, 'worker-a');
+    const record = await claimed(t, store, claim);
+    const before = await snapshot(store, run.runId);
+    const command = resultOf(claim, record, 'termination_requested');
+    const restore = await store.injectEventAppendFailure();
+    const error = await t.throwsAsync(store.repository.recordResult(command));
+    t.true(error instanceof PidfenceError);
+    t.is((error as PidfenceError).code, 'ERR_PIDFENCE_STORE_FAILED');
+    t.false(error?.message.includes(claim.token) ?? true);
+    t.deepEqual(await snapshot(store, run.runId), before, 'run version, event sequence and dispatch are unchanged');
+    await restore();
+    const recorded = await store.repository.recordResult(command);
+    if (recorded.kind !== 'recorded') return t.fail('the untouched fence must still settle');
+    t.is(recorded.event.seq, (before as { run: { nextEventSeq: number } }).run.nextEventSeq);
+    t.is((await store.runStore.getRun(run.runId))?.version, (before as { run: { version: number } }).run.version + 1);
+  });
+
+  storeTest('gate 5: retry_wait is not due before its time and is due after, with dispatch_count incremented', async (t, store) => {
+    const run = await cancelledRun(store);
+    const claim = claimOf(run, 'worker-a');
+    const record = await claimed(t, store, claim);
+    const settled = await store.repository.recordResult(resultOf(claim, record, 'dispatch_error', RETRY_MS));
+    if (settled.kind !== 'recorded') return t.fail('settle failed');
+    t.is(settled.record.nextAttemptAtMs, settled.record.updatedAtMs + RETRY_MS);
+    t.deepEqual(await store.repository.claim(claimOf(run, 'worker-b')), { kind: 'not_due' });
+    t.false((await store.repository.duePage()).items.some((item) => item.runId === run.runId));
+
+    await store.advanceTime(RETRY_MS + 20);
+    const due = (await store.repository.duePage({ limit: DUE_PAGE_MAX })).items.find((item) => item.runId === run.runId);
+    t.like(due, { source: 'retry_due', atMs: settled.record.nextAttemptAtMs ?? -1, attemptId: run.attemptId });
+    const again = await claimed(t, store, claimOf(run, 'worker-b'));
+    t.is(again.dispatchCount, 2);
+    t.is(again.version, settled.record.version + 1);
+    t.is(again.nextAttemptAtMs, null);
+  });
+
+  storeTest('gate 6: dispatched and blocked records are never claimed again', async (t, store) => {
+    const finals: ReadonlyArray<[DispatchResult, 'dispatched' | 'blocked']> = [
+      ['termination_requested', 'dispatched'], ['already_exited', 'dispatched'],
+      ['identity_mismatch', 'blocked'], ['pid_mismatch', 'blocked'], ['unsupported', 'blocked'], ['invalid', 'blocked'],
+    ];
+    const runs: Array<[CancelledRun, 'dispatched' | 'blocked']> = [];
+    for (const [result, status] of finals) {
+      const run = await cancelledRun(store);
+      const claim = claimOf(run, 'worker-a', LEASE_MS);
+      const outcome = await store.repository.recordResult(resultOf(claim, await claimed(t, store, claim), result));
+      if (outcome.kind !== 'recorded') return t.fail('settle failed');
+      t.is(outcome.record.status, status);
+      t.is(outcome.record.blockedAtMs, status === 'blocked' ? outcome.record.updatedAtMs : null);
+      runs.push([run, status]);
+    }
+    await store.advanceTime(LEASE_MS + 20);
+    const due = new Set((await store.repository.duePage({ limit: DUE_PAGE_MAX })).items.map((item) => item.runId));
+    for (const [run, status] of runs) {
+      t.deepEqual(await store.repository.claim(claimOf(run, 'worker-b')), { kind: status });
+      t.false(due.has(run.runId), `${status} is never due`);
+    }
+  });
+
+  storeTest('gate 7: controller_missing, handle_missing and dispatch_error back off with a persisted due time', async (t, store) => {
+    for (const result of ['controller_missing', 'handle_missing', 'dispatch_error'] as const) {
+      const run = await cancelledRun(store);
+      const claim = claimOf(run, 'worker-a');
+      const outcome = await store.repository.recordResult(resultOf(claim, await claimed(t, store, claim), result, RETRY_MS));
+      if (outcome.kind !== 'recorded') return t.fail('settle failed');
+      t.is(outcome.event.type, 'run.cancel_dispatch_failed');
+      const stored = await store.repository.getRecord(run.runId);
+      t.like(stored, { status: 'retry_wait', lastResult: result, leaseOwner: null, leaseTokenDigest: null, leaseExpiresAtMs: null });
+      t.is(stored?.nextAttemptAtMs, (stored?.updatedAtMs ?? 0) + RETRY_MS, 'the repository made the delay absolute with its own clock');
+    }
+  });
+
+  storeTest('gate 9: the due page holds at most its limit, in a stable keyset order covering each due run once', async (t, store) => {
+    const runs: CancelledRun[] = [];
+    for (let i = 0; i < 40; i += 1) runs.push(await cancelledRun(store, i % 2 === 0 ? 'project-a' : 'project-b'));
+    // Two of them become retry_due items, so the page merges both branches.
+    for (const run of runs.slice(0, 2)) {
+      const claim = claimOf(run, 'worker-a');
+      await store.repository.recordResult(resultOf(claim, await claimed(t, store, claim), 'handle_missing', RETRY_MS));
+    }
+    await store.advanceTime(RETRY_MS + 20);
+    const seen: string[] = [];
+    let after: { atMs: number; runId: string } | undefined;
+    let previous: [number, string] = [-1, ''];
+    for (let page = 0; page < 10; page += 1) {
+      const result = await store.repository.duePage(after === undefined ? { limit: 16 } : { limit: 16, after });
+      t.true(result.items.length <= 16);
+      for (const item of result.items) {
+        t.true(item.atMs > previous[0] || (item.atMs === previous[0] && item.runId > previous[1]), 'strictly increasing keyset');
+        previous = [item.atMs, item.runId];
+        seen.push(item.runId);
+      }
+      if (result.next === null) break;
+      after = result.next;
+    }
+    const ours = seen.filter((id) => runs.some((run) => run.runId === id));
+    t.is(ours.length, 40, 'every due run appears');
+    t.is(new Set(ours).size, 40, 'no run appears twice');
+    await rejectsAsInput(t, store.repository.duePage({ limit: DUE_PAGE_MAX + 1 }));
+  });
+
+  storeTest('gate 9: a lease or retry delay beyond its hard limit is refused and changes nothing', async (t, store) => {
+    const run = await cancelledRun(store);
+    await rejectsAsInput(t, store.repository.claim(claimOf(run, 'worker-a', LEASE_DURATION_MAX_MS + 1)));
+    t.is(await store.repository.getRecord(run.runId), null);
+    const claim = claimOf(run, 'worker-a');
+    const record = await claimed(t, store, claim);
+    const before = await snapshot(store, run.runId);
+    await rejectsAsInput(t, store.repository.recordResult(resultOf(claim, record, 'dispatch_error', RETRY_DELAY_MAX_MS + 1)));
+    t.deepEqual(await snapshot(store, run.runId), before);
+  });
+
+  storeTest('gate 10: events carry only attempt id, dispatch count and result, never owner, token or digest', async (t, store) => {
+    const run = await cancelledRun(store);
+    const secrets: string[] = [];
+    const first = claimOf(run, 'owner-secret-1');
+    const firstRecord = await claimed(t, store, first);
+    secrets.push(first.owner, first.token, firstRecord.leaseTokenDigest ?? '');
+    await store.repository.recordResult(resultOf(first, firstRecord, 'dispatch_error', RETRY_MS));
+    await store.advanceTime(RETRY_MS + 20);
+    const second = claimOf(run, 'owner-secret-2');
+    const secondRecord = await claimed(t, store, second);
+    secrets.push(second.owner, second.token, secondRecord.leaseTokenDigest ?? '');
+    await store.repository.recordResult(resultOf(second, secondRecord, 'identity_mismatch'));
+
+    const events = await store.runStore.listEvents(run.runId);
+    t.deepEqual(events.map((event) => event.type), ['run.cancel_requested', 'run.cancel_dispatch_failed', 'run.cancel_dispatch_blocked']);
+    t.deepEqual(events[1]?.payload, { attemptId: run.attemptId, dispatchCount: 1, result: 'dispatch_error' });
+    t.deepEqual(events[2]?.payload, { attemptId: run.attemptId, dispatchCount: 2, result: 'identity_mismatch' });
+    const text = JSON.stringify(events);
+    for (const secret of [...secrets, '4242', '"v":1']) t.false(text.includes(secret), 'no owner, token, digest, pid or handle in events');
+  });
+
+  storeTest('a record bound to another attempt fails closed and is never rebound', async (t, store) => {
+    const run = await cancelledRun(store);
+    const claim = claimOf(run, 'worker-a');
+    await store.repository.recordResult(resultOf(claim, await claimed(t, store, claim), 'controller_missing', RETRY_MS));
+    t.is((await store.runStore.endAttempt({ runId: run.runId, attemptId: run.attemptId, status: 'failed' })).kind, 'ended');
+    const next = { ...run, attemptId: `${run.runId}-a2` };
+    t.is((await store.runStore.createAttempt({ runId: run.runId, attemptId: next.attemptId })).kind, 'created');
+    await store.advanceTime(RETRY_MS + 20);
+    const before = await store.repository.getRecord(run.runId);
+    t.deepEqual(await store.repository.claim(claimOf(next, 'worker-b')), { kind: 'attempt_conflict' });
+    t.deepEqual(await store.repository.claim(claimOf(run, 'worker-b')), { kind: 'not_eligible', reason: 'attempt_inactive' });
+    t.deepEqual(await store.repository.getRecord(run.runId), before);
+  });
+
+  storeTest('claim refuses runs that are not eligible (ADR-0005 §2.2 steps 1-2) and writes nothing', async (t, store) => {
+    const run = await cancelledRun(store);
+    const expect = async (command: ClaimCommand, reason: string) => {
+      t.deepEqual(await store.repository.claim(command), { kind: 'not_eligible', reason });
+      t.is(await store.repository.getRecord(command.runId), null);
+    };
+    await expect({ ...claimOf(run, 'w'), runId: 'run-missing' }, 'run_missing');
+    await expect({ ...claimOf(run, 'w'), cancelRequestedAtMs: run.cancelRequestedAtMs + 1 }, 'cancel_mismatch');
+    await expect({ ...claimOf(run, 'w'), attemptId: 'attempt-missing' }, 'attempt_missing');
+
+    const quiet = uniqueId('run');
+    await store.runStore.createRun({ runId: quiet, projectId: 'p' });
+    await store.runStore.createAttempt({ runId: quiet, attemptId: `${quiet}-a1` });
+    await expect(claimOf({ runId: quiet, attemptId: `${quiet}-a1`, cancelRequestedAtMs: 0 }, 'w'), 'cancel_not_requested');
+
+    const external = uniqueId('run');
+    await store.runStore.createRun({ runId: external, projectId: 'p', owner: 'external' });
+    await store.runStore.createAttempt({ runId: external, attemptId: `${external}-a1` });
+    const cancelled = await store.runStore.requestCancellation({ runId: external, reason: 'policy', eventId: uniqueId('evt') });
+    const at = cancelled.kind === 'requested' ? cancelled.run.cancelRequestedAtMs ?? 0 : 0;
+    await expect(claimOf({ runId: external, attemptId: `${external}-a1`, cancelRequestedAtMs: at }, 'w'), 'run_not_runtime');
+
+    t.is((await store.runStore.markTerminal({ runId: run.runId, status: 'cancelled', eventId: uniqueId('evt'), attemptId: run.attemptId })).kind, 'terminal');
+    await expect(claimOf(run, 'w'), 'run_terminal');
+  });
+
+  storeTest('the raw token appears only in the claimed outcome', async (t, store) => {
+    const run = await cancelledRun(store);
+    const command = claimOf(run, 'worker-a');
+    const outcome = await store.repository.claim(command);
+    t.is(outcome.kind === 'claimed' ? outcome.token : undefined, command.token);
+    const record = await store.repository.getRecord(run.runId);
+    t.false(JSON.stringify(record).includes(command.token));
+    t.is(record?.leaseTokenDigest, leaseTokenDigest(command.token));
+    const lost = await store.repository.claim(claimOf(run, 'worker-b'));
+    t.deepEqual(Object.keys(lost), ['kind']);
+  });
+
+  storeTest('cancel intent is written with its time, reason and event at once, and an existing intent is kept', async (t, store) => {
+    const run = await cancelledRun(store);
+    const stored = await store.runStore.getRun(run.runId);
+    t.like(stored, { cancelReason: 'user', cancelRequestedAtMs: run.cancelRequestedAtMs, status: 'running' });
+    const events = await store.runStore.listEvents(run.runId);
+    t.deepEqual(events.map((event) => [event.seq, event.type, event.payload]), [[1, 'run.cancel_requested', { reason: 'user' }]]);
+    t.is(stored?.nextEventSeq, 2);
+    await store.advanceTime(20);
+    const again = await store.runStore.requestCancellation({ runId: run.runId, reason: 'shutdown', eventId: uniqueId('evt') });
+    t.is(again.kind, 'already_requested');
+    t.like(await store.runStore.getRun(run.runId), { cancelReason: 'user', cancelRequestedAtMs: run.cancelRequestedAtMs });
+    t.is((await store.runStore.listEvents(run.runId)).length, 1);
+  });
+
+  storeTest('bad input: every malformed command is rejected with a typed error and changes nothing', async (t, store) => {
+    const run = await cancelledRun(store);
+    const claim = claimOf(run, 'worker-a');
+    const record = await claimed(t, store, claim);
+    const good = resultOf(claim, record, 'termination_requested');
+    const before = await snapshot(store, run.runId);
+    const bad: ReadonlyArray<() => Promise<unknown>> = [
+      () => store.repository.claim({ ...claim, leaseExpiresAtMs: 5 } as never),
+      () => store.repository.claim({ ...claim, token: 'short' }),
+      () => store.repository.claim({ ...claim, runId: '' }),
+      () => store.repository.claim(null as never),
+      () => store.repository.recordResult({ ...good, nowMs: 1 } as never),
+      () => store.repository.recordResult({ ...good, result: 'killed' as never }),
+      () => store.repository.recordResult({ ...good, retryDelayMs: 100 }),
+      () => store.repository.recordResult({ ...good, expectedVersion: -1 }),
+      () => store.repository.duePage({ limit: 0 }),
+      () => store.repository.duePage({ after: { atMs: 1 } } as never),
+      () => store.repository.getRecord('bad id'),
+      () => store.runStore.requestCancellation({ runId: run.runId, reason: 'because' as never, eventId: 'e' }),
+      () => store.runStore.markTerminal({ runId: run.runId, status: 'running' as never, eventId: 'e' }),
+      () => store.runStore.advanceAttempt({ runId: run.runId, attemptId: run.attemptId, from: 'running', to: 'starting' }),
+      () => store.runStore.createAttempt({ runId: run.runId, attemptId: 'a', timeoutMs: 0 }),
+      () => store.runStore.createRun({ runId: run.runId, projectId: 'p', owner: 'root' as never }),
+    ];
+    for (const attempt of bad) await rejectsAsInput(t, attempt());
+    t.deepEqual(await snapshot(store, run.runId), before);
+    t.is((await store.repository.recordResult(good)).kind, 'recorded', 'the store still works');
+  });
+
+  storeTest('the run store keeps one active attempt and writes pid and handle once', async (t, store) => {
+    const runId = uniqueId('run');
+    await store.runStore.createRun({ runId, projectId: 'p' });
+    t.deepEqual(await store.runStore.createRun({ runId, projectId: 'p' }), { kind: 'exists' });
+    t.is((await store.runStore.createAttempt({ runId, attemptId: `${runId}-a1`, timeoutMs: 250 })).kind, 'created');
+    t.deepEqual(await store.runStore.createAttempt({ runId, attemptId: `${runId}-a2` }), { kind: 'active_attempt_exists' });
+    const started = await store.runStore.advanceAttempt({ runId, attemptId: `${runId}-a1`, from: 'claimed', to: 'starting', pid: 7, handle: 'h' });
+    t.is(started.kind, 'advanced');
+    t.deepEqual(await store.runStore.advanceAttempt({ runId, attemptId: `${runId}-a1`, from: 'starting', to: 'running', pid: 8, handle: 'h2' }), { kind: 'stale' });
+    const attempt = await store.runStore.getAttempt(runId, `${runId}-a1`);
+    t.like(attempt, { status: 'starting', pid: 7, handle: 'h' });
+    t.is(attempt?.deadlineAtMs, (attempt?.createdAtMs ?? 0) + 250);
+  });
+}
+
+/** Registered only for stores whose bytes can be read (SQLite); PostgreSQL proves gate 11 its own way. */
+export interface RawBytesStoreFactory {
+  readonly name: string;
+  open(): Promise<ContractStore & { rawBytes(): Buffer }>;
+}
+
+export function registerRawTokenScan(factory: RawBytesStoreFactory): void {
+  test(`gate 10: the raw token never appears in the database bytes, the digest does [${factory.name}]`, async (t) => {
+    const store = await factory.open();
+    try {
+      const tokens: string[] = [];
+      const digests: string[] = [];
+      for (let i = 0; i < 5; i += 1) {
+        const run = await cancelledRun(store);
+        const claim = claimOf(run, `worker-${i}`);
+        const record = await claimed(t, store, claim);
+        tokens.push(claim.token);
+        digests.push(record.leaseTokenDigest ?? '');
+        if (i % 2 === 0) await store.repository.recordResult(resultOf(claim, record, 'termination_requested'));
+      }
+      const bytes = store.rawBytes();
+      for (const token of tokens) {
+        t.false(bytes.includes(Buffer.from(token, 'utf8')), 'token text absent');
+        t.false(bytes.includes(Buffer.from(token, 'base64url')), 'token bytes absent');
+      }
+      // The scan can see stored text: the digest of a still-leased claim is there.
+      t.true(bytes.includes(Buffer.from(digests[1] ?? '', 'utf8')));
+    } finally {
+      await store.close();
+    }
+  });
+}
