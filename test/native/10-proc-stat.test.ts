@@ -11,8 +11,10 @@ import { spawnJob } from '../helpers/processes';
 
 // An independent reading: the fields after comm are counted from the END of the line, so a
 // comm full of parentheses and spaces cannot shift them. Field 3 (state) is index 0 here.
+// The field count comes from init's line (comm "systemd", "init", ...: no parentheses), not
+// from /proc/self, which qemu-user answers with a synthetic line of its own.
 function fieldsAfterComm(pid: number): string[] {
-  const reference = fs.readFileSync('/proc/self/stat', 'utf8').trim();
+  const reference = fs.readFileSync('/proc/1/stat', 'utf8').trim();
   const fieldsTotal = reference.slice(reference.lastIndexOf(')') + 2).split(' ').length;
   const tokens = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').trim().split(' ');
   return tokens.slice(tokens.length - fieldsTotal);
@@ -53,8 +55,9 @@ test('readProcessStat returns null for a process that does not exist', (t) => {
 });
 
 test('readProcessStat keeps start ticks as an exact decimal string', (t) => {
-  const stat = readProcessStat(process.pid);
+  const job = spawnJob(t, 'sleep', ['30']);
+  const stat = readProcessStat(job.identity.pid);
   t.truthy(stat);
   t.regex(stat?.startTicks ?? '', /^(0|[1-9][0-9]*)$/);
-  t.is(stat?.startTicks, fieldsAfterComm(process.pid)[19]);
+  t.is(stat?.startTicks, fieldsAfterComm(job.identity.pid)[19]);
 });

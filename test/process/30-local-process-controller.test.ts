@@ -5,7 +5,7 @@ import * as path from 'node:path';
 
 import test from 'ava';
 
-import { captureIdentity, signalVerified } from '../../lib/native/index';
+import { captureIdentity, signalVerified, waitExit } from '../../lib/native/index';
 import { LocalProcessController, formatHandle, handleFromIdentity, spawnGroupLeader } from '../../lib/process/index';
 import { delay, receivedSignals, spawnJob, spawnRecorder } from '../helpers/processes';
 
@@ -25,7 +25,8 @@ test('a TERM-ignoring group is KILLed after the grace period', async (t) => {
   t.true(Date.now() - started >= 300, 'KILL only after the grace period');
   t.deepEqual(await job.exited, { code: null, signal: 'SIGKILL' });
   t.true(job.lines.includes('leader-TERM'), 'TERM came first');
-  t.is(signalVerified(member, 0).outcome, 'already_exited', 'the group member died too');
+  // The member got the same KILL; its exit may trail the leader's by a scheduling slice.
+  t.regex((await waitExit(member, 2000)).outcome, /^(exited|already_exited)$/, 'the group member died too');
 });
 
 test('a TERM-obeying child exits on TERM and never sees KILL', async (t) => {
@@ -42,8 +43,7 @@ test('grandchildren in the group die with the leader', async (t) => {
   t.is(identities.length, 2);
   const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: handleOf(job.identity), graceMs: 2000 });
   t.is(result.result, 'termination_requested');
-  await delay(100);
-  for (const kid of identities) t.is(signalVerified(kid, 0).outcome, 'already_exited');
+  for (const kid of identities) t.regex((await waitExit(kid, 2000)).outcome, /^(exited|already_exited)$/);
 });
 
 test('a child that escaped into its own session is out of reach (docs/decisions/0005)', async (t) => {
