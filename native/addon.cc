@@ -20,7 +20,8 @@ namespace {
 
 constexpr pid_t kPidMax = 4194304;  // PID_MAX_LIMIT on 64-bit Linux
 Napi::FunctionReference error_class;
-thread_local char expected_boot_id[kBootIdLength + 1];
+// One extra byte so a 37-character string is seen as too long rather than cut to 36.
+thread_local char expected_boot_id[kBootIdLength + 2];
 
 Napi::Object errno_object(Napi::Env env, const char* status, int error) {
   Napi::Object out = Napi::Object::New(env);
@@ -107,7 +108,17 @@ Napi::Value capabilities(const Napi::CallbackInfo& info) {
   return out;
 }
 
-// signalVerified(pid, bootId, startTicks, pidfsIno | "", signo, group, forceGroupFallback)
+// The hot path returns one int32 instead of an object: building a result object with string
+// keys cost more than the syscalls it reports (bench/signal-latency). Layout, decoded by
+// lib/native/verdict.ts: bits 0-3 outcome, 4-7 mismatch, 8-11 mode, 16-31 errno.
+int32_t verdict_pack(const Result& result) {
+  return static_cast<int32_t>(static_cast<uint32_t>(result.outcome) |
+                              (static_cast<uint32_t>(result.mismatch) << 4) |
+                              (static_cast<uint32_t>(result.mode) << 8) |
+                              (static_cast<uint32_t>(result.error & 0x7fff) << 16));
+}
+
+// signalVerified(pid, bootId, startTicks, pidfsIno | "", signo, group, forceGroupFallback) → int32
 Napi::Value signal_verified_entry(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Expected expected{};
@@ -120,7 +131,7 @@ Napi::Value signal_verified_entry(const Napi::CallbackInfo& info) {
   const bool group = info[5].As<Napi::Boolean>().Value();
   const GroupFallback fallback =
       info[6].As<Napi::Boolean>().Value() ? GroupFallback::forced : GroupFallback::when_needed;
-  return result_to_object(env, signal_verified(expected, signo, group, fallback));
+  return Napi::Number::New(env, verdict_pack(signal_verified(expected, signo, group, fallback)));
 }
 
 Napi::Value build_info(const Napi::CallbackInfo& info) {
@@ -188,12 +199,21 @@ bool args_pid(const Napi::Value& value, pid_t* out) {
   return true;
 }
 
-bool args_decimal_u64(const Napi::Value& value, uint64_t* out) {
+// Strings are copied into stack buffers (napi_get_value_string_utf8), never std::string:
+// no allocation on the signalling path. A value longer than the buffer is refused.
+namespace {
+
+bool string_into(const Napi::Value& value, char* buffer, size_t size, size_t* length) {
   if (!value.IsString()) return false;
-  const std::string text = value.As<Napi::String>().Utf8Value();
-  if (text.empty() || text.size() > 20) return false;
+  if (napi_get_value_string_utf8(value.Env(), value, buffer, size, length) != napi_ok) return false;
+  return *length < size - 1;  // a full buffer means the text was cut
+}
+
+bool decimal_u64_parse(const char* text, size_t length, uint64_t* out) {
+  if (length == 0 || length > 20) return false;
   uint64_t result = 0;
-  for (const char c : text) {
+  for (size_t i = 0; i < length; ++i) {
+    const char c = text[i];
     if (c < '0' || c > '9') return false;
     const uint64_t digit = static_cast<uint64_t>(c - '0');
     if (result > (UINT64_MAX - digit) / 10u) return false;
@@ -203,19 +223,29 @@ bool args_decimal_u64(const Napi::Value& value, uint64_t* out) {
   return true;
 }
 
+}  // namespace
+
+bool args_decimal_u64(const Napi::Value& value, uint64_t* out) {
+  char buffer[24];
+  size_t length = 0;
+  return string_into(value, buffer, sizeof buffer, &length) && decimal_u64_parse(buffer, length, out);
+}
+
 bool args_expected(const Napi::CallbackInfo& info, size_t first, Expected* out) {
-  if (!args_pid(info[first], &out->pid) || !info[first + 1].IsString() ||
-      !args_decimal_u64(info[first + 2], &out->start_ticks) || !info[first + 3].IsString()) {
+  if (!args_pid(info[first], &out->pid) || !args_decimal_u64(info[first + 2], &out->start_ticks)) {
     return false;
   }
-  const std::string boot = info[first + 1].As<Napi::String>().Utf8Value();
-  if (!boot_id_is_valid(boot.c_str(), static_cast<int>(boot.size()))) return false;
-  std::memcpy(expected_boot_id, boot.c_str(), kBootIdLength + 1);
+  size_t length = 0;
+  if (!string_into(info[first + 1], expected_boot_id, sizeof expected_boot_id, &length) ||
+      !boot_id_is_valid(expected_boot_id, static_cast<int>(length))) {
+    return false;
+  }
   out->boot_id = expected_boot_id;
-  const std::string ino = info[first + 3].As<Napi::String>().Utf8Value();
-  out->has_pidfs_ino = !ino.empty();
+  char ino[24];
+  if (!string_into(info[first + 3], ino, sizeof ino, &length)) return false;
+  out->has_pidfs_ino = length > 0;
   out->pidfs_ino = 0;
-  return !out->has_pidfs_ino || args_decimal_u64(info[first + 3], &out->pidfs_ino);
+  return !out->has_pidfs_ino || decimal_u64_parse(ino, length, &out->pidfs_ino);
 }
 
 }  // namespace pidfence

@@ -69,7 +69,8 @@ export interface NativeAddon {
     signo: number,
     group: boolean,
     forceGroupFallback: boolean,
-  ): RawVerdict;
+  ): number; // packed verdict, decoded by verdict.ts
+
   exitWatchStart(
     pid: number,
     bootId: string,

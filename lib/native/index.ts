@@ -3,6 +3,7 @@
 import { PidfenceError, isPidfenceInputError } from '../base/errors';
 import type { RawMismatchReason, RawSignalMode } from './addon-contract';
 import { addonGet, addonRequire, addonStatus } from './loader';
+import { verdictDecode } from './verdict';
 import {
   validateExpectedIdentity,
   validatePid,
@@ -162,7 +163,7 @@ export function signalVerified(expected: ExpectedIdentity, signal: string | numb
   }
   const addon = addonGet();
   if (!addon) return { outcome: 'unsupported', reason: unsupportedReason() };
-  const verdict = addon.signalVerified(
+  const verdict = verdictDecode(addon.signalVerified(
     identity.pid,
     identity.bootId,
     identity.startTicks,
@@ -170,7 +171,7 @@ export function signalVerified(expected: ExpectedIdentity, signal: string | numb
     signo,
     group,
     forceGroupFallback || forcedFallback(),
-  );
+  ));
   return verdict.outcome === 'unsupported' ? { outcome: 'unsupported', reason: unsupportedReason() } : verdict;
 }
 

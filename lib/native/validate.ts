@@ -13,7 +13,8 @@ const U64_MAX = 18_446_744_073_709_551_615n;
 export const WAIT_EXIT_MAX_MS = 2_147_483_647;
 
 const UUID_LOWER = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const DECIMAL = /^(0|[1-9][0-9]*)$/;
+const DECIMAL_U64_SHAPE = /^(0|[1-9][0-9]{0,19})$/;
+const U64_MAX_TEXT_LENGTH = 20;
 
 export interface ExpectedIdentity {
   readonly pid: number;
@@ -51,7 +52,8 @@ function validateU64Decimal(value: unknown, what: string, code: string): string 
   if (typeof value !== 'string') {
     throw new PidfenceTypeError(`${what} must be a decimal string (kept exact, never a float).`, code);
   }
-  if (value.length > U64_DECIMAL_MAX_DIGITS || !DECIMAL.test(value) || BigInt(value) > U64_MAX) {
+  // BigInt only for 20-digit values: shorter ones cannot exceed 2^64-1 (this runs per signal).
+  if (!DECIMAL_U64_SHAPE.test(value) || (value.length === U64_MAX_TEXT_LENGTH && BigInt(value) > U64_MAX)) {
     throw new PidfenceRangeError(`${what} must be a decimal string of at most ${U64_DECIMAL_MAX_DIGITS} digits without leading zeros.`, code);
   }
   return value;
@@ -69,7 +71,8 @@ export function validateExpectedIdentity(value: unknown): ExpectedIdentity {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new PidfenceTypeError('expected must be an identity object as captureIdentity() returns it.', 'ERR_PIDFENCE_INVALID_IDENTITY');
   }
-  for (const key of Object.keys(value)) {
+  for (const key in value) {
+    if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
     if (!EXPECTED_KEYS.has(key)) {
       throw new PidfenceTypeError(`expected has an unknown key "${key.slice(0, 32)}"; pass only pid, bootId, startTicks, pidfsIno, pgid.`, 'ERR_PIDFENCE_INVALID_IDENTITY');
     }
@@ -120,7 +123,9 @@ export function validateSignalOptions(value: unknown): Required<SignalOptions> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new PidfenceTypeError('options must be an object such as { group: true }.', 'ERR_PIDFENCE_INVALID_OPTIONS');
   }
-  for (const [key, option] of Object.entries(value)) {
+  for (const key in value) {
+    if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
+    const option = (value as Record<string, unknown>)[key];
     if (!SIGNAL_OPTION_KEYS.has(key)) {
       throw new PidfenceTypeError(`unknown option "${key.slice(0, 32)}"; known: group, forceGroupFallback.`, 'ERR_PIDFENCE_INVALID_OPTIONS');
     }
