@@ -8,6 +8,7 @@ import { constants as osConstants } from 'node:os';
 import * as path from 'node:path';
 
 import { capabilities, captureIdentity, signalVerified, waitExit, type ProcessIdentity } from '../lib/native';
+import { LocalProcessController, spawnGroupLeader } from '../lib/process';
 import { machineHeader } from './lib/machine';
 import { sampleBatches, summarize } from './lib/stats';
 import { ratioOf, renderTable, renderTargets, type Row, type Target } from './lib/table';
@@ -27,6 +28,8 @@ const BATCH = 16;
 const JS_WARMUP_OPS = 3_000;
 /** Children killed per exit-detection method; enough for a p99 that means something. */
 const EXIT_CHILDREN = 60;
+/** Children stopped end to end per method (issue 02): a few hundred in all. */
+const STOP_CHILDREN = 150;
 /** pm2's processIsDead polls every 100 ms. */
 const PM2_POLL_MS = 100;
 const EXIT_TIMEOUT_MS = 5_000;
@@ -54,6 +57,8 @@ const rowNames = {
   jsOverhead: 'JS signalVerified, call only (boot id mismatch: no syscall)',
   exitPoll: 'exit seen: pm2-style 100 ms kill(pid, 0) poll',
   exitWatch: 'exit seen: waitExit (pidfd on the loop)',
+  stopPm2: 'stop TERM-obeying job: pm2-style TERM + 100 ms kill(pid, 0) poll',
+  stopController: 'stop TERM-obeying job: LocalProcessController.requestTermination',
 } as const;
 
 const samples = new Map<string, number[]>();
@@ -214,13 +219,57 @@ async function exitSeenByPolling(): Promise<number> {
   return elapsed;
 }
 
+/**
+ * Issue 02: requestTermination end to end on a TERM-obeying child — proof, group TERM, proof,
+ * SIGCONT, exit observed on the pidfd — from the call to its answer.
+ */
+async function stopByController(controller: LocalProcessController): Promise<number> {
+  const job = spawnGroupLeader('sleep', [CHILD_SLEEP_SECONDS], { stdio: 'ignore' });
+  await settle();
+  const t0 = process.hrtime.bigint();
+  const result = await controller.requestTermination({ attemptPid: job.identity!.pid, handle: job.handle!, graceMs: EXIT_TIMEOUT_MS });
+  const elapsed = Number(process.hrtime.bigint() - t0);
+  if (result.result !== 'termination_requested' || !result.exitObserved || result.escalated) {
+    throw new Error(`bench: requestTermination answered ${JSON.stringify(result)}`);
+  }
+  await job.exit;
+  return elapsed;
+}
+
+/** pm2's stop path for the same child: bare TERM, then kill(pid, 0) every 100 ms until ESRCH. */
+async function stopByPm2(): Promise<number> {
+  const leader = spawnLeader();
+  await settle();
+  const pid = leader.identity.pid;
+  const t0 = process.hrtime.bigint();
+  // Baseline only: the bare-PID signal is what pm2 does, and what pidfence replaces.
+  process.kill(pid, 'SIGTERM');
+  const elapsed = await new Promise<number>((resolve, reject) => {
+    const deadline = Date.now() + EXIT_TIMEOUT_MS;
+    const timer = setInterval(() => {
+      try {
+        process.kill(pid, 0);
+        if (Date.now() > deadline) {
+          clearInterval(timer);
+          reject(new Error('bench: polled child did not exit'));
+        }
+      } catch {
+        clearInterval(timer);
+        resolve(Number(process.hrtime.bigint() - t0));
+      }
+    }, PM2_POLL_MS);
+  });
+  await leader.exited;
+  return elapsed;
+}
+
 async function main(): Promise<void> {
   const caps = capabilities();
   console.log('# signal latency (bench/signal-latency)\n');
   console.log(
     machineHeader([
       `kernel features: groupSignalMode ${caps.groupSignalMode}, pidfsIdentity ${caps.pidfsIdentity}`,
-      `method: ${ROUNDS} rounds, C floor and JS rows alternating; per row and round ${SAMPLES_PER_ROUND} samples of ${BATCH} ops (figures are ns/op per sample); exit detection over ${EXIT_CHILDREN} children per method, each killed ${EXIT_SETTLE_MS} ms after spawn`,
+      `method: ${ROUNDS} rounds, C floor and JS rows alternating; per row and round ${SAMPLES_PER_ROUND} samples of ${BATCH} ops (figures are ns/op per sample); exit detection over ${EXIT_CHILDREN} children per method, each killed ${EXIT_SETTLE_MS} ms after spawn; end-to-end stop over ${STOP_CHILDREN} children per method`,
     ]),
   );
   if (caps.groupSignalMode !== 'pidfd-process-group' || !caps.pidfsIdentity) {
@@ -263,6 +312,12 @@ async function main(): Promise<void> {
     record(rowNames.exitPoll, [await exitSeenByPolling()]);
   }
 
+  const controller = new LocalProcessController();
+  for (let i = 0; i < STOP_CHILDREN; i += 1) {
+    record(rowNames.stopController, [await stopByController(controller)]);
+    record(rowNames.stopPm2, [await stopByPm2()]);
+  }
+
   const row = (name: string, baseline?: string): Row => {
     const summary = summarize(samples.get(name) ?? []);
     const base = { name, median: summary.median, p99: summary.p99, samples: summary.count };
@@ -278,6 +333,7 @@ async function main(): Promise<void> {
     );
   }
   rows.push(row(rowNames.jsOverhead, rowNames.jsPidfs('sig 0')), row(rowNames.pureJs, rowNames.jsProc('sig 0')), row(rowNames.exitPoll), row(rowNames.exitWatch, rowNames.exitPoll));
+  rows.push(row(rowNames.stopPm2), row(rowNames.stopController, rowNames.stopPm2));
 
   const targets: Target[] = [];
   for (const { label } of SIGNALS) {
