@@ -157,6 +157,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("capabilities", Napi::Function::New(env, capabilities));
   exports.Set("signalVerified", Napi::Function::New(env, signal_verified_entry));
   exports.Set("exitWatchStart", Napi::Function::New(env, exit_watch_start));
+  exports.Set("exitWatchGroupSignal", Napi::Function::New(env, exit_watch_group_signal));
   exports.Set("exitWatchCancel", Napi::Function::New(env, exit_watch_cancel));
   exports.Set("buildInfo", Napi::Function::New(env, build_info));
   return exports;

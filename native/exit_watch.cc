@@ -2,6 +2,7 @@
 // a late cancel() after the watch fired finds nothing and does nothing.
 #include "exit_watch.h"
 
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <unistd.h>
@@ -17,6 +18,9 @@ namespace {
 struct Watch {
   uint32_t id;
   int fd;
+  // Held watches keep their pidfd after the exit fired, so the group the pidfd proved can still
+  // be signalled (its members may outlive the leader). Released only by exitWatchRelease.
+  bool hold;
   uv_poll_t poll;
   Napi::Env env;
   Napi::FunctionReference callback;
@@ -46,7 +50,11 @@ void on_readable(uv_poll_t* handle, int status, int /*events*/) {
   Napi::HandleScope scope(env);
   Napi::Function callback = watch->callback.Value();
   std::unique_ptr<Napi::AsyncContext> context = std::move(watch->context);
-  watch_release(watch);
+  if (watch->hold) {
+    (void)uv_poll_stop(&watch->poll);  // a readable pidfd stays readable: stop, keep the fd
+  } else {
+    watch_release(watch);
+  }
   callback.MakeCallback(env.Global(), {Napi::String::New(env, status < 0 ? "error" : "exited")},
                         *context);
   if (env.IsExceptionPending()) {
@@ -61,8 +69,8 @@ void on_readable(uv_poll_t* handle, int status, int /*events*/) {
 Napi::Value exit_watch_start(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Expected expected{};
-  if (!args_expected(info, 0, &expected) || !info[4].IsFunction()) {
-    return args_type_error(env, "exitWatchStart(pid, bootId, startTicks, pidfsIno, callback)");
+  if (!args_expected(info, 0, &expected) || !info[4].IsFunction() || !info[5].IsBoolean()) {
+    return args_type_error(env, "exitWatchStart(pid, bootId, startTicks, pidfsIno, callback, hold)");
   }
   int fd = -1;
   const Result verdict = pidfd_open_verified(expected, false, &fd);
@@ -73,7 +81,8 @@ Napi::Value exit_watch_start(const Napi::CallbackInfo& info) {
     (void)close(fd);
     return args_type_error(env, "no event loop for this environment");
   }
-  auto* watch = new Watch{next_watch_id++, fd, {}, env, Napi::Persistent(info[4].As<Napi::Function>()),
+  auto* watch = new Watch{next_watch_id++, fd, info[5].As<Napi::Boolean>().Value(), {}, env,
+                          Napi::Persistent(info[4].As<Napi::Function>()),
                           std::make_unique<Napi::AsyncContext>(env, "pidfence:exitWatch")};
   int rc = uv_poll_init(loop, &watch->poll, fd);
   if (rc == 0) {
@@ -96,6 +105,22 @@ Napi::Value exit_watch_start(const Napi::CallbackInfo& info) {
   out.Set("outcome", "watching");
   out.Set("id", Napi::Number::New(env, watch->id));
   return out;
+}
+
+Napi::Value exit_watch_group_signal(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsNumber() || !info[1].IsNumber()) return args_type_error(env, "exitWatchGroupSignal(id, signo)");
+  const int signo = info[1].As<Napi::Number>().Int32Value();
+  if (signo < 0 || signo > 64) return args_type_error(env, "exitWatchGroupSignal: signo out of range");
+  const auto found = watches.find(info[0].As<Napi::Number>().Uint32Value());
+  Result result{Outcome::unsupported, Mismatch::none, SignalMode::none, 0};
+  if (found == watches.end()) {
+    result.outcome = Outcome::failed;
+    result.error = EBADF;
+  } else {
+    result = pidfd_group_signal_held(found->second->fd, signo);
+  }
+  return result_to_object(env, result);
 }
 
 Napi::Value exit_watch_cancel(const Napi::CallbackInfo& info) {

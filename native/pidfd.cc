@@ -215,6 +215,14 @@ Result signal_verified(const Expected& expected, int signo, bool group, GroupFal
   return Result{Outcome::signalled, Mismatch::none, mode, 0};
 }
 
+Result pidfd_group_signal_held(int fd, int signo) {
+  if (!capabilities_get().process_group_flag) return result_of(Outcome::unsupported);
+  if (sys_pidfd_send_signal(fd, signo, PIDFD_SIGNAL_PROCESS_GROUP) != 0) {
+    return errno == ESRCH ? result_of(Outcome::already_exited) : failed_with(errno);
+  }
+  return Result{Outcome::signalled, Mismatch::none, SignalMode::pidfd_process_group, 0};
+}
+
 Result identity_capture(pid_t pid, Identity* out) {
   int error = 0;
   const char* boot_id = boot_id_get(&error);

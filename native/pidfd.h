@@ -72,6 +72,12 @@ Result pidfd_open_verified(const Expected& expected, bool require_group_leader, 
 // One call: pidfd_open, proof, signal through the same pidfd. `signo` 0 is a pure proof.
 Result signal_verified(const Expected& expected, int signo, bool group, GroupFallback fallback);
 
+// Signals the group led by the process a held, already-verified pidfd refers to, even after
+// that leader exited: the pidfd pins the leader's struct pid, and the kernel resolves the group
+// through it, never through a reusable number. Needs PIDFD_SIGNAL_PROCESS_GROUP (else
+// `unsupported`: kill(-pgid) after the leader's exit would be a guess). ESRCH: group empty.
+Result pidfd_group_signal_held(int fd, int signo);
+
 const char* outcome_name(Outcome outcome);
 const char* mismatch_name(Mismatch mismatch);
 const char* mode_name(SignalMode mode);

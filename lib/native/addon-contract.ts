@@ -77,7 +77,9 @@ export interface NativeAddon {
     startTicks: string,
     pidfsIno: string,
     callback: (status: 'exited' | 'error') => void,
+    hold: boolean,
   ): RawWatchResult;
+  exitWatchGroupSignal(id: number, signo: number): RawVerdict;
   exitWatchCancel(id: number): boolean;
   buildInfo(): RawBuildInfo;
 }

@@ -194,7 +194,7 @@ export function waitExit(expected: ExpectedIdentity, timeoutMs: number): Promise
     const started = addon.exitWatchStart(identity.pid, identity.bootId, identity.startTicks, identity.pidfsIno ?? '', (status) => {
       if (timer) clearTimeout(timer);
       resolve(status === 'exited' ? { outcome: 'exited' } : { outcome: 'error', errno: 'EIO' });
-    });
+    }, false);
     if (started.outcome !== 'watching') {
       resolve(started.outcome === 'unsupported' ? { outcome: 'unsupported', reason: unsupportedReason() } : started);
       return;
@@ -203,6 +203,74 @@ export function waitExit(expected: ExpectedIdentity, timeoutMs: number): Promise
       if (addon.exitWatchCancel(started.id)) resolve({ outcome: 'timeout' });
     }, timeout);
   });
+}
+
+export type GroupSignalOutcome =
+  | { readonly outcome: 'signalled'; readonly mode: 'pidfd-process-group' }
+  /** The group has no members left. */
+  | { readonly outcome: 'already_exited' }
+  | { readonly outcome: 'unsupported'; readonly reason: string }
+  | { readonly outcome: 'error'; readonly errno: string };
+
+/**
+ * A verified pidfd held open (the owner must call release()). It watches the leader's exit and
+ * can signal the leader's group for as long as it is held — also after the leader exited, when
+ * members may live on: the pidfd pins the leader's kernel pid, so the group it names can never
+ * be another group that reused the number.
+ */
+export interface GroupHold {
+  /** Resolves when the leader has exited. */
+  readonly exited: Promise<void>;
+  signalGroup(signal: string | number): GroupSignalOutcome;
+  release(): void;
+}
+
+export type GroupHoldOutcome =
+  | { readonly outcome: 'held'; readonly hold: GroupHold }
+  | Exclude<SignalOutcome, { outcome: 'signalled' }>;
+
+/** Proves `expected` (as signalVerified does) and keeps its pidfd as a GroupHold. */
+export function groupHoldAcquire(expected: ExpectedIdentity): GroupHoldOutcome {
+  let identity: ExpectedIdentity;
+  try {
+    identity = validateExpectedIdentity(expected);
+  } catch (error) {
+    return invalidOutcome(error) as GroupHoldOutcome;
+  }
+  const addon = addonGet();
+  if (!addon || !addon.capabilities().processGroupFlag || forcedFallback()) {
+    return { outcome: 'unsupported', reason: addon ? 'the kernel lacks PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+)' : unsupportedReason() };
+  }
+  let leaderExited!: () => void;
+  const exited = new Promise<void>((resolve) => (leaderExited = resolve));
+  const started = addon.exitWatchStart(identity.pid, identity.bootId, identity.startTicks, identity.pidfsIno ?? '', () => leaderExited(), true);
+  if (started.outcome !== 'watching') {
+    return started.outcome === 'unsupported' ? { outcome: 'unsupported', reason: unsupportedReason() } : started;
+  }
+  let held = true;
+  const hold: GroupHold = {
+    exited,
+    signalGroup(signal) {
+      const signo = validateSignal(signal);
+      if (!held) throw new PidfenceError('this GroupHold was released; acquire a new one.', 'ERR_PIDFENCE_HOLD_RELEASED');
+      const result = addon.exitWatchGroupSignal(started.id, signo);
+      switch (result.outcome) {
+        case 'signalled':
+          return { outcome: 'signalled', mode: 'pidfd-process-group' };
+        case 'already_exited':
+          return { outcome: 'already_exited' };
+        case 'error':
+          return { outcome: 'error', errno: result.errno };
+        default:
+          return { outcome: 'unsupported', reason: 'the kernel lacks PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+)' };
+      }
+    },
+    release() {
+      if (held) addon.exitWatchCancel(started.id);
+      held = false;
+    },
+  };
+  return { outcome: 'held', hold };
 }
 
 export interface BuildInfo {

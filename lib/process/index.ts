@@ -14,6 +14,7 @@ export {
   CONTROL_OVERHEAD_MS,
   GRACE_MS_MAX,
   KILL_CONFIRM_MS,
+  MEMBER_CHECK_MS,
   LocalProcessController,
   type TerminationOutcome,
   type TerminationRequest,

@@ -1,7 +1,15 @@
 // LocalProcessController: stops the exact process group a durable handle names (ADR-0005 §2.3-2.5,
 // ADR-0072 §3). Every signal is preceded by its own proof; the whole call is bounded.
 import { PidfenceError, PidfenceRangeError, PidfenceTypeError } from '../base/errors';
-import { capabilities, signalVerified, waitExit, type ExpectedIdentity, type SignalOutcome } from '../native/index';
+import {
+  capabilities,
+  groupHoldAcquire,
+  signalVerified,
+  waitExit,
+  type ExpectedIdentity,
+  type GroupHold,
+  type SignalOutcome,
+} from '../native/index';
 import { validatePid } from '../native/validate';
 import { handleExpectedIdentity, parseHandle } from './durable-handle';
 
@@ -11,6 +19,11 @@ export const GRACE_MS_MAX = 30_000;
 export const KILL_CONFIRM_MS = 2_000;
 /** Room for the proofs and signals themselves (microseconds each) on a slow, loaded device. */
 export const CONTROL_OVERHEAD_MS = 500;
+/**
+ * After the leader exited, how often the group is checked for members that outlived it (a
+ * group signal 0 through the held pidfd: a few microseconds). Only this rare path checks.
+ */
+export const MEMBER_CHECK_MS = 25;
 
 export type TerminationResult =
   | 'termination_requested'
@@ -51,8 +64,30 @@ function validateGraceMs(value: unknown): number {
 }
 
 /** An unexpected errno (EPERM, EMFILE...) is not a verdict on the process: retry later. */
-function signalFailure(result: Extract<SignalOutcome, { outcome: 'error' }>): PidfenceError {
+function signalFailure(result: { readonly errno: string }): PidfenceError {
   return new PidfenceError(`signalling failed with ${result.errno}; the dispatch will be retried.`, 'ERR_PIDFENCE_SIGNAL_FAILED', { errno: result.errno });
+}
+
+function settlesWithin(promise: Promise<void>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    void promise.then(() => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+/** True once the group has no members left (the leader counts until its parent reaps it). */
+async function groupEmptiedBy(hold: GroupHold, deadline: number): Promise<boolean> {
+  for (;;) {
+    const probe = hold.signalGroup(0);
+    if (probe.outcome === 'already_exited') return true;
+    if (probe.outcome === 'error') throw signalFailure(probe);
+    const left = deadline - Date.now();
+    if (left <= 0) return false;
+    await new Promise((resolve) => setTimeout(resolve, Math.min(MEMBER_CHECK_MS, left)));
+  }
 }
 
 export class LocalProcessController {
@@ -87,6 +122,39 @@ export class LocalProcessController {
     const resume = signalVerified(expected, 'SIGCONT', { group: true });
     if (resume.outcome === 'error') throw signalFailure(resume);
 
+    const held = groupHoldAcquire(expected);
+    if (held.outcome === 'held') {
+      try {
+        return await this.stopGroup(expected, held.hold, graceMs);
+      } finally {
+        held.hold.release();
+      }
+    }
+    if (held.outcome === 'already_exited') return outcome('termination_requested', false, true);
+    // No PIDFD_SIGNAL_PROCESS_GROUP (Linux < 6.9): only the leader can be watched safely.
+    return this.stopLeader(expected, graceMs);
+  }
+
+  /**
+   * With a held pidfd: wait for the leader; then give members that outlive it the rest of the
+   * grace period, and KILL whatever of the group is left through the same pidfd.
+   */
+  private async stopGroup(expected: ExpectedIdentity, hold: GroupHold, graceMs: number): Promise<TerminationOutcome> {
+    const deadline = Date.now() + graceMs;
+    if (await settlesWithin(hold.exited, graceMs)) {
+      if (await groupEmptiedBy(hold, deadline)) return outcome('termination_requested', false, true);
+      const sweep = hold.signalGroup('SIGKILL');
+      if (sweep.outcome === 'error') throw signalFailure(sweep);
+      return outcome('termination_requested', sweep.outcome === 'signalled', true);
+    }
+    const kill = signalVerified(expected, 'SIGKILL', { group: true });
+    if (kill.outcome === 'error') throw signalFailure(kill);
+    if (kill.outcome !== 'signalled') return outcome('termination_requested', false, kill.outcome === 'already_exited');
+    return outcome('termination_requested', true, await settlesWithin(hold.exited, KILL_CONFIRM_MS));
+  }
+
+  /** Kernels without the group flag: the leader's exit ends what can be proved. */
+  private async stopLeader(expected: ExpectedIdentity, graceMs: number): Promise<TerminationOutcome> {
     const waited = await waitExit(expected, graceMs);
     if (waited.outcome !== 'timeout') return outcome('termination_requested', false, waited.outcome === 'exited' || waited.outcome === 'already_exited');
 

@@ -46,6 +46,19 @@ test('grandchildren in the group die with the leader', async (t) => {
   for (const kid of identities) t.regex((await waitExit(kid, 2000)).outcome, /^(exited|already_exited)$/);
 });
 
+test('group members that outlive a TERM-obeying leader are KILLed when the grace period ends', async (t) => {
+  // The member ignores TERM (inherited by its sleeps); the leader (exec'd sleep) obeys it.
+  const job = spawnJob(t, 'sh', ['-c', `sh -c 'trap "" TERM; echo "member $$"; while :; do sleep 0.05; done' & exec sleep 30`]);
+  const member = captureIdentity(Number((await job.waitForLine(/^member /)).split(' ')[1]))!;
+  t.teardown(() => void signalVerified(member, 'SIGKILL'));
+  const started = Date.now();
+  const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: handleOf(job.identity), graceMs: 400 });
+  t.deepEqual(result, { result: 'termination_requested', escalated: true, exitObserved: true });
+  t.true(Date.now() - started >= 400, 'members get the whole grace period');
+  t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' }, 'the leader itself obeyed TERM');
+  t.regex((await waitExit(member, 2000)).outcome, /^(exited|already_exited)$/, 'the member was swept');
+});
+
 test('a child that escaped into its own session is out of reach (docs/decisions/0005)', async (t) => {
   const job = spawnJob(t, 'sh', ['-c', 'setsid sleep 30 & echo "escaped $!"; exec sleep 30']);
   const escapedPid = Number((await job.waitForLine(/^escaped /)).split(' ')[1]);

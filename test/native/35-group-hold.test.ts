@@ -1,0 +1,44 @@
+// groupHoldAcquire: a verified pidfd held open signals the leader's group, also after the leader
+// exited and was reaped, and answers already_exited once the group is empty.
+import test from 'ava';
+
+import { captureIdentity, groupHoldAcquire, signalVerified, waitExit } from '../../lib/native/index';
+import { delay, receivedSignals, spawnJob, spawnRecorder } from '../helpers/processes';
+
+test('a held group is signalled through its pidfd after the leader was reaped', async (t) => {
+  // The leader is `sleep` (exec'd by sh); the member ignores nothing and logs USR1.
+  const job = spawnJob(t, 'sh', ['-c', `sh -c 'trap "echo member-USR1" USR1; echo "member $$"; while :; do sleep 0.05; done' & exec sleep 30`]);
+  const memberPid = Number((await job.waitForLine(/^member /)).split(' ')[1]);
+  const member = captureIdentity(memberPid)!;
+  t.teardown(() => void signalVerified(member, 'SIGKILL'));
+  const held = groupHoldAcquire(job.identity);
+  if (held.outcome !== 'held') return t.fail(JSON.stringify(held));
+  t.teardown(() => held.hold.release());
+
+  t.is(signalVerified(job.identity, 'SIGKILL').outcome, 'signalled'); // the leader only
+  await held.hold.exited;
+  await job.exited; // reaped by Node: its PID is free for reuse now
+  t.deepEqual(held.hold.signalGroup('SIGUSR1'), { outcome: 'signalled', mode: 'pidfd-process-group' });
+  await job.waitForLine(/^member-USR1$/);
+  t.deepEqual(held.hold.signalGroup('SIGKILL'), { outcome: 'signalled', mode: 'pidfd-process-group' });
+  t.regex((await waitExit(member, 2000)).outcome, /^(exited|already_exited)$/);
+  // The member's last `sleep 0.05` and its reaping by init trail the KILL briefly.
+  let probe = held.hold.signalGroup(0);
+  for (let i = 0; i < 100 && probe.outcome !== 'already_exited'; i++) {
+    await delay(20);
+    probe = held.hold.signalGroup(0);
+  }
+  t.deepEqual(probe, { outcome: 'already_exited' }, 'an empty group answers already_exited');
+});
+
+test('a hold refuses to be used after release, and acquiring it proves identity first', async (t) => {
+  const job = await spawnRecorder(t);
+  const wrong = groupHoldAcquire({ ...job.identity, pidfsIno: '1' });
+  t.deepEqual(wrong, { outcome: 'identity_mismatch', reason: 'pidfs_ino' });
+  const held = groupHoldAcquire(job.identity);
+  if (held.outcome !== 'held') return t.fail(JSON.stringify(held));
+  held.hold.release();
+  t.throws(() => held.hold.signalGroup('SIGUSR1'), { code: 'ERR_PIDFENCE_HOLD_RELEASED' });
+  await delay(300);
+  t.deepEqual(receivedSignals(job), []);
+});
