@@ -116,12 +116,8 @@ export class LocalProcessController {
     if (capabilities().groupSignalMode === 'unsupported') return outcome('unsupported');
     if (attemptPid !== expected.pid) return outcome('pid_mismatch');
 
-    const term = signalVerified(expected, 'SIGTERM', { group: true });
-    if (term.outcome !== 'signalled') return this.firstSignalRefused(term);
-    // A stopped group keeps TERM pending until it runs again.
-    const resume = signalVerified(expected, 'SIGCONT', { group: true });
-    if (resume.outcome === 'error') throw signalFailure(resume);
-
+    // The hold is taken before TERM: a leader that dies at once must still leave its group
+    // addressable, or members outliving it could not be reached.
     const held = groupHoldAcquire(expected);
     if (held.outcome === 'held') {
       try {
@@ -130,9 +126,19 @@ export class LocalProcessController {
         held.hold.release();
       }
     }
-    if (held.outcome === 'already_exited') return outcome('termination_requested', false, true);
+    if (held.outcome !== 'unsupported') return this.firstSignalRefused(held);
     // No PIDFD_SIGNAL_PROCESS_GROUP (Linux < 6.9): only the leader can be watched safely.
     return this.stopLeader(expected, graceMs);
+  }
+
+  /** TERM then CONT to the group, each after its own proof; null when both went out. */
+  private termAndResume(expected: ExpectedIdentity): TerminationOutcome | null {
+    const term = signalVerified(expected, 'SIGTERM', { group: true });
+    if (term.outcome !== 'signalled') return this.firstSignalRefused(term);
+    // A stopped group keeps TERM pending until it runs again.
+    const resume = signalVerified(expected, 'SIGCONT', { group: true });
+    if (resume.outcome === 'error') throw signalFailure(resume);
+    return null;
   }
 
   /**
@@ -140,6 +146,8 @@ export class LocalProcessController {
    * grace period, and KILL whatever of the group is left through the same pidfd.
    */
   private async stopGroup(expected: ExpectedIdentity, hold: GroupHold, graceMs: number): Promise<TerminationOutcome> {
+    const refused = this.termAndResume(expected);
+    if (refused) return refused;
     const deadline = Date.now() + graceMs;
     if (await settlesWithin(hold.exited, graceMs)) {
       if (await groupEmptiedBy(hold, deadline)) return outcome('termination_requested', false, true);
@@ -155,6 +163,8 @@ export class LocalProcessController {
 
   /** Kernels without the group flag: the leader's exit ends what can be proved. */
   private async stopLeader(expected: ExpectedIdentity, graceMs: number): Promise<TerminationOutcome> {
+    const refused = this.termAndResume(expected);
+    if (refused) return refused;
     const waited = await waitExit(expected, graceMs);
     if (waited.outcome !== 'timeout') return outcome('termination_requested', false, waited.outcome === 'exited' || waited.outcome === 'already_exited');
 
