@@ -1,6 +1,7 @@
 // Claim + settle cycles per second through SqliteDispatchRepository vs a hand-written minimal
-// better-sqlite3 cycle in the same run, and WAL bytes per cycle (ADR-0005 §5 edge gap; DESIGN §12).
-// Run: npm run bench:dispatch   (nice it on a shared machine: nice -n 10 node dist/bench/dispatch-throughput.js)
+// better-sqlite3 cycle in the same run, and WAL bytes per cycle (ADR-0005 §5 edge gap; DESIGN §12);
+// then PostgresDispatchRepository vs a hand-written pg cycle and pg-boss 10.4.2 (ADR-0456).
+// Run: npm run bench:dispatch   (nice it on a shared machine; PIDFENCE_BENCH_STORES=sqlite|postgres picks one)
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import os from 'node:os';
@@ -10,6 +11,7 @@ import Database from 'better-sqlite3';
 
 import { createLeaseToken } from '../lib/contract/index';
 import { openSqliteStore, type SqliteSynchronous } from '../lib/store/sqlite/index';
+import { PG_SIDES, serverVersion, withBenchDatabase, type PgSide } from './lib/dispatch-postgres';
 
 const CYCLES = Number(process.env.PIDFENCE_BENCH_CYCLES ?? 2_000);
 const ROUNDS = Number(process.env.PIDFENCE_BENCH_ROUNDS ?? 3);
@@ -148,7 +150,39 @@ function median(values: number[]): number {
 
 const fmt = (value: number, digits = 0) => value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
+const STORES = (process.env.PIDFENCE_BENCH_STORES ?? 'sqlite,postgres').split(',');
+const PG_CYCLES = Number(process.env.PIDFENCE_BENCH_PG_CYCLES ?? 600);
+const PG_CLIENTS = [1, 4] as const;
+
+async function mainPostgres(): Promise<void> {
+  await withBenchDatabase(async (db) => {
+    console.log('# dispatch throughput (PostgreSQL)');
+    console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown'} x${os.cpus().length}, ${os.platform()} ${os.release()}, Node ${process.version}, ${await serverVersion(db)}, pg-boss 10.4.2, loadavg ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+    console.log(`date: ${new Date().toISOString()}`);
+    console.log(`command: node ${process.argv.slice(1).map((arg) => path.relative(process.cwd(), arg)).join(' ')} (cycles=${PG_CYCLES} per side and round, rounds=${ROUNDS}, median of rounds; PIDFENCE_BENCH_PG_CYCLES / _ROUNDS override)`);
+    console.log('');
+    console.log('| clients | repository cycles/s | hand-written cycles/s | pg-boss fetch+complete/s | repository / hand-written (target ≥ 0.8) | repository / pg-boss (target ≥ 2) |');
+    console.log('| ---: | ---: | ---: | ---: | ---: | ---: |');
+    for (const clients of PG_CLIENTS) {
+      const rates: Record<PgSide, number[]> = { repository: [], 'hand-written': [], 'pg-boss': [] };
+      for (let round = 0; round < ROUNDS; round += 1) {
+        // Rotate the order so load from other work falls on every side alike.
+        const order = (['hand-written', 'repository', 'pg-boss'] as const).map((_, i, all) => all[(i + round) % all.length] as PgSide);
+        for (const side of order) rates[side].push(await PG_SIDES[side](db, clients, PG_CYCLES, `c${clients}r${round}`));
+      }
+      const [repo, hand, boss] = [median(rates.repository), median(rates['hand-written']), median(rates['pg-boss'])];
+      console.log(`| ${clients} | ${fmt(repo)} | ${fmt(hand)} | ${fmt(boss)} | ${fmt(repo / hand, 2)} ${repo / hand >= 0.8 ? 'PASS' : 'MISS'} | ${fmt(repo / boss, 2)} ${repo / boss >= 2 ? 'PASS' : 'MISS'} |`);
+    }
+  });
+}
+
 async function main(): Promise<void> {
+  if (STORES.includes('sqlite')) await mainSqlite();
+  if (STORES.includes('sqlite') && STORES.includes('postgres')) console.log('');
+  if (STORES.includes('postgres')) await mainPostgres();
+}
+
+async function mainSqlite(): Promise<void> {
   const sqliteVersion = (new Database(':memory:').prepare('SELECT sqlite_version() AS v').get() as { v: string }).v;
   console.log('# dispatch throughput (SQLite)');
   console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown'} x${os.cpus().length}, ${os.platform()} ${os.release()}, Node ${process.version}, SQLite ${sqliteVersion}, loadavg ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);

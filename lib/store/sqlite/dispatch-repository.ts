@@ -2,10 +2,6 @@
 // bounded due page on better-sqlite3 12, each write one short BEGIN IMMEDIATE transaction.
 import {
   buildDispatchEventPayload,
-  claimIneligibility,
-  classifyResult,
-  existingRecordBlocker,
-  leaseTokenDigest,
   validateClaimCommand,
   validateDispatchRecord,
   validateDuePageQuery,
@@ -23,6 +19,7 @@ import {
   type RunRecord,
 } from '../../contract/index';
 import type { DispatchRepository } from '../dispatch-repository';
+import { duePageOf, FIRST_DUE_CURSOR, planClaim, settlementOf } from '../dispatch-steps';
 import { storeFailure } from '../store-errors';
 import { readClock, type Clock } from './clock';
 import type { SqliteDatabase } from './database';
@@ -33,9 +30,6 @@ export interface SqliteDispatchRepositoryOptions {
   /** The time authority; Date.now unless a test or a device needs another. */
   readonly clock?: Clock;
 }
-
-/** Cursor position before every real key (times are >= 0, ids are non-empty). */
-const FIRST_PAGE = { atMs: -1, runId: '' };
 
 export class SqliteDispatchRepository implements DispatchRepository {
   readonly #statements: PreparedStatements;
@@ -73,10 +67,9 @@ export class SqliteDispatchRepository implements DispatchRepository {
   async duePage(query: DuePageQuery = {}): Promise<DuePage> {
     const { limit, after } = validateDuePageQuery(query);
     try {
-      const cursor = after ?? FIRST_PAGE;
+      const cursor = after ?? FIRST_DUE_CURSOR;
       const rows = this.#statements.duePage.all({ afterAtMs: cursor.atMs, afterRunId: cursor.runId, nowMs: readClock(this.#clock), limit }) as DueRow[];
-      const last = rows[rows.length - 1];
-      return { items: rows.map((row) => ({ ...row })), next: rows.length === limit && last ? { atMs: last.atMs, runId: last.runId } : null };
+      return duePageOf(rows, limit);
     } catch (error) {
       throw storeFailure('sqlite', 'duePage', error);
     }
@@ -93,47 +86,33 @@ export class SqliteDispatchRepository implements DispatchRepository {
     const nowMs = readClock(this.#clock);
     const run = this.#statements.selectRun.get(command.runId) as (RunRecord & ClaimRunFacts) | undefined;
     const attempt = this.#statements.selectAttempt.get(command.runId, command.attemptId) as { status: AttemptStatus } | undefined;
-    const reason = claimIneligibility(run, attempt?.status, command);
-    if (reason !== null || run === undefined) return { kind: 'not_eligible', reason: reason ?? 'run_missing' };
-
-    const lease = {
-      runId: command.runId,
-      attemptId: command.attemptId,
-      owner: command.owner,
-      digest: leaseTokenDigest(command.token),
-      expiresAtMs: nowMs + command.leaseDurationMs,
-      nowMs,
-    };
-    const existing = this.#statements.selectDispatch.get(command.runId);
-    if (existing === undefined) {
-      const created = this.#statements.insertLeasedDispatch.get({ ...lease, projectId: run.projectId });
-      return { kind: 'claimed', record: validateDispatchRecord(created), token: command.token };
-    }
-    const record = validateDispatchRecord(existing);
-    const blocker = existingRecordBlocker(record, command.attemptId, nowMs);
-    if (blocker !== null) return { kind: blocker };
-    const leased = this.#statements.leaseDispatch.get({ ...lease, version: record.version });
-    if (leased === undefined) {
+    const existing = run === undefined ? undefined : this.#statements.selectDispatch.get(command.runId);
+    const plan = planClaim(command, run, attempt?.status, existing === undefined ? undefined : validateDispatchRecord(existing), nowMs);
+    if (plan.kind === 'refuse') return plan.outcome;
+    const lease = { ...plan.lease, runId: command.runId, attemptId: command.attemptId };
+    const written = plan.kind === 'insert'
+      ? this.#statements.insertLeasedDispatch.get({ ...lease, projectId: (run as RunRecord).projectId })
+      : this.#statements.leaseDispatch.get({ ...lease, version: plan.version });
+    if (written === undefined) {
       throw storeFailure('sqlite', 'claim', { code: 'PIDFENCE_LEASE_CAS_LOST' });
     }
-    return { kind: 'claimed', record: validateDispatchRecord(leased), token: command.token };
+    return { kind: 'claimed', record: validateDispatchRecord(written), token: command.token };
   }
 
   /** ADR-0005 §2.4, inside BEGIN IMMEDIATE: fence-checked settle, run version CAS, event append. */
   #recordResultLocked(command: RecordResultCommand): RecordResultOutcome {
-    const nowMs = readClock(this.#clock);
-    const settledAs = classifyResult(command.result);
+    const settlement = settlementOf(command, readClock(this.#clock));
     const settled = this.#statements.settleDispatch.get({
       runId: command.runId,
       attemptId: command.attemptId,
       owner: command.owner,
-      digest: leaseTokenDigest(command.token),
       expectedVersion: command.expectedVersion,
-      status: settledAs.status,
-      result: command.result,
-      nextAttemptAtMs: settledAs.retryable ? nowMs + (command.retryDelayMs ?? 0) : null,
-      blockedAtMs: settledAs.status === 'blocked' ? nowMs : null,
-      nowMs,
+      digest: settlement.digest,
+      status: settlement.status,
+      result: settlement.result,
+      nextAttemptAtMs: settlement.nextAttemptAtMs,
+      blockedAtMs: settlement.blockedAtMs,
+      nowMs: settlement.nowMs,
     });
     if (settled === undefined) return { kind: 'stale_fence' };
     const record = validateDispatchRecord(settled);
@@ -141,10 +120,10 @@ export class SqliteDispatchRepository implements DispatchRepository {
     const event = appendRunEvent(this.#statements, {
       runId: command.runId,
       version: run.version,
-      type: settledAs.eventType,
+      type: settlement.eventType,
       eventId: command.eventId,
       payload: buildDispatchEventPayload({ attemptId: record.attemptId, dispatchCount: record.dispatchCount, result: command.result }),
-      nowMs,
+      nowMs: settlement.nowMs,
     });
     return { kind: 'recorded', record, event };
   }

@@ -1,0 +1,56 @@
+// pidfence/postgres: the cluster store (DESIGN §7, ADR-0456): migrations by the owner role, the
+// runtime grants, catalog readiness, and the dispatch repository and run store on the caller's
+// pg.Pool or a pool made from a connection string. Never loaded by the root or edge entries.
+import { poolFor, type PostgresTarget } from './connection';
+import { PostgresDispatchRepository, type PostgresStoreHooks } from './dispatch-repository';
+import { postgresReadiness, type PostgresReadiness } from './readiness';
+import { PostgresRunStore } from './run-store';
+
+export { PostgresDispatchRepository } from './dispatch-repository';
+export type { PostgresRepositoryOptions, PostgresStoreHooks } from './dispatch-repository';
+export { PostgresRunStore } from './run-store';
+export type { PostgresRunStoreOptions } from './run-store';
+export { migratePostgres, MIGRATIONS_TABLE } from './migrate';
+export { grantRuntime, RUNTIME_PRIVILEGES } from './roles';
+export { postgresReadiness } from './readiness';
+export type { PostgresReadiness, ReadinessOptions } from './readiness';
+export { IDLE_IN_TRANSACTION_TIMEOUT, LOCK_TIMEOUT, STATEMENT_TIMEOUT } from './transaction';
+export type { PostgresTarget } from './connection';
+export type { DispatchRepository } from '../dispatch-repository';
+export type { RunStore } from '../run-store';
+
+export interface PostgresStoreOptions {
+  /** Accepted and ignored: the database is the only clock (ADR-0456 §3). */
+  readonly clock?: () => number;
+  /** Check readiness (as the connected role) before handing out the store; default true. */
+  readonly checkReadiness?: boolean;
+  /** Pool size when the store makes the pool from a connection string (pg's default is 10). */
+  readonly maxConnections?: number;
+  /** Test-only seams, see PostgresStoreHooks. */
+  readonly hooks?: PostgresStoreHooks;
+}
+
+export interface PostgresStore {
+  readonly repository: PostgresDispatchRepository;
+  readonly runStore: PostgresRunStore;
+  readiness(): Promise<PostgresReadiness>;
+  /** Ends the pool if the store made it from a connection string; a caller's pool stays open. */
+  close(): Promise<void>;
+}
+
+/** Opens the store on the runtime role's pool or URL; no timer, listener or background work. */
+export async function openPostgresStore(target: PostgresTarget, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+  const handle = poolFor(target, options.maxConnections);
+  try {
+    if (options.checkReadiness !== false) await postgresReadiness(handle.pool);
+  } catch (error) {
+    await handle.release();
+    throw error;
+  }
+  return {
+    repository: new PostgresDispatchRepository(handle.pool, options.hooks === undefined ? {} : { hooks: options.hooks }),
+    runStore: new PostgresRunStore(handle.pool),
+    readiness: () => postgresReadiness(handle.pool),
+    close: () => handle.release(),
+  };
+}

@@ -1,0 +1,84 @@
+// Readiness of a PostgreSQL database for the runtime role (ADR-0456 §6; DESIGN §5, §7): every
+// migration applied with its recorded checksum, and the runtime role holding exactly its privileges,
+// read from the catalog. Works as the runtime role itself. Each failure names what to do.
+import { PidfenceError } from '../../base/errors';
+import { pendingMigrations } from '../migrations';
+import { withPool, type PostgresTarget } from './connection';
+import { appliedMigrations, MIGRATIONS_TABLE, postgresMigrations } from './migrate';
+import { RUNTIME_PRIVILEGES, TABLE_PRIVILEGES, validateRoleName, type TablePrivilege } from './roles';
+import { inTransaction } from './transaction';
+
+export interface PostgresReadiness {
+  /** The number of the last applied migration (every one of them checked). */
+  readonly schemaVersion: number;
+  readonly schema: string;
+  readonly runtimeRole: string;
+}
+
+export interface ReadinessOptions {
+  /** The role the store connects as; defaults to the connected role (readiness run by the runtime). */
+  readonly runtimeRole?: string;
+}
+
+/** One row per table and privilege, plus the role's schema CREATE and superuser bits. */
+const PRIVILEGE_ROWS = `SELECT t.name AS "table", p.name AS privilege,
+    has_table_privilege($1::text, format('%I.%I', current_schema(), t.name), p.name) AS granted
+  FROM unnest($2::text[]) AS t(name)
+  CROSS JOIN unnest($3::text[]) AS p(name)
+  ORDER BY t.name, p.name`;
+const ROLE_EXISTS = 'SELECT 1 FROM pg_roles WHERE rolname = $1';
+const ROLE_FACTS = `SELECT current_schema() AS schema,
+    to_regclass(format('%I.%I', current_schema(), '${MIGRATIONS_TABLE}')) IS NOT NULL AS "hasMigrations",
+    (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = $1) AS "bypasses",
+    has_schema_privilege($1::text, current_schema(), 'CREATE') AS "canCreate"`;
+
+function notReady(message: string, code: string): PidfenceError {
+  return new PidfenceError(message, code);
+}
+
+/**
+ * Checks schema version, migration checksums and the runtime role's privileges; returns what it
+ * found or throws a PidfenceError: ERR_PIDFENCE_MIGRATION_PENDING / _CHECKSUM / _UNKNOWN,
+ * ERR_PIDFENCE_PG_ROLE_MISSING, ERR_PIDFENCE_PG_PRIVILEGE_MISSING, ERR_PIDFENCE_PG_PRIVILEGE_EXCESS.
+ */
+export async function postgresReadiness(target: PostgresTarget, options: ReadinessOptions = {}): Promise<PostgresReadiness> {
+  const files = postgresMigrations();
+  return withPool(target, (pool) => inTransaction(pool, 'readiness', async (tx) => {
+    const role = options.runtimeRole === undefined
+      ? ((await tx.rows<{ name: string }>('SELECT current_user AS name', []))[0]?.name ?? '')
+      : validateRoleName(options.runtimeRole);
+    if ((await tx.rows(ROLE_EXISTS, [role])).length === 0) {
+      throw notReady(`the runtime role ${role} does not exist; create it (LOGIN, no other attributes) and run grantRuntime() as the migration owner.`, 'ERR_PIDFENCE_PG_ROLE_MISSING');
+    }
+    const [facts] = await tx.rows<{ schema: string; hasMigrations: boolean; bypasses: boolean; canCreate: boolean }>(ROLE_FACTS, [role]);
+    if (facts === undefined) throw new Error('the role facts query returned no row');
+    const pending = pendingMigrations(facts.hasMigrations ? await appliedMigrations(tx) : [], files);
+    if (pending.length > 0) {
+      throw notReady(
+        `schema ${facts.schema} lacks ${pending.length} pidfence migration(s) (first: ${pending[0]?.name}); run migratePostgres() as the migration owner, then grantRuntime().`,
+        'ERR_PIDFENCE_MIGRATION_PENDING',
+      );
+    }
+    const tables = Object.keys(RUNTIME_PRIVILEGES);
+    const rows = await tx.rows<{ table: string; privilege: TablePrivilege; granted: boolean }>(PRIVILEGE_ROWS, [role, tables, TABLE_PRIVILEGES]);
+    const missing = rows.filter((row) => !row.granted && (RUNTIME_PRIVILEGES[row.table] ?? []).includes(row.privilege));
+    const excess = rows.filter((row) => row.granted && !(RUNTIME_PRIVILEGES[row.table] ?? []).includes(row.privilege));
+    const listed = (found: typeof rows): string => found.map((row) => `${row.privilege} on ${row.table}`).join(', ');
+    if (missing.length > 0) {
+      throw notReady(`the runtime role ${role} lacks ${listed(missing)}; run grantRuntime('${role}') as the migration owner.`, 'ERR_PIDFENCE_PG_PRIVILEGE_MISSING');
+    }
+    const extra = [
+      ...(facts.bypasses ? ['SUPERUSER or BYPASSRLS'] : []),
+      ...(facts.canCreate ? [`CREATE on schema ${facts.schema}`] : []),
+      ...(excess.length > 0 ? [listed(excess)] : []),
+    ];
+    if (extra.length > 0) {
+      throw notReady(
+        `the runtime role ${role} holds more than SELECT, INSERT, UPDATE: ${extra.join('; ')}. Connect as a plain LOGIN role, ` +
+          `revoke the rest (grantRuntime('${role}') revokes direct table grants; check role memberships and schema grants) and check again.`,
+        'ERR_PIDFENCE_PG_PRIVILEGE_EXCESS',
+      );
+    }
+    return { schemaVersion: files.length, schema: facts.schema, runtimeRole: role };
+  }));
+}

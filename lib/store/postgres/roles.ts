@@ -1,0 +1,48 @@
+// The runtime role's privileges (ADR-0456 §6; DESIGN §7): SELECT, INSERT, UPDATE on the pidfence
+// tables and read-only access to the migration record; never DELETE, TRUNCATE, REFERENCES, TRIGGER
+// or CREATE. grantRuntime() is run by the migration owner; readiness checks the same table.
+import { escapeIdentifier } from 'pg';
+
+import { PidfenceTypeError } from '../../base/errors';
+import { withPool, type PostgresTarget } from './connection';
+import { MIGRATIONS_TABLE } from './migrate';
+import { inTransaction } from './transaction';
+
+export const TABLE_PRIVILEGES = ['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'] as const;
+export type TablePrivilege = (typeof TABLE_PRIVILEGES)[number];
+
+/** What the runtime role must hold on each table: exactly these privileges, no others. */
+export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly TablePrivilege[]>> = Object.freeze({
+  runs: ['SELECT', 'INSERT', 'UPDATE'],
+  attempts: ['SELECT', 'INSERT', 'UPDATE'],
+  run_events: ['SELECT', 'INSERT', 'UPDATE'],
+  cancellation_dispatches: ['SELECT', 'INSERT', 'UPDATE'],
+  management_audit: ['SELECT', 'INSERT', 'UPDATE'],
+  // Readiness reads the migration record as the runtime role.
+  [MIGRATIONS_TABLE]: ['SELECT'],
+});
+
+const ROLE_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
+
+export function validateRoleName(role: unknown): string {
+  if (typeof role !== 'string' || !ROLE_NAME.test(role)) {
+    throw new PidfenceTypeError('runtimeRole must be a PostgreSQL role name: a letter or _ then up to 62 letters, digits, _ or $.', 'ERR_PIDFENCE_INVALID_ROLE');
+  }
+  return role;
+}
+
+/**
+ * Gives `runtimeRole` exactly RUNTIME_PRIVILEGES (revoking anything else it was granted directly)
+ * and USAGE on the current schema. Run as the migration owner after migratePostgres().
+ */
+export async function grantRuntime(target: PostgresTarget, runtimeRole: string): Promise<void> {
+  const role = escapeIdentifier(validateRoleName(runtimeRole));
+  await withPool(target, (pool) => inTransaction(pool, 'grantRuntime', async (tx) => {
+    const [schema] = await tx.rows<{ name: string }>('SELECT current_schema() AS name', []);
+    await tx.exec(`GRANT USAGE ON SCHEMA ${escapeIdentifier(schema?.name ?? 'public')} TO ${role}`);
+    for (const [table, privileges] of Object.entries(RUNTIME_PRIVILEGES)) {
+      await tx.exec(`REVOKE ALL ON TABLE ${escapeIdentifier(table)} FROM ${role}`);
+      await tx.exec(`GRANT ${privileges.join(', ')} ON TABLE ${escapeIdentifier(table)} TO ${role}`);
+    }
+  }));
+}

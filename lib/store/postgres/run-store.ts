@@ -1,0 +1,148 @@
+// PostgresRunStore (DESIGN §5, ADR-0005 §2.2 steps 1-2, ADR-0072 §3): runs, attempts with their
+// durable handle, durable cancel intent with its event, and terminal states; database time only.
+import type { Pool } from 'pg';
+
+import {
+  validateAdvanceAttemptCommand,
+  validateCreateAttemptCommand,
+  validateCreateRunCommand,
+  validateEndAttemptCommand,
+  validateEventPage,
+  validateId,
+  validateMarkTerminalCommand,
+  validateRequestCancellationCommand,
+  type AdvanceAttemptCommand,
+  type AdvanceAttemptOutcome,
+  type AttemptRecord,
+  type CreateAttemptCommand,
+  type CreateAttemptOutcome,
+  type CreateRunCommand,
+  type CreateRunOutcome,
+  type EndAttemptCommand,
+  type EndAttemptOutcome,
+  type MarkTerminalCommand,
+  type MarkTerminalOutcome,
+  type RequestCancellationCommand,
+  type RequestCancellationOutcome,
+  type RunEvent,
+  type RunRecord,
+  RUN_ACTIVE_STATUSES,
+} from '../../contract/index';
+import type { RunStore } from '../run-store';
+import { appendRunEvent, type LockedRun } from './run-events';
+import { SQL } from './statements';
+import { inTransaction, type Tx } from './transaction';
+
+function isActive(run: RunRecord): boolean {
+  return (RUN_ACTIVE_STATUSES as readonly string[]).includes(run.status);
+}
+
+function withoutNow({ nowMs: _nowMs, ...run }: LockedRun): RunRecord {
+  return run;
+}
+
+export interface PostgresRunStoreOptions {
+  /** Accepted and ignored: the database is the only clock (ADR-0456 §3). */
+  readonly clock?: () => number;
+}
+
+export class PostgresRunStore implements RunStore {
+  readonly #pool: Pool;
+
+  constructor(pool: Pool, _options: PostgresRunStoreOptions = {}) {
+    this.#pool = pool;
+  }
+
+  /** Locks the run (lock 1 of the Run → Attempt → Dispatch order) and reads the transaction's time. */
+  async #lockRun(tx: Tx, runId: string): Promise<LockedRun | undefined> {
+    return (await tx.rows<LockedRun>(SQL.lockRun, [runId]))[0];
+  }
+
+  async createRun(command: CreateRunCommand): Promise<CreateRunOutcome> {
+    const valid = validateCreateRunCommand(command);
+    return inTransaction(this.#pool, 'createRun', async (tx) => {
+      const [run] = await tx.rows<RunRecord>(SQL.insertRun, [valid.runId, valid.projectId, valid.owner ?? 'runtime']);
+      return run === undefined ? { kind: 'exists' } : { kind: 'created', run };
+    });
+  }
+
+  async createAttempt(command: CreateAttemptCommand): Promise<CreateAttemptOutcome> {
+    const valid = validateCreateAttemptCommand(command);
+    return inTransaction(this.#pool, 'createAttempt', async (tx) => {
+      const run = await this.#lockRun(tx, valid.runId);
+      if (run === undefined) return { kind: 'run_missing' };
+      if (!isActive(run)) return { kind: 'run_terminal' };
+      if ((await tx.rows(SQL.selectAttemptById, [valid.attemptId])).length > 0) return { kind: 'exists' };
+      if ((await tx.rows(SQL.selectActiveAttempt, [valid.runId])).length > 0) return { kind: 'active_attempt_exists' };
+      const deadlineAtMs = valid.timeoutMs === undefined ? null : run.nowMs + valid.timeoutMs;
+      const [attempt] = await tx.rows<AttemptRecord>(SQL.insertAttempt, [valid.runId, valid.attemptId, deadlineAtMs, valid.receiptTokenDigest ?? null, run.nowMs]);
+      await tx.rows(SQL.markRunRunning, [valid.runId, run.nowMs]);
+      return { kind: 'created', attempt: attempt as AttemptRecord };
+    });
+  }
+
+  async advanceAttempt(command: AdvanceAttemptCommand): Promise<AdvanceAttemptOutcome> {
+    const valid = validateAdvanceAttemptCommand(command);
+    return inTransaction(this.#pool, 'advanceAttempt', async (tx) => {
+      const [attempt] = await tx.rows<AttemptRecord>(SQL.advanceAttempt, [valid.runId, valid.attemptId, valid.from, valid.to, valid.pid ?? null, valid.handle ?? null]);
+      return attempt === undefined ? { kind: 'stale' } : { kind: 'advanced', attempt };
+    });
+  }
+
+  async endAttempt(command: EndAttemptCommand): Promise<EndAttemptOutcome> {
+    const valid = validateEndAttemptCommand(command);
+    return inTransaction(this.#pool, 'endAttempt', async (tx) => {
+      const run = await this.#lockRun(tx, valid.runId);
+      if (run === undefined) return { kind: 'stale' };
+      const [attempt] = await tx.rows<AttemptRecord>(SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
+      return attempt === undefined ? { kind: 'stale' } : { kind: 'ended', attempt };
+    });
+  }
+
+  async requestCancellation(command: RequestCancellationCommand): Promise<RequestCancellationOutcome> {
+    const valid = validateRequestCancellationCommand(command);
+    return inTransaction(this.#pool, 'requestCancellation', async (tx) => {
+      const run = await this.#lockRun(tx, valid.runId);
+      if (run === undefined) return { kind: 'run_missing' };
+      if (!isActive(run)) return { kind: 'run_terminal' };
+      if (run.cancelRequestedAtMs !== null) return { kind: 'already_requested', run: withoutNow(run) };
+      await tx.rows(SQL.writeCancelIntent, [valid.runId, run.version, valid.reason, run.nowMs]);
+      const appended = await appendRunEvent(tx, run, { type: 'run.cancel_requested', eventId: valid.eventId, payload: { reason: valid.reason } });
+      return { kind: 'requested', run: appended.run, event: appended.event };
+    });
+  }
+
+  async markTerminal(command: MarkTerminalCommand): Promise<MarkTerminalOutcome> {
+    const valid = validateMarkTerminalCommand(command);
+    return inTransaction(this.#pool, 'markTerminal', async (tx) => {
+      const run = await this.#lockRun(tx, valid.runId);
+      if (run === undefined) return { kind: 'run_missing' };
+      if (!isActive(run)) return { kind: 'already_terminal', run: withoutNow(run) };
+      if (valid.attemptId !== undefined) {
+        if ((await tx.rows(SQL.selectAttempt, [valid.runId, valid.attemptId])).length === 0) return { kind: 'attempt_missing' };
+        await tx.rows(SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
+      }
+      await tx.rows(SQL.writeRunTerminal, [valid.runId, run.version, valid.status, run.nowMs]);
+      const appended = await appendRunEvent(tx, run, { type: 'run.terminal', eventId: valid.eventId, payload: { status: valid.status } });
+      return { kind: 'terminal', run: appended.run, event: appended.event };
+    });
+  }
+
+  async getRun(runId: string): Promise<RunRecord | null> {
+    const id = validateId(runId, 'runId');
+    const [run] = await inTransaction(this.#pool, 'getRun', (tx) => tx.rows<RunRecord>(SQL.selectRun, [id]));
+    return run ?? null;
+  }
+
+  async getAttempt(runId: string, attemptId: string): Promise<AttemptRecord | null> {
+    const ids = [validateId(runId, 'runId'), validateId(attemptId, 'attemptId')];
+    const [attempt] = await inTransaction(this.#pool, 'getAttempt', (tx) => tx.rows<AttemptRecord>(SQL.selectAttempt, ids));
+    return attempt ?? null;
+  }
+
+  async listEvents(runId: string, page: { readonly afterSeq?: number; readonly limit?: number } = {}): Promise<RunEvent[]> {
+    const id = validateId(runId, 'runId');
+    const { afterSeq, limit } = validateEventPage(page);
+    return inTransaction(this.#pool, 'listEvents', (tx) => tx.rows<RunEvent>(SQL.listEvents, [id, afterSeq, limit]));
+  }
+}

@@ -1,0 +1,141 @@
+// Every SQL statement of the PostgreSQL store, each in one named place (graphile-worker style), with
+// the fences in the SQL itself (ADR-0005 §2.2 step 6, §2.4) and transaction_timestamp() as the only
+// clock (ADR-0456 §3). Row locks are always taken Run → Attempt → Dispatch (ADR-0456 §7-8).
+
+/**
+ * Database time in epoch ms. transaction_timestamp() is fixed for the whole transaction, so every
+ * statement of one transaction sees the same instant; the JS side only ever reads it back.
+ */
+export const DB_NOW_MS = 'floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint';
+
+const RECORD_COLUMNS = `run_id AS "runId", project_id AS "projectId", attempt_id AS "attemptId", status, version,
+  dispatch_count AS "dispatchCount", next_attempt_at_ms AS "nextAttemptAtMs", lease_owner AS "leaseOwner",
+  lease_token_digest AS "leaseTokenDigest", lease_expires_at_ms AS "leaseExpiresAtMs", last_result AS "lastResult",
+  last_dispatched_at_ms AS "lastDispatchedAtMs", blocked_at_ms AS "blockedAtMs", created_at_ms AS "createdAtMs",
+  updated_at_ms AS "updatedAtMs"`;
+
+const RUN_COLUMNS = `id AS "runId", project_id AS "projectId", owner, status, version,
+  cancel_requested_at_ms AS "cancelRequestedAtMs", cancel_reason AS "cancelReason", next_event_seq AS "nextEventSeq",
+  created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs"`;
+
+const ATTEMPT_COLUMNS = `id AS "attemptId", run_id AS "runId", status, pid, handle, deadline_at_ms AS "deadlineAtMs",
+  receipt_token_digest AS "receiptTokenDigest", created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs"`;
+
+export const SQL = {
+  /** The transaction's clock, for the transactions that take no run lock first. */
+  now: `SELECT ${DB_NOW_MS} AS "nowMs"`,
+
+  // ---- row locks, in the one order every write transaction takes them ----
+  /**
+   * Lock 1 of 3: the run, with the transaction's time. NO KEY UPDATE: we never change a key, so
+   * inserts elsewhere that only check this row's key (foreign keys) are not blocked.
+   */
+  lockRun: `SELECT ${RUN_COLUMNS}, ${DB_NOW_MS} AS "nowMs" FROM runs WHERE id = $1 FOR NO KEY UPDATE`,
+  /** Lock 2 of 3: the attempt, by its composite key. */
+  lockAttempt: `SELECT status FROM attempts WHERE run_id = $1 AND id = $2 FOR NO KEY UPDATE`,
+  /** Lock 3 of 3: the dispatch record. */
+  lockDispatch: `SELECT ${RECORD_COLUMNS} FROM cancellation_dispatches WHERE run_id = $1 FOR NO KEY UPDATE`,
+
+  // ---- dispatch repository ----
+  selectDispatch: `SELECT ${RECORD_COLUMNS} FROM cancellation_dispatches WHERE run_id = $1`,
+
+  /** Steps 3+6 at once: a first claim writes the leased row directly (pending is never visible). */
+  insertLeasedDispatch: `INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version,
+      dispatch_count, next_attempt_at_ms, lease_owner, lease_token_digest, lease_expires_at_ms, last_result,
+      last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
+    VALUES ($1, $2, $3, 'leased', 1, 1, NULL, $4, $5, $6, NULL, $7, NULL, $7, $7)
+    RETURNING ${RECORD_COLUMNS}`,
+
+  /** Step 6: version CAS; the due/expiry rule is repeated here so a stale read can never lease. */
+  leaseDispatch: `UPDATE cancellation_dispatches
+    SET status = 'leased', version = version + 1, dispatch_count = dispatch_count + 1, next_attempt_at_ms = NULL,
+        lease_owner = $3, lease_token_digest = $4, lease_expires_at_ms = $5,
+        last_dispatched_at_ms = $6, updated_at_ms = $6
+    WHERE run_id = $1 AND attempt_id = $2 AND version = $7
+      AND ((status IN ('pending', 'retry_wait') AND next_attempt_at_ms <= $6)
+        OR (status = 'leased' AND lease_expires_at_ms <= $6))
+    RETURNING ${RECORD_COLUMNS}`,
+
+  /** §2.4: the whole fence in the WHERE clause; no row back means stale_fence. */
+  settleDispatch: `UPDATE cancellation_dispatches
+    SET status = $6, version = version + 1, last_result = $7, next_attempt_at_ms = $8,
+        blocked_at_ms = $9, lease_owner = NULL, lease_token_digest = NULL, lease_expires_at_ms = NULL,
+        updated_at_ms = $10
+    WHERE run_id = $1 AND attempt_id = $2 AND status = 'leased'
+      AND lease_owner = $3 AND lease_token_digest = $4 AND version = $5
+    RETURNING ${RECORD_COLUMNS}`,
+
+  /**
+   * The bounded due query (docs/decisions/0011, 0020): two index-bound branches merged in
+   * (at_ms, run_id) order, each limited before the merge. Branch 1 walks runs_cancel_open for
+   * cancelled active runs with no dispatch row (first claim) or an expired lease (recovery); branch 2
+   * walks cancellation_dispatches_retry_due for pending/retry_wait rows now due.
+   * $1 afterAtMs, $2 afterRunId, $3 limit.
+   */
+  duePage: `WITH clock AS (SELECT ${DB_NOW_MS} AS now_ms)
+    SELECT "runId", "attemptId", "cancelRequestedAtMs", source, "atMs" FROM (
+      (SELECT r.id AS "runId", COALESCE(d.attempt_id, a.id) AS "attemptId", r.cancel_requested_at_ms AS "cancelRequestedAtMs",
+              CASE WHEN d.run_id IS NULL THEN 'first_claim' ELSE 'lease_expired' END AS source,
+              r.cancel_requested_at_ms AS "atMs"
+        FROM runs AS r
+        CROSS JOIN clock
+        LEFT JOIN cancellation_dispatches AS d ON d.run_id = r.id
+        LEFT JOIN attempts AS a ON a.run_id = r.id AND a.status IN ('claimed', 'starting', 'running')
+        WHERE r.cancel_requested_at_ms IS NOT NULL AND r.status IN ('queued', 'running') AND r.owner = 'runtime'
+          AND (r.cancel_requested_at_ms, r.id) > ($1::bigint, $2::text)
+          AND ((d.run_id IS NULL AND a.id IS NOT NULL) OR (d.status = 'leased' AND d.lease_expires_at_ms <= clock.now_ms))
+        ORDER BY r.cancel_requested_at_ms, r.id
+        LIMIT $3)
+      UNION ALL
+      (SELECT d.run_id, d.attempt_id, r.cancel_requested_at_ms, 'retry_due', d.next_attempt_at_ms
+        FROM cancellation_dispatches AS d
+        CROSS JOIN clock
+        JOIN runs AS r ON r.id = d.run_id
+        WHERE d.status IN ('pending', 'retry_wait') AND d.next_attempt_at_ms <= clock.now_ms
+          AND (d.next_attempt_at_ms, d.run_id) > ($1::bigint, $2::text)
+          AND r.status IN ('queued', 'running') AND r.owner = 'runtime' AND r.cancel_requested_at_ms IS NOT NULL
+        ORDER BY d.next_attempt_at_ms, d.run_id
+        LIMIT $3)
+    ) AS due
+    ORDER BY "atMs", "runId"
+    LIMIT $3`,
+
+  // ---- runs, attempts, events (the run store and the result transaction) ----
+  selectRun: `SELECT ${RUN_COLUMNS} FROM runs WHERE id = $1`,
+  insertRun: `INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason,
+      next_event_seq, created_at_ms, updated_at_ms)
+    VALUES ($1, $2, $3, 'queued', 0, NULL, NULL, 1, ${DB_NOW_MS}, ${DB_NOW_MS})
+    ON CONFLICT DO NOTHING
+    RETURNING ${RUN_COLUMNS}`,
+  markRunRunning: `UPDATE runs SET status = 'running', updated_at_ms = $2 WHERE id = $1 AND status = 'queued'`,
+  /** Run fields change under the same version CAS that reserves the event sequence. */
+  writeCancelIntent: `UPDATE runs SET cancel_requested_at_ms = $4, cancel_reason = $3, updated_at_ms = $4
+    WHERE id = $1 AND version = $2 AND cancel_requested_at_ms IS NULL`,
+  writeRunTerminal: `UPDATE runs SET status = $3, updated_at_ms = $4
+    WHERE id = $1 AND version = $2 AND status IN ('queued', 'running')`,
+  /** §2.4 step 2: CAS on the run version read under the lock reserves the next event sequence. */
+  reserveEventSeq: `UPDATE runs SET version = version + 1, next_event_seq = next_event_seq + 1, updated_at_ms = $3
+    WHERE id = $1 AND version = $2
+    RETURNING next_event_seq - 1 AS seq, ${RUN_COLUMNS}`,
+  insertEvent: `INSERT INTO run_events (run_id, seq, id, type, payload, created_at_ms)
+    VALUES ($1, $2, $3, $4, $5::json, $6)`,
+  listEvents: `SELECT id, run_id AS "runId", seq, type, payload, created_at_ms AS "createdAtMs"
+    FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
+
+  selectAttempt: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE run_id = $1 AND id = $2`,
+  selectAttemptById: `SELECT 1 AS found FROM attempts WHERE id = $1`,
+  selectActiveAttempt: `SELECT id FROM attempts WHERE run_id = $1 AND status IN ('claimed', 'starting', 'running')`,
+  insertAttempt: `INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, created_at_ms, updated_at_ms)
+    VALUES ($1, $2, 'claimed', NULL, NULL, $3, $4, $5, $5)
+    RETURNING ${ATTEMPT_COLUMNS}`,
+  /** Exact CAS on status; pid/handle are written once (a second capture would rebind the process). */
+  advanceAttempt: `UPDATE attempts
+    SET status = $4, pid = COALESCE($5::integer, pid), handle = COALESCE($6::text, handle), updated_at_ms = ${DB_NOW_MS}
+    WHERE run_id = $1 AND id = $2 AND status = $3 AND ($5::integer IS NULL OR pid IS NULL)
+    RETURNING ${ATTEMPT_COLUMNS}`,
+  endAttempt: `UPDATE attempts SET status = $3, updated_at_ms = $4
+    WHERE run_id = $1 AND id = $2 AND status IN ('claimed', 'starting', 'running')
+    RETURNING ${ATTEMPT_COLUMNS}`,
+} as const;
+
+export type StatementName = keyof typeof SQL;

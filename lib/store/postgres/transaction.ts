@@ -1,0 +1,185 @@
+// The one place that talks to a pg connection for the PostgreSQL store (ADR-0456 §3, §7-8; DESIGN §7):
+// BEGIN with the SET LOCAL limits, COMMIT / ROLLBACK, bigint parsing, and pg errors mapped to typed
+// PidfenceErrors whose messages carry a stable code and advice, never SQL text or parameters.
+import type { CustomTypesConfig, Pool, PoolClient, QueryResultRow } from 'pg';
+import { types as pgTypes } from 'pg';
+
+import { PidfenceError } from '../../base/errors';
+import { storeFailure } from '../store-errors';
+
+/**
+ * ADR-0456 "资源、安全与部署影响": statement 5 s, lock 1 s, idle in transaction 10 s bound every
+ * lock wait. One simple-protocol round trip opens the transaction with all three.
+ */
+export const STATEMENT_TIMEOUT = '5s';
+export const LOCK_TIMEOUT = '1s';
+export const IDLE_IN_TRANSACTION_TIMEOUT = '10s';
+
+export interface TransactionLimits {
+  /** A PostgreSQL interval literal such as '5s'; only the migration transaction widens it. */
+  readonly statementTimeout: string;
+}
+
+const DEFAULT_LIMITS: TransactionLimits = { statementTimeout: STATEMENT_TIMEOUT };
+
+function beginWith(limits: TransactionLimits): string {
+  return `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = '${limits.statementTimeout}'; `
+    + `SET LOCAL lock_timeout = '${LOCK_TIMEOUT}'; SET LOCAL idle_in_transaction_session_timeout = '${IDLE_IN_TRANSACTION_TIMEOUT}'`;
+}
+
+const BEGIN = beginWith(DEFAULT_LIMITS);
+
+const INT8_OID = 20;
+
+/** bigint columns (epoch ms, versions, counters) as JS numbers; every value we store is a safe integer. */
+function parseInt8(text: string): number {
+  const value = Number(text);
+  if (!Number.isSafeInteger(value)) {
+    throw new PidfenceError('a bigint column holds a value beyond 2^53; the database was written outside pidfence.', 'ERR_PIDFENCE_INVALID_RECORD');
+  }
+  return value;
+}
+
+/** Passed with every query, so a caller's pool keeps its own (or the global) parsers untouched. */
+export const TYPES: CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === INT8_OID && format !== 'binary' ? parseInt8 : pgTypes.getTypeParser(oid, format ?? 'text')) as CustomTypesConfig['getTypeParser'],
+};
+
+/** A statement runner bound to one checked-out connection inside an open transaction. */
+export interface Tx {
+  rows<R extends QueryResultRow>(text: string, values: readonly unknown[]): Promise<R[]>;
+  /** Runs parameterless SQL, possibly several statements (migration files), by the simple protocol. */
+  exec(text: string): Promise<void>;
+  /** The backend process id of this connection (tests terminate it to prove rollback on loss). */
+  readonly processId: number;
+}
+
+/** Codes of store failures; each message below says what happened and what to do. */
+export type StoreErrorCode =
+  | 'ERR_PIDFENCE_STORE_LOCK_TIMEOUT'
+  | 'ERR_PIDFENCE_STORE_STATEMENT_TIMEOUT'
+  | 'ERR_PIDFENCE_STORE_CONFLICT'
+  | 'ERR_PIDFENCE_STORE_UNAVAILABLE'
+  | 'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN'
+  | 'ERR_PIDFENCE_STORE_PRIVILEGE'
+  | 'ERR_PIDFENCE_STORE_SCHEMA';
+
+const ADVICE: Readonly<Record<StoreErrorCode, string>> = {
+  ERR_PIDFENCE_STORE_LOCK_TIMEOUT: `waited longer than the ${LOCK_TIMEOUT} lock timeout for a row another transaction holds; the transaction was rolled back and nothing was written. Retry; if it keeps happening, look for long transactions on the pidfence tables.`,
+  ERR_PIDFENCE_STORE_STATEMENT_TIMEOUT: `ran longer than the ${STATEMENT_TIMEOUT} statement timeout; the transaction was rolled back and nothing was written. Check the server's load and the pidfence indexes.`,
+  ERR_PIDFENCE_STORE_CONFLICT: 'hit a serialization failure or deadlock; the transaction was rolled back and nothing was written. Retry.',
+  ERR_PIDFENCE_STORE_UNAVAILABLE: 'lost or could not get its database connection; nothing was committed. Check that the server is up and reachable, then retry.',
+  ERR_PIDFENCE_STORE_COMMIT_UNKNOWN: 'lost the connection while committing: the change may or may not be durable. Read the record again before retrying; the fences make a retry safe.',
+  ERR_PIDFENCE_STORE_PRIVILEGE: 'was refused by the database for lack of a privilege; nothing was written. Run postgresReadiness() and grantRuntime() as the migration owner.',
+  ERR_PIDFENCE_STORE_SCHEMA: 'found the pidfence schema missing or different; nothing was written. Run migratePostgres() as the migration owner, then postgresReadiness().',
+};
+
+/** SQLSTATE → code. Class 08 and the 57P0x shutdown/termination states mean the session is gone. */
+function codeForSqlState(sqlState: string): StoreErrorCode | undefined {
+  if (sqlState === '55P03') return 'ERR_PIDFENCE_STORE_LOCK_TIMEOUT';
+  if (sqlState === '57014') return 'ERR_PIDFENCE_STORE_STATEMENT_TIMEOUT';
+  if (sqlState === '40001' || sqlState === '40P01') return 'ERR_PIDFENCE_STORE_CONFLICT';
+  if (sqlState.startsWith('08') || /^57P0[1-4]$/.test(sqlState) || sqlState === '25P03') return 'ERR_PIDFENCE_STORE_UNAVAILABLE';
+  if (sqlState === '42501') return 'ERR_PIDFENCE_STORE_PRIVILEGE';
+  if (sqlState === '42P01' || sqlState === '42703' || sqlState === '42883') return 'ERR_PIDFENCE_STORE_SCHEMA';
+  return undefined;
+}
+
+function storeError(code: StoreErrorCode, operation: string, errno: string): PidfenceError {
+  return new PidfenceError(`the postgres store ${ADVICE[code]} (during ${operation}, ${errno})`, code, { errno });
+}
+
+/**
+ * Maps anything a pg call threw to a PidfenceError. A server error has a SQLSTATE (`code` of 5
+ * characters plus `severity`); anything else from the driver is a socket or protocol failure.
+ * Only codes travel: the driver's message may quote SQL, values or constraint details.
+ */
+export function pgFailure(operation: string, error: unknown): Error {
+  if (error instanceof PidfenceError) return error;
+  const fields = typeof error === 'object' && error !== null ? (error as { code?: unknown; severity?: unknown }) : {};
+  const code = typeof fields.code === 'string' ? fields.code : undefined;
+  if (code !== undefined && typeof fields.severity === 'string') {
+    const mapped = codeForSqlState(code);
+    return mapped === undefined ? storeFailure('postgres', operation, { code }) : storeError(mapped, operation, code);
+  }
+  return storeError('ERR_PIDFENCE_STORE_UNAVAILABLE', operation, code ?? 'CONNECTION_LOST');
+}
+
+function txOf(client: PoolClient, operation: string): Tx {
+  return {
+    rows: async <R extends QueryResultRow>(text: string, values: readonly unknown[]): Promise<R[]> => {
+      try {
+        return (await client.query<R>({ text, values: values as unknown[], types: TYPES })).rows;
+      } catch (error) {
+        throw pgFailure(operation, error);
+      }
+    },
+    exec: async (text: string): Promise<void> => {
+      try {
+        await client.query(text);
+      } catch (error) {
+        throw pgFailure(operation, error);
+      }
+    },
+    processId: (client as PoolClient & { processID: number }).processID,
+  };
+}
+
+async function checkout(pool: Pool, operation: string): Promise<PoolClient> {
+  try {
+    return await pool.connect();
+  } catch (error) {
+    throw pgFailure(operation, error);
+  }
+}
+
+const ignore = (): void => undefined;
+
+/**
+ * Runs `work` in one READ COMMITTED transaction with the SET LOCAL limits. Any failure rolls back;
+ * a connection that failed (or whose rollback failed) is destroyed instead of going back to the pool.
+ */
+export async function inTransaction<T>(
+  pool: Pool,
+  operation: string,
+  work: (tx: Tx) => Promise<T>,
+  limits: TransactionLimits = DEFAULT_LIMITS,
+): Promise<T> {
+  const client = await checkout(pool, operation);
+  // A checked-out client has no error listener of the pool's; a dropped socket must not crash the process.
+  client.on('error', ignore);
+  let broken: Error | undefined;
+  try {
+    try {
+      await client.query(limits === DEFAULT_LIMITS ? BEGIN : beginWith(limits));
+    } catch (error) {
+      throw pgFailure(operation, error);
+    }
+    let result: T;
+    try {
+      result = await work(txOf(client, operation));
+    } catch (error) {
+      const failure = error instanceof PidfenceError ? error : storeFailure('postgres', operation, error);
+      try {
+        await client.query('ROLLBACK');
+      } catch {
+        broken = failure;
+      }
+      if ((failure as PidfenceError).code === 'ERR_PIDFENCE_STORE_UNAVAILABLE') broken = failure;
+      throw failure;
+    }
+    try {
+      await client.query('COMMIT');
+    } catch (error) {
+      const failure = pgFailure(operation, error);
+      broken = failure;
+      // A server-side refusal at COMMIT (e.g. a deferred check) rolled back; a lost socket leaves it unknown.
+      throw (failure as PidfenceError).code === 'ERR_PIDFENCE_STORE_UNAVAILABLE' ? storeError('ERR_PIDFENCE_STORE_COMMIT_UNKNOWN', operation, 'CONNECTION_LOST') : failure;
+    }
+    return result;
+  } finally {
+    client.removeListener('error', ignore);
+    client.release(broken);
+  }
+}

@@ -1,0 +1,114 @@
+// PostgreSQL store fixtures for tests (DESIGN §7, docs/decisions/0004): a provisioned database
+// migrated by its owner with the runtime grants, and contract stores connected as the runtime role.
+import { randomBytes } from 'node:crypto';
+
+import { Pool } from 'pg';
+
+import { grantRuntime, migratePostgres, openPostgresStore, type PostgresStore, type PostgresStoreOptions } from '../../lib/store/postgres/index';
+import type { ContractStore } from '../store/dispatch-contract-suite';
+import { provisionDatabase, type ProvisionedDatabase } from './postgres';
+
+export interface MigratedDatabase extends ProvisionedDatabase {
+  /** A small pool connected as the migration owner (DDL, test-only writes). */
+  readonly owner: Pool;
+  /** A pool connected as the superuser to this database (catalog, WAL positions). */
+  readonly admin: Pool;
+  /** Ends both pools and drops the database and roles. */
+  dispose(): Promise<void>;
+}
+
+function silentPool(connectionString: string, max: number): Pool {
+  const pool = new Pool({ connectionString, max });
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+/** The admin URL pointed at this database. */
+export function adminUrlFor(database: ProvisionedDatabase): string {
+  const url = new URL(database.adminUrl);
+  url.pathname = `/${database.databaseName}`;
+  return url.toString();
+}
+
+/** A database with every migration applied by the owner and grantRuntime() done. */
+export async function migratedDatabase(label: string): Promise<MigratedDatabase> {
+  const database = await provisionDatabase(label);
+  try {
+    await migratePostgres(database.ownerUrl);
+    await grantRuntime(database.ownerUrl, database.runtimeRole);
+  } catch (error) {
+    await database.drop();
+    throw error;
+  }
+  const owner = silentPool(database.ownerUrl, 2);
+  const admin = silentPool(adminUrlFor(database), 2);
+  return {
+    ...database,
+    owner,
+    admin,
+    dispose: async () => {
+      await Promise.all([owner.end(), admin.end()]);
+      await database.drop();
+    },
+  };
+}
+
+/** The runtime URL with a unique application_name, so a test can pick out this store's sessions. */
+export function runtimeUrlNamed(database: ProvisionedDatabase, applicationName: string, settings: Readonly<Record<string, string>> = {}): string {
+  const url = new URL(database.runtimeUrl);
+  url.searchParams.set('application_name', applicationName);
+  const options = Object.entries(settings).map(([name, value]) => `-c ${name}=${value}`).join(' ');
+  if (options !== '') url.searchParams.set('options', options);
+  return url.toString();
+}
+
+/**
+ * The contract suite waits out 100 ms leases in real time; on a shared 2-core machine a commit that
+ * waits for fsync behind another test's CREATE DATABASE can take longer than that. Its sessions
+ * therefore commit without waiting for the flush (as the throw-away test cluster does anyway); the
+ * gate 11 and fault tests keep the server's own setting.
+ */
+export const SUITE_SESSION_SETTINGS = { synchronous_commit: 'off' } as const;
+
+export function uniqueApplicationName(prefix = 'pidfence_test'): string {
+  return `${prefix}_${randomBytes(6).toString('hex')}`;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A contract store as the runtime role. Real time passes in advanceTime; the event-append failure is
+ * a trigger installed by the owner that fires only for this store's application_name, so tests that
+ * run at the same time in the same database are not affected.
+ */
+export async function openContractStore(
+  database: MigratedDatabase,
+  options: PostgresStoreOptions = {},
+  settings: Readonly<Record<string, string>> = {},
+): Promise<ContractStore & { store: PostgresStore; applicationName: string }> {
+  const applicationName = uniqueApplicationName();
+  const store = await openPostgresStore(runtimeUrlNamed(database, applicationName, settings), { maxConnections: 8, ...options });
+  return {
+    store,
+    applicationName,
+    repository: store.repository,
+    runStore: store.runStore,
+    advanceTime: (ms) => sleep(ms),
+    injectEventAppendFailure: async () => {
+      const fn = `${applicationName}_fail`;
+      await database.owner.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF current_setting('application_name') = '${applicationName}' THEN
+            RAISE EXCEPTION 'injected event append failure';
+          END IF;
+          RETURN NEW;
+        END $$`);
+      await database.owner.query(`CREATE TRIGGER ${fn} BEFORE INSERT ON run_events FOR EACH ROW EXECUTE FUNCTION ${fn}()`);
+      return async () => {
+        await database.owner.query(`DROP TRIGGER ${fn} ON run_events`);
+        await database.owner.query(`DROP FUNCTION ${fn}()`);
+      };
+    },
+    close: () => store.close(),
+  };
+}

@@ -1,0 +1,227 @@
+// ADR-0005 gate 11 and ADR-0456 "验证" on a real PostgreSQL server: racing connections get exactly
+// one claim winner per round, the raw token reaches neither pg_dump nor the WAL, the runtime role
+// cannot delete, truncate or change the schema, and a lock wait ends after the lock timeout, typed.
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { spawnSync } from 'node:child_process';
+
+import test from 'ava';
+import { Pool } from 'pg';
+
+import { PidfenceError } from '../../lib/base/errors';
+import { createLeaseToken, type ClaimCommand } from '../../lib/contract/index';
+import { PostgresDispatchRepository, PostgresRunStore } from '../../lib/store/postgres/index';
+import { SQL } from '../../lib/store/postgres/statements';
+import { ensureServerBinaries } from '../helpers/pg-cluster';
+import { pgDump } from '../helpers/pg-schema';
+import { adminUrlFor, migratedDatabase, type MigratedDatabase } from '../helpers/pg-store';
+
+/** Any fixed past instant: the seeded runs were "cancelled" then. */
+const CANCELLED_AT_MS = 1_700_000_000_000;
+const WAL_FLUSH_WAIT_MS = 10_000;
+
+let database: MigratedDatabase | undefined;
+const ready: Promise<MigratedDatabase> = migratedDatabase('gate11').then((created) => {
+  database = created;
+  return created;
+});
+ready.catch(() => undefined);
+test.after.always(async () => {
+  await database?.dispose();
+});
+
+function runtimePool(db: MigratedDatabase, max = 1): Pool {
+  const pool = new Pool({ connectionString: db.runtimeUrl, max });
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+/** `count` cancelled runs with a running attempt, written by the owner in two statements. */
+async function seedCancelledRuns(db: MigratedDatabase, prefix: string, count: number): Promise<string[]> {
+  await db.owner.query(`INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
+    SELECT $1 || '-' || g, 'project-a', 'runtime', 'running', 1, $3::bigint, 'user', 2, $3::bigint, $3::bigint FROM generate_series(1, $2::int) AS g`, [prefix, count, CANCELLED_AT_MS]);
+  await db.owner.query(`INSERT INTO attempts (run_id, id, status, pid, handle, created_at_ms, updated_at_ms)
+    SELECT $1 || '-' || g, $1 || '-' || g || '-a1', 'running', 4242, 'h', $3::bigint, $3::bigint FROM generate_series(1, $2::int) AS g`, [prefix, count, CANCELLED_AT_MS]);
+  return Array.from({ length: count }, (_, i) => `${prefix}-${i + 1}`);
+}
+
+function claimOf(runId: string, owner: string): ClaimCommand {
+  return { runId, attemptId: `${runId}-a1`, cancelRequestedAtMs: CANCELLED_AT_MS, owner, token: createLeaseToken(), leaseDurationMs: 60_000 };
+}
+
+async function race(t: import('ava').ExecutionContext, connections: number, rounds: number): Promise<void> {
+  const db = await ready;
+  const prefix = `race${connections}`;
+  const runIds = await seedCancelledRuns(db, prefix, rounds);
+  const pools = Array.from({ length: connections }, () => runtimePool(db));
+  t.teardown(() => Promise.all(pools.map((pool) => pool.end())));
+  const repositories = pools.map((pool) => new PostgresDispatchRepository(pool));
+  // Open every connection before the first round, so each round races claims, not connects.
+  await Promise.all(pools.map((pool) => pool.query('SELECT 1')));
+  const startedAt = Date.now();
+  const wins = new Map<string, number>();
+  let badRounds = 0;
+  for (const runId of runIds) {
+    const outcomes = await Promise.all(repositories.map((repository, i) => repository.claim(claimOf(runId, `owner-${i}`))));
+    const winners = outcomes.flatMap((outcome, i) => (outcome.kind === 'claimed' ? [`owner-${i}`] : []));
+    const losers = outcomes.filter((outcome) => outcome.kind === 'leased').length;
+    if (winners.length !== 1 || losers !== connections - 1) badRounds += 1;
+    for (const winner of winners) wins.set(winner, (wins.get(winner) ?? 0) + 1);
+  }
+  const seconds = (Date.now() - startedAt) / 1000;
+  t.is(badRounds, 0, 'every round: exactly one claimed, the rest leased');
+  const { rows } = await db.owner.query<{ owner: string; n: string }>(
+    "SELECT lease_owner AS owner, count(*) AS n FROM cancellation_dispatches WHERE run_id LIKE $1 || '-%' AND status = 'leased' AND dispatch_count = 1 GROUP BY lease_owner ORDER BY lease_owner",
+    [prefix],
+  );
+  t.is(rows.reduce((sum, row) => sum + Number(row.n), 0), rounds, 'one leased record per round, dispatched once');
+  t.deepEqual(Object.fromEntries(rows.map((row) => [row.owner, Number(row.n)])), Object.fromEntries([...wins].sort()), 'the database agrees on every winner');
+  t.log(`${connections} connections x ${rounds} rounds in ${seconds.toFixed(1)} s; wins: ${[...wins].sort().map(([owner, n]) => `${owner}=${n}`).join(', ')}`);
+}
+
+test.serial('pg gate 11: two connections race claim for 500 rounds and exactly one wins each round', (t) => race(t, 2, 500));
+
+test.serial('pg gate 11: eight connections race claim for 100 rounds and exactly one wins each round', (t) => race(t, 8, 100));
+
+interface WalPosition {
+  readonly lsn: string;
+  readonly file: string;
+}
+
+async function walPosition(db: MigratedDatabase): Promise<WalPosition> {
+  const { rows } = await db.admin.query<WalPosition>('SELECT lsn::text AS lsn, pg_walfile_name(lsn) AS file FROM pg_current_wal_lsn() AS lsn');
+  const row = rows[0];
+  if (row === undefined) throw new Error('no WAL position');
+  return row;
+}
+
+/** Waits until the WAL up to `lsn` is on disk (the test cluster may commit asynchronously). */
+async function walFlushedTo(db: MigratedDatabase, lsn: string): Promise<void> {
+  const deadline = Date.now() + WAL_FLUSH_WAIT_MS;
+  while (Date.now() < deadline) {
+    const { rows } = await db.admin.query<{ flushed: boolean }>('SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn AS flushed', [lsn]);
+    if (rows[0]?.flushed === true) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`WAL not flushed to ${lsn} within ${WAL_FLUSH_WAIT_MS} ms`);
+}
+
+test.serial('pg gate 11: the raw token never reaches pg_dump output or the WAL; the digest does', async (t) => {
+  const db = await ready;
+  const pool = runtimePool(db, 2);
+  t.teardown(() => pool.end());
+  const repository = new PostgresDispatchRepository(pool);
+  const runIds = await seedCancelledRuns(db, 'walscan', 5);
+  const { rows: dirRows } = await db.admin.query<{ data_directory: string }>('SHOW data_directory');
+  const walDir = path.join(dirRows[0]?.data_directory ?? '', 'pg_wal');
+
+  const start = await walPosition(db);
+  const tokens: string[] = [];
+  const digests: string[] = [];
+  for (const [i, runId] of runIds.entries()) {
+    const claim = claimOf(runId, `worker-${i}`);
+    const outcome = await repository.claim(claim);
+    if (outcome.kind !== 'claimed') return t.fail(outcome.kind);
+    tokens.push(claim.token);
+    digests.push(outcome.record.leaseTokenDigest ?? '');
+    if (i % 2 === 0) {
+      await repository.recordResult({ runId, attemptId: claim.attemptId, owner: claim.owner, token: claim.token, expectedVersion: outcome.record.version, result: 'termination_requested', eventId: `${runId}-e2` });
+    }
+  }
+  const end = await walPosition(db);
+  await walFlushedTo(db, end.lsn);
+
+  // Every segment from the one holding the start to the one holding the end, read as bytes.
+  const segments = readdirSync(walDir).filter((name) => /^[0-9A-F]{24}$/.test(name) && name >= start.file && name <= end.file).sort();
+  t.true(segments.length >= 1 && segments[0] === start.file && segments[segments.length - 1] === end.file, `segments ${segments.join(', ')}`);
+  const wal = Buffer.concat(segments.map((name) => readFileSync(path.join(walDir, name))));
+  const dump = Buffer.from(pgDump(adminUrlFor(db), ['--no-owner', '--no-privileges']), 'utf8');
+  for (const [what, bytes] of [['WAL', wal], ['pg_dump', dump]] as const) {
+    for (const token of tokens) {
+      t.false(bytes.includes(Buffer.from(token, 'utf8')), `${what}: token text absent`);
+      t.false(bytes.includes(Buffer.from(token, 'base64url')), `${what}: token bytes absent`);
+    }
+    // The scan sees stored text: the digest of a still-leased claim is there.
+    t.true(bytes.includes(Buffer.from(digests[1] ?? '-', 'utf8')), `${what}: the digest of a live lease is present`);
+  }
+
+  // pg_waldump reads the same range and finds the dispatch table's records in it.
+  const { rows: rel } = await db.admin.query<{ filenode: string }>("SELECT pg_relation_filenode('cancellation_dispatches')::text AS filenode");
+  const waldump = spawnSync(path.join(ensureServerBinaries().binDir, 'pg_waldump'), [`--path=${walDir}`, `--start=${start.lsn}`, `--end=${end.lsn}`], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024, timeout: 60_000 });
+  const records = waldump.stdout ?? '';
+  t.regex(records, new RegExp(`rel \\d+/\\d+/${rel[0]?.filenode ?? 'x'}\\b`), `pg_waldump lists records of cancellation_dispatches (${(waldump.stderr ?? '').split('\n')[0]})`);
+  for (const token of tokens) t.false(records.includes(token));
+  t.log(`scanned ${segments.length} WAL segment(s) ${start.lsn} → ${end.lsn}, ${records.split('\n').length} pg_waldump lines, pg_dump ${dump.length} bytes`);
+});
+
+test.serial('pg gate 11: the runtime role cannot DELETE, TRUNCATE or change the schema, and the store never asks to', async (t) => {
+  const db = await ready;
+  const pool = runtimePool(db);
+  t.teardown(() => pool.end());
+  await seedCancelledRuns(db, 'priv', 1);
+  const countRows = async () => (await db.owner.query<{ n: string }>("SELECT (SELECT count(*) FROM runs) + (SELECT count(*) FROM attempts) AS n")).rows[0]?.n;
+  const before = await countRows();
+  const attempts = [
+    'DELETE FROM runs',
+    'DELETE FROM cancellation_dispatches',
+    'DELETE FROM run_events',
+    'TRUNCATE runs CASCADE',
+    'TRUNCATE run_events',
+    'CREATE TABLE pidfence_extra (id int)',
+    'ALTER TABLE runs ADD COLUMN extra int',
+    'DROP TABLE run_events',
+    'CREATE INDEX runs_extra ON runs (project_id)',
+    'ALTER TABLE cancellation_dispatches DROP CONSTRAINT cancellation_dispatches_leased_shape',
+    "CREATE FUNCTION pidfence_extra() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+  ];
+  for (const sql of attempts) {
+    const error = await t.throwsAsync(pool.query(sql), undefined, sql);
+    t.is((error as { code?: string } | undefined)?.code, '42501', `${sql}: insufficient_privilege`);
+  }
+  t.is(await countRows(), before, 'nothing was removed');
+  t.false(Object.values(SQL).some((statement) => /\b(DELETE|TRUNCATE|CREATE|ALTER|DROP)\b/i.test(statement)), 'no store statement deletes or changes the schema');
+});
+
+test.serial('pg gate 11: a claim or result blocked on a held lock fails after the lock timeout, typed, and changes nothing', async (t) => {
+  const db = await ready;
+  const pool = runtimePool(db, 2);
+  t.teardown(() => pool.end());
+  const repository = new PostgresDispatchRepository(pool);
+  const runStore = new PostgresRunStore(pool);
+  const [runId = ''] = await seedCancelledRuns(db, 'locked', 1);
+  const snapshot = async () => ({ run: await runStore.getRun(runId), record: await repository.getRecord(runId), events: await runStore.listEvents(runId) });
+
+  const holder = await db.owner.connect();
+  t.teardown(() => holder.release());
+  const expectLockTimeout = async (work: Promise<unknown>, what: string): Promise<void> => {
+    const startedAt = Date.now();
+    const error = await t.throwsAsync(work, { instanceOf: PidfenceError }, what);
+    const waited = Date.now() - startedAt;
+    t.is((error as PidfenceError).code, 'ERR_PIDFENCE_STORE_LOCK_TIMEOUT', what);
+    t.is((error as PidfenceError).errno, '55P03');
+    t.true(waited >= 900 && waited < 4_000, `${what}: gave up after ${waited} ms (lock_timeout 1 s)`);
+    t.false(error?.message.includes(runId) ?? true);
+    t.false(/SELECT|UPDATE|FOR NO KEY/.test(error?.message ?? ''), 'no SQL text');
+  };
+
+  // Lock 1 of 3 held: the claim waits on the run row.
+  const before = await snapshot();
+  await holder.query('BEGIN');
+  await holder.query('SELECT 1 FROM runs WHERE id = $1 FOR UPDATE', [runId]);
+  const claim = claimOf(runId, 'worker-a');
+  await expectLockTimeout(repository.claim(claim), 'claim');
+  await holder.query('ROLLBACK');
+  t.deepEqual(await snapshot(), before, 'the timed-out claim wrote nothing');
+
+  const claimed = await repository.claim(claim);
+  if (claimed.kind !== 'claimed') return t.fail(claimed.kind);
+  // Lock 3 of 3 held: the result gets run and attempt, then waits on the dispatch row.
+  const leased = await snapshot();
+  await holder.query('BEGIN');
+  await holder.query('SELECT 1 FROM cancellation_dispatches WHERE run_id = $1 FOR UPDATE', [runId]);
+  const result = { runId, attemptId: claim.attemptId, owner: claim.owner, token: claim.token, expectedVersion: claimed.record.version, result: 'already_exited' as const, eventId: `${runId}-e2` };
+  await expectLockTimeout(repository.recordResult(result), 'recordResult');
+  await holder.query('ROLLBACK');
+  t.deepEqual(await snapshot(), leased, 'the timed-out result wrote nothing');
+  t.is((await repository.recordResult(result)).kind, 'recorded', 'once the lock is released the same fence settles');
+});

@@ -1,0 +1,340 @@
+// The PostgreSQL store (ADR-0456; ADR-0005 §6; DESIGN §5, §7) on a real server: the shared contract
+// suite as the runtime role, plus what only PostgreSQL shows — the database clock, migrations and
+// readiness from the catalog, CHECKs, the schema dump, bad input and dropped connections.
+import test from 'ava';
+import { Pool, type PoolClient } from 'pg';
+
+import { PidfenceError } from '../../lib/base/errors';
+import { createLeaseToken } from '../../lib/contract/index';
+import { loadMigrations, migrationsDirectory } from '../../lib/store/migrations';
+import {
+  grantRuntime,
+  migratePostgres,
+  openPostgresStore,
+  PostgresDispatchRepository,
+  postgresReadiness,
+  PostgresRunStore,
+} from '../../lib/store/postgres/index';
+import { SQL } from '../../lib/store/postgres/statements';
+import { provisionDatabase } from '../helpers/postgres';
+import { committedSchemaDump, currentSchemaDump, SCHEMA_DUMP_COMMAND } from '../helpers/pg-schema';
+import { migratedDatabase, openContractStore, SUITE_SESSION_SETTINGS, type MigratedDatabase } from '../helpers/pg-store';
+import { registerDispatchContractSuite, type ContractStore } from './dispatch-contract-suite';
+
+let database: MigratedDatabase | undefined;
+const ready: Promise<MigratedDatabase> = migratedDatabase('pgstore').then((created) => {
+  database = created;
+  return created;
+});
+// A failed provision fails every test that awaits it; nothing is skipped.
+ready.catch(() => undefined);
+test.after.always(async () => {
+  await database?.dispose();
+});
+
+/**
+ * The suite's leases are 100 ms of real time; with ~20 tests at once on two shared cores a claim
+ * can wait longer than that for the CPU. The factory therefore hands out one store at a time: each
+ * test still runs unchanged, against the server alone (the races have their own gate 11 tests).
+ */
+let previous: Promise<void> = Promise.resolve();
+async function openExclusive(): Promise<ContractStore> {
+  const turn = previous;
+  let done: () => void = () => undefined;
+  previous = new Promise((resolve) => { done = resolve; });
+  await turn;
+  try {
+    const store = await openContractStore(await ready, { checkReadiness: false }, SUITE_SESSION_SETTINGS);
+    return { ...store, close: async () => { try { await store.close(); } finally { done(); } } };
+  } catch (error) {
+    done();
+    throw error;
+  }
+}
+
+registerDispatchContractSuite({ name: 'postgres', open: openExclusive });
+
+// ---------------------------------------------------------------------------------------------
+// What only PostgreSQL shows (serial: they run before the suite, so nothing competes with its 100 ms leases)
+
+const TEN_YEARS_MS = Math.round(10 * 365.25 * 24 * 60 * 60 * 1000);
+
+async function serverNowMs(pool: Pool): Promise<number> {
+  const { rows } = await pool.query<{ ms: string }>('SELECT floor(extract(epoch FROM now()) * 1000)::text AS ms');
+  return Number(rows[0]?.ms);
+}
+
+async function cancelledRun(store: ContractStore, runId: string): Promise<number> {
+  await store.runStore.createRun({ runId, projectId: 'project-a' });
+  await store.runStore.createAttempt({ runId, attemptId: `${runId}-a1` });
+  const cancelled = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `${runId}-e1` });
+  return cancelled.kind === 'requested' ? cancelled.run.cancelRequestedAtMs ?? -1 : -1;
+}
+
+function claimFor(runId: string, cancelRequestedAtMs: number, leaseDurationMs = 60_000) {
+  return { runId, attemptId: `${runId}-a1`, cancelRequestedAtMs, owner: 'worker-a', token: createLeaseToken(), leaseDurationMs };
+}
+
+test.serial('gate 11: the database is the only clock: a client clock ten years ahead is ignored', async (t) => {
+  const db = await ready;
+  const store = await openContractStore(db, { clock: () => Date.now() + TEN_YEARS_MS, checkReadiness: false });
+  t.teardown(() => store.close());
+  const before = await serverNowMs(db.admin);
+  const at = await cancelledRun(store, 'clock-run');
+  const claim = claimFor('clock-run', at, 60_000);
+  const claimed = await store.repository.claim(claim);
+  const afterClaim = await serverNowMs(db.admin);
+  if (claimed.kind !== 'claimed') return t.fail(claimed.kind);
+  for (const value of [at, claimed.record.updatedAtMs, claimed.record.lastDispatchedAtMs ?? -1]) {
+    t.true(value >= before && value <= afterClaim, `${value} within the server's [${before}, ${afterClaim}]`);
+  }
+  t.is(claimed.record.leaseExpiresAtMs, claimed.record.updatedAtMs + 60_000, 'lease expiry = database time + duration');
+
+  const settled = await store.repository.recordResult({
+    runId: claim.runId, attemptId: claim.attemptId, owner: claim.owner, token: claim.token, expectedVersion: claimed.record.version,
+    result: 'dispatch_error', eventId: 'clock-e2', retryDelayMs: 30_000,
+  });
+  const afterSettle = await serverNowMs(db.admin);
+  if (settled.kind !== 'recorded') return t.fail(settled.kind);
+  t.true(settled.record.updatedAtMs >= afterClaim - 1 && settled.record.updatedAtMs <= afterSettle);
+  t.is(settled.record.nextAttemptAtMs, settled.record.updatedAtMs + 30_000, 'retry due = database time + delay');
+  t.is(settled.event.createdAtMs, settled.record.updatedAtMs);
+  t.true(Math.abs(settled.record.updatedAtMs - (Date.now() + TEN_YEARS_MS)) > TEN_YEARS_MS / 2, 'the injected clock was never read');
+  const attempt = await store.runStore.createAttempt({ runId: 'clock-run-2', attemptId: 'x' });
+  t.is(attempt.kind, 'run_missing');
+});
+
+test.serial('gate 11: blocked_at_ms and attempt deadlines come from the database clock too', async (t) => {
+  const db = await ready;
+  const store = await openContractStore(db, { clock: () => 0, checkReadiness: false });
+  t.teardown(() => store.close());
+  const before = await serverNowMs(db.admin);
+  await store.runStore.createRun({ runId: 'clock-b', projectId: 'p' });
+  const created = await store.runStore.createAttempt({ runId: 'clock-b', attemptId: 'clock-b-a1', timeoutMs: 5_000 });
+  if (created.kind !== 'created') return t.fail(created.kind);
+  t.is(created.attempt.deadlineAtMs, created.attempt.createdAtMs + 5_000);
+  const at = (await store.runStore.requestCancellation({ runId: 'clock-b', reason: 'user', eventId: 'clock-b-e1' }));
+  const claim = claimFor('clock-b', at.kind === 'requested' ? at.run.cancelRequestedAtMs ?? 0 : 0);
+  const claimed = await store.repository.claim(claim);
+  if (claimed.kind !== 'claimed') return t.fail(claimed.kind);
+  const blocked = await store.repository.recordResult({
+    runId: claim.runId, attemptId: claim.attemptId, owner: claim.owner, token: claim.token, expectedVersion: claimed.record.version,
+    result: 'identity_mismatch', eventId: 'clock-b-e2',
+  });
+  const after = await serverNowMs(db.admin);
+  if (blocked.kind !== 'recorded') return t.fail(blocked.kind);
+  t.true((blocked.record.blockedAtMs ?? 0) >= before && (blocked.record.blockedAtMs ?? 0) <= after);
+  t.true(created.attempt.createdAtMs >= before);
+});
+
+test.serial('migrations: owner migrates once, the runtime role is ready, and readiness names each problem from the catalog', async (t) => {
+  const db = await migratedDatabase('readiness');
+  t.teardown(() => db.dispose());
+  t.deepEqual(await migratePostgres(db.ownerUrl), [], 'a second migrate applies nothing');
+  const files = loadMigrations(migrationsDirectory('postgres'));
+  t.deepEqual(files.map((file) => file.name), ['0001_runs_attempts_events', '0002_cancellation_dispatches', '0003_management_audit']);
+  const recorded = await db.owner.query<{ version: number; checksum: string }>('SELECT version, checksum FROM pidfence_migrations ORDER BY version');
+  t.deepEqual(recorded.rows.map((row) => row.checksum), files.map((file) => file.checksum), 'sha256 of each file recorded');
+  t.deepEqual(await postgresReadiness(db.runtimeUrl), { schemaVersion: 3, schema: 'public', runtimeRole: db.runtimeRole });
+  t.deepEqual(await postgresReadiness(db.ownerUrl, { runtimeRole: db.runtimeRole }), { schemaVersion: 3, schema: 'public', runtimeRole: db.runtimeRole });
+
+  const expectNotReady = async (code: string, pattern: RegExp, url = db.runtimeUrl): Promise<void> => {
+    const error = await t.throwsAsync(postgresReadiness(url), { instanceOf: PidfenceError });
+    t.is((error as PidfenceError).code, code);
+    t.regex(error?.message ?? '', pattern);
+  };
+  await expectNotReady('ERR_PIDFENCE_PG_PRIVILEGE_EXCESS', /DELETE on runs.*TRUNCATE on runs|CREATE on schema public/, db.ownerUrl);
+
+  await db.owner.query(`REVOKE UPDATE ON cancellation_dispatches FROM ${db.runtimeRole}`);
+  await expectNotReady('ERR_PIDFENCE_PG_PRIVILEGE_MISSING', new RegExp(`lacks UPDATE on cancellation_dispatches; run grantRuntime\\('${db.runtimeRole}'\\)`));
+  await t.throwsAsync(openPostgresStore(db.runtimeUrl), { code: 'ERR_PIDFENCE_PG_PRIVILEGE_MISSING' });
+  await grantRuntime(db.ownerUrl, db.runtimeRole);
+  await t.notThrowsAsync(postgresReadiness(db.runtimeUrl));
+
+  await db.owner.query(`GRANT DELETE, TRUNCATE ON runs TO ${db.runtimeRole}`);
+  await db.owner.query(`GRANT TRIGGER, REFERENCES ON run_events TO ${db.runtimeRole}`);
+  await expectNotReady('ERR_PIDFENCE_PG_PRIVILEGE_EXCESS', /DELETE on runs, TRUNCATE on runs/);
+  await expectNotReady('ERR_PIDFENCE_PG_PRIVILEGE_EXCESS', /REFERENCES on run_events, TRIGGER on run_events/);
+  await grantRuntime(db.ownerUrl, db.runtimeRole);
+  await db.owner.query(`GRANT CREATE ON SCHEMA public TO ${db.runtimeRole}`);
+  await expectNotReady('ERR_PIDFENCE_PG_PRIVILEGE_EXCESS', /CREATE on schema public/);
+  await db.owner.query(`REVOKE CREATE ON SCHEMA public FROM ${db.runtimeRole}`);
+  await t.notThrowsAsync(postgresReadiness(db.runtimeUrl));
+
+  await db.owner.query("UPDATE pidfence_migrations SET checksum = 'f00d' || substr(checksum, 5) WHERE version = 2");
+  await expectNotReady('ERR_PIDFENCE_MIGRATION_CHECKSUM', /0002_cancellation_dispatches was changed after it was applied.*new numbered migration/);
+  await t.throwsAsync(migratePostgres(db.ownerUrl), { code: 'ERR_PIDFENCE_MIGRATION_CHECKSUM' });
+  await db.owner.query('UPDATE pidfence_migrations SET checksum = $1 WHERE version = 2', [files[1]?.checksum]);
+  await db.owner.query('DELETE FROM pidfence_migrations WHERE version = 3');
+  await expectNotReady('ERR_PIDFENCE_MIGRATION_PENDING', /lacks 1 pidfence migration\(s\) \(first: 0003_management_audit\); run migratePostgres\(\)/);
+  await db.owner.query("INSERT INTO pidfence_migrations VALUES (3, $1, $2, 0), (4, '0004_future', 'x', 0)", [files[2]?.name, files[2]?.checksum]);
+  await expectNotReady('ERR_PIDFENCE_MIGRATION_UNKNOWN', /newer release/);
+  await t.throwsAsync(postgresReadiness(db.runtimeUrl, { runtimeRole: 'pidfence_no_such_role' }), { code: 'ERR_PIDFENCE_PG_ROLE_MISSING' });
+});
+
+test.serial('migrations: an unmigrated database is not ready, with a sentence saying what to run', async (t) => {
+  const db = await provisionDatabase('unmigrated');
+  t.teardown(() => db.drop());
+  const error = await t.throwsAsync(postgresReadiness(db.runtimeUrl), { instanceOf: PidfenceError });
+  t.is((error as PidfenceError).code, 'ERR_PIDFENCE_MIGRATION_PENDING');
+  t.regex(error?.message ?? '', /lacks 3 pidfence migration\(s\) \(first: 0001_runs_attempts_events\); run migratePostgres\(\) as the migration owner/);
+  const denied = await t.throwsAsync(migratePostgres(db.runtimeUrl), { instanceOf: PidfenceError });
+  t.is((denied as PidfenceError).code, 'ERR_PIDFENCE_STORE_PRIVILEGE', 'the runtime role cannot migrate');
+});
+
+test.serial('the committed schema dump matches the migrations', async (t) => {
+  const current = await currentSchemaDump();
+  const committed = committedSchemaDump();
+  if (current !== committed) {
+    t.log(`lib/store/postgres/schema.sql differs from a freshly migrated database: regenerate it with \`${SCHEMA_DUMP_COMMAND}\` and review the diff.`);
+  }
+  t.is(current, committed, `schema.sql is stale: run ${SCHEMA_DUMP_COMMAND}`);
+});
+
+test.serial('CHECK constraints hold the status, lease, retry and terminal shape; the composite references hold project and attempt', async (t) => {
+  const db = await ready;
+  const store = await openContractStore(db, { checkReadiness: false });
+  t.teardown(() => store.close());
+  await cancelledRun(store, 'check-run');
+  await store.runStore.createRun({ runId: 'check-other', projectId: 'project-a' });
+  await store.runStore.createAttempt({ runId: 'check-other', attemptId: 'check-other-a1' });
+  const insert = (status: string, extra: Record<string, unknown>) => {
+    const row = { runId: 'check-run', projectId: 'project-a', attemptId: 'check-run-a1', next: null, owner: null, digest: null, expires: null, result: null, blocked: null, status, ...extra };
+    return db.owner.query(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count,
+      next_attempt_at_ms, lease_owner, lease_token_digest, lease_expires_at_ms, last_result, last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
+      VALUES ($1, $2, $3, $4, 1, 1, $5, $6, $7, $8, $9, NULL, $10, 1, 1)`,
+    [row.runId, row.projectId, row.attemptId, row.status, row.next, row.owner, row.digest, row.expires, row.result, row.blocked]);
+  };
+  const digest = 'a'.repeat(64);
+  const failsWith = async (write: Promise<unknown>, code: string, why: string) => {
+    const error = await t.throwsAsync(write, undefined, why);
+    t.is((error as { code?: string } | undefined)?.code, code, why);
+  };
+  await failsWith(insert('leased', { owner: 'w', expires: 5 }), '23514', 'leased without digest');
+  await failsWith(insert('retry_wait', { result: 'dispatch_error' }), '23514', 'retry_wait without due time');
+  await failsWith(insert('dispatched', { result: 'already_exited', owner: 'w', digest, expires: 5 }), '23514', 'dispatched with a lease');
+  await failsWith(insert('blocked', { result: 'invalid' }), '23514', 'blocked without blocked_at_ms');
+  await failsWith(insert('blocked', { result: 'dispatch_error', blocked: 5 }), '23514', 'blocked by a retryable result');
+  await failsWith(insert('leased', { owner: 'w', digest: 'A'.repeat(64), expires: 5 }), '23514', 'digest must be lowercase hex');
+  await failsWith(insert('leased', { owner: 'w', digest, expires: 5, projectId: 'project-b' }), '23503', 'project must match the run');
+  await failsWith(insert('leased', { owner: 'w', digest, expires: 5, attemptId: 'check-other-a1' }), '23503', 'the attempt must belong to the run');
+  await insert('leased', { owner: 'w', digest, expires: 5 });
+  t.is((await db.owner.query("SELECT 1 FROM cancellation_dispatches WHERE run_id = 'check-run'")).rowCount, 1);
+});
+
+test.serial('gate 9: the due query is bound to its partial indexes', async (t) => {
+  const db = await ready;
+  const client = await db.owner.connect();
+  t.teardown(() => client.release());
+  await client.query('BEGIN');
+  try {
+    await client.query('SET LOCAL enable_seqscan = off');
+    const plan = (await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (COSTS OFF) ${SQL.duePage}`, [-1, '', 64])).rows.map((row) => row['QUERY PLAN']).join('\n');
+    t.regex(plan, /runs_cancel_open/, plan);
+    t.regex(plan, /cancellation_dispatches_retry_due/, plan);
+  } finally {
+    await client.query('ROLLBACK');
+  }
+});
+
+test.serial('bad input never reaches SQL: no connection is checked out and no query runs', async (t) => {
+  const db = await ready;
+  const pool = new Pool({ connectionString: db.runtimeUrl, max: 2 });
+  t.teardown(() => pool.end());
+  let calls = 0;
+  const connect = pool.connect.bind(pool) as () => Promise<PoolClient>;
+  const query = pool.query.bind(pool);
+  pool.connect = (async () => { calls += 1; return connect(); }) as typeof pool.connect;
+  pool.query = ((...args: Parameters<typeof query>) => { calls += 1; return query(...args); }) as typeof pool.query;
+  const repository = new PostgresDispatchRepository(pool);
+  const runStore = new PostgresRunStore(pool);
+  const claim = claimFor('bad-run', 1);
+  const bad: ReadonlyArray<() => Promise<unknown>> = [
+    () => repository.claim({ ...claim, leaseDurationMs: 1 }),
+    () => repository.claim({ ...claim, owner: '' }),
+    () => repository.claim({ ...claim, extra: 1 } as never),
+    () => repository.claim({ ...claim, cancelRequestedAtMs: '1' } as never),
+    () => repository.recordResult({ ...claim, expectedVersion: 1, result: 'nope', eventId: 'e' } as never),
+    () => repository.recordResult({ runId: 'r', attemptId: 'a', owner: 'w', token: claim.token, expectedVersion: 1, result: 'dispatch_error', eventId: 'e' }),
+    () => repository.duePage({ limit: 65 }),
+    () => repository.getRecord("r'; DROP TABLE runs; --"),
+    () => runStore.requestCancellation({ runId: 'r', reason: 'x', eventId: 'e' } as never),
+    () => runStore.createAttempt({ runId: 'r', attemptId: 'a', timeoutMs: -1 }),
+    () => runStore.listEvents('r', { limit: 10_000 }),
+  ];
+  for (const attempt of bad) {
+    const error = await t.throwsAsync(attempt());
+    t.regex((error as { code?: string }).code ?? '', /^ERR_PIDFENCE_INVALID_/);
+  }
+  t.is(calls, 0, 'no connection checked out, no query sent');
+  await repository.getRecord('bad-run');
+  t.true(calls > 0, 'the counter sees real calls');
+});
+
+test.serial('a connection dropped between statements of a result transaction leaves nothing behind', async (t) => {
+  const db = await ready;
+  const plain = await openContractStore(db, { checkReadiness: false });
+  t.teardown(() => plain.close());
+  let terminated = 0;
+  const hooked = await openContractStore(db, {
+    checkReadiness: false,
+    hooks: {
+      afterDispatchUpdate: async ({ processId }) => {
+        const { rows } = await db.admin.query<{ done: boolean }>('SELECT pg_terminate_backend($1) AS done', [processId]);
+        if (rows[0]?.done === true) terminated += 1;
+      },
+    },
+  });
+  t.teardown(() => hooked.close());
+  const at = await cancelledRun(plain, 'drop-run');
+  const claim = claimFor('drop-run', at);
+  const claimed = await hooked.repository.claim(claim);
+  if (claimed.kind !== 'claimed') return t.fail(claimed.kind);
+  const before = { run: await plain.runStore.getRun('drop-run'), record: await plain.repository.getRecord('drop-run'), events: await plain.runStore.listEvents('drop-run') };
+  const command = { runId: claim.runId, attemptId: claim.attemptId, owner: claim.owner, token: claim.token, expectedVersion: claimed.record.version, result: 'termination_requested' as const, eventId: 'drop-e2' };
+  const error = await t.throwsAsync(hooked.repository.recordResult(command), { instanceOf: PidfenceError });
+  t.is(terminated, 1, 'the backend was terminated after the dispatch update');
+  t.is((error as PidfenceError).code, 'ERR_PIDFENCE_STORE_UNAVAILABLE');
+  for (const secret of [claim.token, claim.owner, 'drop-run', 'UPDATE', 'cancellation_dispatches', claimed.record.leaseTokenDigest ?? '-']) {
+    t.false(error?.message.includes(secret), `the error does not carry ${secret.slice(0, 12)}`);
+  }
+  const after = { run: await plain.runStore.getRun('drop-run'), record: await plain.repository.getRecord('drop-run'), events: await plain.runStore.listEvents('drop-run') };
+  t.deepEqual(after, before, 'dispatch, run version and events are as before the transaction');
+  const recorded = await plain.repository.recordResult(command);
+  t.is(recorded.kind, 'recorded', 'the same fence settles once the connection is back');
+});
+
+test.serial('errors carry a code and advice, never SQL text or parameters', async (t) => {
+  const db = await ready;
+  const store = await openContractStore(db, { checkReadiness: false });
+  t.teardown(() => store.close());
+  const at = await cancelledRun(store, 'err-run');
+  const claim = claimFor('err-run', at);
+  const claimed = await store.repository.claim(claim);
+  if (claimed.kind !== 'claimed') return t.fail(claimed.kind);
+  const restore = await store.injectEventAppendFailure();
+  const error = await t.throwsAsync(store.repository.recordResult({
+    runId: claim.runId, attemptId: claim.attemptId, owner: claim.owner, token: claim.token, expectedVersion: claimed.record.version, result: 'already_exited', eventId: 'err-e2',
+  }), { instanceOf: PidfenceError });
+  await restore();
+  t.is((error as PidfenceError).code, 'ERR_PIDFENCE_STORE_FAILED');
+  t.is((error as PidfenceError).errno, 'P0001');
+  for (const leak of ['INSERT', 'run_events', 'injected', 'err-run', 'err-e2', claim.token, claim.owner]) {
+    t.false(error?.message.includes(leak), `no "${leak.slice(0, 12)}" in the message`);
+  }
+});
+
+test.serial('close() ends a pool the store made and leaves a caller\'s pool open', async (t) => {
+  const db = await ready;
+  const callerPool = new Pool({ connectionString: db.runtimeUrl, max: 1 });
+  t.teardown(() => callerPool.end());
+  const onCallerPool = await openPostgresStore(callerPool);
+  await onCallerPool.close();
+  t.is((await callerPool.query('SELECT 1 AS one')).rows[0]?.one, 1, 'the caller\'s pool still works');
+
+  const owned = await openPostgresStore(db.runtimeUrl);
+  await owned.repository.getRecord('x');
+  await owned.close();
+  const error = await t.throwsAsync(owned.repository.getRecord('x'), { instanceOf: PidfenceError });
+  t.is((error as PidfenceError).code, 'ERR_PIDFENCE_STORE_UNAVAILABLE');
+});
