@@ -59,8 +59,8 @@ for (const factory of dispatchStoreFactories) {
     t.teardown(() => store.close());
     const job = await spawnRecorder(t); // traps TERM: only KILL ends it
     const target = await cancelledRunFor(store, job);
-    const childGraceMs = 20_000;
-    const childLeaseMs = 25_000;
+    const childGraceMs = 8_000;
+    const childLeaseMs = 12_000;
     const child = crashingDispatcher(t, factory.name, store, target, childGraceMs, childLeaseMs);
     const fence = await fenceOf(child);
     await job.waitForLine(/^leader-TERM/, 20_000);
