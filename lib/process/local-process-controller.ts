@@ -102,6 +102,11 @@ export class LocalProcessController {
   /** The longest any requestTermination call can take; a lease must outlast it. */
   static readonly maxBoundMs = GRACE_MS_MAX + KILL_CONFIRM_MS + CONTROL_OVERHEAD_MS;
 
+  /** The instance form of boundMs, so this class satisfies pidfence/dispatch's TerminationController. */
+  boundMs(graceMs: number): number {
+    return LocalProcessController.boundMs(graceMs);
+  }
+
   async requestTermination(request: TerminationRequest): Promise<TerminationOutcome> {
     const graceMs = validateGraceMs(request.graceMs);
     let expected: ExpectedIdentity;

@@ -1,0 +1,36 @@
+// pidfence/dispatch: Dispatcher, bounded Supervisor and LifecycleRunner (ADR-0005 §2.3-2.6, DESIGN §8).
+// Imports process, contract and the store interfaces only; a concrete store is wired by the caller.
+export { ControllerRegistry, handlePlatform, validatePlatform, type TerminationController } from './controller-registry';
+export type { TerminationOutcome, TerminationRequest, TerminationResult } from './controller-registry';
+export {
+  Dispatcher,
+  LEASE_SETTLE_MARGIN_MS,
+  defaultOwnerId,
+  type DispatchFence,
+  type DispatchOutcome,
+  type DispatchTarget,
+  type DispatcherOptions,
+  type DispatcherTestHooks,
+} from './dispatcher';
+export { Supervisor, type CycleReport, type SupervisorOptions } from './supervisor';
+export {
+  CADENCE_MAX_MS,
+  CADENCE_MIN_MS,
+  LifecycleRunner,
+  STOP_TIMEOUT_DEFAULT_MS,
+  STOP_TIMEOUT_MAX_MS,
+  type LifecycleRunnerOptions,
+  type RunnerState,
+  type StopResult,
+} from './lifecycle-runner';
+export {
+  DIAGNOSTICS_PER_MINUTE_DEFAULT,
+  DIAGNOSTICS_PER_MINUTE_MAX,
+  DIAGNOSTICS_SUPPRESSED_CODE,
+  DIAGNOSTICS_UNKNOWN_CODE,
+  DIAGNOSTICS_WINDOW_MS,
+  type DiagnosticRecord,
+  type DiagnosticsCallback,
+} from './diagnostics';
+export { PROFILES, profile, type DispatchProfile, type ProfileName } from './profiles';
+export { RunnerDrainingError, SupervisorCycleError, type SupervisorCycleFailure } from './errors';

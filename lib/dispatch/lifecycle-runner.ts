@@ -1,0 +1,140 @@
+// LifecycleRunner (ADR-0005 §2.6): explicit start()/stop(); only start() creates a timer (unref'd);
+// the next cycle is scheduled only after the previous one ended; errors go to bounded diagnostics.
+import { PidfenceError, PidfenceRangeError } from '../base/errors';
+import { validateBoundedInteger } from '../contract/index';
+import {
+  DIAGNOSTICS_PER_MINUTE_DEFAULT,
+  DIAGNOSTICS_PER_MINUTE_MAX,
+  RateLimitedDiagnostics,
+  diagnosticCode,
+  type DiagnosticsCallback,
+} from './diagnostics';
+import { RunnerDrainingError } from './errors';
+
+/** Fastest cadence: a cluster replica polling more often than this only burns the database. */
+export const CADENCE_MIN_MS = 100;
+/** Slowest cadence: a cancellation never waits more than an hour for its first look. */
+export const CADENCE_MAX_MS = 60 * 60 * 1000;
+export const STOP_TIMEOUT_DEFAULT_MS = 5_000;
+/** stop() never waits longer than this for a running cycle. */
+export const STOP_TIMEOUT_MAX_MS = 60_000;
+
+export interface LifecycleRunnerOptions {
+  /** Anything with one bounded cycle per call, normally a Supervisor. */
+  readonly supervisor: { runCycle(): Promise<unknown> };
+  /** Pause between the end of one cycle and the start of the next. */
+  readonly cadenceMs: number;
+  /** Delay before the first cycle after start() (default 0: recover at once after a restart). */
+  readonly initialDelayMs?: number;
+  readonly stopTimeoutMs?: number;
+  readonly diagnostics?: DiagnosticsCallback;
+  readonly diagnosticsPerMinute?: number;
+}
+
+export type RunnerState = 'stopped' | 'running' | 'stopping';
+
+export interface StopResult {
+  /** false: the running cycle outlived stopTimeoutMs; it will not schedule again, and start() is refused until it ends. */
+  readonly drained: boolean;
+}
+
+export class LifecycleRunner {
+  readonly cadenceMs: number;
+  readonly initialDelayMs: number;
+  readonly stopTimeoutMs: number;
+  readonly #supervisor: LifecycleRunnerOptions['supervisor'];
+  readonly #diagnostics: RateLimitedDiagnostics;
+  #state: RunnerState = 'stopped';
+  /** Bumped by start() and stop(): a cycle of an older generation never schedules a timer. */
+  #generation = 0;
+  #timer: NodeJS.Timeout | null = null;
+  #inFlight: Promise<void> | null = null;
+
+  constructor(options: LifecycleRunnerOptions) {
+    this.cadenceMs = validateBoundedInteger(options.cadenceMs, 'cadenceMs', CADENCE_MIN_MS, CADENCE_MAX_MS, 'ERR_PIDFENCE_INVALID_CADENCE');
+    this.initialDelayMs = options.initialDelayMs === undefined
+      ? 0
+      : validateBoundedInteger(options.initialDelayMs, 'initialDelayMs', 0, CADENCE_MAX_MS, 'ERR_PIDFENCE_INVALID_CADENCE');
+    this.stopTimeoutMs = options.stopTimeoutMs === undefined
+      ? STOP_TIMEOUT_DEFAULT_MS
+      : validateBoundedInteger(options.stopTimeoutMs, 'stopTimeoutMs', 0, STOP_TIMEOUT_MAX_MS, 'ERR_PIDFENCE_INVALID_STOP_TIMEOUT');
+    const perMinute = options.diagnosticsPerMinute === undefined
+      ? DIAGNOSTICS_PER_MINUTE_DEFAULT
+      : validateBoundedInteger(options.diagnosticsPerMinute, 'diagnosticsPerMinute', 1, DIAGNOSTICS_PER_MINUTE_MAX, 'ERR_PIDFENCE_INVALID_DIAGNOSTICS_LIMIT');
+    if (typeof options.supervisor?.runCycle !== 'function') {
+      throw new PidfenceRangeError('supervisor must have runCycle(); pass a Supervisor.', 'ERR_PIDFENCE_INVALID_SUPERVISOR');
+    }
+    this.#supervisor = options.supervisor;
+    this.#diagnostics = new RateLimitedDiagnostics(options.diagnostics, perMinute);
+  }
+
+  get state(): RunnerState {
+    return this.#state;
+  }
+
+  /** True while a cycle (possibly one left over from before stop()) is running. */
+  get cycleRunning(): boolean {
+    return this.#inFlight !== null;
+  }
+
+  /** Creates the first (unref'd) timer. Refused while running, or while a timed-out cycle has not ended. */
+  start(): void {
+    if (this.#state !== 'stopped') {
+      throw new PidfenceError('the lifecycle runner is already started; call stop() first.', 'ERR_PIDFENCE_RUNNER_STARTED');
+    }
+    if (this.#inFlight !== null) throw new RunnerDrainingError();
+    this.#state = 'running';
+    this.#generation += 1;
+    this.#schedule(this.#generation, this.initialDelayMs);
+  }
+
+  /** Cancels the pending timer at once, then waits up to stopTimeoutMs for a running cycle. */
+  async stop(): Promise<StopResult> {
+    if (this.#state !== 'running') return { drained: this.#inFlight === null };
+    this.#state = 'stopping';
+    this.#generation += 1;
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
+    const running = this.#inFlight;
+    let drained = true;
+    if (running !== null) {
+      let timeout: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<false>((resolve) => { timeout = setTimeout(() => resolve(false), this.stopTimeoutMs); });
+      drained = await Promise.race([running.then(() => true as const), timedOut]);
+      clearTimeout(timeout);
+    }
+    this.#state = 'stopped';
+    return { drained };
+  }
+
+  /** Resolves once no cycle is running (for a caller that got drained: false). */
+  async drained(): Promise<void> {
+    while (this.#inFlight !== null) await this.#inFlight;
+  }
+
+  #schedule(generation: number, delayMs: number): void {
+    const timer = setTimeout(() => this.#tick(generation), delayMs);
+    timer.unref();
+    this.#timer = timer;
+  }
+
+  #tick(generation: number): void {
+    this.#timer = null;
+    if (generation !== this.#generation || this.#state !== 'running') return;
+    const cycle = this.#runOneCycle().finally(() => {
+      this.#inFlight = null;
+      // Only the current generation, still running, schedules the next cycle: no overlap, and a
+      // cycle that outlived stop() never revives the loop.
+      if (generation === this.#generation && this.#state === 'running') this.#schedule(generation, this.cadenceMs);
+    });
+    this.#inFlight = cycle;
+  }
+
+  async #runOneCycle(): Promise<void> {
+    try {
+      await this.#supervisor.runCycle();
+    } catch (error) {
+      this.#diagnostics.report(diagnosticCode(error));
+    }
+  }
+}

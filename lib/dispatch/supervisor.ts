@@ -1,0 +1,108 @@
+// Supervisor (ADR-0005 §2.6): one bounded cycle per call over the store's due pages, keyset
+// cursor from the store, fail closed on a page that breaks the contract. Owns no timer or thread.
+import {
+  DUE_PAGE_DEFAULT,
+  DUE_PAGE_MAX,
+  PAGES_PER_CYCLE_DEFAULT,
+  PAGES_PER_CYCLE_MAX,
+  validateBoundedInteger,
+  type DueCursor,
+  type DueItem,
+  type DuePage,
+} from '../contract/index';
+import type { DispatchRepository } from '../store/dispatch-repository';
+import type { DispatchOutcome, DispatchTarget } from './dispatcher';
+import { SupervisorCycleError } from './errors';
+
+export interface SupervisorOptions {
+  readonly repository: Pick<DispatchRepository, 'duePage'>;
+  readonly dispatcher: { dispatch(target: DispatchTarget): Promise<DispatchOutcome> };
+  /** Items per due page: default 32, hard max 64. */
+  readonly pageSize?: number;
+  /** Pages per cycle: default 4, hard max 64. */
+  readonly pagesPerCycle?: number;
+}
+
+/** What one cycle did; counts only, low-sensitivity. */
+export interface CycleReport {
+  readonly pages: number;
+  readonly items: number;
+  /** recorded results by status, plus stale fences and claims that were not granted. */
+  readonly dispatched: number;
+  readonly blocked: number;
+  readonly retryWait: number;
+  readonly staleFence: number;
+  readonly notClaimed: number;
+  /** The store had more due items than this cycle's page budget: the next cycle continues. */
+  readonly budgetExhausted: boolean;
+}
+
+function after(item: { atMs: number; runId: string }, cursor: DueCursor | null): boolean {
+  if (cursor === null) return true;
+  return item.atMs > cursor.atMs || (item.atMs === cursor.atMs && item.runId > cursor.runId);
+}
+
+export class Supervisor {
+  readonly pageSize: number;
+  readonly pagesPerCycle: number;
+  readonly #repository: Pick<DispatchRepository, 'duePage'>;
+  readonly #dispatcher: SupervisorOptions['dispatcher'];
+
+  constructor(options: SupervisorOptions) {
+    this.pageSize = options.pageSize === undefined
+      ? DUE_PAGE_DEFAULT
+      : validateBoundedInteger(options.pageSize, 'pageSize', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
+    this.pagesPerCycle = options.pagesPerCycle === undefined
+      ? PAGES_PER_CYCLE_DEFAULT
+      : validateBoundedInteger(options.pagesPerCycle, 'pagesPerCycle', 1, PAGES_PER_CYCLE_MAX, 'ERR_PIDFENCE_INVALID_CYCLE_LIMIT');
+    this.#repository = options.repository;
+    this.#dispatcher = options.dispatcher;
+  }
+
+  /**
+   * One bounded cycle: at most pagesPerCycle pages of at most pageSize items, dispatched one at a
+   * time. Rejects with SupervisorCycleError (nothing of the offending page dispatched) on a page that
+   * overflows, lacks its cursor, or does not move strictly forward; store errors reject as they are.
+   */
+  async runCycle(): Promise<CycleReport> {
+    const counts = { pages: 0, items: 0, dispatched: 0, blocked: 0, retryWait: 0, staleFence: 0, notClaimed: 0 };
+    let cursor: DueCursor | null = null;
+    while (counts.pages < this.pagesPerCycle) {
+      const page = await this.#repository.duePage(cursor === null ? { limit: this.pageSize } : { limit: this.pageSize, after: cursor });
+      this.#checkPage(page, cursor);
+      counts.pages += 1;
+      for (const item of page.items) {
+        counts.items += 1;
+        const outcome = await this.#dispatcher.dispatch(item);
+        if (outcome.kind === 'not_claimed') counts.notClaimed += 1;
+        else if (outcome.kind === 'stale_fence') counts.staleFence += 1;
+        else if (outcome.status === 'dispatched') counts.dispatched += 1;
+        else if (outcome.status === 'blocked') counts.blocked += 1;
+        else counts.retryWait += 1;
+      }
+      if (page.next === null) return { ...counts, budgetExhausted: false };
+      cursor = page.next;
+    }
+    return { ...counts, budgetExhausted: true };
+  }
+
+  /** The whole page is checked before any item of it is dispatched. */
+  #checkPage(page: DuePage, previous: DueCursor | null): void {
+    if (!Array.isArray(page?.items)) throw new SupervisorCycleError('ERR_PIDFENCE_CYCLE_CURSOR_MISSING', 'the due page has no item list');
+    const items: readonly DueItem[] = page.items;
+    if (items.length > this.pageSize) {
+      throw new SupervisorCycleError('ERR_PIDFENCE_CYCLE_PAGE_OVERFLOW', `the due page held ${items.length} items for a limit of ${this.pageSize}`);
+    }
+    let last: DueCursor | null = previous;
+    for (const item of items) {
+      if (!after(item, last)) throw new SupervisorCycleError('ERR_PIDFENCE_CYCLE_CURSOR_STUCK', 'a due item is not strictly after the previous one');
+      last = item;
+    }
+    if (page.next === undefined || (page.next === null && items.length === this.pageSize)) {
+      throw new SupervisorCycleError('ERR_PIDFENCE_CYCLE_CURSOR_MISSING', 'a full due page came without a next cursor');
+    }
+    if (page.next !== null && (items.length === 0 || !after(page.next, previous) || (last !== null && after(last, page.next)))) {
+      throw new SupervisorCycleError('ERR_PIDFENCE_CYCLE_CURSOR_STUCK', 'the next cursor does not advance past the page');
+    }
+  }
+}

@@ -1,0 +1,119 @@
+// Dispatcher (ADR-0005 §2.3-2.5, §6 gates 1, 7, 10) on every store of stores.ts, with real
+// processes behind the real LocalProcessController.
+import test from 'ava';
+
+import { PidfenceRangeError } from '../../lib/base/errors';
+import { RETRY_DELAY_MAX_MS, backoffDelayMs } from '../../lib/contract/index';
+import { ControllerRegistry, Dispatcher, LEASE_SETTLE_MARGIN_MS, defaultOwnerId } from '../../lib/dispatch/index';
+import { signalVerified } from '../../lib/native/index';
+import { LocalProcessController } from '../../lib/process/index';
+import { dispatchStoreFactories } from './stores';
+import { CountingController, GRACE_MS, LEASE_MS, SECRET_TEXT, ThrowingController, cancelledRun, cancelledRunFor, dispatcherFor, startJob } from './world';
+
+for (const factory of dispatchStoreFactories) {
+  const name = factory.name;
+
+  test(`gate 1: two dispatchers on two connections race for one run; the controller is called once [${name}]`, async (t) => {
+    const store = await factory.open();
+    t.teardown(() => store.close());
+    const other = await store.connect();
+    const job = startJob(t);
+    const target = await cancelledRunFor(store, job);
+    const counting = new CountingController();
+    const a = dispatcherFor(store, [counting], { owner: 'worker-a' });
+    const b = dispatcherFor(other, [counting], { owner: 'worker-b' });
+
+    const outcomes = await Promise.all([a.dispatch(target), b.dispatch(target)]);
+    t.is(counting.calls, 1, 'exactly one controller call');
+    t.is(outcomes.filter((o) => o.kind === 'recorded').length, 1);
+    t.true(outcomes.some((o) => o.kind === 'not_claimed' && (o.claim === 'leased' || o.claim === 'dispatched')));
+    t.like(outcomes.find((o) => o.kind === 'recorded'), { result: 'termination_requested', status: 'dispatched', dispatchCount: 1 });
+    t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });
+  });
+
+  test(`a claimed run is settled with the exact fence: dispatched, lease cleared, one low-sensitivity event [${name}]`, async (t) => {
+    const store = await factory.open();
+    t.teardown(() => store.close());
+    const job = startJob(t);
+    const target = await cancelledRunFor(store, job);
+    const dispatcher = dispatcherFor(store, [new LocalProcessController()], { owner: 'worker-a' });
+    t.deepEqual(await dispatcher.dispatch(target), { kind: 'recorded', result: 'termination_requested', status: 'dispatched', dispatchCount: 1 });
+    t.like(await store.repository.getRecord(target.runId), { status: 'dispatched', leaseOwner: null, leaseTokenDigest: null, lastResult: 'termination_requested' });
+    const events = await store.runStore.listEvents(target.runId);
+    const last = events[events.length - 1];
+    t.is(last?.type, 'run.cancel_dispatched');
+    t.deepEqual(Object.keys(last?.payload as object).sort(), ['attemptId', 'dispatchCount', 'result']);
+    t.false(JSON.stringify(events).includes(String(job.identity.pid)), 'no PID in any event');
+    t.false(JSON.stringify(events).includes(job.identity.bootId), 'no handle in any event');
+    t.false(JSON.stringify(events).includes('worker-a'), 'no owner in any event');
+    t.deepEqual(await dispatcher.dispatch(target), { kind: 'not_claimed', claim: 'dispatched' }, 'never again');
+  });
+
+  test(`gate 7: handle missing, controller missing and a thrown controller error back off with the contract's delay [${name}]`, async (t) => {
+    const store = await factory.open();
+    t.teardown(() => store.close());
+    const job = startJob(t);
+    const noHandle = await cancelledRun(store.runStore);
+    const noController = await cancelledRunFor(store, job);
+    const throwing = new ThrowingController();
+    const thrown = await cancelledRunFor(store, job);
+
+    t.like(await dispatcherFor(store, [new CountingController()]).dispatch(noHandle), { kind: 'recorded', result: 'handle_missing', status: 'retry_wait' });
+    t.like(await dispatcherFor(store, []).dispatch(noController), { kind: 'recorded', result: 'controller_missing', status: 'retry_wait' });
+    t.like(await dispatcherFor(store, [throwing]).dispatch(thrown), { kind: 'recorded', result: 'dispatch_error', status: 'retry_wait' });
+    t.is(throwing.calls, 1);
+    for (const target of [noHandle, noController, thrown]) {
+      const record = await store.repository.getRecord(target.runId);
+      t.is(record?.nextAttemptAtMs, (record?.updatedAtMs ?? 0) + backoffDelayMs(1), 'first retry after the contract backoff for dispatch_count 1');
+      const events = await store.runStore.listEvents(target.runId);
+      t.is(events[events.length - 1]?.type, 'run.cancel_dispatch_failed');
+      t.false(JSON.stringify(events).includes('secret'), 'the error text never reaches an event');
+      t.false(JSON.stringify(events).includes(SECRET_TEXT.slice(0, 6)));
+    }
+    t.is(signalVerified(job.identity, 0, { group: true }).outcome, 'signalled', 'the job was never stopped: it still lives');
+  });
+
+  test(`a handle that is not a JSON object with a platform is blocked as invalid, without a controller call [${name}]`, async (t) => {
+    const store = await factory.open();
+    t.teardown(() => store.close());
+    const counting = new CountingController();
+    const target = await cancelledRun(store.runStore, { pid: 4242, handle: 'not-json' });
+    t.like(await dispatcherFor(store, [counting]).dispatch(target), { kind: 'recorded', result: 'invalid', status: 'blocked' });
+    t.is(counting.calls, 0);
+  });
+}
+
+test('the lease must outlast the controller bound plus the settle margin: a shorter one is refused at construction', (t) => {
+  const registry = new ControllerRegistry([new LocalProcessController()]);
+  const needed = LocalProcessController.boundMs(GRACE_MS) + LEASE_SETTLE_MARGIN_MS;
+  const base = { repository: {} as never, runStore: {} as never, controllers: registry, graceMs: GRACE_MS };
+  const error = t.throws(() => new Dispatcher({ ...base, leaseDurationMs: needed }), { instanceOf: PidfenceRangeError });
+  t.is((error as PidfenceRangeError).code, 'ERR_PIDFENCE_LEASE_TOO_SHORT');
+  t.regex(error?.message ?? '', /Use a lease above \d+ ms or a shorter grace/);
+  t.notThrows(() => new Dispatcher({ ...base, leaseDurationMs: needed + 1 }));
+  t.true(LEASE_MS > needed, 'the tests themselves use a valid lease');
+  // The longest grace needs a lease the contract still allows.
+  t.throws(() => new Dispatcher({ ...base, graceMs: 30_001, leaseDurationMs: 600_000 }), { code: 'ERR_PIDFENCE_INVALID_GRACE' } as never);
+});
+
+test('gate 9: a backoff beyond the retry-delay hard limit and a lease beyond its maximum are refused', (t) => {
+  const base = { repository: {} as never, runStore: {} as never, controllers: new ControllerRegistry([]), graceMs: GRACE_MS, leaseDurationMs: LEASE_MS };
+  t.throws(() => new Dispatcher({ ...base, backoff: { baseMs: 1_000, maxMs: RETRY_DELAY_MAX_MS + 1 } }), { code: 'ERR_PIDFENCE_INVALID_BACKOFF' } as never);
+  t.throws(() => new Dispatcher({ ...base, leaseDurationMs: 10 * 60 * 1000 + 1 }), { code: 'ERR_PIDFENCE_INVALID_LEASE_DURATION' } as never);
+  t.throws(() => new Dispatcher({ ...base, owner: 'x'.repeat(129) }), { code: 'ERR_PIDFENCE_INVALID_OWNER' } as never);
+});
+
+test('the registry refuses two controllers for one platform and a malformed platform', (t) => {
+  t.throws(() => new ControllerRegistry([new LocalProcessController(), new CountingController()]), { code: 'ERR_PIDFENCE_DUPLICATE_CONTROLLER' } as never);
+  const bad = Object.assign(new CountingController(), {});
+  Object.defineProperty(bad, 'platform', { value: 'Linux!' });
+  t.throws(() => new ControllerRegistry([bad]), { code: 'ERR_PIDFENCE_INVALID_PLATFORM' } as never);
+});
+
+test('the default owner id is a valid, bounded owner and differs per dispatcher', (t) => {
+  const a = defaultOwnerId();
+  const b = defaultOwnerId();
+  t.not(a, b);
+  t.true(a.length <= 128);
+  t.regex(a, /^[A-Za-z0-9][A-Za-z0-9._:@/-]*$/);
+});

@@ -1,0 +1,182 @@
+// LifecycleRunner and profiles (ADR-0005 §2.6): explicit start/stop, one unref'd timer, no
+// overlapping cycles, bounded diagnostics, bounded drain, and a refused start while draining.
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+
+import test from 'ava';
+
+import {
+  DIAGNOSTICS_SUPPRESSED_CODE,
+  LifecycleRunner,
+  PROFILES,
+  RunnerDrainingError,
+  Supervisor,
+  profile,
+  type DiagnosticRecord,
+} from '../../lib/dispatch/index';
+import { delay } from '../helpers/processes';
+import { openFirstStore } from './stores';
+import { cancelledRun, dispatcherFor } from './world';
+
+/** A real supervisor-shaped object whose cycles the test controls. */
+class ScriptedCycles {
+  started = 0;
+  finished = 0;
+  running = 0;
+  maxRunning = 0;
+  #release: Array<() => void> = [];
+  constructor(private readonly behaviour: (n: number) => Promise<void>) {}
+
+  async runCycle(): Promise<void> {
+    this.started += 1;
+    this.running += 1;
+    this.maxRunning = Math.max(this.maxRunning, this.running);
+    try {
+      await this.behaviour(this.started);
+    } finally {
+      this.running -= 1;
+      this.finished += 1;
+    }
+  }
+
+  /** A cycle that waits until the test releases it. */
+  hold(): Promise<void> {
+    return new Promise((resolve) => this.#release.push(resolve));
+  }
+
+  releaseAll(): void {
+    for (const release of this.#release.splice(0)) release();
+  }
+}
+
+async function until(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not reached');
+    await delay(5);
+  }
+}
+
+test('a slow cycle is never overlapped: the next one is scheduled only after it ended', async (t) => {
+  const cycles = new ScriptedCycles(() => delay(120));
+  const runner = new LifecycleRunner({ supervisor: cycles, cadenceMs: 100 });
+  runner.start();
+  await until(() => cycles.finished >= 3);
+  await runner.stop();
+  t.is(cycles.maxRunning, 1);
+  t.true(cycles.started >= 3);
+  t.is(cycles.running, 0);
+});
+
+test('errors go to the diagnostics callback as { code, count } only, rate-limited, and never end the loop', async (t) => {
+  const records: DiagnosticRecord[] = [];
+  const cycles = new ScriptedCycles(async (n) => {
+    if (n % 2 === 0) throw Object.assign(new Error('/var/lib/job.db: SQL SELECT pid=4242'), { code: 'ERR_PIDFENCE_STORE_FAILED' });
+    throw new Error('no code, a path /home/x and pid 99');
+  });
+  const runner = new LifecycleRunner({ supervisor: cycles, cadenceMs: 100, diagnostics: (record) => { records.push(record); throw new Error('a broken sink'); }, diagnosticsPerMinute: 3 });
+  runner.start();
+  await until(() => cycles.finished >= 6);
+  await runner.stop();
+  t.is(records.length, 3, 'at most diagnosticsPerMinute records in the window');
+  for (const record of records) t.deepEqual(Object.keys(record).sort(), ['code', 'count']);
+  t.deepEqual(records.map((r) => r.code), ['ERR_PIDFENCE_CYCLE_FAILED', 'ERR_PIDFENCE_STORE_FAILED', 'ERR_PIDFENCE_CYCLE_FAILED']);
+  t.false(JSON.stringify(records).includes('4242'));
+  t.true(cycles.started >= 6, 'the loop went on after errors and a throwing callback');
+});
+
+test('stop() cancels the pending timer at once: no cycle runs after it', async (t) => {
+  const cycles = new ScriptedCycles(async () => {});
+  const runner = new LifecycleRunner({ supervisor: cycles, cadenceMs: 200 });
+  runner.start();
+  await until(() => cycles.finished >= 1);
+  t.deepEqual(await runner.stop(), { drained: true });
+  const count = cycles.started;
+  await delay(450);
+  t.is(cycles.started, count);
+  t.is(runner.state, 'stopped');
+});
+
+test('after a drain timeout the old cycle never schedules again, and start() is refused until it ended', async (t) => {
+  const cycles: ScriptedCycles = new ScriptedCycles((): Promise<void> => cycles.hold());
+  const runner = new LifecycleRunner({ supervisor: cycles, cadenceMs: 100, stopTimeoutMs: 50 });
+  runner.start();
+  await until(() => cycles.started === 1);
+  t.deepEqual(await runner.stop(), { drained: false });
+  t.true(runner.cycleRunning);
+  const error = t.throws(() => runner.start(), { instanceOf: RunnerDrainingError });
+  t.is((error as RunnerDrainingError).code, 'ERR_PIDFENCE_RUNNER_DRAINING');
+  cycles.releaseAll();
+  await runner.drained();
+  await delay(300);
+  t.is(cycles.started, 1, 'the old cycle ended without scheduling another');
+  t.notThrows(() => runner.start());
+  await until(() => cycles.started === 2);
+  cycles.releaseAll();
+  t.deepEqual(await runner.stop(), { drained: true });
+  t.throws(() => { runner.start(); runner.start(); }, { code: 'ERR_PIDFENCE_RUNNER_STARTED' } as never);
+  cycles.releaseAll();
+  await runner.stop();
+  cycles.releaseAll();
+});
+
+test('idle, the runner wakes once per cadence against a real store and writes nothing', async (t) => {
+  const store = await openFirstStore(t);
+  await cancelledRun(store.runStore);
+  const supervisor = new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, []) });
+  await supervisor.runCycle(); // the one run backs off: from now on nothing is due
+  const before = await store.writeMarker();
+  let wakes = 0;
+  const counting = { runCycle: () => { wakes += 1; return supervisor.runCycle(); } };
+  const runner = new LifecycleRunner({ supervisor: counting, cadenceMs: 100, initialDelayMs: 100 });
+  const started = Date.now();
+  runner.start();
+  await delay(650);
+  await runner.stop();
+  const elapsed = Date.now() - started;
+  t.true(wakes >= 1, 'it woke');
+  t.true(wakes <= Math.floor(elapsed / 100), `at most one wake per cadence (${wakes} in ${elapsed} ms)`);
+  t.is(await store.writeMarker(), before);
+});
+
+test('only start() creates a timer, and it is unref\'d: a process with a started runner exits on its own', async (t) => {
+  const script = path.resolve(__dirname, 'runner-exit-child.js');
+  const child = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let output = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { output += chunk; });
+  const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
+  t.is(code, 0);
+  t.deepEqual(output.trim().split('\n'), ['timers-before-start 0', 'timers-after-construct 0', 'timers-after-start 1', 'state running']);
+});
+
+test('profiles are named presets within the hard limits; edge is the slowest and smallest', (t) => {
+  t.deepEqual(Object.keys(PROFILES), ['edge', 'standalone', 'cluster']);
+  for (const p of Object.values(PROFILES)) {
+    t.true(p.pageSize >= 1 && p.pageSize <= 64);
+    t.true(p.pagesPerCycle >= 1 && p.pagesPerCycle <= 64);
+    t.true(Object.isFrozen(p));
+  }
+  t.true(profile('edge').cadenceMs > profile('standalone').cadenceMs);
+  t.true(profile('edge').pageSize * profile('edge').pagesPerCycle < profile('standalone').pageSize * profile('standalone').pagesPerCycle);
+  t.deepEqual([profile('standalone').pageSize, profile('standalone').pagesPerCycle], [32, 4], 'the ADR defaults');
+  t.throws(() => profile('huge' as never), { code: 'ERR_PIDFENCE_INVALID_PROFILE' } as never);
+  t.throws(() => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 99 }), { code: 'ERR_PIDFENCE_INVALID_CADENCE' } as never);
+  t.throws(() => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 1000, stopTimeoutMs: 60_001 }), { code: 'ERR_PIDFENCE_INVALID_STOP_TIMEOUT' } as never);
+  t.throws(() => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 1000, diagnosticsPerMinute: 61 }), { code: 'ERR_PIDFENCE_INVALID_DIAGNOSTICS_LIMIT' } as never);
+});
+
+test('a suppressed-count record follows once the diagnostics window rolls over', async (t) => {
+  const { RateLimitedDiagnostics } = await import('../../lib/dispatch/diagnostics');
+  let now = 0;
+  const records: DiagnosticRecord[] = [];
+  const diagnostics = new RateLimitedDiagnostics((r) => records.push(r), 2, () => now);
+  for (let i = 0; i < 5; i += 1) diagnostics.report('ERR_PIDFENCE_STORE_FAILED');
+  now += 60_000;
+  diagnostics.report('ERR_PIDFENCE_STORE_FAILED');
+  t.deepEqual(records, [
+    { code: 'ERR_PIDFENCE_STORE_FAILED', count: 1 },
+    { code: 'ERR_PIDFENCE_STORE_FAILED', count: 1 },
+    { code: DIAGNOSTICS_SUPPRESSED_CODE, count: 3 },
+    { code: 'ERR_PIDFENCE_STORE_FAILED', count: 1 },
+  ]);
+});

@@ -1,0 +1,100 @@
+// The stores the dispatch-layer tests run against. Append a PostgreSQL factory here (same shape)
+// and every dispatcher, supervisor and crash-window test runs on it with no other change.
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+import type { DispatchRepository } from '../../lib/store/dispatch-repository';
+import type { RunStore } from '../../lib/store/run-store';
+import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
+
+export interface StoreConnection {
+  readonly repository: DispatchRepository;
+  readonly runStore: RunStore;
+  close(): Promise<void>;
+}
+
+export interface DispatchTestStore {
+  /** Getters: restart() replaces the connection behind them. */
+  readonly repository: DispatchRepository;
+  readonly runStore: RunStore;
+  /** What another process passes to attach() to reach the same store (a file path, a URL). */
+  readonly location: string;
+  /** Moves this store's clock forward (an injected offset on SQLite, a real sleep on PostgreSQL). */
+  advanceTime(ms: number): Promise<void>;
+  /** Another connection to the same store sharing this store's clock: a second worker. */
+  connect(): Promise<StoreConnection>;
+  /** Closes the connection and opens a new one to the same data: a process restart. */
+  restart(): Promise<void>;
+  /** Changes whenever this connection has written anything (for "idle is free"). */
+  writeMarker(): Promise<string>;
+  close(): Promise<void>;
+}
+
+export interface DispatchStoreFactory {
+  readonly name: string;
+  open(): Promise<DispatchTestStore>;
+  /** Used by child processes: a connection to `location` on the store's real clock. */
+  attach(location: string): Promise<StoreConnection>;
+}
+
+function sqliteConnection(store: SqliteStore): StoreConnection {
+  return { repository: store.repository, runStore: store.runStore, close: async () => store.close() };
+}
+
+const sqliteFactory: DispatchStoreFactory = {
+  name: 'sqlite',
+  async open() {
+    const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-dispatch-'));
+    const file = path.join(dir, 'pidfence.db');
+    // Real time plus an offset, so a child process on the real clock shares the same timeline.
+    let offsetMs = 0;
+    const clock = () => Date.now() + offsetMs;
+    const writes: string[] = [];
+    const openMain = () => openSqliteStore(file, { clock, verbose: (sql) => { if (!/^\s*SELECT\b/i.test(sql)) writes.push(sql); } });
+    let main = openMain();
+    const others: SqliteStore[] = [];
+    return {
+      get repository() { return main.repository; },
+      get runStore() { return main.runStore; },
+      location: file,
+      advanceTime: async (ms) => { offsetMs += ms; },
+      connect: async () => {
+        const other = openSqliteStore(file, { clock, migrate: false });
+        others.push(other);
+        return sqliteConnection(other);
+      },
+      restart: async () => { main.close(); main = openMain(); },
+      writeMarker: async () => {
+        const changes = (main.database.prepare('SELECT total_changes() AS n').get() as { n: number }).n;
+        const wal = existsSync(`${file}-wal`) ? statSync(`${file}-wal`).size : 0;
+        return JSON.stringify({ changes, wal, writeStatements: writes.length });
+      },
+      close: async () => {
+        for (const other of others) if (other.database.open) other.close();
+        main.close();
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  },
+  async attach(location) {
+    return sqliteConnection(openSqliteStore(location, { migrate: false }));
+  },
+};
+
+export const dispatchStoreFactories: readonly DispatchStoreFactory[] = [sqliteFactory];
+
+export function storeFactory(name: string): DispatchStoreFactory {
+  const factory = dispatchStoreFactories.find((candidate) => candidate.name === name);
+  if (factory === undefined) throw new Error(`no dispatch test store named ${name}`);
+  return factory;
+}
+
+/** For tests about the dispatch layer itself, not a store: the first store, closed at teardown. */
+export async function openFirstStore(t: { teardown(fn: () => Promise<void>): void }): Promise<DispatchTestStore> {
+  const factory = dispatchStoreFactories[0];
+  if (factory === undefined) throw new Error('no dispatch test store');
+  const store = await factory.open();
+  t.teardown(() => store.close());
+  return store;
+}
