@@ -74,3 +74,15 @@ export function renderTargets(targets: readonly Target[]): string {
     .map((target) => `- ${targetMet(target) ? 'PASS' : 'MISS'} ${target.name}: ${formatRatio(target.ratio)} (target ${target.op} ${target.limit}x; ${target.detail})`)
     .join('\n');
 }
+
+/**
+ * A free-form side-by-side table (e.g. scenario × contender) as Markdown, aligned like
+ * renderTable: `numeric[i]` right-aligns column i. Cells are preformatted text.
+ */
+export function renderGrid(header: readonly string[], body: ReadonlyArray<readonly string[]>, numeric: readonly boolean[]): string {
+  const widths = header.map((title, column) => Math.max(title.length, ...body.map((cells) => (cells[column] ?? '').length)));
+  const line = (cells: readonly string[]): string =>
+    `| ${header.map((_, column) => (numeric[column] ? (cells[column] ?? '').padStart(widths[column] ?? 0) : (cells[column] ?? '').padEnd(widths[column] ?? 0))).join(' | ')} |`;
+  const rule = `| ${widths.map((width, column) => (numeric[column] ? `${'-'.repeat(Math.max(1, width - 1))}:` : '-'.repeat(width))).join(' | ')} |`;
+  return [line(header), rule, ...body.map(line)].join('\n');
+}
