@@ -6,7 +6,9 @@ import path from 'node:path';
 
 import type { DispatchRepository } from '../../lib/store/dispatch-repository';
 import type { RunStore } from '../../lib/store/run-store';
+import { openPostgresStore, type PostgresStore } from '../../lib/store/postgres/index';
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
+import { migratedDatabase, runtimeUrlNamed } from '../helpers/pg-store';
 
 export interface StoreConnection {
   readonly repository: DispatchRepository;
@@ -33,6 +35,8 @@ export interface DispatchTestStore {
 
 export interface DispatchStoreFactory {
   readonly name: string;
+  /** `injected`: advanceTime moves the store's clock; `database`: it sleeps in real time. */
+  readonly clock: 'injected' | 'database';
   open(): Promise<DispatchTestStore>;
   /** Used by child processes: a connection to `location` on the store's real clock. */
   attach(location: string): Promise<StoreConnection>;
@@ -44,6 +48,7 @@ function sqliteConnection(store: SqliteStore): StoreConnection {
 
 const sqliteFactory: DispatchStoreFactory = {
   name: 'sqlite',
+  clock: 'injected',
   async open() {
     const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-dispatch-'));
     const file = path.join(dir, 'pidfence.db');
@@ -82,7 +87,61 @@ const sqliteFactory: DispatchStoreFactory = {
   },
 };
 
-export const dispatchStoreFactories: readonly DispatchStoreFactory[] = [sqliteFactory];
+function postgresConnection(store: PostgresStore): StoreConnection {
+  return { repository: store.repository, runStore: store.runStore, close: () => store.close() };
+}
+
+const TABLES = ['runs', 'attempts', 'run_events', 'cancellation_dispatches', 'management_audit'] as const;
+
+// PostgreSQL keeps its own clock (transaction_timestamp()), so advanceTime is a real sleep and
+// every connection, in this process or a child, shares the database's timeline.
+const postgresFactory: DispatchStoreFactory = {
+  name: 'postgres',
+  clock: 'database',
+  async open() {
+    const database = await migratedDatabase('dispatch');
+    const url = runtimeUrlNamed(database, `pidfence_dispatch_${process.pid}`);
+    let main = await openPostgresStore(url);
+    const others: PostgresStore[] = [];
+    return {
+      get repository() { return main.repository; },
+      get runStore() { return main.runStore; },
+      location: url,
+      advanceTime: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+      connect: async () => {
+        const other = await openPostgresStore(url);
+        others.push(other);
+        return postgresConnection(other);
+      },
+      restart: async () => {
+        await main.close();
+        main = await openPostgresStore(url);
+      },
+      // Every INSERT or UPDATE (even a no-op one) gives a row a new xmin: if no row's xmin or
+      // position changed, nothing was written to these tables by anyone.
+      writeMarker: async () => {
+        const parts: string[] = [];
+        for (const table of TABLES) {
+          const { rows } = await database.admin.query<{ m: string | null }>(
+            `SELECT md5(string_agg(xmin::text || '@' || ctid::text, ',' ORDER BY ctid)) AS m FROM ${table}`,
+          );
+          parts.push(`${table}=${rows[0]?.m ?? 'empty'}`);
+        }
+        return parts.join(' ');
+      },
+      close: async () => {
+        for (const other of others) await other.close();
+        await main.close();
+        await database.dispose();
+      },
+    };
+  },
+  async attach(location) {
+    return postgresConnection(await openPostgresStore(location));
+  },
+};
+
+export const dispatchStoreFactories: readonly DispatchStoreFactory[] = [sqliteFactory, postgresFactory];
 
 export function storeFactory(name: string): DispatchStoreFactory {
   const factory = dispatchStoreFactories.find((candidate) => candidate.name === name);
