@@ -17,6 +17,11 @@ function bentRepository(repository: DispatchRepository, bend: (page: DuePage, ca
   return { duePage: async (query?: DuePageQuery) => bend(await repository.duePage(query), call++) };
 }
 
+// The SQLite test clock is real time plus the offset the test adds (child processes share it),
+// so the backoff windows these tests look into are a minute wide: seconds of load between two
+// steps cannot move a retry across its due time.
+const SLOW_BACKOFF = { baseMs: 60_000, maxMs: 60 * 60 * 1000 } as const;
+
 const EMPTY_REPORT: CycleReport = { pages: 1, items: 0, dispatched: 0, blocked: 0, retryWait: 0, staleFence: 0, notClaimed: 0, budgetExhausted: false };
 
 for (const factory of dispatchStoreFactories) {
@@ -36,14 +41,14 @@ for (const factory of dispatchStoreFactories) {
     const job = startJob(t);
     const target = await cancelledRunFor(store, job);
     const throwing = new ThrowingController();
-    const first = new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, [throwing]) });
+    const first = new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, [throwing], { backoff: SLOW_BACKOFF }) });
     t.like(await first.runCycle(), { items: 1, retryWait: 1 });
     const counting = new CountingController();
-    const supervisor = new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, [counting]) });
-    await store.advanceTime(backoffDelayMs(1) - 50);
+    const supervisor = new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, [counting], { backoff: SLOW_BACKOFF }) });
+    await store.advanceTime(backoffDelayMs(1, SLOW_BACKOFF) - 5_000);
     t.deepEqual(await supervisor.runCycle(), EMPTY_REPORT, 'not due yet: nothing claimed');
     t.is(counting.calls, 0);
-    await store.advanceTime(100);
+    await store.advanceTime(10_000);
     t.like(await supervisor.runCycle(), { items: 1, dispatched: 1 });
     t.is(counting.calls, 1);
     t.like(await store.repository.getRecord(target.runId), { status: 'dispatched', dispatchCount: 2, lastResult: 'termination_requested' });
@@ -79,24 +84,24 @@ for (const factory of dispatchStoreFactories) {
     const job = startJob(t);
     const noHandle = await cancelledRun(store.runStore);
     const noController = await cancelledRunFor(store, job);
-    await new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, []) }).runCycle();
+    await new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, [], { backoff: SLOW_BACKOFF }) }).runCycle();
     const transient = await cancelledRunFor(store, job);
-    await new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, [new ThrowingController()]) }).runCycle();
+    await new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, [new ThrowingController()], { backoff: SLOW_BACKOFF }) }).runCycle();
     const results = await Promise.all([noHandle, noController, transient].map(async (r) => (await store.repository.getRecord(r.runId))?.lastResult));
     t.deepEqual(results, ['handle_missing', 'controller_missing', 'dispatch_error']);
 
     await store.restart();
     const counting = new CountingController();
-    const supervisor = new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, [counting]) });
+    const supervisor = new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, [counting], { backoff: SLOW_BACKOFF }) });
     t.deepEqual(await supervisor.runCycle(), EMPTY_REPORT, 'after the restart the backoff still holds');
     for (const r of [noHandle, noController, transient]) t.is((await store.repository.getRecord(r.runId))?.status, 'retry_wait');
-    await store.advanceTime(backoffDelayMs(1) + 10);
+    await store.advanceTime(backoffDelayMs(1, SLOW_BACKOFF) + 10);
     const report = await supervisor.runCycle();
     t.is(report.items, 3);
     t.is(counting.calls, 2, 'the two runs with a handle reach the controller');
     t.like(await store.repository.getRecord(noHandle.runId), { status: 'retry_wait', dispatchCount: 2, lastResult: 'handle_missing' });
     const again = await store.repository.getRecord(noHandle.runId);
-    t.is(again?.nextAttemptAtMs, (again?.updatedAtMs ?? 0) + backoffDelayMs(2), 'the delay doubles with dispatch_count');
+    t.is(again?.nextAttemptAtMs, (again?.updatedAtMs ?? 0) + backoffDelayMs(2, SLOW_BACKOFF), 'the delay doubles with dispatch_count');
   });
 
   withStore('gate 9: a cycle stops at its page budget; the rest waits for the next cycle', async (t, store) => {
