@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { PidfenceError } from '../../lib/base/errors';
+import { captureIdentity, signalVerified } from '../../lib/native/index';
 
 /** initdb does real I/O on 2 shared cores; measured ~1-3 s here, so 60 s means something is wrong. */
 const INIT_TIMEOUT_MS = 60_000;
@@ -191,9 +192,21 @@ export async function clusterStart(cluster: PgCluster): Promise<number> {
   throw commandError('ERR_PIDFENCE_TEST_PG_START', `cluster ${cluster.label} did not start`, last, cluster);
 }
 
-/** Fast shutdown (escalated to immediate if it hangs). Idempotent: a stopped cluster is left as is. */
-export async function clusterStop(cluster: PgCluster): Promise<void> {
+/**
+ * How to stop: `fast` rolls back sessions and writes a shutdown checkpoint (a planned switchover);
+ * `immediate` quits every process at once, like a crash (the HA gate's lost primary).
+ */
+export type ClusterStopMode = 'fast' | 'immediate';
+
+/** Fast shutdown (escalated to immediate if it hangs), or immediate. Idempotent: a stopped cluster is left as is. */
+export async function clusterStop(cluster: PgCluster, mode: ClusterStopMode = 'fast'): Promise<void> {
   if (!clusterIsRunning(cluster)) {
+    cluster.port = undefined;
+    return;
+  }
+  if (mode === 'immediate') {
+    await clusterStopImmediate(cluster);
+    if (clusterIsRunning(cluster)) throw commandError('ERR_PIDFENCE_TEST_PG_STOP', `cluster ${cluster.label} did not stop`, undefined, cluster);
     cluster.port = undefined;
     return;
   }
@@ -402,10 +415,13 @@ function runServerCommand(cluster: PgCluster, binary: string, args: readonly str
     };
     child.stdout.on('data', collect);
     child.stderr.on('data', collect);
-    // The group is killed before we have seen the leader exit, so the pgid cannot be reused yet.
+    // Same tick as spawn: libuv cannot have reaped the child yet, so this pins the process we started
+    // (detached: it leads its own group). A timeout signals that group through the proved pidfd only.
+    const identity = child.pid === undefined ? null : captureIdentity(child.pid);
     const timer = setTimeout(() => {
       timedOut = true;
-      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+      // Any outcome but `signalled` means the group is already gone: nothing left to stop.
+      if (identity !== null) signalVerified(identity, 'SIGKILL', { group: true });
     }, timeoutMs);
     child.once('error', (error) => {
       clearTimeout(timer);
