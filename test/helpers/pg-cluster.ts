@@ -1,6 +1,7 @@
 // Throw-away PostgreSQL clusters for tests (DESIGN §7, ADR-0456 HA gate): initdb / pg_ctl on free
 // loopback ports, streaming standbys via pg_basebackup -R, promotion. Server binaries refuse to run as
 // root, so as root every server command runs as the `postgres` user through runuser.
+import { constants as osConstants } from 'node:os';
 import { spawn, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, Socket } from 'node:net';
@@ -472,11 +473,9 @@ function liveClustersRegister(cluster: PgCluster): void {
 
 function onExitSignal(signal: NodeJS.Signals): void {
   clusterRemoveAllSync();
-  // If nobody else handles the signal, restore the default action so the process still dies of it.
-  if (process.listenerCount(signal) === 1) {
-    process.removeListener(signal, onExitSignal);
-    process.kill(process.pid, signal);
-  }
+  // If nobody else handles the signal, end the process the way the signal would have (shell
+  // convention 128 + N) instead of re-raising it at our own PID.
+  if (process.listenerCount(signal) === 1) process.exit(128 + (osConstants.signals[signal] ?? 0));
 }
 
 /** Synchronous last resort (exit handlers cannot await): immediate stop, then delete the dir. */

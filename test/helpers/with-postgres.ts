@@ -1,6 +1,7 @@
 // `node dist/test/helpers/with-postgres.js <command> [args...]`: runs the command with a PostgreSQL
 // server at PIDFENCE_TEST_DATABASE_URL, starting (and afterwards removing) a throw-away cluster when
 // none answers there, so `npm test` passes on a fresh machine (DESIGN §7, docs/decisions/0004).
+import { captureIdentity, signalVerified } from '../../lib/native/index';
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { delimiter, join } from 'node:path';
@@ -61,8 +62,11 @@ function commandRun(command: string, args: readonly string[], extraEnv: Readonly
   const env = { ...process.env, ...extraEnv, PATH: `${packageBin}${delimiter}${process.env['PATH'] ?? ''}` };
   return new Promise((resolve) => {
     const child = spawn(command, [...args], { stdio: 'inherit', env });
+    // Captured in the spawn tick (the child cannot have been reaped yet): forwarded signals go
+    // through the verified path like every other signal of this project, never a bare PID.
+    const identity = child.pid === undefined ? null : captureIdentity(child.pid);
     const forward = (signal: NodeJS.Signals): void => {
-      child.kill(signal);
+      if (identity) signalVerified(identity, signal);
     };
     const signals = FORWARDED_SIGNALS;
     // Our own handlers keep us alive until the child is gone, so the cluster is removed after it.
