@@ -192,18 +192,13 @@ async function exitSeenByWaitExit(): Promise<number> {
   return elapsed;
 }
 
-/** pm2's killProcess: process.kill, then a 100 ms setInterval of kill(pid, 0) until ESRCH. */
-async function exitSeenByPolling(): Promise<number> {
-  const leader = spawnLeader();
-  await settle();
-  const pid = leader.identity.pid;
-  const t0 = process.hrtime.bigint();
-  // Baseline only: the bare-PID kill and probe are what pm2 does, and what pidfence replaces.
-  process.kill(pid, 'SIGKILL');
-  const elapsed = await new Promise<number>((resolve, reject) => {
+/** pm2's processIsDead loop: kill(pid, 0) every 100 ms until ESRCH; ns from t0 to that answer. */
+function pollUntilGone(pid: number, t0: bigint): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
     const deadline = Date.now() + EXIT_TIMEOUT_MS;
     const timer = setInterval(() => {
       try {
+        // Baseline only: the bare-PID probe is what pm2 does, and what pidfence replaces.
         process.kill(pid, 0);
         if (Date.now() > deadline) {
           clearInterval(timer);
@@ -215,6 +210,17 @@ async function exitSeenByPolling(): Promise<number> {
       }
     }, PM2_POLL_MS);
   });
+}
+
+/** pm2's killProcess: process.kill, then a 100 ms setInterval of kill(pid, 0) until ESRCH. */
+async function exitSeenByPolling(): Promise<number> {
+  const leader = spawnLeader();
+  await settle();
+  const pid = leader.identity.pid;
+  const t0 = process.hrtime.bigint();
+  // Baseline only: the bare-PID kill and probe are what pm2 does, and what pidfence replaces.
+  process.kill(pid, 'SIGKILL');
+  const elapsed = await pollUntilGone(pid, t0);
   await leader.exited;
   return elapsed;
 }
@@ -244,21 +250,7 @@ async function stopByPm2(): Promise<number> {
   const t0 = process.hrtime.bigint();
   // Baseline only: the bare-PID signal is what pm2 does, and what pidfence replaces.
   process.kill(pid, 'SIGTERM');
-  const elapsed = await new Promise<number>((resolve, reject) => {
-    const deadline = Date.now() + EXIT_TIMEOUT_MS;
-    const timer = setInterval(() => {
-      try {
-        process.kill(pid, 0);
-        if (Date.now() > deadline) {
-          clearInterval(timer);
-          reject(new Error('bench: polled child did not exit'));
-        }
-      } catch {
-        clearInterval(timer);
-        resolve(Number(process.hrtime.bigint() - t0));
-      }
-    }, PM2_POLL_MS);
-  });
+  const elapsed = await pollUntilGone(pid, t0);
   await leader.exited;
   return elapsed;
 }

@@ -1,7 +1,7 @@
 // The claim decision of ADR-0005 §2.2 as pure functions, so both stores apply the same rules to
 // the rows they read under their own locks: steps 1-2 (eligibility) and 4-5 (existing record).
 import type { CancellationDispatchRecord, ClaimCommand, NotEligibleReason } from './cancellation-dispatch';
-import { ATTEMPT_ACTIVE_STATUSES, RUN_ACTIVE_STATUSES, type AttemptStatus, type RunOwner, type RunStatus } from './run';
+import { ATTEMPT_ACTIVE_STATUSES, runIsActive, type AttemptStatus, type RunOwner, type RunStatus } from './run';
 
 /** The run fields a claim checks (step 1). */
 export interface ClaimRunFacts {
@@ -18,7 +18,7 @@ export function claimIneligibility(
 ): NotEligibleReason | null {
   if (run === undefined) return 'run_missing';
   if (run.owner !== 'runtime') return 'run_not_runtime';
-  if (!(RUN_ACTIVE_STATUSES as readonly string[]).includes(run.status)) return 'run_terminal';
+  if (!runIsActive(run.status)) return 'run_terminal';
   if (run.cancelRequestedAtMs === null) return 'cancel_not_requested';
   if (run.cancelRequestedAtMs !== command.cancelRequestedAtMs) return 'cancel_mismatch';
   if (attemptStatus === undefined) return 'attempt_missing';

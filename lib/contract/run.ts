@@ -19,6 +19,11 @@ export const RUN_TERMINAL_STATUSES = ['succeeded', 'failed', 'cancelled', 'timed
 export type RunTerminalStatus = (typeof RUN_TERMINAL_STATUSES)[number];
 export type RunStatus = (typeof RUN_ACTIVE_STATUSES)[number] | RunTerminalStatus;
 
+/** True while a run can still change (and be cancelled); both stores and the claim rules ask this. */
+export function runIsActive(status: string): boolean {
+  return (RUN_ACTIVE_STATUSES as readonly string[]).includes(status);
+}
+
 /** claimed/starting/running are active (ADR-0005 §2.2 step 2); at most one per run. */
 export const ATTEMPT_ACTIVE_STATUSES = ['claimed', 'starting', 'running'] as const;
 export type AttemptActiveStatus = (typeof ATTEMPT_ACTIVE_STATUSES)[number];

@@ -26,7 +26,7 @@ import {
   type RequestCancellationOutcome,
   type RunEvent,
   type RunRecord,
-  RUN_ACTIVE_STATUSES,
+  runIsActive,
 } from '../../contract/index';
 import type { RunStore } from '../run-store';
 import { appendRunEvent, type LockedRun } from './run-events';
@@ -34,7 +34,7 @@ import { SQL } from './statements';
 import { inTransaction, type Tx } from './transaction';
 
 function isActive(run: RunRecord): boolean {
-  return (RUN_ACTIVE_STATUSES as readonly string[]).includes(run.status);
+  return runIsActive(run.status);
 }
 
 function withoutNow({ nowMs: _nowMs, ...run }: LockedRun): RunRecord {

@@ -24,7 +24,7 @@ import {
   type RequestCancellationOutcome,
   type RunEvent,
   type RunRecord,
-  RUN_ACTIVE_STATUSES,
+  runIsActive,
 } from '../../contract/index';
 import type { RunStore } from '../run-store';
 import { storeFailure } from '../store-errors';
@@ -34,7 +34,7 @@ import { appendRunEvent } from './run-events';
 import { prepareStatements, type PreparedStatements } from './statements';
 
 function isActive(run: RunRecord): boolean {
-  return (RUN_ACTIVE_STATUSES as readonly string[]).includes(run.status);
+  return runIsActive(run.status);
 }
 
 export class SqliteRunStore implements RunStore {
