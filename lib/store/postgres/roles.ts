@@ -18,6 +18,8 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly TablePrivilege
   run_events: ['SELECT', 'INSERT', 'UPDATE'],
   cancellation_dispatches: ['SELECT', 'INSERT', 'UPDATE'],
   management_audit: ['SELECT', 'INSERT', 'UPDATE'],
+  attempt_events: ['SELECT', 'INSERT', 'UPDATE'],
+  receipt_journal: ['SELECT', 'INSERT', 'UPDATE'],
   // Readiness reads the migration record as the runtime role.
   [MIGRATIONS_TABLE]: ['SELECT'],
 });

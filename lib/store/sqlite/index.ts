@@ -3,12 +3,15 @@
 import { readClock, type Clock } from './clock';
 import { checkSqliteReadiness, migrateSqliteDatabase, openSqliteDatabase, type SqliteDatabase, type SqliteOpenOptions } from './database';
 import { SqliteDispatchRepository } from './dispatch-repository';
+import { SqliteExecutionStore } from './execution-store';
 import { SqliteRunStore } from './run-store';
 
 export { checkSqliteReadiness, migrateSqliteDatabase, openSqliteDatabase, SQLITE_BUSY_TIMEOUT_DEFAULT_MS } from './database';
 export type { SqliteDatabase, SqliteOpenOptions, SqliteSynchronous } from './database';
 export { SqliteDispatchRepository } from './dispatch-repository';
 export { SqliteRunStore } from './run-store';
+export { SqliteExecutionStore } from './execution-store';
+export type { ExecutionStore } from '../execution-store';
 export type { Clock } from './clock';
 export type { DispatchRepository } from '../dispatch-repository';
 export type { RunStore } from '../run-store';
@@ -23,6 +26,7 @@ export interface SqliteStore {
   readonly database: SqliteDatabase;
   readonly repository: SqliteDispatchRepository;
   readonly runStore: SqliteRunStore;
+  readonly executionStore: SqliteExecutionStore;
   close(): void;
 }
 
@@ -37,6 +41,7 @@ export function openSqliteStore(filename: string, options: SqliteStoreOptions = 
       database,
       repository: new SqliteDispatchRepository(database, { clock }),
       runStore: new SqliteRunStore(database, { clock }),
+      executionStore: new SqliteExecutionStore(database, { clock }),
       close: () => database.close(),
     };
   } catch (error) {

@@ -27,8 +27,8 @@ import {
   runIsActive,
 } from '../../contract/index';
 import type { RunStore } from '../run-store';
-import { storeFailure } from '../store-errors';
-import { readClock, type Clock } from './clock';
+import type { Clock } from './clock';
+import { sqliteWrite } from './write';
 import type { SqliteDatabase } from './database';
 import { appendRunEvent } from './run-events';
 import { prepareStatements, type PreparedStatements } from './statements';
@@ -50,11 +50,7 @@ export class SqliteRunStore implements RunStore {
 
   /** Runs `work` in one BEGIN IMMEDIATE transaction with the clock read under the lock. */
   #write<T>(operation: string, work: (nowMs: number) => T): T {
-    try {
-      return this.#database.transaction(() => work(readClock(this.#clock))).immediate();
-    } catch (error) {
-      throw storeFailure('sqlite', operation, error);
-    }
+    return sqliteWrite(this.#database, this.#clock, operation, work);
   }
 
   #run(runId: string): RunRecord | undefined {

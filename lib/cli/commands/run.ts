@@ -1,0 +1,84 @@
+// `pidfence run [--timeout D] [--project P] -- cmd args…`: admit one job, run it in the
+// foreground (its own output only; pidfence prints the run id and the end on stderr, never the
+// command or environment) and exit with the job's status. SIGINT/SIGTERM drain it (`shutdown`).
+import { constants as osConstants } from 'node:os';
+
+import type { Command } from 'commander';
+
+import { createExecution, type CompletionOutcome } from '../../execution/index';
+import { storeOptionsAdd, type CliCommand, type CliIo, type StoreOptions } from '../command';
+import { durationParse } from '../duration';
+import { executionTargetOpen } from '../execution-target';
+import { EXIT, type ExitCode } from '../exit-codes';
+import { storeTargetResolve } from '../store-target';
+
+interface RunOptions extends StoreOptions {
+  readonly timeout?: string;
+  readonly project: string;
+  readonly grace: string;
+}
+
+/** The job's status as a shell reports it: its exit code, or 128 + the signal that ended it. */
+export function exitStatusOf(outcome: CompletionOutcome): number {
+  if (outcome.kind !== 'completed') return EXIT.failure;
+  if (outcome.exitCode !== null) return outcome.exitCode;
+  if (outcome.signal !== null) return 128 + ((osConstants.signals as Record<string, number>)[outcome.signal] ?? 0);
+  // Stopped without a receipt: the group was killed after its grace period.
+  return outcome.cause === 'stopped' ? 128 + osConstants.signals.SIGKILL : EXIT.failure;
+}
+
+async function runAction(command: string, args: readonly string[], options: RunOptions, io: CliIo): Promise<ExitCode | number> {
+  const timeoutMs = options.timeout === undefined ? undefined : durationParse(options.timeout, '--timeout');
+  const graceMs = durationParse(options.grace, '--grace');
+  const target = await executionTargetOpen(storeTargetResolve(options.db, io.env));
+  let finished: ((outcome: CompletionOutcome) => void) | undefined;
+  const completion = new Promise<CompletionOutcome>((resolve) => { finished = resolve; });
+  let runId: string | null = null;
+  const app = createExecution({
+    stores: target.stores,
+    receiptDirectory: target.receiptDirectory,
+    graceMs,
+    drainScope: 'admitted',
+    // The foreground command lives until its run completes: the one timer holds the process.
+    keepAlive: true,
+    onCompleted: (ref, outcome) => { if (ref.runId === runId) finished?.(outcome); },
+  });
+  // A drain (SIGINT/SIGTERM) converges the run through the same processor; its result is then read back.
+  const stop = () => { void app.drain().then(() => finished?.({ kind: 'active' })); };
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  try {
+    const admitted = await app.admit({
+      projectId: options.project, command, args, stdio: 'inherit', env: io.env, ...(timeoutMs === undefined ? {} : { timeoutMs }),
+    });
+    if (admitted.kind !== 'admitted') {
+      io.stderr.write(`pidfence: the run was refused (${admitted.reason}).\n`);
+      return EXIT.refused;
+    }
+    runId = admitted.runId;
+    io.stderr.write(`pidfence: run ${runId} started (stop it with: pidfence cancel ${runId})\n`);
+    app.start();
+    const outcome = await completion;
+    io.stderr.write(`pidfence: run ${runId} ${outcome.kind === 'completed' ? outcome.status : 'did not converge before the drain timed out'}\n`);
+    return exitStatusOf(outcome);
+  } finally {
+    process.removeListener('SIGINT', stop);
+    process.removeListener('SIGTERM', stop);
+    await app.drain();
+  }
+}
+
+export const runCommand: CliCommand = {
+  register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
+    storeOptionsAdd(program.command('run'))
+      .description('run a job in the foreground as its own process group; exit with its status')
+      .option('--timeout <duration>', 'stop the job (TERM, then KILL after the grace) once this has passed, e.g. 30s, 5m')
+      .option('--project <id>', 'the project the run belongs to', 'default')
+      .option('--grace <duration>', 'TERM grace before KILL when the job is stopped', '5s')
+      .argument('<command>', 'the program to run (no shell is involved)')
+      .argument('[args...]', 'its arguments (put -- before the command)')
+      .action(async (command: string, args: string[], options: RunOptions) => {
+        done((await runAction(command, args, options, io)) as ExitCode);
+      });
+  },
+};

@@ -1,0 +1,99 @@
+// `pidfence supervise`: the long-lived runner of a store (ADR-0072 §4-5): readiness first (schema
+// and migration checksums, store write access, native capabilities; any failure refuses to start
+// with the reason), then startup recovery, then the one control timer. SIGTERM/SIGINT drain it;
+// a failure while running (CYCLE_FAILURE_LIMIT failed cycles) drains it too, within its bound.
+import { accessSync, constants as fsConstants } from 'node:fs';
+import * as path from 'node:path';
+
+import type { Command } from 'commander';
+
+import { PidfenceError } from '../../base/errors';
+import { createExecution, type ControlCycleReport } from '../../execution/index';
+import { capabilities } from '../../native/index';
+import { storeOptionsAdd, type CliCommand, type CliIo, type StoreOptions } from '../command';
+import { durationParse } from '../duration';
+import { executionTargetOpen } from '../execution-target';
+import { EXIT, type ExitCode } from '../exit-codes';
+import { storeTargetResolve, type StoreTarget } from '../store-target';
+
+interface SuperviseOptions extends StoreOptions {
+  readonly profile: string;
+  readonly grace: string;
+}
+
+/** The checks that need no store connection; the store's own (schema, checksums) run on open. */
+function readinessRefusal(target: StoreTarget): string | null {
+  const caps = capabilities();
+  if (caps.groupSignalMode === 'unsupported') return 'this kernel or build cannot prove process identities (native capabilities: group signal unsupported); nothing could be stopped safely.';
+  if (target.kind === 'sqlite') {
+    try {
+      accessSync(path.dirname(target.file), fsConstants.W_OK);
+    } catch {
+      return 'the store directory is not writable by this user (store privileges).';
+    }
+  }
+  return null;
+}
+
+export const superviseCommand: CliCommand = {
+  register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
+    storeOptionsAdd(program.command('supervise'))
+      .description('run the store\'s runner: deadlines, cancellations, receipts and recovery, until SIGTERM/SIGINT')
+      .option('--profile <name>', 'edge (5 s, 4 items) or standalone (1 s, 32 items)', 'standalone')
+      .option('--grace <duration>', 'TERM grace before KILL when a job is stopped', '5s')
+      .action(async (options: SuperviseOptions) => {
+        done(await superviseAction(options, io));
+      });
+  },
+};
+
+async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<ExitCode> {
+  const graceMs = durationParse(options.grace, '--grace');
+  const storeTarget = storeTargetResolve(options.db, io.env);
+  const refusal = readinessRefusal(storeTarget);
+  if (refusal !== null) {
+    io.stderr.write(`pidfence: supervise refused to start: ${refusal}\n`);
+    return EXIT.refused;
+  }
+  // Schema version and migration checksums: the store refuses to open when they disagree.
+  const target = await executionTargetOpen(storeTarget);
+  const tty = (io.stderr as NodeJS.WriteStream).isTTY === true;
+  let completed = 0;
+  let fatal: string | null = null;
+  let wake: (() => void) | undefined;
+  const stopped = new Promise<void>((resolve) => { wake = resolve; });
+  const status = (report: ControlCycleReport | null) => {
+    if (!tty) return;
+    const active = report === null ? '-' : String(report.active);
+    io.stderr.write(`\rpidfence supervise [${options.profile}]: ${active} active on this page, ${completed} completed\x1b[K`);
+  };
+  const app = createExecution({
+    stores: target.stores,
+    receiptDirectory: target.receiptDirectory,
+    profile: options.profile === 'edge' ? 'edge' : options.profile === 'standalone' ? 'standalone' : (() => { throw new PidfenceError('--profile must be edge or standalone.', 'ERR_PIDFENCE_INVALID_PROFILE'); })(),
+    graceMs,
+    drainScope: 'all',
+    keepAlive: true,
+    onCycle: status,
+    onCompleted: () => { completed += 1; },
+    onFatal: (code) => { fatal = code; wake?.(); },
+  });
+  const recovered = await app.recover();
+  if (tty) io.stderr.write(`pidfence supervise: recovered ${recovered.completed} finished, ${recovered.running} running, ${recovered.unproven} unproven\n`);
+  const onSignal = () => wake?.();
+  process.once('SIGTERM', onSignal);
+  process.once('SIGINT', onSignal);
+  app.start();
+  io.stdout.write('pidfence supervise: ready\n');
+  await stopped;
+  process.removeListener('SIGTERM', onSignal);
+  process.removeListener('SIGINT', onSignal);
+  const report = await app.drain();
+  if (tty) io.stderr.write('\n');
+  io.stdout.write(`pidfence supervise: drain ${report.outcome} (${report.converged} converged, ${report.remaining} remaining)\n`);
+  if (fatal !== null) {
+    io.stderr.write(`pidfence: supervise stopped after repeated failures (${fatal as string}).\n`);
+    return EXIT.storeUnavailable;
+  }
+  return report.outcome === 'drained' ? EXIT.ok : EXIT.failure;
+}

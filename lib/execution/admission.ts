@@ -1,0 +1,118 @@
+// Admission (ADR-0072 §1-2, §5): creates the run and a `claimed` attempt with its receipt-token
+// digest, marks it `starting`, starts the launcher as a process-group leader and stores its durable
+// handle (`running`). The command, arguments and environment never reach the store, an event or a
+// log. The launcher's exit reaches the lifecycle only as a coalesced notice (no completion Promise).
+import { randomUUID } from 'node:crypto';
+
+import { PidfenceError, PidfenceRangeError, PidfenceTypeError } from '../base/errors';
+import { validateId, type AttemptActiveStatus } from '../contract/index';
+import { LocalProcessController, type GroupLeaderSpawnOptions } from '../process/index';
+import type { RunStore } from '../store/run-store';
+import { launchAttempt } from './launcher';
+import type { CompletionNotices } from './notices';
+import { createReceiptToken, receiptTokenDigest } from './receipts';
+
+/** The TERM grace when admission must undo a start whose handle could not be stored. */
+export const ADMISSION_UNDO_GRACE_MS = 1_000;
+export const ARGS_MAX = 4096;
+
+export interface AdmitRequest {
+  readonly projectId: string;
+  /** Default: a fresh `run-<uuid>`. */
+  readonly runId?: string;
+  readonly command: string;
+  readonly args?: readonly string[];
+  /** Relative: the store turns it into the attempt's absolute deadline. */
+  readonly timeoutMs?: number;
+  readonly env?: NodeJS.ProcessEnv;
+  readonly stdio?: GroupLeaderSpawnOptions['stdio'];
+  readonly cwd?: string;
+}
+
+/** Low-sensitivity: ids and the attempt's state only. */
+export type AdmitOutcome =
+  | { readonly kind: 'admitted'; readonly runId: string; readonly attemptId: string; readonly status: AttemptActiveStatus }
+  | { readonly kind: 'refused'; readonly reason: 'closed' | 'run_exists' };
+
+export interface AdmissionOptions {
+  readonly runStore: RunStore;
+  readonly notices: CompletionNotices;
+  readonly receiptDirectory: string;
+}
+
+function validateRequest(request: AdmitRequest): { command: string; args: readonly string[] } {
+  if (typeof request.command !== 'string' || request.command.length === 0) {
+    throw new PidfenceTypeError('command must be a non-empty string (the program to run).', 'ERR_PIDFENCE_INVALID_COMMAND');
+  }
+  const args = request.args ?? [];
+  if (!Array.isArray(args) || args.length > ARGS_MAX || !args.every((arg) => typeof arg === 'string')) {
+    throw new PidfenceRangeError(`args must be an array of at most ${ARGS_MAX} strings.`, 'ERR_PIDFENCE_INVALID_COMMAND');
+  }
+  return { command: request.command, args };
+}
+
+export class Admission {
+  readonly #runStore: RunStore;
+  readonly #notices: CompletionNotices;
+  readonly #receiptDirectory: string;
+  #open = true;
+  #inFlight = new Set<Promise<unknown>>();
+
+  constructor(options: AdmissionOptions) {
+    this.#runStore = options.runStore;
+    this.#notices = options.notices;
+    this.#receiptDirectory = options.receiptDirectory;
+  }
+
+  get open(): boolean {
+    return this.#open;
+  }
+
+  /** Stops admitting; resolves when admissions already under way have stored their handle. */
+  async close(): Promise<void> {
+    this.#open = false;
+    await Promise.allSettled([...this.#inFlight]);
+  }
+
+  admit(request: AdmitRequest): Promise<AdmitOutcome> {
+    if (!this.#open) return Promise.resolve({ kind: 'refused', reason: 'closed' });
+    const work = this.#admit(request);
+    this.#inFlight.add(work);
+    void work.finally(() => this.#inFlight.delete(work)).catch(() => undefined);
+    return work;
+  }
+
+  async #admit(request: AdmitRequest): Promise<AdmitOutcome> {
+    const { command, args } = validateRequest(request);
+    const runId = request.runId === undefined ? `run-${randomUUID()}` : validateId(request.runId, 'runId');
+    const attemptId = `${runId}-a1`;
+    const created = await this.#runStore.createRun({ runId, projectId: request.projectId });
+    if (created.kind === 'exists') return { kind: 'refused', reason: 'run_exists' };
+    const token = createReceiptToken();
+    const attempt = await this.#runStore.createAttempt({
+      runId, attemptId, receiptTokenDigest: receiptTokenDigest(token), ...(request.timeoutMs === undefined ? {} : { timeoutMs: request.timeoutMs }),
+    });
+    if (attempt.kind !== 'created') throw new PidfenceError(`the new run's attempt could not be created (${attempt.kind}).`, 'ERR_PIDFENCE_ADMISSION_FAILED');
+    // `starting` is written before the spawn: a crash from here on may leave a process, never a lie.
+    const starting = await this.#runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'starting' });
+    if (starting.kind !== 'advanced') return { kind: 'admitted', runId, attemptId, status: 'claimed' };
+
+    const launched = launchAttempt({
+      receiptDirectory: this.#receiptDirectory, runId, attemptId, token, command, args,
+      ...(request.env === undefined ? {} : { env: request.env }),
+      ...(request.stdio === undefined ? {} : { stdio: request.stdio }),
+      ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
+    });
+    void launched.exited.then(() => this.#notices.add({ runId, attemptId }));
+    if (launched.handle === null || launched.pid === null) return { kind: 'admitted', runId, attemptId, status: 'starting' };
+    try {
+      const running = await this.#runStore.advanceAttempt({ runId, attemptId, from: 'starting', to: 'running', pid: launched.pid, handle: launched.handle });
+      return { kind: 'admitted', runId, attemptId, status: running.kind === 'advanced' ? 'running' : 'starting' };
+    } catch (error) {
+      // The store lost the handle: the only proof of this process is in memory. Stop it through the
+      // verified controller before reporting, so no unprovable process is left behind.
+      await new LocalProcessController().requestTermination({ attemptPid: launched.pid, handle: launched.handle, graceMs: ADMISSION_UNDO_GRACE_MS });
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,175 @@
+// The one completion processor (ADR-0072 §1-3), shared by online completion, the periodic page,
+// the shutdown drain and startup recovery: reread attempt and run, authenticate the exact receipt,
+// commit attempt and run terminal states with their events in one transaction, and only then
+// delete the receipt. A late or repeated receipt never rewrites a terminal state; an invalid one is
+// quarantined after its intent was saved. Without a receipt, an attempt ends only on proof.
+import { randomUUID } from 'node:crypto';
+
+import type { AttemptRecord, RunRecord, RunTerminalStatus } from '../contract/index';
+import { signalVerified } from '../native/index';
+import { handleExpectedIdentity, parseHandle } from '../process/index';
+import type { CompletionCause, ExecutionStore, QuarantineReason } from '../store/execution-store';
+import type { RunStore } from '../store/run-store';
+import type { AttemptRef } from './notices';
+import {
+  RECEIPT_CALLBACK_SEQ,
+  RECEIPT_CLOCK_SKEW_MS,
+  digestsEqual,
+  receiptDelete,
+  receiptQuarantine,
+  receiptRead,
+  receiptTokenDigest,
+  type CompletionReceipt,
+} from './receipts';
+
+/** Low-sensitivity: no PID, handle, token or command. */
+export type CompletionOutcome =
+  | { readonly kind: 'completed'; readonly status: RunTerminalStatus; readonly cause: CompletionCause; readonly exitCode: number | null; readonly signal: string | null }
+  /** The attempt was terminal already; a receipt found for it was authenticated and cleaned up. */
+  | { readonly kind: 'terminal'; readonly status: RunTerminalStatus; readonly lateReceipt: boolean }
+  | { readonly kind: 'quarantined'; readonly reason: QuarantineReason }
+  /** Still active: no receipt and the process is alive (or not started yet). */
+  | { readonly kind: 'active' }
+  /** Still active: no receipt and nothing proves the process gone (no handle, unsupported, mismatch). */
+  | { readonly kind: 'unproven' }
+  | { readonly kind: 'missing' };
+
+export interface CompletionProcessorOptions {
+  readonly runStore: Pick<RunStore, 'getRun' | 'getAttempt'>;
+  readonly executionStore: ExecutionStore;
+  readonly receiptDirectory: string;
+  /** The store's idea of now for the receipt's time bound (defaults to Date.now). */
+  readonly clock?: () => number;
+}
+
+function isTerminal(status: string): status is RunTerminalStatus {
+  return status === 'succeeded' || status === 'failed' || status === 'cancelled' || status === 'timed_out';
+}
+
+function cancelStatus(run: RunRecord): RunTerminalStatus {
+  return run.cancelReason === 'timeout' ? 'timed_out' : 'cancelled';
+}
+
+/** Cancel intent that came before the job finished decides; a job that finished first keeps its exit. */
+export function statusForReceipt(receipt: CompletionReceipt, run: RunRecord): RunTerminalStatus {
+  if (run.cancelRequestedAtMs !== null && receipt.finishedAtMs >= run.cancelRequestedAtMs) return cancelStatus(run);
+  return receipt.exitCode === 0 ? 'succeeded' : 'failed';
+}
+
+export class CompletionProcessor {
+  readonly #runStore: CompletionProcessorOptions['runStore'];
+  readonly #store: ExecutionStore;
+  readonly #directory: string;
+  readonly #clock: () => number;
+
+  constructor(options: CompletionProcessorOptions) {
+    this.#runStore = options.runStore;
+    this.#store = options.executionStore;
+    this.#directory = options.receiptDirectory;
+    this.#clock = options.clock ?? Date.now;
+  }
+
+  /**
+   * Everything known about one attempt, converged as far as proof allows. `allowNeverStarted`: a
+   * `claimed` attempt without intent may be ended (startup recovery only: nothing can be spawning).
+   */
+  async process(ref: AttemptRef, options: { readonly allowNeverStarted?: boolean } = {}): Promise<CompletionOutcome> {
+    const attempt = await this.#runStore.getAttempt(ref.runId, ref.attemptId);
+    const run = await this.#runStore.getRun(ref.runId);
+    if (attempt === null || run === null) return { kind: 'missing' };
+    const first = await this.#fromReceipt(attempt, run);
+    if (first !== null) return first;
+    if (isTerminal(attempt.status)) return { kind: 'terminal', status: attempt.status, lateReceipt: false };
+
+    if (attempt.status === 'claimed') {
+      if (run.cancelRequestedAtMs === null && options.allowNeverStarted !== true) return { kind: 'active' };
+      const status = run.cancelRequestedAtMs === null ? 'failed' : cancelStatus(run);
+      return this.#commit(attempt, status, 'never_started', null, false);
+    }
+    if (attempt.handle === null) return { kind: 'unproven' };
+    const gone = this.#provedGone(attempt.handle);
+    if (gone !== true) return gone === false ? { kind: 'active' } : { kind: 'unproven' };
+    // The leader (the launcher) is gone, so its receipt is final: read again before concluding.
+    const second = await this.#fromReceipt(attempt, run);
+    if (second !== null) return second;
+    return run.cancelRequestedAtMs === null
+      ? this.#commit(attempt, 'failed', 'lost', null, false)
+      : this.#commit(attempt, cancelStatus(run), 'stopped', null, false);
+  }
+
+  /** true: the recorded leader has exited; false: it runs; null: nothing can be proved. */
+  #provedGone(handle: string): boolean | null {
+    let expected;
+    try {
+      expected = handleExpectedIdentity(parseHandle(handle));
+    } catch {
+      return null;
+    }
+    const probe = signalVerified(expected, 0, { group: false });
+    if (probe.outcome === 'already_exited') return true;
+    if (probe.outcome === 'signalled') return false;
+    return null;
+  }
+
+  async #fromReceipt(attempt: AttemptRecord, run: RunRecord): Promise<CompletionOutcome | null> {
+    const read = receiptRead(this.#directory, attempt.attemptId);
+    if (read.kind === 'absent') return null;
+    if (read.kind === 'malformed') return this.#quarantine(attempt, 'malformed');
+    const reason = await this.#authenticate(read.receipt, attempt);
+    if (reason !== null) return this.#quarantine(attempt, reason);
+    if (isTerminal(attempt.status)) return this.#cleanLate(attempt, attempt.status);
+    const receipt = read.receipt;
+    const outcome = await this.#commit(attempt, statusForReceipt(receipt, run), 'receipt', receipt, true);
+    if (outcome.kind === 'terminal') return this.#cleanLate(attempt, outcome.status);
+    if (outcome.kind === 'completed') {
+      receiptDelete(this.#directory, attempt.attemptId);
+      await this.#store.closeJournalEntry({ attemptId: attempt.attemptId, action: 'delete' });
+    }
+    return outcome;
+  }
+
+  async #authenticate(receipt: CompletionReceipt, attempt: AttemptRecord): Promise<QuarantineReason | null> {
+    if (receipt.runId !== attempt.runId || receipt.attemptId !== attempt.attemptId) return 'identity';
+    if (attempt.receiptTokenDigest === null) return 'token';
+    const digest = receiptTokenDigest(receipt.token);
+    if (!digestsEqual(digest, attempt.receiptTokenDigest)) return 'token';
+    const owner = await this.#store.attemptByReceiptDigest(digest);
+    if (owner === null || owner.runId !== attempt.runId || owner.attemptId !== attempt.attemptId) return 'token';
+    // The same callback sequence, or (for a terminal attempt) the next one: nothing else.
+    const maxSeq = isTerminal(attempt.status) ? RECEIPT_CALLBACK_SEQ + 1 : RECEIPT_CALLBACK_SEQ;
+    if (receipt.seq < RECEIPT_CALLBACK_SEQ || receipt.seq > maxSeq) return 'sequence';
+    const now = this.#clock();
+    if (receipt.startedAtMs < attempt.createdAtMs - RECEIPT_CLOCK_SKEW_MS || receipt.finishedAtMs < receipt.startedAtMs || receipt.finishedAtMs > now + RECEIPT_CLOCK_SKEW_MS) {
+      return 'time';
+    }
+    return null;
+  }
+
+  async #commit(attempt: AttemptRecord, status: RunTerminalStatus, cause: CompletionCause, receipt: CompletionReceipt | null, journal: boolean): Promise<CompletionOutcome> {
+    const exit = receipt === null ? null : { exitCode: receipt.exitCode, signal: receipt.signal };
+    const result = await this.#store.completeAttempt({
+      runId: attempt.runId, attemptId: attempt.attemptId, status, cause, exit, attemptEventId: `evt-${randomUUID()}`, runEventId: `evt-${randomUUID()}`, journalReceipt: journal,
+    });
+    if (result.kind === 'missing') return { kind: 'missing' };
+    if (result.kind === 'already_terminal') {
+      const current = result.attempt.status;
+      return { kind: 'terminal', status: isTerminal(current) ? current : status, lateReceipt: false };
+    }
+    return { kind: 'completed', status, cause, exitCode: exit?.exitCode ?? null, signal: exit?.signal ?? null };
+  }
+
+  /** Intent first (a journal row), then the move, then the row is closed. */
+  async #quarantine(attempt: AttemptRecord, reason: QuarantineReason): Promise<CompletionOutcome> {
+    await this.#store.recordQuarantineIntent({ runId: attempt.runId, attemptId: attempt.attemptId, reason });
+    receiptQuarantine(this.#directory, attempt.attemptId);
+    await this.#store.closeJournalEntry({ attemptId: attempt.attemptId, action: 'quarantine' });
+    return { kind: 'quarantined', reason };
+  }
+
+  async #cleanLate(attempt: AttemptRecord, status: RunTerminalStatus): Promise<CompletionOutcome> {
+    await this.#store.recordReceiptDeletion({ runId: attempt.runId, attemptId: attempt.attemptId });
+    receiptDelete(this.#directory, attempt.attemptId);
+    await this.#store.closeJournalEntry({ attemptId: attempt.attemptId, action: 'delete' });
+    return { kind: 'terminal', status, lateReceipt: true };
+  }
+}

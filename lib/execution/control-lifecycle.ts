@@ -1,0 +1,205 @@
+// LocalExecutionControlLifecycle (ADR-0072 §4): the application's one periodic timer. Each serial,
+// non-overlapping cycle takes the completion notices, one page of due deadlines (→ durable timeout
+// intent), one dispatch cycle (cancellations → exact stops), one page of active attempts (receipts
+// and proven exits), and every cleanup period one page of the receipt journal. No per-task timer,
+// watcher or directory scan; every page, wait and notice set is bounded.
+import { PidfenceError } from '../base/errors';
+import { RateLimitedDiagnostics, diagnosticCode, type DiagnosticsCallback } from '../dispatch/diagnostics';
+import type { ActiveCursor, ExecutionStore } from '../store/execution-store';
+import type { CompletionOutcome, CompletionProcessor } from './completion-processor';
+import type { DeadlineSource } from './deadlines';
+import type { CompletionNotices } from './notices';
+import type { ExecutionProfile } from './profiles';
+import { receiptDelete, receiptQuarantine } from './receipts';
+
+/** Consecutive failed cycles after which the lifecycle reports itself failed (onFatal). */
+export const CYCLE_FAILURE_LIMIT = 3;
+export const LIFECYCLE_STOP_TIMEOUT_MS = 10_000;
+
+export interface ControlCycleReport {
+  readonly notices: number;
+  readonly deadlines: number;
+  readonly dispatched: number;
+  readonly active: number;
+  readonly completed: number;
+  readonly cleaned: number;
+}
+
+export interface ControlLifecycleOptions {
+  readonly profile: ExecutionProfile;
+  readonly executionStore: ExecutionStore;
+  readonly processor: CompletionProcessor;
+  readonly deadlines: DeadlineSource;
+  /** The dispatch path (a Supervisor): one bounded cycle of due cancellations. */
+  readonly dispatch: { runCycle(): Promise<{ readonly dispatched: number }> };
+  readonly notices: CompletionNotices;
+  readonly receiptDirectory: string;
+  readonly diagnostics?: DiagnosticsCallback;
+  /** After CYCLE_FAILURE_LIMIT consecutive failed cycles (a store gone, readiness lost). */
+  readonly onFatal?: (code: string) => void;
+  /** Every completion the lifecycle committed (low-sensitivity). */
+  readonly onCompleted?: (ref: { readonly runId: string; readonly attemptId: string }, outcome: CompletionOutcome) => void;
+  /** After every completed control cycle (a status line, a metric); counts only. */
+  readonly onCycle?: (report: ControlCycleReport) => void;
+  /** Keep the process alive on the timer (a long-lived supervisor); default false (unref'd). */
+  readonly keepAlive?: boolean;
+  readonly clock?: () => number;
+}
+
+export type LifecycleState = 'stopped' | 'running' | 'stopping';
+
+export class ControlLifecycle {
+  readonly #options: ControlLifecycleOptions;
+  readonly #diagnostics: RateLimitedDiagnostics;
+  readonly #clock: () => number;
+  #state: LifecycleState = 'stopped';
+  #timer: NodeJS.Timeout | null = null;
+  #inFlight: Promise<void> | null = null;
+  #activeCursor: ActiveCursor | null = null;
+  #lastCleanupMs = -Infinity;
+  #failures = 0;
+  #stopping: Promise<{ drained: boolean }> | null = null;
+  #cycles = 0;
+
+  constructor(options: ControlLifecycleOptions) {
+    this.#options = options;
+    this.#clock = options.clock ?? Date.now;
+    this.#diagnostics = new RateLimitedDiagnostics(options.diagnostics, 6);
+    options.notices.onNotice = () => this.#pullForward();
+  }
+
+  get state(): LifecycleState {
+    return this.#state;
+  }
+
+  get cycles(): number {
+    return this.#cycles;
+  }
+
+  /** Creates the one timer; the first cycle runs at once (recovery continues where startup left). */
+  start(): void {
+    if (this.#state !== 'stopped' || this.#inFlight !== null) {
+      throw new PidfenceError('the execution lifecycle is already started or still draining a cycle; call stop() first.', 'ERR_PIDFENCE_LIFECYCLE_STARTED');
+    }
+    this.#state = 'running';
+    this.#stopping = null;
+    this.#schedule(0);
+  }
+
+  /** Idempotent: cancels the timer and waits (bounded) for a running cycle. */
+  stop(timeoutMs = LIFECYCLE_STOP_TIMEOUT_MS): Promise<{ drained: boolean }> {
+    if (this.#stopping !== null) return this.#stopping;
+    if (this.#state === 'stopped') return Promise.resolve({ drained: this.#inFlight === null });
+    this.#state = 'stopping';
+    if (this.#timer !== null) clearTimeout(this.#timer);
+    this.#timer = null;
+    this.#stopping = (async () => {
+      let drained = true;
+      if (this.#inFlight !== null) {
+        let timeout: NodeJS.Timeout | undefined;
+        const timedOut = new Promise<false>((resolve) => { timeout = setTimeout(() => resolve(false), timeoutMs); });
+        drained = await Promise.race([this.#inFlight.then(() => true as const), timedOut]);
+        clearTimeout(timeout);
+      }
+      this.#state = 'stopped';
+      return { drained };
+    })();
+    return this.#stopping;
+  }
+
+  /** One control cycle now (tests, drain, the CLI's first pass); never overlaps a timer cycle. */
+  async runCycle(): Promise<ControlCycleReport> {
+    while (this.#inFlight !== null) await this.#inFlight;
+    let report: ControlCycleReport | undefined;
+    const cycle = this.#cycle().then((value) => { report = value; });
+    this.#inFlight = cycle.then(() => undefined, () => undefined);
+    try {
+      await cycle;
+    } finally {
+      this.#inFlight = null;
+    }
+    return report as ControlCycleReport;
+  }
+
+  #schedule(delayMs: number): void {
+    const timer = setTimeout(() => this.#tick(), delayMs);
+    if (this.#options.keepAlive !== true) timer.unref();
+    this.#timer = timer;
+  }
+
+  /** A notice pulls the one timer forward instead of adding another. */
+  #pullForward(): void {
+    if (this.#state !== 'running' || this.#inFlight !== null || this.#timer === null) return;
+    clearTimeout(this.#timer);
+    this.#schedule(0);
+  }
+
+  #tick(): void {
+    this.#timer = null;
+    if (this.#state !== 'running') return;
+    const cycle = this.#cycle().then(
+      (report) => {
+        this.#failures = 0;
+        try {
+          this.#options.onCycle?.(report);
+        } catch {
+          // an observer must not stop the lifecycle
+        }
+      },
+      (error: unknown) => {
+        const code = diagnosticCode(error);
+        this.#diagnostics.report(code);
+        this.#failures += 1;
+        if (this.#failures >= CYCLE_FAILURE_LIMIT) this.#options.onFatal?.(code);
+      },
+    ).finally(() => {
+      this.#inFlight = null;
+      if (this.#state === 'running' && this.#timer === null) this.#schedule(this.#options.notices.size > 0 ? 0 : this.#options.profile.controlPeriodMs);
+    });
+    this.#inFlight = cycle;
+  }
+
+  async #cycle(): Promise<ControlCycleReport> {
+    this.#cycles += 1;
+    const { processor, notices, profile } = this.#options;
+    let completed = 0;
+    const noticed = notices.take();
+    for (const ref of noticed) completed += this.#report(ref, await processor.process(ref));
+    const deadlines = await this.#options.deadlines.runPage();
+    const dispatch = await this.#options.dispatch.runCycle();
+    const page = await this.#options.executionStore.activeAttemptsPage(this.#activeCursor === null ? { limit: profile.controlPage } : { limit: profile.controlPage, after: this.#activeCursor });
+    this.#activeCursor = page.next;
+    for (const item of page.items) completed += this.#report(item, await processor.process(item));
+    const cleaned = await this.#cleanupIfDue();
+    return { notices: noticed.length, deadlines: deadlines.requested, dispatched: dispatch.dispatched, active: page.items.length, completed, cleaned };
+  }
+
+  #report(ref: { readonly runId: string; readonly attemptId: string }, outcome: CompletionOutcome): number {
+    if (outcome.kind !== 'completed') return 0;
+    try {
+      this.#options.onCompleted?.({ runId: ref.runId, attemptId: ref.attemptId }, outcome);
+    } catch {
+      // a throwing observer must not stop the lifecycle
+    }
+    return 1;
+  }
+
+  /** Low-frequency: one page of open journal rows, each file action done at its exact path. */
+  async #cleanupIfDue(): Promise<number> {
+    const now = this.#clock();
+    if (now - this.#lastCleanupMs < this.#options.profile.cleanupPeriodMs) return 0;
+    this.#lastCleanupMs = now;
+    return cleanupJournalPage(this.#options.executionStore, this.#options.receiptDirectory, this.#options.profile.cleanupPage);
+  }
+}
+
+/** Finishes journalled file actions (a crash between commit and delete, or intent and move). */
+export async function cleanupJournalPage(store: ExecutionStore, receiptDirectory: string, limit: number): Promise<number> {
+  const page = await store.openJournalPage({ limit });
+  for (const entry of page.items) {
+    if (entry.action === 'delete') receiptDelete(receiptDirectory, entry.attemptId);
+    else receiptQuarantine(receiptDirectory, entry.attemptId);
+    await store.closeJournalEntry({ attemptId: entry.attemptId, action: entry.action });
+  }
+  return page.items.length;
+}

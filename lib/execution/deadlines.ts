@@ -1,0 +1,38 @@
+// Deadlines (ADR-0072 §3): a due deadline first becomes durable `timeout` cancel intent (cancel
+// reason, time and `run.cancel_requested` in one transaction); only the dispatch path, which reads
+// durable intent, may then stop the process. A store failure rejects: no intent, so no signal.
+import { randomUUID } from 'node:crypto';
+
+import type { ExecutionStore } from '../store/execution-store';
+import type { RunStore } from '../store/run-store';
+
+export interface DeadlinePass {
+  readonly due: number;
+  /** Intent written now. */
+  readonly requested: number;
+  /** The run already had intent (user/policy/shutdown kept) or ended meanwhile. */
+  readonly kept: number;
+}
+
+export class DeadlineSource {
+  readonly #store: Pick<ExecutionStore, 'dueDeadlinesPage'>;
+  readonly #runStore: Pick<RunStore, 'requestCancellation'>;
+  readonly #pageSize: number;
+
+  constructor(options: { readonly executionStore: Pick<ExecutionStore, 'dueDeadlinesPage'>; readonly runStore: Pick<RunStore, 'requestCancellation'>; readonly pageSize: number }) {
+    this.#store = options.executionStore;
+    this.#runStore = options.runStore;
+    this.#pageSize = options.pageSize;
+  }
+
+  /** One page of due deadlines: each turned into `timeout` intent, one transaction each. */
+  async runPage(): Promise<DeadlinePass> {
+    const page = await this.#store.dueDeadlinesPage({ limit: this.#pageSize });
+    let requested = 0;
+    for (const item of page.items) {
+      const outcome = await this.#runStore.requestCancellation({ runId: item.runId, reason: 'timeout', eventId: `evt-${randomUUID()}` });
+      if (outcome.kind === 'requested') requested += 1;
+    }
+    return { due: page.items.length, requested, kept: page.items.length - requested };
+  }
+}

@@ -1,0 +1,23 @@
+// pidfence/execution: the local execution lifecycle (ADR-0072): admission and the launcher,
+// completion receipts and the one completion processor, deadlines, the one control timer, the
+// admission-first shutdown drain and startup recovery. Concrete stores are wired by the caller.
+export { Admission, ADMISSION_UNDO_GRACE_MS, type AdmitOutcome, type AdmitRequest } from './admission';
+export { createExecution, STOP_GRACE_DEFAULT_MS, type ExecutionApplication, type ExecutionOptions, type ExecutionStores } from './application';
+export { CompletionProcessor, statusForReceipt, type CompletionOutcome, type CompletionProcessorOptions } from './completion-processor';
+export { ControlLifecycle, CYCLE_FAILURE_LIMIT, cleanupJournalPage, type ControlCycleReport, type ControlLifecycleOptions } from './control-lifecycle';
+export { DeadlineSource, type DeadlinePass } from './deadlines';
+export { ExecutionDrain, DRAIN_TIMEOUT_DEFAULT_MS, type DrainReport } from './drain';
+export { LAUNCHER_SCRIPT, launchAttempt, type LaunchRequest, type Launched } from './launcher';
+export { CompletionNotices, NOTICES_MAX, type AttemptRef } from './notices';
+export { EXECUTION_PROFILES, executionProfile, type ExecutionProfile, type ExecutionProfileName } from './profiles';
+export {
+  RECEIPT_CALLBACK_SEQ,
+  createReceiptToken,
+  receiptParse,
+  receiptPaths,
+  receiptRead,
+  receiptTokenDigest,
+  receiptWriteAtomic,
+  type CompletionReceipt,
+} from './receipts';
+export { recoverExecutions, RECOVERY_PAGES_MAX, type RecoveryReport } from './recovery';

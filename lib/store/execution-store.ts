@@ -1,0 +1,120 @@
+// The execution store interface both stores implement (ADR-0072 §2-5): bounded keyset pages of
+// active attempts and due deadlines, the receipt-digest lookup, the terminal CAS that writes the
+// attempt and run terminal states with both events in one transaction, and the receipt journal.
+import type { AttemptActiveStatus, AttemptRecord, CancelReason, RunRecord, RunTerminalStatus } from '../contract/index';
+
+/** ADR-0072 §3: a source page never holds more than this. */
+export const EXECUTION_PAGE_MAX = 64;
+
+export interface ActiveAttempt {
+  readonly runId: string;
+  readonly attemptId: string;
+  readonly status: AttemptActiveStatus;
+  readonly hasHandle: boolean;
+  readonly cancelRequestedAtMs: number | null;
+  readonly cancelReason: CancelReason | null;
+}
+
+export interface ActiveCursor {
+  readonly runId: string;
+}
+
+export interface DueDeadline {
+  readonly runId: string;
+  readonly attemptId: string;
+  readonly dueAtMs: number;
+}
+
+export interface DeadlineCursor {
+  readonly dueAtMs: number;
+  readonly runId: string;
+  readonly attemptId: string;
+}
+
+export interface Page<T, C> {
+  readonly items: readonly T[];
+  /** null: the source is exhausted. */
+  readonly next: C | null;
+}
+
+/** How the attempt ended, as far as pidfence can prove it (low-sensitivity: no PID, command, token). */
+export type CompletionCause =
+  /** An authenticated completion receipt. */
+  | 'receipt'
+  /** Cancelled before any process existed (a `claimed` attempt). */
+  | 'never_started'
+  /** The exact process group was proved gone after a stop, and no receipt exists. */
+  | 'stopped'
+  /** The exact process group was proved gone without a stop or a receipt (the launcher died). */
+  | 'lost';
+
+export interface AttemptExit {
+  readonly exitCode: number | null;
+  readonly signal: string | null;
+}
+
+export interface CompleteAttemptCommand {
+  readonly runId: string;
+  readonly attemptId: string;
+  readonly status: RunTerminalStatus;
+  readonly cause: CompletionCause;
+  readonly exit: AttemptExit | null;
+  readonly attemptEventId: string;
+  readonly runEventId: string;
+  /** Journal the receipt for deletion in the same transaction (cause `receipt`). */
+  readonly journalReceipt: boolean;
+}
+
+export type CompleteAttemptOutcome =
+  | { readonly kind: 'completed'; readonly run: RunRecord; readonly attempt: AttemptRecord }
+  | { readonly kind: 'already_terminal'; readonly attempt: AttemptRecord }
+  | { readonly kind: 'missing' };
+
+export type QuarantineReason = 'malformed' | 'identity' | 'token' | 'sequence' | 'time';
+export const QUARANTINE_REASONS: readonly QuarantineReason[] = ['malformed', 'identity', 'token', 'sequence', 'time'];
+
+export interface JournalEntry {
+  readonly runId: string;
+  readonly attemptId: string;
+  readonly action: 'delete' | 'quarantine';
+  readonly createdAtMs: number;
+}
+
+export interface JournalCursor {
+  readonly createdAtMs: number;
+  readonly attemptId: string;
+  readonly action: 'delete' | 'quarantine';
+}
+
+export interface AttemptEvent {
+  readonly id: string;
+  readonly runId: string;
+  readonly attemptId: string;
+  readonly seq: number;
+  readonly type: 'attempt.terminal';
+  readonly payload: unknown;
+  readonly createdAtMs: number;
+}
+
+export interface ExecutionStore {
+  /** Active attempts in run-id order (one active attempt per run), at most `limit` (≤ 64). */
+  activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor }): Promise<Page<ActiveAttempt, ActiveCursor>>;
+  /** Active attempts past their deadline whose run has no cancel intent yet, (dueAtMs, runId, attemptId) order. */
+  dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor }): Promise<Page<DueDeadline, DeadlineCursor>>;
+  /** The attempt a receipt-token digest belongs to, or null. */
+  attemptByReceiptDigest(digest: string): Promise<{ readonly runId: string; readonly attemptId: string } | null>;
+  /**
+   * ADR-0072 §2: in one transaction, CAS the active attempt to `status` with an `attempt.terminal`
+   * event, then the active run with a `run.terminal` event (and the receipt's delete journal row).
+   */
+  completeAttempt(command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome>;
+  /** Saves a quarantine intent before the receipt file moves; idempotent. */
+  recordQuarantineIntent(command: { readonly runId: string; readonly attemptId: string; readonly reason: QuarantineReason }): Promise<void>;
+  /** Journal the deletion of a late or repeated receipt of a terminal attempt; idempotent. */
+  recordReceiptDeletion(command: { readonly runId: string; readonly attemptId: string }): Promise<void>;
+  /** Open journal rows, oldest first. */
+  openJournalPage(query: { readonly limit: number; readonly after?: JournalCursor }): Promise<Page<JournalEntry, JournalCursor>>;
+  /** The file action of a journal row happened. */
+  closeJournalEntry(entry: { readonly attemptId: string; readonly action: 'delete' | 'quarantine' }): Promise<void>;
+  listAttemptEvents(runId: string, attemptId: string): Promise<AttemptEvent[]>;
+}

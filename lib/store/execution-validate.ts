@@ -1,0 +1,97 @@
+// Validators of the execution store's queries and commands (ADR-0072 §2-3), shared by both stores:
+// exact shapes, page limits ≤ 64, the terminal status and cause enums.
+import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
+import {
+  EPOCH_MS_MAX,
+  RUN_TERMINAL_STATUSES,
+  validateBoundedInteger,
+  validateEnum,
+  validateExactShape,
+  validateId,
+} from '../contract/index';
+import {
+  EXECUTION_PAGE_MAX,
+  QUARANTINE_REASONS,
+  type ActiveCursor,
+  type CompleteAttemptCommand,
+  type CompletionCause,
+  type DeadlineCursor,
+  type JournalCursor,
+  type QuarantineReason,
+} from './execution-store';
+
+const CAUSES: readonly CompletionCause[] = ['receipt', 'never_started', 'stopped', 'lost'];
+const JOURNAL_ACTIONS = ['delete', 'quarantine'] as const;
+const SIGNAL_NAME = /^SIG[A-Z0-9+-]{1,12}$/;
+
+export function validatePageLimit(value: unknown): number {
+  return validateBoundedInteger(value, 'limit', 1, EXECUTION_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
+}
+
+function epoch(value: unknown, what: string): number {
+  return validateBoundedInteger(value, what, 0, EPOCH_MS_MAX, 'ERR_PIDFENCE_INVALID_CURSOR');
+}
+
+export function validateActivePageQuery(value: unknown): { limit: number; after: ActiveCursor | null } {
+  const input = validateExactShape(value, 'active attempts page query', ['limit'], ['after']);
+  if (input.after === undefined) return { limit: validatePageLimit(input.limit), after: null };
+  const after = validateExactShape(input.after, 'active attempts cursor', ['runId']);
+  return { limit: validatePageLimit(input.limit), after: { runId: validateId(after.runId, 'cursor runId') } };
+}
+
+export function validateDeadlinePageQuery(value: unknown): { limit: number; after: DeadlineCursor | null } {
+  const input = validateExactShape(value, 'due deadlines page query', ['limit'], ['after']);
+  if (input.after === undefined) return { limit: validatePageLimit(input.limit), after: null };
+  const after = validateExactShape(input.after, 'due deadlines cursor', ['dueAtMs', 'runId', 'attemptId']);
+  return {
+    limit: validatePageLimit(input.limit),
+    after: { dueAtMs: epoch(after.dueAtMs, 'cursor dueAtMs'), runId: validateId(after.runId, 'cursor runId'), attemptId: validateId(after.attemptId, 'cursor attemptId') },
+  };
+}
+
+export function validateJournalPageQuery(value: unknown): { limit: number; after: JournalCursor | null } {
+  const input = validateExactShape(value, 'journal page query', ['limit'], ['after']);
+  if (input.after === undefined) return { limit: validatePageLimit(input.limit), after: null };
+  const after = validateExactShape(input.after, 'journal cursor', ['createdAtMs', 'attemptId', 'action']);
+  return {
+    limit: validatePageLimit(input.limit),
+    after: {
+      createdAtMs: epoch(after.createdAtMs, 'cursor createdAtMs'),
+      attemptId: validateId(after.attemptId, 'cursor attemptId'),
+      action: validateEnum(after.action, 'cursor action', JOURNAL_ACTIONS, 'ERR_PIDFENCE_INVALID_CURSOR'),
+    },
+  };
+}
+
+export function validateJournalAction(value: unknown): 'delete' | 'quarantine' {
+  return validateEnum(value, 'action', JOURNAL_ACTIONS, 'ERR_PIDFENCE_INVALID_COMMAND');
+}
+
+export function validateQuarantineReason(value: unknown): QuarantineReason {
+  return validateEnum(value, 'reason', QUARANTINE_REASONS, 'ERR_PIDFENCE_INVALID_COMMAND');
+}
+
+export function validateCompleteAttemptCommand(value: unknown): CompleteAttemptCommand {
+  const input = validateExactShape(value, 'complete-attempt command', ['runId', 'attemptId', 'status', 'cause', 'exit', 'attemptEventId', 'runEventId', 'journalReceipt']);
+  let exit: CompleteAttemptCommand['exit'] = null;
+  if (input.exit !== null) {
+    const raw = validateExactShape(input.exit, 'exit', ['exitCode', 'signal']);
+    const exitCode = raw.exitCode === null ? null : validateBoundedInteger(raw.exitCode, 'exitCode', 0, 255, 'ERR_PIDFENCE_INVALID_COMMAND');
+    if (raw.signal !== null && (typeof raw.signal !== 'string' || !SIGNAL_NAME.test(raw.signal))) {
+      throw new PidfenceRangeError('exit signal must be null or a signal name such as "SIGTERM".', 'ERR_PIDFENCE_INVALID_COMMAND');
+    }
+    const signal = raw.signal as string | null;
+    exit = { exitCode, signal };
+  }
+  if (typeof input.journalReceipt !== 'boolean') throw new PidfenceTypeError('journalReceipt must be a boolean.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  return {
+    runId: validateId(input.runId, 'runId'),
+    attemptId: validateId(input.attemptId, 'attemptId'),
+    status: validateEnum(input.status, 'status', RUN_TERMINAL_STATUSES, 'ERR_PIDFENCE_INVALID_RUN_STATUS'),
+    cause: validateEnum(input.cause, 'cause', CAUSES, 'ERR_PIDFENCE_INVALID_COMMAND'),
+    exit,
+    attemptEventId: validateId(input.attemptEventId, 'attemptEventId'),
+    runEventId: validateId(input.runEventId, 'runEventId'),
+    journalReceipt: input.journalReceipt as boolean,
+  };
+}

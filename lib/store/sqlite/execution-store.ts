@@ -1,0 +1,149 @@
+// SqliteExecutionStore (ADR-0072 §2-3): keyset pages of active attempts and due deadlines on the
+// existing partial indexes, the terminal CAS with attempt and run events in one BEGIN IMMEDIATE
+// transaction, and the receipt journal.
+import {
+  RUN_ACTIVE_STATUSES,
+  validateDigest,
+  validateId,
+  type AttemptRecord,
+  type RunRecord,
+} from '../../contract/index';
+import type {
+  ActiveAttempt,
+  ActiveCursor,
+  AttemptEvent,
+  CompleteAttemptCommand,
+  CompleteAttemptOutcome,
+  DeadlineCursor,
+  DueDeadline,
+  ExecutionStore,
+  JournalCursor,
+  JournalEntry,
+  Page,
+  QuarantineReason,
+} from '../execution-store';
+import {
+  validateActivePageQuery,
+  validateCompleteAttemptCommand,
+  validateDeadlinePageQuery,
+  validateJournalAction,
+  validateJournalPageQuery,
+  validateQuarantineReason,
+} from '../execution-validate';
+import { storeFailure } from '../store-errors';
+import { readClock, type Clock } from './clock';
+import { sqliteWrite } from './write';
+import type { SqliteDatabase } from './database';
+import { prepareExecutionStatements, type ExecutionStatements } from './execution-statements';
+import { appendRunEvent } from './run-events';
+import { prepareStatements, type PreparedStatements } from './statements';
+
+function pageOf<T, C>(items: T[], limit: number, cursor: (last: T) => C): Page<T, C> {
+  const last = items[items.length - 1];
+  return { items, next: items.length === limit && last !== undefined ? cursor(last) : null };
+}
+
+export class SqliteExecutionStore implements ExecutionStore {
+  readonly #database: SqliteDatabase;
+  readonly #run: PreparedStatements;
+  readonly #sql: ExecutionStatements;
+  readonly #clock: Clock;
+
+  constructor(database: SqliteDatabase, options: { readonly clock?: Clock } = {}) {
+    this.#database = database;
+    this.#run = prepareStatements(database);
+    this.#sql = prepareExecutionStatements(database);
+    this.#clock = options.clock ?? Date.now;
+  }
+
+  #write<T>(operation: string, work: (nowMs: number) => T): T {
+    return sqliteWrite(this.#database, this.#clock, operation, work);
+  }
+
+  #read<T>(operation: string, work: () => T): T {
+    try {
+      return work();
+    } catch (error) {
+      throw storeFailure('sqlite', operation, error);
+    }
+  }
+
+  async activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor }): Promise<Page<ActiveAttempt, ActiveCursor>> {
+    const { limit, after } = validateActivePageQuery(query);
+    const rows = this.#read('activeAttemptsPage', () => this.#sql.activeAttemptsPage.all({ afterRunId: after?.runId ?? '', limit })) as Array<Omit<ActiveAttempt, 'hasHandle'> & { hasHandle: number }>;
+    const items = rows.map((row) => ({ ...row, hasHandle: row.hasHandle === 1 }));
+    return pageOf(items, limit, (last) => ({ runId: last.runId }));
+  }
+
+  async dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor }): Promise<Page<DueDeadline, DeadlineCursor>> {
+    const { limit, after } = validateDeadlinePageQuery(query);
+    const nowMs = readClock(this.#clock);
+    const items = this.#read('dueDeadlinesPage', () => this.#sql.dueDeadlinesPage.all({
+      nowMs, afterDueAtMs: after?.dueAtMs ?? -1, afterRunId: after?.runId ?? '', afterAttemptId: after?.attemptId ?? '', limit,
+    })) as DueDeadline[];
+    return pageOf(items, limit, (last) => ({ dueAtMs: last.dueAtMs, runId: last.runId, attemptId: last.attemptId }));
+  }
+
+  async attemptByReceiptDigest(digest: string): Promise<{ readonly runId: string; readonly attemptId: string } | null> {
+    const valid = validateDigest(digest, 'receipt token digest');
+    const row = this.#read('attemptByReceiptDigest', () => this.#sql.attemptByReceiptDigest.get(valid)) as { runId: string; attemptId: string } | undefined;
+    return row ?? null;
+  }
+
+  async completeAttempt(command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
+    const valid = validateCompleteAttemptCommand(command);
+    return this.#write('completeAttempt', (nowMs) => {
+      const attempt = this.#run.selectAttempt.get(valid.runId, valid.attemptId) as AttemptRecord | undefined;
+      if (attempt === undefined) return { kind: 'missing' };
+      const run = this.#run.selectRun.get(valid.runId) as RunRecord;
+      if (!(RUN_ACTIVE_STATUSES as readonly string[]).includes(run.status)) return { kind: 'already_terminal', attempt };
+      const ended = this.#run.endAttempt.get({ runId: valid.runId, attemptId: valid.attemptId, status: valid.status, nowMs }) as AttemptRecord | undefined;
+      if (ended === undefined) return { kind: 'already_terminal', attempt };
+      // Attempt event first, then the run's terminal state and event (ADR-0072 §2 order).
+      const seq = (this.#sql.nextAttemptEventSeq.get(valid.attemptId) as { seq: number }).seq;
+      this.#sql.insertAttemptEvent.run({
+        runId: valid.runId, attemptId: valid.attemptId, seq, eventId: valid.attemptEventId,
+        payload: JSON.stringify({ status: valid.status, cause: valid.cause, exitCode: valid.exit?.exitCode ?? null, signal: valid.exit?.signal ?? null }),
+        nowMs,
+      });
+      this.#run.writeRunTerminal.run({ runId: valid.runId, version: run.version, status: valid.status, nowMs });
+      appendRunEvent(this.#run, {
+        runId: valid.runId, version: run.version, type: 'run.terminal', eventId: valid.runEventId, payload: { status: valid.status, attemptId: valid.attemptId }, nowMs,
+      });
+      if (valid.journalReceipt) this.#sql.insertJournal.run({ attemptId: valid.attemptId, action: 'delete', runId: valid.runId, reason: null, nowMs });
+      return { kind: 'completed', run: this.#run.selectRun.get(valid.runId) as RunRecord, attempt: ended };
+    });
+  }
+
+  async recordQuarantineIntent(command: { readonly runId: string; readonly attemptId: string; readonly reason: QuarantineReason }): Promise<void> {
+    const runId = validateId(command.runId, 'runId');
+    const attemptId = validateId(command.attemptId, 'attemptId');
+    const reason = validateQuarantineReason(command.reason);
+    this.#write('recordQuarantineIntent', (nowMs) => this.#sql.insertJournal.run({ attemptId, action: 'quarantine', runId, reason, nowMs }));
+  }
+
+  async recordReceiptDeletion(command: { readonly runId: string; readonly attemptId: string }): Promise<void> {
+    const runId = validateId(command.runId, 'runId');
+    const attemptId = validateId(command.attemptId, 'attemptId');
+    this.#write('recordReceiptDeletion', (nowMs) => this.#sql.insertJournal.run({ attemptId, action: 'delete', runId, reason: null, nowMs }));
+  }
+
+  async openJournalPage(query: { readonly limit: number; readonly after?: JournalCursor }): Promise<Page<JournalEntry, JournalCursor>> {
+    const { limit, after } = validateJournalPageQuery(query);
+    const items = this.#read('openJournalPage', () => this.#sql.openJournalPage.all({
+      afterAtMs: after?.createdAtMs ?? -1, afterAttemptId: after?.attemptId ?? '', afterAction: after?.action ?? '', limit,
+    })) as JournalEntry[];
+    return pageOf(items, limit, (last) => ({ createdAtMs: last.createdAtMs, attemptId: last.attemptId, action: last.action }));
+  }
+
+  async closeJournalEntry(entry: { readonly attemptId: string; readonly action: 'delete' | 'quarantine' }): Promise<void> {
+    const attemptId = validateId(entry.attemptId, 'attemptId');
+    const action = validateJournalAction(entry.action);
+    this.#write('closeJournalEntry', (nowMs) => this.#sql.closeJournal.run({ attemptId, action, nowMs }));
+  }
+
+  async listAttemptEvents(runId: string, attemptId: string): Promise<AttemptEvent[]> {
+    const rows = this.#read('listAttemptEvents', () => this.#sql.listAttemptEvents.all(validateId(runId, 'runId'), validateId(attemptId, 'attemptId'))) as Array<Omit<AttemptEvent, 'payload'> & { payload: string }>;
+    return rows.map((row) => ({ ...row, payload: JSON.parse(row.payload) as unknown }));
+  }
+}

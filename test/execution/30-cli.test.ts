@@ -1,0 +1,93 @@
+// The execution verbs of the CLI as real child processes on a real SQLite file (issue 07 item 7).
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+
+import test from 'ava';
+
+import { createExecution } from '../../lib/execution/index';
+import { signalVerified } from '../../lib/native/index';
+import { openSqliteStore } from '../../lib/store/sqlite/index';
+import { spawnJob } from '../helpers/processes';
+import { handleAlive, until, worldDirectory } from './world';
+
+const CLI = path.resolve(__dirname, '..', '..', 'lib', 'cli', 'main.js');
+
+function cli(args: readonly string[], env: NodeJS.ProcessEnv = {}): { status: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, ...env } });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+test('pidfence run exits with the job\'s status and keeps command, arguments and environment out of its output and the store', (t) => {
+  const at = worldDirectory(t);
+  const result = cli(['run', '--db', at.file, '--project', 'p1', '--', 'sh', '-c', 'echo job-output; exit 7', 'secret-arg-7f3'], { JOB_SECRET: 'hunter2-env' });
+  t.is(result.status, 7);
+  t.is(result.stdout, 'job-output\n', 'the job\'s own output only');
+  t.regex(result.stderr, /^pidfence: run run-[0-9a-f-]+ started \(stop it with: pidfence cancel run-[0-9a-f-]+\)\npidfence: run run-[0-9a-f-]+ failed\n$/);
+  t.false(/secret-arg|hunter2|job-output|sh -c/.test(result.stderr));
+  const store = openSqliteStore(at.file);
+  t.teardown(() => store.close());
+  const dump = JSON.stringify(['runs', 'attempts', 'run_events', 'attempt_events', 'receipt_journal'].map((table) => store.database.prepare(`SELECT * FROM ${table}`).all()));
+  t.false(/secret-arg|hunter2|job-output|sh -c/.test(dump));
+  t.regex(dump, /"status":"failed"/);
+  t.is(cli(['run', '--db', at.file, '--timeout', 'soon', '--', 'true']).status, 2, 'a bad duration is a usage error');
+});
+
+test('pidfence cancel from another process stops a foreground pidfence run, which exits with the job\'s status', async (t) => {
+  const at = worldDirectory(t);
+  // exec keeps the process (and its proved identity); stderr joins stdout so the lines can be read.
+  const runner = spawnJob(t, 'sh', ['-c', 'exec "$0" "$@" 2>&1', process.execPath, CLI, 'run', '--db', at.file, '--grace', '300ms', '--', 'sleep', '30']);
+  const started = await runner.waitForLine(/run (run-[0-9a-f-]+) started/, 15_000);
+  const runId = /run (run-[0-9a-f-]+) started/.exec(started)?.[1] ?? '';
+  const cancelled = cli(['cancel', '--db', at.file, runId]);
+  t.is(cancelled.status, 0);
+  t.is(cancelled.stdout, `cancel requested for ${runId}; its runner stops the job\n`);
+  const exit = await runner.exited;
+  t.is(exit.code, 143, 'the job ended by TERM');
+  t.true(runner.lines.includes(`pidfence: run ${runId} cancelled`));
+  const again = cli(['cancel', '--db', at.file, '--json', runId]);
+  t.is(again.status, 4);
+  t.deepEqual(JSON.parse(again.stdout), { runId, result: 'run_terminal' });
+  t.is(cli(['cancel', '--db', at.file, 'run-missing']).status, 4);
+});
+
+test('pidfence supervise refuses to start when a readiness check fails, and says why', (t) => {
+  const at = worldDirectory(t);
+  openSqliteStore(at.file).close();
+  const noAddon = cli(['supervise', '--db', at.file], { PIDFENCE_NO_ADDON: '1' });
+  t.is(noAddon.status, 4);
+  t.regex(noAddon.stderr, /supervise refused to start: .*native capabilities/);
+  const store = openSqliteStore(at.file);
+  store.database.prepare("UPDATE pidfence_migrations SET checksum = 'f00d' || substr(checksum, 5) WHERE version = 1").run();
+  store.close();
+  const drifted = cli(['supervise', '--db', at.file]);
+  t.is(drifted.status, 3);
+  t.regex(drifted.stderr, /0001_runs_attempts_events was changed after it was applied/);
+  t.is(drifted.stdout, '', 'nothing started');
+});
+
+test('pidfence supervise converges another runner\'s deadline and drains on SIGTERM, stopping the exact processes before it exits', async (t) => {
+  const at = worldDirectory(t);
+  // Jobs admitted by this test process as a runner that then goes away without draining.
+  const store = openSqliteStore(at.file);
+  const app = createExecution({
+    stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, close: () => store.close() },
+    receiptDirectory: `${at.file}.receipts`,
+  });
+  const timed = await app.admit({ projectId: 'p1', command: 'sleep', args: ['30'], timeoutMs: 200 });
+  const plain = await app.admit({ projectId: 'p1', command: 'sleep', args: ['30'] });
+  if (timed.kind !== 'admitted' || plain.kind !== 'admitted') throw new Error('not admitted');
+  const plainHandle = (await store.runStore.getAttempt(plain.runId, plain.attemptId))?.handle ?? '';
+
+  const supervisor = spawnJob(t, process.execPath, [CLI, 'supervise', '--db', at.file, '--grace', '300ms']);
+  await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
+  await until(async () => (await store.runStore.getRun(timed.runId))?.status === 'timed_out', 15_000, 'the deadline to converge');
+  t.true(handleAlive(plainHandle));
+  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  const exit = await supervisor.exited;
+  t.is(exit.code, 0);
+  t.true(supervisor.lines.includes('pidfence supervise: drain drained (1 converged, 0 remaining)'));
+  t.false(handleAlive(plainHandle));
+  t.like(await store.runStore.getRun(plain.runId), { status: 'cancelled', cancelReason: 'shutdown' });
+  t.like(await store.runStore.getRun(timed.runId), { cancelReason: 'timeout' });
+  store.close();
+});

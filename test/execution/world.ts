@@ -1,0 +1,104 @@
+// Building blocks of the execution tests: a real SQLite file with its receipt directory, the
+// execution application over it, and waits that end on a fact (a completion, a file) with a bound.
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+import type { ExecutionContext } from 'ava';
+
+import { createExecution, type CompletionOutcome, type ExecutionApplication, type ExecutionOptions, type ExecutionStores } from '../../lib/execution/index';
+import { handleExpectedIdentity, parseHandle } from '../../lib/process/index';
+import { signalVerified } from '../../lib/native/index';
+import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
+import { delay } from '../helpers/processes';
+
+/** Short enough for tests; the lease derived from it outlasts the controller's bound. */
+export const TEST_GRACE_MS = 300;
+
+export interface World {
+  readonly dir: string;
+  readonly file: string;
+  readonly receipts: string;
+  readonly store: SqliteStore;
+  readonly app: ExecutionApplication;
+  readonly completions: Array<{ runId: string; outcome: CompletionOutcome }>;
+  /** Resolves with the completion of `runId`, or rejects after `timeoutMs`. */
+  completed(runId: string, timeoutMs?: number): Promise<CompletionOutcome>;
+}
+
+export function worldDirectory(t: ExecutionContext): { dir: string; file: string; receipts: string } {
+  const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-exec-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  return { dir, file: path.join(dir, 'pidfence.db'), receipts: path.join(dir, 'receipts') };
+}
+
+export function openWorld(t: ExecutionContext, options: Partial<ExecutionOptions> & { readonly at?: { dir: string; file: string; receipts: string }; readonly wrap?: (store: SqliteStore) => Partial<ExecutionStores> } = {}): World {
+  const at = options.at ?? worldDirectory(t);
+  const store = openSqliteStore(at.file);
+  const completions: Array<{ runId: string; outcome: CompletionOutcome }> = [];
+  const waiters = new Set<() => void>();
+  const app = createExecution({
+    stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, close: () => store.close(), ...(options.wrap?.(store) ?? {}) },
+    receiptDirectory: at.receipts,
+    graceMs: TEST_GRACE_MS,
+    drainScope: 'all',
+    drainTimeoutMs: 10_000,
+    ...(options.profile === undefined ? {} : { profile: options.profile }),
+    ...(options.drainScope === undefined ? {} : { drainScope: options.drainScope }),
+    onCompleted: (ref, outcome) => {
+      completions.push({ runId: ref.runId, outcome });
+      for (const wake of [...waiters]) wake();
+      options.onCompleted?.(ref, outcome);
+    },
+  });
+  t.teardown(async () => {
+    await app.drain();
+  });
+  return {
+    ...at, store, app, completions,
+    completed(runId, timeoutMs = 15_000) {
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => { waiters.delete(check); reject(new Error(`run did not complete within ${timeoutMs} ms`)); }, timeoutMs);
+        const check = () => {
+          const found = completions.find((c) => c.runId === runId);
+          if (found !== undefined) {
+            clearTimeout(timer);
+            waiters.delete(check);
+            resolve(found.outcome);
+          }
+        };
+        waiters.add(check);
+        check();
+      });
+    },
+  };
+}
+
+/** Whether the process a stored handle names still runs (a signal-0 proof, never a bare PID). */
+export function handleAlive(handle: string): boolean {
+  return signalVerified(handleExpectedIdentity(parseHandle(handle)), 0, { group: false }).outcome === 'signalled';
+}
+
+/** Waits (bounded) until `predicate` holds; for facts outside the product (a file a child wrote). */
+export async function until(predicate: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await predicate())) {
+    if (Date.now() > deadline) throw new Error(`${what} did not hold within ${timeoutMs} ms`);
+    await delay(25);
+  }
+}
+
+export function receiptExists(receipts: string, attemptId: string): boolean {
+  return existsSync(path.join(receipts, `${attemptId}.receipt`));
+}
+
+/** `target` with some methods replaced; the others stay bound to it (private fields keep working). */
+export function overriding<T extends object>(target: T, overrides: Partial<T>): T {
+  return new Proxy(target, {
+    get(object, key) {
+      if (Object.prototype.hasOwnProperty.call(overrides, key)) return (overrides as Record<string | symbol, unknown>)[key];
+      const value = Reflect.get(object, key, object) as unknown;
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(object) : value;
+    },
+  });
+}
