@@ -3,12 +3,15 @@
 import { readClock, type Clock } from './clock';
 import { checkSqliteReadiness, migrateSqliteDatabase, openSqliteDatabase, type SqliteDatabase, type SqliteOpenOptions } from './database';
 import { SqliteDispatchRepository } from './dispatch-repository';
+import { SqliteManagementStore } from './management-store';
 import { SqliteRunStore } from './run-store';
 
 export { checkSqliteReadiness, migrateSqliteDatabase, openSqliteDatabase, SQLITE_BUSY_TIMEOUT_DEFAULT_MS } from './database';
 export type { SqliteDatabase, SqliteOpenOptions, SqliteSynchronous } from './database';
 export { SqliteDispatchRepository } from './dispatch-repository';
 export { SqliteRunStore } from './run-store';
+export { SqliteManagementStore } from './management-store';
+export type { GrantAdministration, ManagementStore } from '../management-store';
 export type { Clock } from './clock';
 export type { DispatchRepository } from '../dispatch-repository';
 export type { RunStore } from '../run-store';
@@ -23,6 +26,8 @@ export interface SqliteStore {
   readonly database: SqliteDatabase;
   readonly repository: SqliteDispatchRepository;
   readonly runStore: SqliteRunStore;
+  /** The management plane's store; also the owner's grant writes (the file's writer is its owner). */
+  readonly management: SqliteManagementStore;
   close(): void;
 }
 
@@ -37,6 +42,7 @@ export function openSqliteStore(filename: string, options: SqliteStoreOptions = 
       database,
       repository: new SqliteDispatchRepository(database, { clock }),
       runStore: new SqliteRunStore(database, { clock }),
+      management: new SqliteManagementStore(database, { clock }),
       close: () => database.close(),
     };
   } catch (error) {
