@@ -23,10 +23,13 @@ export function programBuild(io: CliIo, done: (code: ExitCode) => void): Command
     .description('Stop job processes safely and provably; inspect and repair durable cancellation.')
     .exitOverride()
     .configureOutput({ writeOut: (text) => io.stdout.write(text), writeErr: (text) => io.stderr.write(text) })
-    .showHelpAfterError('(run with --help for usage)');
+    .showHelpAfterError(true);
   for (const command of commands) command.register(program, io, done);
   return program;
 }
+
+/** The subcommand whose action is running, so an input error can be followed by its usage line. */
+let activeCommand: Command | undefined;
 
 function errorExitCode(error: unknown, io: CliIo): ExitCode {
   if (error instanceof CommanderError) {
@@ -34,7 +37,8 @@ function errorExitCode(error: unknown, io: CliIo): ExitCode {
     return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
   }
   if (error instanceof PidfenceTypeError || error instanceof PidfenceRangeError) {
-    io.stderr.write(`pidfence: ${error.message}\n`);
+    const usage = activeCommand === undefined ? '' : `Usage: pidfence ${activeCommand.name()} ${activeCommand.usage()}\n(run pidfence ${activeCommand.name()} --help for details)\n`;
+    io.stderr.write(`pidfence: ${error.message}\n${usage}`);
     return EXIT.usage;
   }
   if (error instanceof PidfenceError) {
@@ -48,6 +52,10 @@ function errorExitCode(error: unknown, io: CliIo): ExitCode {
 export async function cliRun(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   let code: ExitCode | undefined;
   const program = programBuild(io, (value) => (code = value));
+  activeCommand = undefined;
+  program.hook('preAction', (_program, action) => {
+    activeCommand = action;
+  });
   try {
     await program.parseAsync([...argv], { from: 'user' });
   } catch (error) {

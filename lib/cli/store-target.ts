@@ -2,7 +2,9 @@
 // postgres:// URL. PostgreSQL code is loaded only for a URL, so SQLite use never loads `pg`.
 import * as path from 'node:path';
 
+import { PidfenceError } from '../base/errors';
 import type { DispatchRepository } from '../store/dispatch-repository';
+import type { GrantAdministration, ManagementStore } from '../store/management-store';
 import type { RunStore } from '../store/run-store';
 
 export const DB_ENV = 'PIDFENCE_DB';
@@ -21,16 +23,53 @@ export interface OpenStore {
   readonly target: StoreTarget;
   readonly repository: DispatchRepository;
   readonly runStore: RunStore;
+  readonly management: ManagementStore;
   close(): Promise<void>;
+}
+
+/** A SQLite file that cannot be opened is an unreachable store (exit 3), not a bug. */
+function sqliteUnavailable(file: string, error: unknown): Error {
+  if (error instanceof PidfenceError) return error;
+  const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : 'UNKNOWN';
+  return new PidfenceError(`cannot open the SQLite database ${file} (${code}); check the path and its permissions, or pass --db.`, 'ERR_PIDFENCE_STORE_UNAVAILABLE', { errno: code });
+}
+
+async function sqliteOpen(file: string): Promise<import('../store/sqlite/index').SqliteStore> {
+  const { openSqliteStore } = await import('../store/sqlite/index');
+  try {
+    return openSqliteStore(file);
+  } catch (error) {
+    throw sqliteUnavailable(file, error);
+  }
+}
+
+/**
+ * Grant writes (docs/decisions/0040): on SQLite the file's writer is its owner; on PostgreSQL the
+ * URL must be the migration owner's, because the runtime role may only read grants.
+ */
+export async function grantAdministrationOpen(target: StoreTarget): Promise<GrantAdministration & { close(): Promise<void> }> {
+  if (target.kind === 'sqlite') {
+    const store = await sqliteOpen(target.file);
+    const { management } = store;
+    return {
+      hasPermission: (...args) => management.hasPermission(...args),
+      grantCount: () => management.grantCount(),
+      writeGrant: (...args) => management.writeGrant(...args),
+      revokeGrant: (...args) => management.revokeGrant(...args),
+      listGrants: (...args) => management.listGrants(...args),
+      close: async () => store.close(),
+    };
+  }
+  const { openPostgresGrantAdministration } = await import('../store/postgres/index');
+  return openPostgresGrantAdministration(target.url);
 }
 
 export async function storeOpen(target: StoreTarget): Promise<OpenStore> {
   if (target.kind === 'sqlite') {
-    const { openSqliteStore } = await import('../store/sqlite/index');
-    const store = openSqliteStore(target.file);
-    return { target, repository: store.repository, runStore: store.runStore, close: async () => store.close() };
+    const store = await sqliteOpen(target.file);
+    return { target, repository: store.repository, runStore: store.runStore, management: store.management, close: async () => store.close() };
   }
   const { openPostgresStore } = await import('../store/postgres/index');
   const store = await openPostgresStore(target.url);
-  return { target, repository: store.repository, runStore: store.runStore, close: () => store.close() };
+  return { target, repository: store.repository, runStore: store.runStore, management: store.management, close: () => store.close() };
 }

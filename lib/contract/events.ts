@@ -7,7 +7,8 @@ import { validateCounter, validateDispatchResult, validateId } from './validator
 export type CancelReason = 'user' | 'policy' | 'timeout' | 'shutdown';
 export const CANCEL_REASONS: readonly CancelReason[] = ['user', 'policy', 'timeout', 'shutdown'];
 
-export type RunEventType = 'run.cancel_requested' | DispatchEventType | 'run.terminal';
+/** `run.cancel_dispatch_rearmed`: an operator moved a blocked dispatch back to a due retry (ADR-0458). */
+export type RunEventType = 'run.cancel_requested' | DispatchEventType | 'run.cancel_dispatch_rearmed' | 'run.terminal';
 
 export interface DispatchEventPayload {
   readonly attemptId: string;

@@ -9,3 +9,4 @@ export * from './events';
 export * from './cancellation-dispatch';
 export * from './run';
 export * from './claim-decision';
+export * from './management';

@@ -1,22 +1,11 @@
 // DESIGN §2: dispatch imports process, contract and the store interfaces — never a concrete store —
 // and nothing below it imports dispatch. Loading pidfence/dispatch loads neither pg nor SQLite.
 import { execFileSync } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 
 import test from 'ava';
 
-const LIB = path.resolve(__dirname, '..', '..', '..', 'lib');
-
-function importsOf(file: string): string[] {
-  return [...readFileSync(file, 'utf8').matchAll(/\bfrom\s+'([^']+)'|\bimport\(\s*'([^']+)'\s*\)|require\(\s*'([^']+)'\s*\)/g)].map((m) => m[1] ?? m[2] ?? m[3] ?? '');
-}
-
-function sources(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true, recursive: true })
-    .filter((entry) => entry.isFile() && entry.name.endsWith('.ts'))
-    .map((entry) => path.join(entry.parentPath ?? (entry as unknown as { path: string }).path, entry.name));
-}
+import { importsOf, LIB, sources } from '../helpers/imports';
 
 test('lib/dispatch imports only base, process, contract, the store interfaces and node built-ins', (t) => {
   const allowed = [/^node:/, /^\.\/[a-z-]+$/, /^\.\.\/base\//, /^\.\.\/process\/index$/, /^\.\.\/contract\/index$/, /^\.\.\/store\/(dispatch-repository|run-store)$/];

@@ -132,11 +132,12 @@ test.serial('migrations: owner migrates once, the runtime role is ready, and rea
   t.teardown(() => db.dispose());
   t.deepEqual(await migratePostgres(db.ownerUrl), [], 'a second migrate applies nothing');
   const files = loadMigrations(migrationsDirectory('postgres'));
-  t.deepEqual(files.map((file) => file.name), ['0001_runs_attempts_events', '0002_cancellation_dispatches', '0003_management_audit', '0004_reserved_for_management', '0005_execution_lifecycle']);
+  t.deepEqual(files.map((file) => file.name), ['0001_runs_attempts_events', '0002_cancellation_dispatches', '0003_management_audit', '0004_grants', '0005_execution_lifecycle']);
+  const last = files[files.length - 1];
   const recorded = await db.owner.query<{ version: number; checksum: string }>('SELECT version, checksum FROM pidfence_migrations ORDER BY version');
   t.deepEqual(recorded.rows.map((row) => row.checksum), files.map((file) => file.checksum), 'sha256 of each file recorded');
-  t.deepEqual(await postgresReadiness(db.runtimeUrl), { schemaVersion: 5, schema: 'public', runtimeRole: db.runtimeRole });
-  t.deepEqual(await postgresReadiness(db.ownerUrl, { runtimeRole: db.runtimeRole }), { schemaVersion: 5, schema: 'public', runtimeRole: db.runtimeRole });
+  t.deepEqual(await postgresReadiness(db.runtimeUrl), { schemaVersion: files.length, schema: 'public', runtimeRole: db.runtimeRole });
+  t.deepEqual(await postgresReadiness(db.ownerUrl, { runtimeRole: db.runtimeRole }), { schemaVersion: files.length, schema: 'public', runtimeRole: db.runtimeRole });
 
   const expectNotReady = async (code: string, pattern: RegExp, url = db.runtimeUrl): Promise<void> => {
     const error = await t.throwsAsync(postgresReadiness(url), { instanceOf: PidfenceError });
@@ -165,9 +166,9 @@ test.serial('migrations: owner migrates once, the runtime role is ready, and rea
   await expectNotReady('ERR_PIDFENCE_MIGRATION_CHECKSUM', /0002_cancellation_dispatches was changed after it was applied.*new numbered migration/);
   await t.throwsAsync(migratePostgres(db.ownerUrl), { code: 'ERR_PIDFENCE_MIGRATION_CHECKSUM' });
   await db.owner.query('UPDATE pidfence_migrations SET checksum = $1 WHERE version = 2', [files[1]?.checksum]);
-  await db.owner.query('DELETE FROM pidfence_migrations WHERE version = 5');
-  await expectNotReady('ERR_PIDFENCE_MIGRATION_PENDING', /lacks 1 pidfence migration\(s\) \(first: 0005_execution_lifecycle\); run migratePostgres\(\)/);
-  await db.owner.query("INSERT INTO pidfence_migrations VALUES (5, $1, $2, 0), (6, '0006_future', 'x', 0)", [files[4]?.name, files[4]?.checksum]);
+  await db.owner.query('DELETE FROM pidfence_migrations WHERE version = $1', [files.length]);
+  await expectNotReady('ERR_PIDFENCE_MIGRATION_PENDING', new RegExp(`lacks 1 pidfence migration\\(s\\) \\(first: ${last?.name ?? '-'}\\); run migratePostgres\\(\\)`));
+  await db.owner.query("INSERT INTO pidfence_migrations VALUES ($1, $2, $3, 0), ($1::int + 1, '9999_future', 'x', 0)", [files.length, last?.name, last?.checksum]);
   await expectNotReady('ERR_PIDFENCE_MIGRATION_UNKNOWN', /newer release/);
   await t.throwsAsync(postgresReadiness(db.runtimeUrl, { runtimeRole: 'pidfence_no_such_role' }), { code: 'ERR_PIDFENCE_PG_ROLE_MISSING' });
 });
@@ -177,7 +178,8 @@ test.serial('migrations: an unmigrated database is not ready, with a sentence sa
   t.teardown(() => db.drop());
   const error = await t.throwsAsync(postgresReadiness(db.runtimeUrl), { instanceOf: PidfenceError });
   t.is((error as PidfenceError).code, 'ERR_PIDFENCE_MIGRATION_PENDING');
-  t.regex(error?.message ?? '', /lacks 5 pidfence migration\(s\) \(first: 0001_runs_attempts_events\); run migratePostgres\(\) as the migration owner/);
+  const count = loadMigrations(migrationsDirectory('postgres')).length;
+  t.regex(error?.message ?? '', new RegExp(`lacks ${count} pidfence migration\\(s\\) \\(first: 0001_runs_attempts_events\\); run migratePostgres\\(\\) as the migration owner`));
   const denied = await t.throwsAsync(migratePostgres(db.runtimeUrl), { instanceOf: PidfenceError });
   t.is((denied as PidfenceError).code, 'ERR_PIDFENCE_STORE_PRIVILEGE', 'the runtime role cannot migrate');
 });

@@ -141,11 +141,12 @@ test('a changed applied migration makes readiness fail with a clear error', (t) 
   t.regex(error?.message ?? '', /0002_cancellation_dispatches was changed after it was applied.*new numbered migration/);
 
   const files = loadMigrations(migrationsDirectory('sqlite'));
-  t.deepEqual(files.map((f) => f.version), [1, 2, 3, 4, 5]);
+  t.deepEqual(files.map((f) => f.version), files.map((_, index) => index + 1));
+  t.true(files.length >= 4);
   const edited = files.map((f) => (f.version === 1 ? { ...f, checksum: '0'.repeat(64) } : f));
   t.throws(() => pendingMigrations(files, edited), { message: /0001_runs_attempts_events was changed/ });
-  t.throws(() => pendingMigrations([...files, { version: 6, name: '0006_future', checksum: 'x' }], files), { message: /newer release/ });
-  t.deepEqual(pendingMigrations(files.slice(0, 1), files).map((f) => f.version), [2, 3, 4, 5]);
+  t.throws(() => pendingMigrations([...files, { version: files.length + 1, name: '9999_future', checksum: 'x' }], files), { message: /newer release/ });
+  t.deepEqual(pendingMigrations(files.slice(0, 1), files).map((f) => f.version), files.slice(1).map((f) => f.version));
 });
 
 test('CHECK constraints hold the status, lease, retry and terminal shape; project_id must match the run', async (t) => {

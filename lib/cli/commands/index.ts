@@ -1,7 +1,12 @@
 // Every `pidfence` subcommand, in help order. One file per subcommand beside this one.
 import type { CliCommand } from '../command';
+import { blockedCommand } from './blocked';
 import { cancelCommand } from './cancel';
+import { grantCommand } from './grant';
+import { inspectCommand } from './inspect';
+import { rearmCommand } from './rearm';
 import { runCommand } from './run';
+import { statusCommand } from './status';
 import { superviseCommand } from './supervise';
 
-export const commands: readonly CliCommand[] = [runCommand, cancelCommand, superviseCommand];
+export const commands: readonly CliCommand[] = [runCommand, cancelCommand, superviseCommand, statusCommand, blockedCommand, inspectCommand, rearmCommand, grantCommand];

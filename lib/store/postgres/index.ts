@@ -3,12 +3,15 @@
 // pg.Pool or a pool made from a connection string. Never loaded by the root or edge entries.
 import { poolFor, type PostgresTarget } from './connection';
 import { PostgresDispatchRepository, type PostgresStoreHooks } from './dispatch-repository';
+import { PostgresManagementStore } from './management-store';
 import { postgresReadiness, type PostgresReadiness } from './readiness';
 import { PostgresRunStore } from './run-store';
 
 export { PostgresDispatchRepository } from './dispatch-repository';
 export type { PostgresRepositoryOptions, PostgresStoreHooks } from './dispatch-repository';
 export { PostgresRunStore } from './run-store';
+export { openPostgresGrantAdministration, PostgresGrantAdministration, PostgresManagementStore } from './management-store';
+export type { GrantAdministration, ManagementStore } from '../management-store';
 export type { PostgresRunStoreOptions } from './run-store';
 export { migratePostgres, MIGRATIONS_TABLE } from './migrate';
 export { grantRuntime, RUNTIME_PRIVILEGES } from './roles';
@@ -33,6 +36,8 @@ export interface PostgresStoreOptions {
 export interface PostgresStore {
   readonly repository: PostgresDispatchRepository;
   readonly runStore: PostgresRunStore;
+  /** The management plane's store (reads grants; writes only dispatch, event and audit rows). */
+  readonly management: PostgresManagementStore;
   readiness(): Promise<PostgresReadiness>;
   /** Ends the pool if the store made it from a connection string; a caller's pool stays open. */
   close(): Promise<void>;
@@ -50,6 +55,7 @@ export async function openPostgresStore(target: PostgresTarget, options: Postgre
   return {
     repository: new PostgresDispatchRepository(handle.pool, options.hooks === undefined ? {} : { hooks: options.hooks }),
     runStore: new PostgresRunStore(handle.pool),
+    management: new PostgresManagementStore(handle.pool),
     readiness: () => postgresReadiness(handle.pool),
     close: () => handle.release(),
   };

@@ -79,6 +79,19 @@ CREATE TABLE public.management_audit (
     CONSTRAINT management_audit_expected_version_check CHECK ((expected_version >= 0))
 );
 
+CREATE TABLE public.management_grants (
+    subject text NOT NULL,
+    project_id text NOT NULL,
+    permission text NOT NULL,
+    granted_by text NOT NULL,
+    created_at_ms bigint NOT NULL,
+    CONSTRAINT management_grants_created_at_ms_check CHECK ((created_at_ms >= 0)),
+    CONSTRAINT management_grants_granted_by_check CHECK (((length(granted_by) >= 1) AND (length(granted_by) <= 128))),
+    CONSTRAINT management_grants_permission_check CHECK ((permission = ANY (ARRAY['run.read'::text, 'run.stop'::text, 'grants.write'::text]))),
+    CONSTRAINT management_grants_project_id_check CHECK (((length(project_id) >= 1) AND (length(project_id) <= 128))),
+    CONSTRAINT management_grants_subject_check CHECK (((length(subject) >= 1) AND (length(subject) <= 128)))
+);
+
 CREATE TABLE public.pidfence_migrations (
     version integer NOT NULL,
     name text NOT NULL,
@@ -107,7 +120,7 @@ CREATE TABLE public.run_events (
     created_at_ms bigint NOT NULL,
     CONSTRAINT run_events_payload_check CHECK ((octet_length((payload)::text) <= 1024)),
     CONSTRAINT run_events_seq_check CHECK ((seq >= 1)),
-    CONSTRAINT run_events_type_check CHECK ((type = ANY (ARRAY['run.cancel_requested'::text, 'run.cancel_dispatched'::text, 'run.cancel_dispatch_blocked'::text, 'run.cancel_dispatch_failed'::text, 'run.terminal'::text])))
+    CONSTRAINT run_events_type_check CHECK ((type = ANY (ARRAY['run.cancel_requested'::text, 'run.cancel_dispatched'::text, 'run.cancel_dispatch_blocked'::text, 'run.cancel_dispatch_failed'::text, 'run.cancel_dispatch_rearmed'::text, 'run.terminal'::text])))
 );
 
 CREATE TABLE public.runs (
@@ -146,6 +159,9 @@ ALTER TABLE ONLY public.cancellation_dispatches
 
 ALTER TABLE ONLY public.management_audit
     ADD CONSTRAINT management_audit_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.management_grants
+    ADD CONSTRAINT management_grants_pkey PRIMARY KEY (subject, project_id, permission);
 
 ALTER TABLE ONLY public.pidfence_migrations
     ADD CONSTRAINT pidfence_migrations_pkey PRIMARY KEY (version);

@@ -4,6 +4,7 @@ import { readClock, type Clock } from './clock';
 import { checkSqliteReadiness, migrateSqliteDatabase, openSqliteDatabase, type SqliteDatabase, type SqliteOpenOptions } from './database';
 import { SqliteDispatchRepository } from './dispatch-repository';
 import { SqliteExecutionStore } from './execution-store';
+import { SqliteManagementStore } from './management-store';
 import { SqliteRunStore } from './run-store';
 
 export { checkSqliteReadiness, migrateSqliteDatabase, openSqliteDatabase, SQLITE_BUSY_TIMEOUT_DEFAULT_MS } from './database';
@@ -12,6 +13,8 @@ export { SqliteDispatchRepository } from './dispatch-repository';
 export { SqliteRunStore } from './run-store';
 export { SqliteExecutionStore } from './execution-store';
 export type { ExecutionStore } from '../execution-store';
+export { SqliteManagementStore } from './management-store';
+export type { GrantAdministration, ManagementStore } from '../management-store';
 export type { Clock } from './clock';
 export type { DispatchRepository } from '../dispatch-repository';
 export type { RunStore } from '../run-store';
@@ -27,6 +30,8 @@ export interface SqliteStore {
   readonly repository: SqliteDispatchRepository;
   readonly runStore: SqliteRunStore;
   readonly executionStore: SqliteExecutionStore;
+  /** The management plane's store; also the owner's grant writes (the file's writer is its owner). */
+  readonly management: SqliteManagementStore;
   close(): void;
 }
 
@@ -42,6 +47,7 @@ export function openSqliteStore(filename: string, options: SqliteStoreOptions = 
       repository: new SqliteDispatchRepository(database, { clock }),
       runStore: new SqliteRunStore(database, { clock }),
       executionStore: new SqliteExecutionStore(database, { clock }),
+      management: new SqliteManagementStore(database, { clock }),
       close: () => database.close(),
     };
   } catch (error) {

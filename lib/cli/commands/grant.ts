@@ -1,0 +1,68 @@
+// `pidfence grant <subject> <project> <permission>` (docs/decisions/0040): the owner's way to give or
+// take (--revoke) a permission. The acting principal needs grants.write on the project, except for
+// one --bootstrap grant of grants.write on a database that holds no grants at all.
+import type { Command } from 'commander';
+
+import { PidfenceError, PidfenceRangeError } from '../../base/errors';
+import { validateId, validatePermission, validateSubject } from '../../contract/index';
+import { notPermitted, principalOf } from '../../management/index';
+import type { GrantAdministration } from '../../store/management-store';
+import type { CliCommand, CliIo } from '../command';
+import { EXIT, type ExitCode } from '../exit-codes';
+import { jsonWrite, managementOptionsAdd, principalResolve, type ManagementOptions } from '../principal';
+import { grantAdministrationOpen, storeTargetResolve } from '../store-target';
+
+interface GrantOptions extends ManagementOptions {
+  readonly revoke?: boolean;
+  readonly bootstrap?: boolean;
+}
+
+/** The runtime role cannot write grants (by design); say which connection can. */
+function ownerOnly(error: unknown): unknown {
+  if (error instanceof PidfenceError && error.code === 'ERR_PIDFENCE_STORE_PRIVILEGE') {
+    return new PidfenceError('this connection may not write grants: on PostgreSQL only the migration owner can. Pass the owner\'s URL with --db.', 'ERR_PIDFENCE_GRANT_OWNER_ONLY');
+  }
+  return error;
+}
+
+async function authorizeGrant(admin: GrantAdministration, actor: string, projectId: string, permission: string, bootstrap: boolean): Promise<void> {
+  if (!bootstrap) {
+    if (!(await admin.hasPermission(actor, projectId, 'grants.write'))) throw notPermitted(actor, 'grants.write', projectId);
+    return;
+  }
+  if (permission !== 'grants.write') {
+    throw new PidfenceRangeError('--bootstrap names the first administrator: it grants grants.write only; grant the rest as that subject.', 'ERR_PIDFENCE_USAGE');
+  }
+  if ((await admin.grantCount()) > 0) {
+    throw new PidfenceError('this database already holds grants, so --bootstrap is closed: ask a holder of grants.write on the project.', 'ERR_PIDFENCE_BOOTSTRAP_CLOSED');
+  }
+}
+
+export const grantCommand: CliCommand = {
+  register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
+    managementOptionsAdd(program.command('grant'))
+      .description('give (or --revoke) a permission: run.read, run.stop or grants.write on a project (needs grants.write, or --bootstrap)')
+      .argument('<subject>', 'who receives the permission')
+      .argument('<project>', 'the project')
+      .argument('<permission>', 'run.read | run.stop | grants.write')
+      .option('--revoke', 'take the permission away instead')
+      .option('--bootstrap', 'first grant on a database without grants: grants.write for the first administrator')
+      .action(async (subjectArg: string, projectArg: string, permissionArg: string, options: GrantOptions) => {
+        const change = { subject: validateSubject(subjectArg), projectId: validateId(projectArg, 'project'), permission: validatePermission(permissionArg) };
+        const actor = principalOf(principalResolve(options.as, io.env)).subject;
+        if (options.bootstrap === true && options.revoke === true) throw new PidfenceRangeError('--bootstrap and --revoke do not go together.', 'ERR_PIDFENCE_USAGE');
+        const admin = await grantAdministrationOpen(storeTargetResolve(options.db, io.env));
+        try {
+          await authorizeGrant(admin, actor, change.projectId, change.permission, options.bootstrap === true);
+          const outcome = options.revoke === true ? await admin.revokeGrant(change) : await admin.writeGrant(change, actor);
+          if (options.json === true) jsonWrite(io, { ...change, outcome, by: actor });
+          else io.stdout.write(`${change.subject} ${change.permission} on ${change.projectId}: ${outcome}\n`);
+          done(EXIT.ok);
+        } catch (error) {
+          throw ownerOnly(error);
+        } finally {
+          await admin.close();
+        }
+      });
+  },
+};

@@ -1,0 +1,42 @@
+// `pidfence status --project <id>` (ADR-0460, gate 17): the project summary as a one-shot status
+// card, text or --json from the same facts, exit 0 / 10 / 20 for clear / converging / attention.
+import type { Command } from 'commander';
+
+import { BLOCKING_RESULTS, DISPATCH_STATUSES, type Assessment } from '../../contract/index';
+import type { ProjectSummary } from '../../management/index';
+import type { CliCommand, CliIo } from '../command';
+import { EXIT, type ExitCode } from '../exit-codes';
+import { factLines, jsonWrite, managementOptionsAdd, projectRequired, timeText, withManagementPlane, type ManagementOptions } from '../principal';
+
+export const ASSESSMENT_EXIT: Readonly<Record<Assessment, ExitCode>> = {
+  clear: EXIT.ok,
+  converging: EXIT.converging,
+  attention_required: EXIT.attentionRequired,
+};
+
+export function statusText(summary: ProjectSummary): string {
+  const facts: Array<readonly [string, string | number | null]> = [
+    ['assessment', summary.assessment],
+    ['as of', timeText(summary.asOfMs)],
+    ['dispatches', summary.total],
+    ...DISPATCH_STATUSES.map((status) => [status, summary.states[status]] as const),
+    ...BLOCKING_RESULTS.map((result) => [`blocked by ${result}`, summary.blockingResults[result]] as const),
+    [`overdue (> ${summary.overdueAfterMs} ms)`, summary.overdue],
+  ];
+  return `project ${summary.projectId}: ${summary.assessment}\n${factLines(facts)}\n`;
+}
+
+export const statusCommand: CliCommand = {
+  register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
+    managementOptionsAdd(program.command('status'))
+      .description('one-shot project summary; exit 0 clear, 10 converging, 20 attention required (needs run.read)')
+      .option('--project <id>', 'the project to summarise (required)')
+      .action(async (options: ManagementOptions) => {
+        const project = projectRequired(options);
+        const summary = await withManagementPlane(options, io, (plane) => plane.summary(project));
+        if (options.json === true) jsonWrite(io, summary);
+        else io.stdout.write(statusText(summary));
+        done(ASSESSMENT_EXIT[summary.assessment]);
+      });
+  },
+};

@@ -1,0 +1,158 @@
+// The management plane's contract (ADR-0005 §5: ADR-0458 to ADR-0461, gates 14-18; DESIGN §9):
+// permissions, the low-sensitivity inspection, the rearm command and outcomes, summary counts and
+// the blocked-page cursor. Pure: no I/O. Nothing here can carry a lease owner, token or digest.
+import { PidfenceError, PidfenceRangeError } from '../base/errors';
+import { DISPATCH_RESULTS, RESULT_CLASSIFICATION, type DispatchResult, type DispatchStatus } from './classification';
+import type { CancellationDispatchRecord } from './cancellation-dispatch';
+import type { DispatchEventPayload, RunEvent } from './events';
+import { BLOCKED_PAGE_SIZE, EPOCH_MS_MAX, LEASE_DURATION_MAX_MS, OWNER_MAX_LENGTH } from './limits';
+import {
+  validateBoundedInteger,
+  validateEnum,
+  validateEpochMs,
+  validateExactShape,
+  validateId,
+} from './validators';
+
+/**
+ * Per-project permissions (ADR-0458): `run.read` sees diagnostics, `run.stop` may rearm, and
+ * `grants.write` may give and take permissions on the project (docs/decisions/0040).
+ */
+export const PERMISSIONS = ['run.read', 'run.stop', 'grants.write'] as const;
+export type Permission = (typeof PERMISSIONS)[number];
+
+/** The results that block a dispatch (ADR-0005 §2.4), in table order. */
+export const BLOCKING_RESULTS = DISPATCH_RESULTS.filter((result) => RESULT_CLASSIFICATION[result].status === 'blocked') as readonly BlockingResult[];
+export type BlockingResult = 'identity_mismatch' | 'pid_mismatch' | 'unsupported' | 'invalid';
+
+/**
+ * A due dispatch (or an expired lease) older than this means the dispatcher is not keeping up
+ * (ADR-0459): the summary says attention_required. The default outlasts the longest lease.
+ */
+export const OVERDUE_AFTER_DEFAULT_MS = LEASE_DURATION_MAX_MS;
+export const OVERDUE_AFTER_MIN_MS = 1_000;
+export const OVERDUE_AFTER_MAX_MS = 7 * 24 * 60 * 60 * 1000;
+
+/** A subject is a principal's stable name: an OS user, a service account, an e-mail. */
+const SUBJECT_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,${OWNER_MAX_LENGTH - 1}}$`);
+
+export function validateSubject(value: unknown): string {
+  if (typeof value !== 'string' || !SUBJECT_PATTERN.test(value)) {
+    throw new PidfenceRangeError(`subject must be 1 to ${OWNER_MAX_LENGTH} characters of A-Z a-z 0-9 . _ : @ / - starting with a letter or digit.`, 'ERR_PIDFENCE_INVALID_SUBJECT');
+  }
+  return value;
+}
+
+export function validatePermission(value: unknown): Permission {
+  return validateEnum(value, 'permission', PERMISSIONS, 'ERR_PIDFENCE_INVALID_PERMISSION');
+}
+
+export function validateOverdueAfterMs(value: unknown): number {
+  return validateBoundedInteger(value, 'overdueAfterMs', OVERDUE_AFTER_MIN_MS, OVERDUE_AFTER_MAX_MS, 'ERR_PIDFENCE_INVALID_OVERDUE_BOUND');
+}
+
+export const INSPECTION_KEYS = [
+  'runId', 'projectId', 'attemptId', 'status', 'version', 'dispatchCount', 'lastResult',
+  'nextAttemptAtMs', 'blockedAtMs', 'lastDispatchedAtMs', 'updatedAtMs',
+] as const satisfies ReadonlyArray<keyof CancellationDispatchRecord>;
+
+/** What inspect shows (ADR-0458): low-sensitivity facts only, never lease owner, token or digest. */
+export type DispatchInspection = Pick<CancellationDispatchRecord, (typeof INSPECTION_KEYS)[number]>;
+
+/** The caller's fence for a rearm: exactly the blocked record it inspected. */
+export interface RearmExpectation {
+  readonly expectedVersion: number;
+  readonly expectedStatus: 'blocked';
+  readonly expectedResult: BlockingResult;
+}
+
+export function validateRearmExpectation(value: unknown): RearmExpectation {
+  const input = validateExactShape(value, 'rearm expectation', ['expectedVersion', 'expectedStatus', 'expectedResult']);
+  return {
+    // A blocked record has been claimed and settled: version >= 2.
+    expectedVersion: validateBoundedInteger(input.expectedVersion, 'expectedVersion', 1, Number.MAX_SAFE_INTEGER, 'ERR_PIDFENCE_INVALID_VERSION'),
+    expectedStatus: validateEnum(input.expectedStatus, 'expectedStatus', ['blocked'] as const, 'ERR_PIDFENCE_INVALID_COMMAND'),
+    expectedResult: validateEnum(input.expectedResult, 'expectedResult', BLOCKING_RESULTS, 'ERR_PIDFENCE_INVALID_RESULT'),
+  };
+}
+
+/** What the store's rearm transaction receives; the subject's run.stop is re-checked inside it. */
+export interface RearmCommand {
+  readonly runId: string;
+  readonly subject: string;
+  readonly expectedVersion: number;
+  readonly expectedResult: BlockingResult;
+  readonly eventId: string;
+  readonly auditId: string;
+}
+
+export type RearmOutcome =
+  | { readonly kind: 'rearmed'; readonly inspection: DispatchInspection; readonly event: RunEvent<DispatchEventPayload> }
+  | { readonly kind: 'not_found' }
+  | { readonly kind: 'not_permitted' }
+  | { readonly kind: 'not_blocked'; readonly status: DispatchStatus }
+  | { readonly kind: 'stale_version'; readonly version: number }
+  | { readonly kind: 'result_mismatch'; readonly lastResult: DispatchResult | null };
+
+/** The five dispatch states, in contract order. */
+export type StateCounts = Readonly<Record<DispatchStatus, number>>;
+export type BlockingCounts = Readonly<Record<BlockingResult, number>>;
+
+/** The one summary read (ADR-0459): the grant check and every count from one statement. */
+export interface SummaryCounts {
+  /** Whether the subject holds run.read on the project, read by the same statement. */
+  readonly permitted: boolean;
+  readonly asOfMs: number;
+  readonly total: number;
+  readonly states: StateCounts;
+  readonly blockingResults: BlockingCounts;
+  /** Due (or lease-expired) records older than the overdue bound. */
+  readonly overdue: number;
+}
+
+export type Assessment = 'clear' | 'converging' | 'attention_required';
+
+/** A blocked-page row: run identity and blocked time only (ADR-0461). */
+export interface BlockedItem {
+  readonly runId: string;
+  readonly blockedAtMs: number;
+}
+
+/** The decoded blocked-page cursor: the project, the first page's database time, the keyset position. */
+export interface BlockedCursor {
+  readonly projectId: string;
+  readonly asOfMs: number;
+  readonly after: BlockedItem;
+}
+
+export { BLOCKED_PAGE_SIZE };
+
+const CURSOR_PREFIX = 'bp1.';
+
+export function encodeBlockedCursor(cursor: BlockedCursor): string {
+  const body = [cursor.projectId, cursor.asOfMs, cursor.after.blockedAtMs, cursor.after.runId];
+  return CURSOR_PREFIX + Buffer.from(JSON.stringify(body), 'utf8').toString('base64url');
+}
+
+function badCursor(): PidfenceError {
+  return new PidfenceError('the blocked-page cursor is not one pidfence returned; pass the `next` value of the previous page unchanged, or omit it for the first page.', 'ERR_PIDFENCE_INVALID_CURSOR');
+}
+
+export function decodeBlockedCursor(text: unknown): BlockedCursor {
+  if (typeof text !== 'string' || !text.startsWith(CURSOR_PREFIX) || text.length > 1024) throw badCursor();
+  let body: unknown;
+  try {
+    body = JSON.parse(Buffer.from(text.slice(CURSOR_PREFIX.length), 'base64url').toString('utf8'));
+  } catch {
+    throw badCursor();
+  }
+  if (!Array.isArray(body) || body.length !== 4) throw badCursor();
+  try {
+    const [projectId, asOfMs, blockedAtMs, runId] = body as unknown[];
+    const cursor = { projectId: validateId(projectId, 'cursor project'), asOfMs: validateEpochMs(asOfMs, 'cursor time'), after: { blockedAtMs: validateEpochMs(blockedAtMs, 'cursor time'), runId: validateId(runId, 'cursor run') } };
+    if (cursor.after.blockedAtMs > cursor.asOfMs || cursor.asOfMs > EPOCH_MS_MAX) throw badCursor();
+    return cursor;
+  } catch {
+    throw badCursor();
+  }
+}

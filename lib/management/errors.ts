@@ -1,0 +1,21 @@
+// The management plane's refusals (ADR-0458 to ADR-0461): each a PidfenceError with a stable code
+// and a sentence that says what to do next. Input mistakes stay PidfenceType/RangeErrors.
+import { PidfenceError } from '../base/errors';
+
+export type ManagementErrorCode =
+  | 'ERR_PIDFENCE_NOT_PERMITTED'
+  | 'ERR_PIDFENCE_DISPATCH_NOT_FOUND'
+  | 'ERR_PIDFENCE_REARM_STALE'
+  | 'ERR_PIDFENCE_REARM_NOT_BLOCKED'
+  | 'ERR_PIDFENCE_REARM_RESULT_MISMATCH'
+  | 'ERR_PIDFENCE_SUMMARY_INCONSISTENT'
+  | 'ERR_PIDFENCE_CURSOR_PROJECT';
+
+export class ManagementError extends PidfenceError {
+  declare readonly code: ManagementErrorCode;
+
+  constructor(message: string, code: ManagementErrorCode) {
+    super(message, code);
+    this.name = 'ManagementError';
+  }
+}

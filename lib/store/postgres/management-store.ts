@@ -1,0 +1,127 @@
+// PostgresManagementStore (ADR-0005 §5: ADR-0458 to ADR-0461; DESIGN §9): inspect, the rearm
+// transaction (run lock → dispatch lock, grant re-read, CAS, RunEvent, audit), the one-statement
+// summary and the blocked keyset page, with transaction_timestamp() as the only clock. Grant writes
+// run on the migration owner's connection (PostgresGrantAdministration).
+import type { Pool } from 'pg';
+
+import {
+  buildDispatchEventPayload,
+  validateDispatchRecord,
+  type BlockedItem,
+  type DispatchInspection,
+  type Permission,
+  type RearmCommand,
+  type RearmOutcome,
+  type SummaryCounts,
+} from '../../contract/index';
+import type { BlockedPosition, BlockedRows, GrantAdministration, GrantChange, ManagementStore } from '../management-store';
+import { inspectionOf, rearmRefusal, summaryCountsOf } from '../management-steps';
+import { poolFor, type PostgresTarget } from './connection';
+import { MANAGEMENT_SQL } from './management-statements';
+import { appendRunEvent, type LockedRun } from './run-events';
+import { SQL } from './statements';
+import { inTransaction, type Tx } from './transaction';
+
+async function held(tx: Tx, subject: string, projectId: string, permission: Permission): Promise<boolean> {
+  return (await tx.rows(MANAGEMENT_SQL.hasGrant, [subject, projectId, permission])).length > 0;
+}
+
+export class PostgresManagementStore implements ManagementStore {
+  readonly #pool: Pool;
+
+  constructor(pool: Pool) {
+    this.#pool = pool;
+  }
+
+  async hasPermission(subject: string, projectId: string, permission: Permission): Promise<boolean> {
+    return inTransaction(this.#pool, 'hasPermission', (tx) => held(tx, subject, projectId, permission));
+  }
+
+  async inspectDispatch(runId: string): Promise<DispatchInspection | null> {
+    const [row] = await inTransaction(this.#pool, 'inspect', (tx) => tx.rows(MANAGEMENT_SQL.inspect, [runId]));
+    return row === undefined ? null : inspectionOf(row);
+  }
+
+  async rearm(command: RearmCommand): Promise<RearmOutcome> {
+    return inTransaction(this.#pool, 'rearm', (tx) => this.#rearmLocked(tx, command));
+  }
+
+  /**
+   * Locks Run → Dispatch (the order of claim and result). The grant is re-read here, after the
+   * up-front check: a revoke committed before this statement fails the rearm closed.
+   */
+  async #rearmLocked(tx: Tx, command: RearmCommand): Promise<RearmOutcome> {
+    const [run] = await tx.rows<LockedRun>(SQL.lockRun, [command.runId]);
+    if (run === undefined) return { kind: 'not_found' };
+    const [row] = await tx.rows(SQL.lockDispatch, [command.runId]);
+    const record = row === undefined ? undefined : validateDispatchRecord(row);
+    const permitted = record !== undefined && (await held(tx, command.subject, record.projectId, 'run.stop'));
+    const refusal = rearmRefusal(record, permitted, command);
+    if (refusal !== null || record === undefined) return refusal ?? { kind: 'not_found' };
+    const [updated] = await tx.rows(MANAGEMENT_SQL.rearm, [command.runId, command.expectedVersion, command.expectedResult, run.nowMs]);
+    if (updated === undefined) return { kind: 'stale_version', version: record.version };
+    const inspection = inspectionOf(updated);
+    const { event } = await appendRunEvent(tx, run, {
+      type: 'run.cancel_dispatch_rearmed',
+      eventId: command.eventId,
+      payload: buildDispatchEventPayload({ attemptId: inspection.attemptId, dispatchCount: inspection.dispatchCount, result: command.expectedResult }),
+    });
+    await tx.rows(MANAGEMENT_SQL.insertAudit, [command.auditId, command.runId, record.projectId, command.subject, command.expectedVersion, command.expectedResult, run.nowMs]);
+    return { kind: 'rearmed', inspection, event };
+  }
+
+  async summaryCounts(subject: string, projectId: string, overdueAfterMs: number): Promise<SummaryCounts> {
+    const [row] = await inTransaction(this.#pool, 'summary', (tx) => tx.rows(MANAGEMENT_SQL.summary, [subject, projectId, overdueAfterMs]));
+    if (row === undefined) throw new Error('the summary statement returned no row');
+    return summaryCountsOf(row);
+  }
+
+  async blockedRows(projectId: string, position: BlockedPosition, limit: number): Promise<BlockedRows> {
+    return inTransaction(this.#pool, 'blockedPage', async (tx) => {
+      const asOfMs = position.kind === 'first' ? ((await tx.rows<{ nowMs: number }>(SQL.now, []))[0]?.nowMs ?? 0) : position.asOfMs;
+      const after = position.kind === 'first' ? { blockedAtMs: -1, runId: '' } : position.after;
+      const rows = await tx.rows<BlockedItem>(MANAGEMENT_SQL.blockedPage, [projectId, asOfMs, after.blockedAtMs, after.runId, limit]);
+      return { asOfMs, rows: rows.map((item) => ({ runId: item.runId, blockedAtMs: item.blockedAtMs })) };
+    });
+  }
+}
+
+/** Grant writes on the migration owner's connection (docs/decisions/0040); the runtime role is refused by the database. */
+export class PostgresGrantAdministration implements GrantAdministration {
+  readonly #pool: Pool;
+
+  constructor(pool: Pool) {
+    this.#pool = pool;
+  }
+
+  async hasPermission(subject: string, projectId: string, permission: Permission): Promise<boolean> {
+    return inTransaction(this.#pool, 'hasPermission', (tx) => held(tx, subject, projectId, permission));
+  }
+
+  async grantCount(): Promise<number> {
+    const [row] = await inTransaction(this.#pool, 'grantCount', (tx) => tx.rows<{ n: number }>(MANAGEMENT_SQL.grantCount, []));
+    return row?.n ?? 0;
+  }
+
+  async writeGrant(change: GrantChange, grantedBy: string): Promise<'granted' | 'exists'> {
+    const rows = await inTransaction(this.#pool, 'writeGrant', (tx) => tx.rows(MANAGEMENT_SQL.insertGrant, [change.subject, change.projectId, change.permission, grantedBy]));
+    return rows.length === 1 ? 'granted' : 'exists';
+  }
+
+  async revokeGrant(change: GrantChange): Promise<'revoked' | 'absent'> {
+    const rows = await inTransaction(this.#pool, 'revokeGrant', (tx) => tx.rows(MANAGEMENT_SQL.deleteGrant, [change.subject, change.projectId, change.permission]));
+    return rows.length === 1 ? 'revoked' : 'absent';
+  }
+
+  async listGrants(subject: string): Promise<ReadonlyArray<{ readonly projectId: string; readonly permission: Permission }>> {
+    return inTransaction(this.#pool, 'listGrants', (tx) => tx.rows<{ projectId: string; permission: Permission }>(MANAGEMENT_SQL.listGrants, [subject]));
+  }
+}
+
+/** Grant writes as the migration owner, on the owner's pool or URL; close() ends a pool made here. */
+export function openPostgresGrantAdministration(ownerTarget: PostgresTarget): PostgresGrantAdministration & { close(): Promise<void> } {
+  const handle = poolFor(ownerTarget, 1);
+  const administration = new PostgresGrantAdministration(handle.pool) as PostgresGrantAdministration & { close(): Promise<void> };
+  administration.close = () => handle.release();
+  return administration;
+}

@@ -1,0 +1,34 @@
+// The SQLite management store's statements (ADR-0458 to ADR-0461), one named place each, built from
+// the shared text in ../management-steps.ts with SQLite's named parameters and injected clock.
+import type Database from 'better-sqlite3';
+
+import { blockedPageSql, hasGrantSql, insertAuditSql, inspectSql, rearmSql, summarySql } from '../management-steps';
+
+export const MANAGEMENT_SQL = {
+  hasGrant: hasGrantSql({ subject: ':subject', projectId: ':projectId', permission: ':permission' }),
+  inspect: inspectSql({ runId: '?' }),
+  summary: summarySql({ subject: ':subject', projectId: ':projectId', overdueAfterMs: ':overdueAfterMs', nowMs: ':nowMs' }),
+  /** INDEXED BY: the statement fails to prepare rather than scan when the partial index is unusable. */
+  blockedPage: blockedPageSql('cancellation_dispatches INDEXED BY cancellation_dispatches_blocked', {
+    projectId: ':projectId', asOfMs: ':asOfMs', afterAtMs: ':afterAtMs', afterRunId: ':afterRunId', limit: ':limit',
+  }),
+  rearm: rearmSql({ runId: ':runId', expectedVersion: ':expectedVersion', expectedResult: ':expectedResult', nowMs: ':nowMs' }),
+  insertAudit: insertAuditSql({
+    id: ':id', runId: ':runId', projectId: ':projectId', actor: ':actor', expectedVersion: ':expectedVersion', expectedResult: ':expectedResult', nowMs: ':nowMs',
+  }),
+
+  // ---- owner-only grant writes ----
+  grantCount: 'SELECT COUNT(*) AS n FROM management_grants',
+  insertGrant: `INSERT INTO management_grants (subject, project_id, permission, granted_by, created_at_ms)
+    VALUES (:subject, :projectId, :permission, :grantedBy, :nowMs) ON CONFLICT DO NOTHING`,
+  deleteGrant: 'DELETE FROM management_grants WHERE subject = :subject AND project_id = :projectId AND permission = :permission',
+  listGrants: 'SELECT project_id AS "projectId", permission FROM management_grants WHERE subject = ? ORDER BY project_id, permission',
+} as const;
+
+export type ManagementStatements = { readonly [K in keyof typeof MANAGEMENT_SQL]: Database.Statement };
+
+export function prepareManagementStatements(database: Database.Database): ManagementStatements {
+  const prepared = {} as Record<keyof typeof MANAGEMENT_SQL, Database.Statement>;
+  for (const name of Object.keys(MANAGEMENT_SQL) as Array<keyof typeof MANAGEMENT_SQL>) prepared[name] = database.prepare(MANAGEMENT_SQL[name]);
+  return prepared;
+}

@@ -1,0 +1,120 @@
+// SqliteManagementStore (ADR-0005 §5: ADR-0458 to ADR-0461; DESIGN §9): inspect, the rearm
+// transaction (BEGIN IMMEDIATE: grant re-read, CAS, RunEvent, audit), the one-statement summary,
+// the blocked keyset page, and the owner's grant writes. The injected clock is the time authority.
+import {
+  buildDispatchEventPayload,
+  validateDispatchRecord,
+  type DispatchInspection,
+  type Permission,
+  type RearmCommand,
+  type RearmOutcome,
+  type RunRecord,
+  type SummaryCounts,
+} from '../../contract/index';
+import type { BlockedPosition, BlockedRows, GrantAdministration, GrantChange, ManagementStore } from '../management-store';
+import { inspectionOf, rearmRefusal, summaryCountsOf } from '../management-steps';
+import { storeFailure } from '../store-errors';
+import { readClock, type Clock } from './clock';
+import type { SqliteDatabase } from './database';
+import { prepareManagementStatements, type ManagementStatements } from './management-statements';
+import { appendRunEvent } from './run-events';
+import { prepareStatements, type PreparedStatements } from './statements';
+
+export class SqliteManagementStore implements ManagementStore, GrantAdministration {
+  readonly #database: SqliteDatabase;
+  readonly #sql: ManagementStatements;
+  readonly #statements: PreparedStatements;
+  readonly #clock: Clock;
+
+  constructor(database: SqliteDatabase, options: { readonly clock?: Clock } = {}) {
+    this.#database = database;
+    this.#sql = prepareManagementStatements(database);
+    this.#statements = prepareStatements(database);
+    this.#clock = options.clock ?? Date.now;
+  }
+
+  #guard<T>(operation: string, work: () => T): T {
+    try {
+      return work();
+    } catch (error) {
+      throw storeFailure('sqlite', operation, error);
+    }
+  }
+
+  #held(subject: string, projectId: string, permission: Permission): boolean {
+    return this.#sql.hasGrant.get({ subject, projectId, permission }) !== undefined;
+  }
+
+  async hasPermission(subject: string, projectId: string, permission: Permission): Promise<boolean> {
+    return this.#guard('hasPermission', () => this.#held(subject, projectId, permission));
+  }
+
+  async inspectDispatch(runId: string): Promise<DispatchInspection | null> {
+    return this.#guard('inspect', () => {
+      const row = this.#sql.inspect.get(runId) as Record<string, unknown> | undefined;
+      return row === undefined ? null : inspectionOf(row);
+    });
+  }
+
+  async rearm(command: RearmCommand): Promise<RearmOutcome> {
+    return this.#guard('rearm', () => this.#database.transaction(() => this.#rearmLocked(command)).immediate());
+  }
+
+  /** Inside BEGIN IMMEDIATE: no other writer (a revoke included) can run until this commits. */
+  #rearmLocked(command: RearmCommand): RearmOutcome {
+    const nowMs = readClock(this.#clock);
+    const row = this.#statements.selectDispatch.get(command.runId);
+    const record = row === undefined ? undefined : validateDispatchRecord(row);
+    const permitted = record !== undefined && this.#held(command.subject, record.projectId, 'run.stop');
+    const refusal = rearmRefusal(record, permitted, command);
+    if (refusal !== null || record === undefined) return refusal ?? { kind: 'not_found' };
+    const updated = this.#sql.rearm.get({ runId: command.runId, expectedVersion: command.expectedVersion, expectedResult: command.expectedResult, nowMs }) as Record<string, unknown> | undefined;
+    if (updated === undefined) return { kind: 'stale_version', version: record.version };
+    const inspection = inspectionOf(updated);
+    const run = this.#statements.selectRun.get(command.runId) as RunRecord;
+    const event = appendRunEvent(this.#statements, {
+      runId: command.runId,
+      version: run.version,
+      type: 'run.cancel_dispatch_rearmed',
+      eventId: command.eventId,
+      payload: buildDispatchEventPayload({ attemptId: inspection.attemptId, dispatchCount: inspection.dispatchCount, result: command.expectedResult }),
+      nowMs,
+    });
+    this.#sql.insertAudit.run({
+      id: command.auditId, runId: command.runId, projectId: record.projectId, actor: command.subject,
+      expectedVersion: command.expectedVersion, expectedResult: command.expectedResult, nowMs,
+    });
+    return { kind: 'rearmed', inspection, event };
+  }
+
+  async summaryCounts(subject: string, projectId: string, overdueAfterMs: number): Promise<SummaryCounts> {
+    return this.#guard('summary', () => summaryCountsOf(this.#sql.summary.get({ subject, projectId, overdueAfterMs, nowMs: readClock(this.#clock) }) as Record<string, unknown>));
+  }
+
+  async blockedRows(projectId: string, position: BlockedPosition, limit: number): Promise<BlockedRows> {
+    return this.#guard('blockedPage', () => {
+      const asOfMs = position.kind === 'first' ? readClock(this.#clock) : position.asOfMs;
+      const after = position.kind === 'first' ? { blockedAtMs: -1, runId: '' } : position.after;
+      const rows = this.#sql.blockedPage.all({ projectId, asOfMs, afterAtMs: after.blockedAtMs, afterRunId: after.runId, limit }) as Array<{ runId: string; blockedAtMs: number }>;
+      return { asOfMs, rows: rows.map((row) => ({ runId: row.runId, blockedAtMs: row.blockedAtMs })) };
+    });
+  }
+
+  // ---- GrantAdministration: whoever may write the file is its owner (docs/decisions/0040) ----
+
+  async grantCount(): Promise<number> {
+    return this.#guard('grantCount', () => (this.#sql.grantCount.get() as { n: number }).n);
+  }
+
+  async writeGrant(change: GrantChange, grantedBy: string): Promise<'granted' | 'exists'> {
+    return this.#guard('writeGrant', () => (this.#sql.insertGrant.run({ ...change, grantedBy, nowMs: readClock(this.#clock) }).changes === 1 ? 'granted' : 'exists'));
+  }
+
+  async revokeGrant(change: GrantChange): Promise<'revoked' | 'absent'> {
+    return this.#guard('revokeGrant', () => (this.#sql.deleteGrant.run({ ...change }).changes === 1 ? 'revoked' : 'absent'));
+  }
+
+  async listGrants(subject: string): Promise<ReadonlyArray<{ readonly projectId: string; readonly permission: Permission }>> {
+    return this.#guard('listGrants', () => this.#sql.listGrants.all(subject) as Array<{ projectId: string; permission: Permission }>);
+  }
+}

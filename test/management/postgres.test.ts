@@ -1,0 +1,132 @@
+// The management suite (ADR-0005 gates 14-18) on a real PostgreSQL as the runtime role, grants
+// written by the migration owner; plus the plan of the blocked page on a table large enough for
+// the planner to choose freely (gate 18: the per-project partial index, no other project's rows).
+import test from 'ava';
+import { Pool } from 'pg';
+
+import { openPostgresGrantAdministration, openPostgresStore, postgresReadiness } from '../../lib/store/postgres/index';
+import { MANAGEMENT_SQL } from '../../lib/store/postgres/management-statements';
+import { migratedDatabase, runtimeUrlNamed, SUITE_SESSION_SETTINGS, uniqueApplicationName, type MigratedDatabase } from '../helpers/pg-store';
+import { registerManagementSuite, type ManagementWorld } from './management-suite';
+
+const CONTROL_STATEMENT = /^\s*(BEGIN|COMMIT|ROLLBACK|SET)\b/i;
+
+let shared: Promise<MigratedDatabase> | undefined;
+const database = (): Promise<MigratedDatabase> => (shared ??= migratedDatabase('management'));
+test.after.always(async () => { if (shared !== undefined) await (await shared).dispose(); });
+
+type Queryable = { query: (...args: unknown[]) => unknown };
+
+async function openWorld(): Promise<ManagementWorld> {
+  const db = await database();
+  let recording: string[] | undefined;
+  const pool = new Pool({ connectionString: runtimeUrlNamed(db, uniqueApplicationName(), SUITE_SESSION_SETTINGS), max: 4 });
+  pool.on('error', () => undefined);
+  pool.on('connect', (client) => {
+    const target = client as unknown as Queryable;
+    const query = target.query.bind(client);
+    target.query = (...args: unknown[]) => {
+      const first = args[0] as string | { text?: string };
+      const text = typeof first === 'string' ? first : first?.text ?? '';
+      if (!CONTROL_STATEMENT.test(text)) recording?.push(text);
+      return query(...args);
+    };
+  });
+  const store = await openPostgresStore(pool);
+  const grants = openPostgresGrantAdministration(db.ownerUrl);
+  return {
+    runStore: store.runStore,
+    repository: store.repository,
+    management: store.management,
+    grants,
+    advanceTime: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+    statementsOf: async (work) => {
+      recording = [];
+      try {
+        const result = await work();
+        return { result, statements: recording };
+      } finally {
+        recording = undefined;
+      }
+    },
+    auditRows: async (runId) => (await db.owner.query(
+      'SELECT actor, expected_version::int AS "expectedVersion", expected_result AS "expectedResult" FROM management_audit WHERE run_id = $1 ORDER BY created_at_ms, id',
+      [runId],
+    )).rows,
+    close: async () => { await grants.close(); await store.close(); await pool.end(); },
+  };
+}
+
+registerManagementSuite({ name: 'postgres', open: openWorld });
+
+test('the runtime role may read grants but not write them, and readiness holds it to exactly SELECT [postgres]', async (t) => {
+  const db = await database();
+  t.like(await postgresReadiness(db.runtimeUrl), { runtimeRole: db.runtimeRole });
+  const asRuntime = openPostgresGrantAdministration(db.runtimeUrl);
+  t.teardown(() => asRuntime.close());
+  const error = await t.throwsAsync(asRuntime.writeGrant({ subject: 'mallory', projectId: 'p', permission: 'run.stop' }, 'mallory'));
+  t.is((error as { code?: string }).code, 'ERR_PIDFENCE_STORE_PRIVILEGE');
+  t.false(await asRuntime.hasPermission('mallory', 'p', 'run.stop'));
+  await db.owner.query(`GRANT INSERT ON management_grants TO "${db.runtimeRole}"`);
+  const excess = await t.throwsAsync(postgresReadiness(db.runtimeUrl));
+  t.is((excess as { code?: string }).code, 'ERR_PIDFENCE_PG_PRIVILEGE_EXCESS');
+  t.regex(excess?.message ?? '', /INSERT on management_grants/);
+  await db.owner.query(`REVOKE INSERT ON management_grants FROM "${db.runtimeRole}"`);
+});
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  'Index Cond'?: string;
+  'Actual Rows'?: number;
+  'Rows Removed by Filter'?: number;
+  'Rows Removed by Index Recheck'?: number;
+  Plans?: PlanNode[];
+}
+
+function nodes(plan: PlanNode): PlanNode[] {
+  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+}
+
+test('gate 18: on 30,000 dispatches in 7 projects the blocked page is an index scan of the per-project partial index that touches no other project\'s rows [postgres]', async (t) => {
+  const db = await database();
+  const rows = 30_000;
+  await db.owner.query(`INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
+    SELECT 'xr-' || g, 'xp-' || (g % 7), 'runtime', 'running', 1, 1000, 'user', 2, 1000, 1000 FROM generate_series(1, ${rows}) AS g`);
+  await db.owner.query(`INSERT INTO attempts (run_id, id, status, created_at_ms, updated_at_ms)
+    SELECT 'xr-' || g, 'xr-' || g || '-a1', 'running', 1000, 1000 FROM generate_series(1, ${rows}) AS g`);
+  await db.owner.query(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count, last_result,
+      last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
+    SELECT 'xr-' || g, 'xp-' || (g % 7), 'xr-' || g || '-a1',
+      CASE WHEN g % 3 = 0 THEN 'blocked' ELSE 'dispatched' END, 2, 1,
+      CASE WHEN g % 3 = 0 THEN 'identity_mismatch' ELSE 'already_exited' END,
+      1000, CASE WHEN g % 3 = 0 THEN 2000 + g ELSE NULL END, 1000, 1000
+    FROM generate_series(1, ${rows}) AS g`);
+  await db.owner.query('ANALYZE runs, attempts, cancellation_dispatches');
+
+  const runtime = new Pool({ connectionString: db.runtimeUrl, max: 1 });
+  t.teardown(() => runtime.end());
+  const explain = async (params: unknown[]): Promise<PlanNode[]> => {
+    const result = await runtime.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${MANAGEMENT_SQL.blockedPage}`, params);
+    const plan = (result.rows[0] as { 'QUERY PLAN': Array<{ Plan: PlanNode }> })['QUERY PLAN'][0]?.Plan;
+    if (plan === undefined) throw new Error('no plan');
+    return nodes(plan);
+  };
+  for (const params of [['xp-3', 10_000_000, -1, '', 17], ['xp-3', 10_000_000, 12_000, 'xr-10000', 17]]) {
+    const plan = await explain(params);
+    const scans = plan.filter((node) => node['Relation Name'] === 'cancellation_dispatches');
+    t.is(scans.length, 1, JSON.stringify(plan));
+    const [scan] = scans;
+    t.true(['Index Scan', 'Index Only Scan'].includes(scan?.['Node Type'] ?? ''), scan?.['Node Type']);
+    t.is(scan?.['Index Name'], 'cancellation_dispatches_blocked');
+    t.regex(scan?.['Index Cond'] ?? '', /^\(\(project_id = 'xp-3'::text\) AND .*ROW\(blocked_at_ms, run_id\) > ROW/);
+    t.false(plan.some((node) => /Seq Scan|Bitmap/.test(node['Node Type'])));
+    // Every row the scan produced was one of this project's blocked rows, and no more than a page + 1.
+    t.is(scan?.['Rows Removed by Filter'] ?? 0, 0);
+    t.true((scan?.['Actual Rows'] ?? 99) <= 17);
+  }
+  const page = await runtime.query(MANAGEMENT_SQL.blockedPage, ['xp-3', 10_000_000, -1, '', 17]);
+  t.is(page.rows.length, 17);
+  t.true(page.rows.every((row: { runId: string }) => Number(row.runId.slice(3)) % 7 === 3 && Number(row.runId.slice(3)) % 3 === 0));
+});

@@ -1,0 +1,69 @@
+// The management suite (ADR-0005 gates 14-18) on a real SQLite file with an injected clock, plus
+// what only SQLite shows here: a corrupted row makes the summary an error, not a number.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+import test from 'ava';
+
+import { PidfenceError } from '../../lib/base/errors';
+import { ManagementPlane } from '../../lib/management/index';
+import { openSqliteStore } from '../../lib/store/sqlite/index';
+import { registerManagementSuite, settledRun, type ManagementWorld } from './management-suite';
+
+const DATA_STATEMENT = /^\s*(?!BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)/i;
+
+async function openWorld(): Promise<ManagementWorld & { database: ReturnType<typeof openSqliteStore>['database'] }> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-management-'));
+  let now = 1_700_000_000_000;
+  let recording: string[] | undefined;
+  const store = openSqliteStore(path.join(dir, 'pidfence.db'), { clock: () => now, verbose: (sql) => recording?.push(sql) });
+  return {
+    database: store.database,
+    runStore: store.runStore,
+    repository: store.repository,
+    management: store.management,
+    grants: store.management,
+    advanceTime: async (ms) => { now += ms; },
+    statementsOf: async (work) => {
+      recording = [];
+      try {
+        const result = await work();
+        return { result, statements: recording.filter((sql) => DATA_STATEMENT.test(sql)) };
+      } finally {
+        recording = undefined;
+      }
+    },
+    auditRows: async (runId) => store.database
+      .prepare('SELECT actor, expected_version AS expectedVersion, expected_result AS expectedResult FROM management_audit WHERE run_id = ? ORDER BY created_at_ms, id')
+      .all(runId) as Array<{ actor: string; expectedVersion: number; expectedResult: string }>,
+    close: async () => { store.close(); rmSync(dir, { recursive: true, force: true }); },
+  };
+}
+
+registerManagementSuite({ name: 'sqlite', open: openWorld });
+
+test('gate 16: a blocked row whose result is not a blocking one makes the summary an error, not a number [sqlite]', async (t) => {
+  const world = await openWorld();
+  t.teardown(() => world.close());
+  await world.grants.writeGrant({ subject: 'viewer', projectId: 'p-corrupt', permission: 'run.read' }, 'owner');
+  const { runId } = await settledRun(world, 'p-corrupt', 'invalid');
+  const plane = new ManagementPlane({ store: world.management, principal: 'viewer' });
+  t.like(await plane.summary('p-corrupt'), { assessment: 'attention_required', states: { blocked: 1 }, blockingResults: { invalid: 1 } });
+  // Written outside pidfence, past the CHECK constraints: the kind of row the cross-check exists for.
+  world.database.pragma('ignore_check_constraints = ON');
+  world.database.prepare("UPDATE cancellation_dispatches SET last_result = 'dispatch_error' WHERE run_id = ?").run(runId);
+  world.database.pragma('ignore_check_constraints = OFF');
+  const error = await t.throwsAsync(plane.summary('p-corrupt'));
+  t.is((error as PidfenceError).code, 'ERR_PIDFENCE_SUMMARY_INCONSISTENT');
+  t.regex(error?.message ?? '', /blocking results add up to 0, not blocked 1/);
+});
+
+test('the blocked page statement is bound to the per-project partial index (INDEXED BY) [sqlite]', async (t) => {
+  const world = await openWorld();
+  t.teardown(() => world.close());
+  const { MANAGEMENT_SQL } = await import('../../lib/store/sqlite/management-statements');
+  const plan = world.database.prepare(`EXPLAIN QUERY PLAN ${MANAGEMENT_SQL.blockedPage}`).all({ projectId: 'p', asOfMs: 1, afterAtMs: -1, afterRunId: '', limit: 17 }) as Array<{ detail: string }>;
+  t.true(plan.some((row) => /USING (COVERING )?INDEX cancellation_dispatches_blocked \(project_id=\? AND /.test(row.detail)), JSON.stringify(plan));
+  t.false(plan.some((row) => /^SCAN cancellation_dispatches\b(?! USING)/.test(row.detail)));
+});
