@@ -109,9 +109,12 @@ export function captureIdentity(pid: number): ProcessIdentity | null {
   switch (result.outcome) {
     case 'verified': {
       const { pid: capturedPid, bootId: capturedBootId, startTicks, pgid, pidfsIno } = result;
-      return pidfsIno === undefined
-        ? { pid: capturedPid, bootId: capturedBootId, startTicks, pgid }
-        : { pid: capturedPid, bootId: capturedBootId, startTicks, pgid, pidfsIno };
+      // Frozen: an identity is a fact about one process; frozen ones are validated only once.
+      return Object.freeze(
+        pidfsIno === undefined
+          ? { pid: capturedPid, bootId: capturedBootId, startTicks, pgid }
+          : { pid: capturedPid, bootId: capturedBootId, startTicks, pgid, pidfsIno },
+      );
     }
     case 'already_exited':
       return null;

@@ -67,7 +67,22 @@ export function validatePidfsIno(value: unknown): string {
   return validateU64Decimal(value, 'pidfsIno', 'ERR_PIDFENCE_INVALID_PIDFS_INO');
 }
 
+// A frozen identity cannot change after it was checked, so it is checked once: callers that
+// signal the same identity repeatedly (the controller, a supervisor) skip the re-validation.
+const validatedFrozen = new WeakMap<object, ExpectedIdentity>();
+
 export function validateExpectedIdentity(value: unknown): ExpectedIdentity {
+  if (typeof value === 'object' && value !== null && Object.isFrozen(value)) {
+    const cached = validatedFrozen.get(value);
+    if (cached !== undefined) return cached;
+    const checked = validateExpectedIdentityFresh(value);
+    validatedFrozen.set(value, checked);
+    return checked;
+  }
+  return validateExpectedIdentityFresh(value);
+}
+
+function validateExpectedIdentityFresh(value: unknown): ExpectedIdentity {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new PidfenceTypeError('expected must be an identity object as captureIdentity() returns it.', 'ERR_PIDFENCE_INVALID_IDENTITY');
   }

@@ -142,10 +142,10 @@ export function handleExpectedIdentity(handle: DurableProcessHandle): {
   startTicks: string;
   pidfsIno?: string;
 } {
-  return {
+  return Object.freeze({
     pid: handle.pid,
     bootId: handle.bootId,
     startTicks: handle.startTicks,
     ...(handle.pidfsIno === undefined ? {} : { pidfsIno: handle.pidfsIno }),
-  };
+  });
 }

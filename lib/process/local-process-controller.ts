@@ -20,10 +20,15 @@ export const KILL_CONFIRM_MS = 2_000;
 /** Room for the proofs and signals themselves (microseconds each) on a slow, loaded device. */
 export const CONTROL_OVERHEAD_MS = 500;
 /**
- * After the leader exited, how often the group is checked for members that outlived it (a
- * group signal 0 through the held pidfd: a few microseconds). Only this rare path checks.
+ * After the leader exited, how often at most the group is checked for members that outlived it
+ * (a group signal 0 through the held pidfd: a few microseconds).
  */
 export const MEMBER_CHECK_MS = 25;
+/**
+ * The first checks come sooner: usually only the leader's zombie is left, gone as soon as its
+ * parent's event loop reaps it (for our own children, within a loop turn or two).
+ */
+const MEMBER_CHECK_STEPS_MS = [0, 1, 2, 5, 10] as const;
 
 export type TerminationResult =
   | 'termination_requested'
@@ -80,13 +85,14 @@ function settlesWithin(promise: Promise<void>, ms: number): Promise<boolean> {
 
 /** True once the group has no members left (the leader counts until its parent reaps it). */
 async function groupEmptiedBy(hold: GroupHold, deadline: number): Promise<boolean> {
-  for (;;) {
+  for (let check = 0; ; check++) {
     const probe = hold.signalGroup(0);
     if (probe.outcome === 'already_exited') return true;
     if (probe.outcome === 'error') throw signalFailure(probe);
     const left = deadline - Date.now();
     if (left <= 0) return false;
-    await new Promise((resolve) => setTimeout(resolve, Math.min(MEMBER_CHECK_MS, left)));
+    const step = MEMBER_CHECK_STEPS_MS[check] ?? MEMBER_CHECK_MS;
+    await new Promise((resolve) => (step === 0 ? setImmediate(resolve) : setTimeout(resolve, Math.min(step, left))));
   }
 }
 

@@ -98,3 +98,13 @@ test.serial('the counters are live: a valid call does reach the addon', (t) => {
   readProcessStat(1); // init: not our own PID, which qemu-user fakes
   t.deepEqual(nativeCalls.splice(0), ['readProcessStat']);
 });
+
+test.serial('a frozen identity is validated too (then remembered): a bad frozen one answers invalid every time', (t) => {
+  const bad = Object.freeze({ ...valid, startTicks: '012' });
+  for (let i = 0; i < 2; i++) {
+    const outcome = signalVerified(bad as never, 0);
+    t.is(outcome.outcome, 'invalid');
+    t.is(outcome.outcome === 'invalid' ? outcome.code : '', 'ERR_PIDFENCE_INVALID_START_TICKS');
+  }
+  t.deepEqual(nativeCalls, []);
+});
