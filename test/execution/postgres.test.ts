@@ -3,13 +3,15 @@
 // timeout intent before any signal, the shutdown drain, and `pidfence run --db postgres://…`.
 // Serial: a drain with scope `all` stops every active attempt of the database the tests share.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 import test, { type ExecutionContext } from 'ava';
 
+import { postgresReceiptDirectory } from '../../lib/cli/execution-target';
 import { createReceiptToken, receiptTokenDigest, receiptWriteAtomic, type CompletionReceipt, type ExecutionStores } from '../../lib/execution/index';
+import { EXECUTION_SQL } from '../../lib/store/postgres/execution-statements';
 import { openPostgresStore, type PostgresStore } from '../../lib/store/postgres/index';
 import { delay } from '../helpers/processes';
 import { migratedDatabase, runtimeUrlNamed, uniqueApplicationName, type MigratedDatabase } from '../helpers/pg-store';
@@ -213,6 +215,17 @@ test.serial('postgres: due deadlines and open journal rows page by a stable keys
   await executionStore.recordQuarantineIntent({ runId: 'pg-d01', attemptId: 'pg-d01-a1', reason: 'token' });
   const rows = await ownerRows(world.db, "SELECT attempt_id AS a, reason, done_at_ms IS NOT NULL AS done FROM receipt_journal WHERE action = 'quarantine' AND attempt_id IN ('pg-d00-a1', 'pg-d01-a1') ORDER BY attempt_id", []);
   t.deepEqual(rows, [{ a: 'pg-d00-a1', reason: 'token', done: true }, { a: 'pg-d01-a1', reason: 'token', done: false }]);
+  // The due source can walk attempts_deadline_due (on a table this small only with seq scans off).
+  const client = await world.db.owner.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SET LOCAL enable_seqscan = off');
+    const plan = JSON.stringify((await client.query(`EXPLAIN (FORMAT JSON) ${EXECUTION_SQL.dueDeadlinesPage}`, [-1, '', '', 7])).rows);
+    t.regex(plan, /attempts_deadline_due/, plan);
+  } finally {
+    await client.query('ROLLBACK');
+    client.release();
+  }
   await t.throwsAsync(executionStore.dueDeadlinesPage({ limit: 65 }), { code: 'ERR_PIDFENCE_INVALID_PAGE_LIMIT' });
   await t.throwsAsync(executionStore.recordQuarantineIntent({ runId: 'pg-d01', attemptId: 'pg-d01-a1', reason: 'bogus' as never }), { code: 'ERR_PIDFENCE_INVALID_COMMAND' });
   // Leave nothing due for the other tests' control cycles.
@@ -243,6 +256,12 @@ test.serial('postgres: pidfence run --db <runtime postgres url> exits with the j
   const runId = /run (run-[0-9a-f-]+) started/.exec(result.stderr)?.[1];
   t.truthy(runId, result.stderr);
   t.regex(result.stderr, /pidfence: run run-[0-9a-f-]+ failed\n$/);
+  // Receipts live on this host, one directory per server and database, whichever role connects.
+  const receipts = postgresReceiptDirectory(db.runtimeUrl, { XDG_STATE_HOME: state });
+  t.is(receipts, postgresReceiptDirectory(db.ownerUrl, { XDG_STATE_HOME: state }));
+  t.true(receipts.startsWith(path.join(state, 'pidfence', 'receipts', 'pg-')));
+  t.true(existsSync(receipts));
+  t.is(postgresReceiptDirectory(db.runtimeUrl, { PIDFENCE_RECEIPTS: state }), state);
   const store = await openPostgresStore(db.runtimeUrl, { maxConnections: 1 });
   t.teardown(() => store.close());
   t.like(await store.runStore.getRun(runId ?? ''), { status: 'failed' });
