@@ -1,6 +1,10 @@
 // The stores of the execution verbs (`run`, `cancel`, `supervise`): the SQLite file of the store
-// target and its receipt directory beside it. PostgreSQL code is loaded only for a URL.
-import { PidfenceError } from '../base/errors';
+// target with its receipt directory beside it, or the PostgreSQL store of a `postgres://` URL with
+// a receipt directory on this host named after the database. PostgreSQL code is loaded only for a URL.
+import { createHash } from 'node:crypto';
+import { homedir } from 'node:os';
+import * as path from 'node:path';
+
 import type { ExecutionStores } from '../execution/index';
 import type { StoreTarget } from './store-target';
 
@@ -10,12 +14,32 @@ export interface ExecutionTarget {
   readonly receiptDirectory: string;
 }
 
-export async function executionTargetOpen(target: StoreTarget): Promise<ExecutionTarget> {
+/** Overrides where a PostgreSQL store's receipts live on this host. */
+export const RECEIPTS_ENV = 'PIDFENCE_RECEIPTS';
+
+/**
+ * Receipts are host-local files. For a PostgreSQL store every runner and `run` on this host that
+ * names the same server and database (role and password aside) shares one directory under the
+ * user's state directory, so `supervise` finds what a crashed `run` left behind.
+ */
+export function postgresReceiptDirectory(url: string, env: NodeJS.ProcessEnv = process.env): string {
+  const override = env[RECEIPTS_ENV];
+  if (override !== undefined && override !== '') return path.resolve(override);
+  const parsed = new URL(url);
+  const key = `${parsed.hostname}:${parsed.port === '' ? '5432' : parsed.port}/${decodeURIComponent(parsed.pathname.replace(/^\//, ''))}`;
+  const digest = createHash('sha256').update(key).digest('hex').slice(0, 16);
+  const stateHome = env.XDG_STATE_HOME !== undefined && env.XDG_STATE_HOME !== '' ? env.XDG_STATE_HOME : path.join(homedir(), '.local', 'state');
+  return path.join(path.resolve(stateHome), 'pidfence', 'receipts', `pg-${digest}`);
+}
+
+export async function executionTargetOpen(target: StoreTarget, env: NodeJS.ProcessEnv = process.env): Promise<ExecutionTarget> {
   if (target.kind === 'postgres') {
-    throw new PidfenceError(
-      'the local execution verbs run on a SQLite store for now; pass --db with a file path (PostgreSQL serves status, inspect and cancellation dispatch).',
-      'ERR_PIDFENCE_EXECUTION_STORE_UNSUPPORTED',
-    );
+    const { openPostgresStore } = await import('../store/postgres/index');
+    const store = await openPostgresStore(target.url);
+    return {
+      stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, close: () => store.close() },
+      receiptDirectory: postgresReceiptDirectory(target.url, env),
+    };
   }
   const { openSqliteStore } = await import('../store/sqlite/index');
   const store = openSqliteStore(target.file);

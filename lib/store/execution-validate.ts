@@ -71,6 +71,20 @@ export function validateQuarantineReason(value: unknown): QuarantineReason {
   return validateEnum(value, 'reason', QUARANTINE_REASONS, 'ERR_PIDFENCE_INVALID_COMMAND');
 }
 
+/** The attempt a journal write names (a receipt deletion intent). */
+export function validateAttemptRef(command: { readonly runId: unknown; readonly attemptId: unknown }): { runId: string; attemptId: string } {
+  return { runId: validateId(command.runId, 'runId'), attemptId: validateId(command.attemptId, 'attemptId') };
+}
+
+export function validateQuarantineIntent(command: { readonly runId: unknown; readonly attemptId: unknown; readonly reason: unknown }): { runId: string; attemptId: string; reason: QuarantineReason } {
+  return { ...validateAttemptRef(command), reason: validateQuarantineReason(command.reason) };
+}
+
+/** The journal row a file action closes. */
+export function validateJournalEntryRef(entry: { readonly attemptId: unknown; readonly action: unknown }): { attemptId: string; action: 'delete' | 'quarantine' } {
+  return { attemptId: validateId(entry.attemptId, 'attemptId'), action: validateJournalAction(entry.action) };
+}
+
 export function validateCompleteAttemptCommand(value: unknown): CompleteAttemptCommand {
   const input = validateExactShape(value, 'complete-attempt command', ['runId', 'attemptId', 'status', 'cause', 'exit', 'attemptEventId', 'runEventId', 'journalReceipt']);
   let exit: CompleteAttemptCommand['exit'] = null;

@@ -12,7 +12,7 @@ import type { ExecutionStore } from '../../lib/store/execution-store';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { delay, spawnJob } from '../helpers/processes';
 import { timerCensus } from '../helpers/timer-census';
-import { handleAlive, openWorld, overriding, receiptExists, worldDirectory } from './world';
+import { handleAlive, openWorld, overriding, receiptExists, shutdownDrainGate, worldDirectory } from './world';
 
 const LIB = path.resolve(__dirname, '..', '..', '..', 'lib');
 
@@ -146,37 +146,19 @@ test('lifecycle gate 3: the due source uses the deadline index with a stable key
 
 test('lifecycle gate 4: the shutdown drain writes shutdown first, keeps an existing reason, and stops the exact executions before storage closes', async (t) => {
   const activeAtClose: number[] = [];
-  let closed = 0;
   const world = openWorld(t, {
     wrap: (store) => ({
       close: () => {
         activeAtClose.push((store.database.prepare("SELECT count(*) AS n FROM attempts WHERE status IN ('claimed', 'starting', 'running')").get() as { n: number }).n);
-        closed += 1;
         store.close();
       },
     }),
   });
-  world.app.start();
-  const user = await world.app.admit({ projectId: 'p1', command: 'sleep', args: ['30'] });
-  const plain = await world.app.admit({ projectId: 'p1', command: 'sh', args: ['-c', 'trap "" TERM; sleep 30 & wait; sleep 30'] });
-  if (user.kind !== 'admitted' || plain.kind !== 'admitted') throw new Error('not admitted');
-  const userHandle = (await world.store.runStore.getAttempt(user.runId, user.attemptId))?.handle ?? '';
-  const plainHandle = (await world.store.runStore.getAttempt(plain.runId, plain.attemptId))?.handle ?? '';
-  await world.store.runStore.requestCancellation({ runId: user.runId, reason: 'user', eventId: 'evt-user-1' });
-  const report = await world.app.drain();
-  t.like(report, { outcome: 'drained', active: 2, shutdownRequested: 1, converged: 2, remaining: 0 });
-  t.deepEqual(activeAtClose, [0], 'no active attempt when storage closed');
-  t.false(handleAlive(userHandle));
-  t.false(handleAlive(plainHandle));
-  t.is(await world.app.drain(), report, 'idempotent');
-  t.is(closed, 1);
-  t.deepEqual(await world.app.admit({ projectId: 'p1', command: 'true' }), { kind: 'refused', reason: 'closed' });
-  const reopened = openSqliteStore(world.file);
-  t.teardown(() => reopened.close());
-  t.like(await reopened.runStore.getRun(user.runId), { cancelReason: 'user', status: 'cancelled' });
-  t.like(await reopened.runStore.getRun(plain.runId), { cancelReason: 'shutdown', status: 'cancelled' });
-  const first = (await reopened.runStore.listEvents(plain.runId))[0];
-  t.like(first, { type: 'run.cancel_requested', payload: { reason: 'shutdown' } });
+  await shutdownDrainGate(t, { app: world.app, runStore: world.store.runStore }, activeAtClose, async () => {
+    const reopened = openSqliteStore(world.file);
+    t.teardown(() => reopened.close());
+    return reopened.runStore;
+  });
 });
 
 test('lifecycle gate 5: admission exposes no completion Promise and a repeated completion notice is consumed once', async (t) => {

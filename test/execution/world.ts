@@ -9,6 +9,7 @@ import type { ExecutionContext } from 'ava';
 import { createExecution, type CompletionOutcome, type ExecutionApplication, type ExecutionOptions, type ExecutionStores } from '../../lib/execution/index';
 import { handleExpectedIdentity, parseHandle } from '../../lib/process/index';
 import { signalVerified } from '../../lib/native/index';
+import type { RunStore } from '../../lib/store/run-store';
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
 import { delay } from '../helpers/processes';
 
@@ -32,14 +33,15 @@ export function worldDirectory(t: ExecutionContext): { dir: string; file: string
   return { dir, file: path.join(dir, 'pidfence.db'), receipts: path.join(dir, 'receipts') };
 }
 
-export function openWorld(t: ExecutionContext, options: Partial<ExecutionOptions> & { readonly at?: { dir: string; file: string; receipts: string }; readonly wrap?: (store: SqliteStore) => Partial<ExecutionStores> } = {}): World {
-  const at = options.at ?? worldDirectory(t);
-  const store = openSqliteStore(at.file);
+export type WorldOptions = Partial<ExecutionOptions>;
+
+/** The execution application over `stores`, with its completions recorded and awaitable. */
+export function worldOver(t: ExecutionContext, stores: ExecutionStores, receipts: string, options: WorldOptions = {}): Pick<World, 'app' | 'completions' | 'completed'> {
   const completions: Array<{ runId: string; outcome: CompletionOutcome }> = [];
   const waiters = new Set<() => void>();
   const app = createExecution({
-    stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, close: () => store.close(), ...(options.wrap?.(store) ?? {}) },
-    receiptDirectory: at.receipts,
+    stores,
+    receiptDirectory: receipts,
     graceMs: TEST_GRACE_MS,
     drainScope: 'all',
     drainTimeoutMs: 10_000,
@@ -55,7 +57,7 @@ export function openWorld(t: ExecutionContext, options: Partial<ExecutionOptions
     await app.drain();
   });
   return {
-    ...at, store, app, completions,
+    app, completions,
     completed(runId, timeoutMs = 15_000) {
       return new Promise((resolve, reject) => {
         const timer = setTimeout(() => { waiters.delete(check); reject(new Error(`run did not complete within ${timeoutMs} ms`)); }, timeoutMs);
@@ -72,6 +74,13 @@ export function openWorld(t: ExecutionContext, options: Partial<ExecutionOptions
       });
     },
   };
+}
+
+export function openWorld(t: ExecutionContext, options: WorldOptions & { readonly at?: { dir: string; file: string; receipts: string }; readonly wrap?: (store: SqliteStore) => Partial<ExecutionStores> } = {}): World {
+  const at = options.at ?? worldDirectory(t);
+  const store = openSqliteStore(at.file);
+  const stores = { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, close: () => store.close(), ...(options.wrap?.(store) ?? {}) };
+  return { ...at, store, ...worldOver(t, stores, at.receipts, options) };
 }
 
 /** Whether the process a stored handle names still runs (a signal-0 proof, never a bare PID). */
@@ -101,4 +110,36 @@ export function overriding<T extends object>(target: T, overrides: Partial<T>): 
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(object) : value;
     },
   });
+}
+
+/**
+ * Lifecycle gate 4 on any store: a cancelled and a TERM-ignoring job, then the drain. The caller's
+ * close wrapper pushes the count of active attempts it saw onto `activeAtClose`; `reopen` opens
+ * the store again (after the drain closed it) to read what was committed.
+ */
+export async function shutdownDrainGate(
+  t: ExecutionContext,
+  world: { readonly app: ExecutionApplication; readonly runStore: RunStore },
+  activeAtClose: readonly number[],
+  reopen: () => Promise<RunStore>,
+): Promise<void> {
+  world.app.start();
+  const user = await world.app.admit({ projectId: 'p1', command: 'sleep', args: ['30'] });
+  const plain = await world.app.admit({ projectId: 'p1', command: 'sh', args: ['-c', 'trap "" TERM; sleep 30 & wait; sleep 30'] });
+  if (user.kind !== 'admitted' || plain.kind !== 'admitted') throw new Error('not admitted');
+  const userHandle = (await world.runStore.getAttempt(user.runId, user.attemptId))?.handle ?? '';
+  const plainHandle = (await world.runStore.getAttempt(plain.runId, plain.attemptId))?.handle ?? '';
+  await world.runStore.requestCancellation({ runId: user.runId, reason: 'user', eventId: `evt-${user.runId}-user` });
+  const report = await world.app.drain();
+  t.like(report, { outcome: 'drained', active: 2, shutdownRequested: 1, converged: 2, remaining: 0 });
+  t.deepEqual(activeAtClose, [0], 'no active attempt when storage closed');
+  t.false(handleAlive(userHandle));
+  t.false(handleAlive(plainHandle));
+  t.is(await world.app.drain(), report, 'idempotent');
+  t.is(activeAtClose.length, 1, 'storage closed once');
+  t.deepEqual(await world.app.admit({ projectId: 'p1', command: 'true' }), { kind: 'refused', reason: 'closed' });
+  const reopened = await reopen();
+  t.like(await reopened.getRun(user.runId), { cancelReason: 'user', status: 'cancelled' });
+  t.like(await reopened.getRun(plain.runId), { cancelReason: 'shutdown', status: 'cancelled' });
+  t.like((await reopened.listEvents(plain.runId))[0], { type: 'run.cancel_requested', payload: { reason: 'shutdown' } });
 }

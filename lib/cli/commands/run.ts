@@ -30,7 +30,7 @@ export function exitStatusOf(outcome: CompletionOutcome): number {
 async function runAction(command: string, args: readonly string[], options: RunOptions, io: CliIo): Promise<ExitCode | number> {
   const timeoutMs = options.timeout === undefined ? undefined : durationParse(options.timeout, '--timeout');
   const graceMs = durationParse(options.grace, '--grace');
-  const target = await executionTargetOpen(storeTargetResolve(options.db, io.env));
+  const target = await executionTargetOpen(storeTargetResolve(options.db, io.env), io.env);
   let finished: ((outcome: CompletionOutcome) => void) | undefined;
   const completion = new Promise<CompletionOutcome>((resolve) => { finished = resolve; });
   let runId: string | null = null;

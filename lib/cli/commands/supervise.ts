@@ -56,7 +56,7 @@ async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<Ex
     return EXIT.refused;
   }
   // Schema version and migration checksums: the store refuses to open when they disagree.
-  const target = await executionTargetOpen(storeTarget);
+  const target = await executionTargetOpen(storeTarget, io.env);
   const tty = (io.stderr as NodeJS.WriteStream).isTTY === true;
   let completed = 0;
   let fatal: string | null = null;

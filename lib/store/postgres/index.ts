@@ -3,6 +3,7 @@
 // pg.Pool or a pool made from a connection string. Never loaded by the root or edge entries.
 import { poolFor, type PostgresTarget } from './connection';
 import { PostgresDispatchRepository, type PostgresStoreHooks } from './dispatch-repository';
+import { PostgresExecutionStore } from './execution-store';
 import { PostgresManagementStore } from './management-store';
 import { postgresReadiness, type PostgresReadiness } from './readiness';
 import { PostgresRunStore } from './run-store';
@@ -10,6 +11,8 @@ import { PostgresRunStore } from './run-store';
 export { PostgresDispatchRepository } from './dispatch-repository';
 export type { PostgresRepositoryOptions, PostgresStoreHooks } from './dispatch-repository';
 export { PostgresRunStore } from './run-store';
+export { PostgresExecutionStore } from './execution-store';
+export type { ExecutionStore } from '../execution-store';
 export { openPostgresGrantAdministration, PostgresGrantAdministration, PostgresManagementStore } from './management-store';
 export type { GrantAdministration, ManagementStore } from '../management-store';
 export type { PostgresRunStoreOptions } from './run-store';
@@ -36,6 +39,8 @@ export interface PostgresStoreOptions {
 export interface PostgresStore {
   readonly repository: PostgresDispatchRepository;
   readonly runStore: PostgresRunStore;
+  /** The local execution lifecycle's store (ADR-0072): active/deadline pages, the terminal CAS, the receipt journal. */
+  readonly executionStore: PostgresExecutionStore;
   /** The management plane's store (reads grants; writes only dispatch, event and audit rows). */
   readonly management: PostgresManagementStore;
   readiness(): Promise<PostgresReadiness>;
@@ -55,6 +60,7 @@ export async function openPostgresStore(target: PostgresTarget, options: Postgre
   return {
     repository: new PostgresDispatchRepository(handle.pool, options.hooks === undefined ? {} : { hooks: options.hooks }),
     runStore: new PostgresRunStore(handle.pool),
+    executionStore: new PostgresExecutionStore(handle.pool),
     management: new PostgresManagementStore(handle.pool),
     readiness: () => postgresReadiness(handle.pool),
     close: () => handle.release(),

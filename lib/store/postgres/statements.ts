@@ -18,7 +18,7 @@ const RUN_COLUMNS = `id AS "runId", project_id AS "projectId", owner, status, ve
   cancel_requested_at_ms AS "cancelRequestedAtMs", cancel_reason AS "cancelReason", next_event_seq AS "nextEventSeq",
   created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs"`;
 
-const ATTEMPT_COLUMNS = `id AS "attemptId", run_id AS "runId", status, pid, handle, deadline_at_ms AS "deadlineAtMs",
+export const ATTEMPT_COLUMNS = `id AS "attemptId", run_id AS "runId", status, pid, handle, deadline_at_ms AS "deadlineAtMs",
   receipt_token_digest AS "receiptTokenDigest", created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs"`;
 
 export const SQL = {

@@ -1,46 +1,32 @@
-// The SQL of the SQLite execution store (ADR-0072 §2-3), each statement in one named place; the
+// The SQL of the SQLite execution store (ADR-0072 §2-3), each statement in one named place, built
+// from the shared text in ../execution-steps.ts with named parameters and INDEXED BY hints; the
 // terminal CAS reuses the run store's statements (statements.ts) for the run and its event.
 import type Database from 'better-sqlite3';
 
+import {
+  activeAttemptsPageSql,
+  attemptByReceiptDigestSql,
+  closeJournalSql,
+  dueDeadlinesPageSql,
+  insertAttemptEventSql,
+  insertJournalSql,
+  listAttemptEventsSql,
+  nextAttemptEventSeqSql,
+  openJournalPageSql,
+} from '../execution-steps';
+
 export const EXECUTION_SQL = {
-  /** attempts_one_active is unique on run_id: (run_id) alone is a stable keyset. */
-  activeAttemptsPage: `SELECT a.run_id AS runId, a.id AS attemptId, a.status, a.handle IS NOT NULL AS hasHandle,
-      r.cancel_requested_at_ms AS cancelRequestedAtMs, r.cancel_reason AS cancelReason
-    FROM attempts AS a INDEXED BY attempts_one_active
-    JOIN runs AS r ON r.id = a.run_id
-    WHERE a.status IN ('claimed', 'starting', 'running') AND a.run_id > :afterRunId
-    ORDER BY a.run_id
-    LIMIT :limit`,
-
-  /** attempts_deadline_due serves the order and the bound; runs with intent already are skipped. */
-  dueDeadlinesPage: `SELECT a.run_id AS runId, a.id AS attemptId, a.deadline_at_ms AS dueAtMs
-    FROM attempts AS a INDEXED BY attempts_deadline_due
-    JOIN runs AS r ON r.id = a.run_id
-    WHERE a.deadline_at_ms IS NOT NULL AND a.status IN ('claimed', 'starting', 'running')
-      AND a.deadline_at_ms <= :nowMs
-      AND (a.deadline_at_ms, a.run_id, a.id) > (:afterDueAtMs, :afterRunId, :afterAttemptId)
-      AND r.cancel_requested_at_ms IS NULL AND r.status IN ('queued', 'running')
-    ORDER BY a.deadline_at_ms, a.run_id, a.id
-    LIMIT :limit`,
-
-  attemptByReceiptDigest: `SELECT run_id AS runId, id AS attemptId FROM attempts WHERE receipt_token_digest = ?`,
-
-  nextAttemptEventSeq: `SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM attempt_events WHERE attempt_id = ?`,
-  insertAttemptEvent: `INSERT INTO attempt_events (run_id, attempt_id, seq, id, type, payload, created_at_ms)
-    VALUES (:runId, :attemptId, :seq, :eventId, 'attempt.terminal', :payload, :nowMs)`,
-  listAttemptEvents: `SELECT id, run_id AS runId, attempt_id AS attemptId, seq, type, payload, created_at_ms AS createdAtMs
-    FROM attempt_events WHERE run_id = ? AND attempt_id = ? ORDER BY seq LIMIT 64`,
-
-  /** A journal row is written once; a repeated intent keeps the first one. */
-  insertJournal: `INSERT INTO receipt_journal (attempt_id, action, run_id, reason, created_at_ms, done_at_ms)
-    VALUES (:attemptId, :action, :runId, :reason, :nowMs, NULL)
-    ON CONFLICT (attempt_id, action) DO UPDATE SET done_at_ms = NULL WHERE done_at_ms IS NOT NULL`,
-  openJournalPage: `SELECT run_id AS runId, attempt_id AS attemptId, action, created_at_ms AS createdAtMs
-    FROM receipt_journal INDEXED BY receipt_journal_open
-    WHERE done_at_ms IS NULL AND (created_at_ms, attempt_id, action) > (:afterAtMs, :afterAttemptId, :afterAction)
-    ORDER BY created_at_ms, attempt_id, action
-    LIMIT :limit`,
-  closeJournal: `UPDATE receipt_journal SET done_at_ms = :nowMs WHERE attempt_id = :attemptId AND action = :action AND done_at_ms IS NULL`,
+  activeAttemptsPage: activeAttemptsPageSql('attempts AS a INDEXED BY attempts_one_active', { afterRunId: ':afterRunId', limit: ':limit' }),
+  dueDeadlinesPage: dueDeadlinesPageSql('attempts AS a INDEXED BY attempts_deadline_due', {
+    nowMs: ':nowMs', afterDueAtMs: ':afterDueAtMs', afterRunId: ':afterRunId', afterAttemptId: ':afterAttemptId', limit: ':limit',
+  }),
+  attemptByReceiptDigest: attemptByReceiptDigestSql({ digest: '?' }),
+  nextAttemptEventSeq: nextAttemptEventSeqSql({ attemptId: '?' }),
+  insertAttemptEvent: insertAttemptEventSql({ runId: ':runId', attemptId: ':attemptId', seq: ':seq', eventId: ':eventId', payload: ':payload', nowMs: ':nowMs' }),
+  listAttemptEvents: listAttemptEventsSql({ runId: '?', attemptId: '?' }),
+  insertJournal: insertJournalSql({ attemptId: ':attemptId', action: ':action', runId: ':runId', reason: ':reason', nowMs: ':nowMs' }),
+  openJournalPage: openJournalPageSql('receipt_journal INDEXED BY receipt_journal_open', { afterAtMs: ':afterAtMs', afterAttemptId: ':afterAttemptId', afterAction: ':afterAction', limit: ':limit' }),
+  closeJournal: closeJournalSql({ attemptId: ':attemptId', action: ':action', nowMs: ':nowMs' }),
 } as const;
 
 export type ExecutionStatements = { readonly [K in keyof typeof EXECUTION_SQL]: Database.Statement };

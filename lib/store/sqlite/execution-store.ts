@@ -2,7 +2,6 @@
 // existing partial indexes, the terminal CAS with attempt and run events in one BEGIN IMMEDIATE
 // transaction, and the receipt journal.
 import {
-  RUN_ACTIVE_STATUSES,
   validateDigest,
   validateId,
   type AttemptRecord,
@@ -26,10 +25,22 @@ import {
   validateActivePageQuery,
   validateCompleteAttemptCommand,
   validateDeadlinePageQuery,
-  validateJournalAction,
+  validateAttemptRef,
+  validateJournalEntryRef,
   validateJournalPageQuery,
-  validateQuarantineReason,
+  validateQuarantineIntent,
 } from '../execution-validate';
+import {
+  activePageOf,
+  attemptEventsOf,
+  attemptTerminalPayload,
+  completionRefusal,
+  deadlineKeyset,
+  deadlinePageOf,
+  journalKeyset,
+  journalPageOf,
+  runTerminalPayload,
+} from '../execution-steps';
 import { storeFailure } from '../store-errors';
 import { readClock, type Clock } from './clock';
 import { sqliteWrite } from './write';
@@ -37,11 +48,6 @@ import type { SqliteDatabase } from './database';
 import { prepareExecutionStatements, type ExecutionStatements } from './execution-statements';
 import { appendRunEvent } from './run-events';
 import { prepareStatements, type PreparedStatements } from './statements';
-
-function pageOf<T, C>(items: T[], limit: number, cursor: (last: T) => C): Page<T, C> {
-  const last = items[items.length - 1];
-  return { items, next: items.length === limit && last !== undefined ? cursor(last) : null };
-}
 
 export class SqliteExecutionStore implements ExecutionStore {
   readonly #database: SqliteDatabase;
@@ -71,17 +77,14 @@ export class SqliteExecutionStore implements ExecutionStore {
   async activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor }): Promise<Page<ActiveAttempt, ActiveCursor>> {
     const { limit, after } = validateActivePageQuery(query);
     const rows = this.#read('activeAttemptsPage', () => this.#sql.activeAttemptsPage.all({ afterRunId: after?.runId ?? '', limit })) as Array<Omit<ActiveAttempt, 'hasHandle'> & { hasHandle: number }>;
-    const items = rows.map((row) => ({ ...row, hasHandle: row.hasHandle === 1 }));
-    return pageOf(items, limit, (last) => ({ runId: last.runId }));
+    return activePageOf(rows, limit);
   }
 
   async dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor }): Promise<Page<DueDeadline, DeadlineCursor>> {
     const { limit, after } = validateDeadlinePageQuery(query);
     const nowMs = readClock(this.#clock);
-    const items = this.#read('dueDeadlinesPage', () => this.#sql.dueDeadlinesPage.all({
-      nowMs, afterDueAtMs: after?.dueAtMs ?? -1, afterRunId: after?.runId ?? '', afterAttemptId: after?.attemptId ?? '', limit,
-    })) as DueDeadline[];
-    return pageOf(items, limit, (last) => ({ dueAtMs: last.dueAtMs, runId: last.runId, attemptId: last.attemptId }));
+    const items = this.#read('dueDeadlinesPage', () => this.#sql.dueDeadlinesPage.all({ nowMs, ...deadlineKeyset(after), limit })) as DueDeadline[];
+    return deadlinePageOf(items, limit);
   }
 
   async attemptByReceiptDigest(digest: string): Promise<{ readonly runId: string; readonly attemptId: string } | null> {
@@ -94,21 +97,20 @@ export class SqliteExecutionStore implements ExecutionStore {
     const valid = validateCompleteAttemptCommand(command);
     return this.#write('completeAttempt', (nowMs) => {
       const attempt = this.#run.selectAttempt.get(valid.runId, valid.attemptId) as AttemptRecord | undefined;
-      if (attempt === undefined) return { kind: 'missing' };
-      const run = this.#run.selectRun.get(valid.runId) as RunRecord;
-      if (!(RUN_ACTIVE_STATUSES as readonly string[]).includes(run.status)) return { kind: 'already_terminal', attempt };
+      const run = this.#run.selectRun.get(valid.runId) as RunRecord | undefined;
+      const refusal = completionRefusal(attempt, run);
+      if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
       const ended = this.#run.endAttempt.get({ runId: valid.runId, attemptId: valid.attemptId, status: valid.status, nowMs }) as AttemptRecord | undefined;
       if (ended === undefined) return { kind: 'already_terminal', attempt };
       // Attempt event first, then the run's terminal state and event (ADR-0072 §2 order).
       const seq = (this.#sql.nextAttemptEventSeq.get(valid.attemptId) as { seq: number }).seq;
       this.#sql.insertAttemptEvent.run({
         runId: valid.runId, attemptId: valid.attemptId, seq, eventId: valid.attemptEventId,
-        payload: JSON.stringify({ status: valid.status, cause: valid.cause, exitCode: valid.exit?.exitCode ?? null, signal: valid.exit?.signal ?? null }),
-        nowMs,
+        payload: attemptTerminalPayload(valid), nowMs,
       });
       this.#run.writeRunTerminal.run({ runId: valid.runId, version: run.version, status: valid.status, nowMs });
       appendRunEvent(this.#run, {
-        runId: valid.runId, version: run.version, type: 'run.terminal', eventId: valid.runEventId, payload: { status: valid.status, attemptId: valid.attemptId }, nowMs,
+        runId: valid.runId, version: run.version, type: 'run.terminal', eventId: valid.runEventId, payload: runTerminalPayload(valid), nowMs,
       });
       if (valid.journalReceipt) this.#sql.insertJournal.run({ attemptId: valid.attemptId, action: 'delete', runId: valid.runId, reason: null, nowMs });
       return { kind: 'completed', run: this.#run.selectRun.get(valid.runId) as RunRecord, attempt: ended };
@@ -116,34 +118,28 @@ export class SqliteExecutionStore implements ExecutionStore {
   }
 
   async recordQuarantineIntent(command: { readonly runId: string; readonly attemptId: string; readonly reason: QuarantineReason }): Promise<void> {
-    const runId = validateId(command.runId, 'runId');
-    const attemptId = validateId(command.attemptId, 'attemptId');
-    const reason = validateQuarantineReason(command.reason);
+    const { runId, attemptId, reason } = validateQuarantineIntent(command);
     this.#write('recordQuarantineIntent', (nowMs) => this.#sql.insertJournal.run({ attemptId, action: 'quarantine', runId, reason, nowMs }));
   }
 
   async recordReceiptDeletion(command: { readonly runId: string; readonly attemptId: string }): Promise<void> {
-    const runId = validateId(command.runId, 'runId');
-    const attemptId = validateId(command.attemptId, 'attemptId');
+    const { runId, attemptId } = validateAttemptRef(command);
     this.#write('recordReceiptDeletion', (nowMs) => this.#sql.insertJournal.run({ attemptId, action: 'delete', runId, reason: null, nowMs }));
   }
 
   async openJournalPage(query: { readonly limit: number; readonly after?: JournalCursor }): Promise<Page<JournalEntry, JournalCursor>> {
     const { limit, after } = validateJournalPageQuery(query);
-    const items = this.#read('openJournalPage', () => this.#sql.openJournalPage.all({
-      afterAtMs: after?.createdAtMs ?? -1, afterAttemptId: after?.attemptId ?? '', afterAction: after?.action ?? '', limit,
-    })) as JournalEntry[];
-    return pageOf(items, limit, (last) => ({ createdAtMs: last.createdAtMs, attemptId: last.attemptId, action: last.action }));
+    const items = this.#read('openJournalPage', () => this.#sql.openJournalPage.all({ ...journalKeyset(after), limit })) as JournalEntry[];
+    return journalPageOf(items, limit);
   }
 
   async closeJournalEntry(entry: { readonly attemptId: string; readonly action: 'delete' | 'quarantine' }): Promise<void> {
-    const attemptId = validateId(entry.attemptId, 'attemptId');
-    const action = validateJournalAction(entry.action);
+    const { attemptId, action } = validateJournalEntryRef(entry);
     this.#write('closeJournalEntry', (nowMs) => this.#sql.closeJournal.run({ attemptId, action, nowMs }));
   }
 
   async listAttemptEvents(runId: string, attemptId: string): Promise<AttemptEvent[]> {
     const rows = this.#read('listAttemptEvents', () => this.#sql.listAttemptEvents.all(validateId(runId, 'runId'), validateId(attemptId, 'attemptId'))) as Array<Omit<AttemptEvent, 'payload'> & { payload: string }>;
-    return rows.map((row) => ({ ...row, payload: JSON.parse(row.payload) as unknown }));
+    return attemptEventsOf(rows);
   }
 }

@@ -1,0 +1,135 @@
+// What the SQLite and PostgreSQL execution stores share (ADR-0072 §2-3): the SQL text (built with
+// each store's placeholders, clock and index hints), the page and row mappers, the attempt event
+// payload and the terminal-CAS decision. Stores add only the transaction and the driver, like
+// management-steps.ts for the management store.
+import { runIsActive, type AttemptRecord, type RunRecord } from '../contract/index';
+import type {
+  ActiveAttempt,
+  ActiveCursor,
+  AttemptEvent,
+  CompleteAttemptCommand,
+  CompleteAttemptOutcome,
+  DeadlineCursor,
+  DueDeadline,
+  JournalCursor,
+  JournalEntry,
+  Page,
+} from './execution-store';
+import type { SqlParams } from './management-steps';
+
+const ACTIVE = `('claimed', 'starting', 'running')`;
+
+/** attempts_one_active is unique on run_id: (run_id) alone is a stable keyset. `from` names `attempts AS a`. */
+export function activeAttemptsPageSql(from: string, p: SqlParams<'afterRunId' | 'limit'>): string {
+  return `SELECT a.run_id AS "runId", a.id AS "attemptId", a.status, a.handle IS NOT NULL AS "hasHandle",
+      r.cancel_requested_at_ms AS "cancelRequestedAtMs", r.cancel_reason AS "cancelReason"
+    FROM ${from}
+    JOIN runs AS r ON r.id = a.run_id
+    WHERE a.status IN ${ACTIVE} AND a.run_id > ${p.afterRunId}
+    ORDER BY a.run_id
+    LIMIT ${p.limit}`;
+}
+
+/** attempts_deadline_due serves the order and the bound; runs with intent already are skipped. */
+export function dueDeadlinesPageSql(from: string, p: SqlParams<'nowMs' | 'afterDueAtMs' | 'afterRunId' | 'afterAttemptId' | 'limit'>): string {
+  return `SELECT a.run_id AS "runId", a.id AS "attemptId", a.deadline_at_ms AS "dueAtMs"
+    FROM ${from}
+    JOIN runs AS r ON r.id = a.run_id
+    WHERE a.deadline_at_ms IS NOT NULL AND a.status IN ${ACTIVE}
+      AND a.deadline_at_ms <= ${p.nowMs}
+      AND (a.deadline_at_ms, a.run_id, a.id) > (${p.afterDueAtMs}, ${p.afterRunId}, ${p.afterAttemptId})
+      AND r.cancel_requested_at_ms IS NULL AND r.status IN ('queued', 'running')
+    ORDER BY a.deadline_at_ms, a.run_id, a.id
+    LIMIT ${p.limit}`;
+}
+
+export function attemptByReceiptDigestSql(p: SqlParams<'digest'>): string {
+  return `SELECT run_id AS "runId", id AS "attemptId" FROM attempts WHERE receipt_token_digest = ${p.digest}`;
+}
+
+export function nextAttemptEventSeqSql(p: SqlParams<'attemptId'>): string {
+  return `SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM attempt_events WHERE attempt_id = ${p.attemptId}`;
+}
+
+export function insertAttemptEventSql(p: SqlParams<'runId' | 'attemptId' | 'seq' | 'eventId' | 'payload' | 'nowMs'>): string {
+  return `INSERT INTO attempt_events (run_id, attempt_id, seq, id, type, payload, created_at_ms)
+    VALUES (${p.runId}, ${p.attemptId}, ${p.seq}, ${p.eventId}, 'attempt.terminal', ${p.payload}, ${p.nowMs})`;
+}
+
+export function listAttemptEventsSql(p: SqlParams<'runId' | 'attemptId'>): string {
+  return `SELECT id, run_id AS "runId", attempt_id AS "attemptId", seq, type, payload, created_at_ms AS "createdAtMs"
+    FROM attempt_events WHERE run_id = ${p.runId} AND attempt_id = ${p.attemptId} ORDER BY seq LIMIT 64`;
+}
+
+/** A journal row is written once; a repeated intent keeps the first one (and reopens a closed row). */
+export function insertJournalSql(p: SqlParams<'attemptId' | 'action' | 'runId' | 'reason' | 'nowMs'>): string {
+  return `INSERT INTO receipt_journal (attempt_id, action, run_id, reason, created_at_ms, done_at_ms)
+    VALUES (${p.attemptId}, ${p.action}, ${p.runId}, ${p.reason}, ${p.nowMs}, NULL)
+    ON CONFLICT (attempt_id, action) DO UPDATE SET done_at_ms = NULL WHERE receipt_journal.done_at_ms IS NOT NULL`;
+}
+
+/** The oldest open journal rows first; `from` is the table reference (SQLite adds INDEXED BY). */
+export function openJournalPageSql(from: string, p: SqlParams<'afterAtMs' | 'afterAttemptId' | 'afterAction' | 'limit'>): string {
+  return `SELECT run_id AS "runId", attempt_id AS "attemptId", action, created_at_ms AS "createdAtMs"
+    FROM ${from}
+    WHERE done_at_ms IS NULL AND (created_at_ms, attempt_id, action) > (${p.afterAtMs}, ${p.afterAttemptId}, ${p.afterAction})
+    ORDER BY created_at_ms, attempt_id, action
+    LIMIT ${p.limit}`;
+}
+
+export function closeJournalSql(p: SqlParams<'attemptId' | 'action' | 'nowMs'>): string {
+  return `UPDATE receipt_journal SET done_at_ms = ${p.nowMs} WHERE attempt_id = ${p.attemptId} AND action = ${p.action} AND done_at_ms IS NULL`;
+}
+
+/** Keyset positions before every real key (times are >= 0, ids and actions are non-empty). */
+export function deadlineKeyset(after: DeadlineCursor | null): { afterDueAtMs: number; afterRunId: string; afterAttemptId: string } {
+  return { afterDueAtMs: after?.dueAtMs ?? -1, afterRunId: after?.runId ?? '', afterAttemptId: after?.attemptId ?? '' };
+}
+export function journalKeyset(after: JournalCursor | null): { afterAtMs: number; afterAttemptId: string; afterAction: string } {
+  return { afterAtMs: after?.createdAtMs ?? -1, afterAttemptId: after?.attemptId ?? '', afterAction: after?.action ?? '' };
+}
+
+export function pageOf<T, C>(items: T[], limit: number, cursor: (last: T) => C): Page<T, C> {
+  const last = items[items.length - 1];
+  return { items, next: items.length === limit && last !== undefined ? cursor(last) : null };
+}
+
+type ActiveRow = Omit<ActiveAttempt, 'hasHandle'> & { readonly hasHandle: number | boolean };
+
+/** SQLite answers the handle test with 0/1, PostgreSQL with a boolean. */
+export function activePageOf(rows: readonly ActiveRow[], limit: number): Page<ActiveAttempt, ActiveCursor> {
+  const items = rows.map((row) => ({ ...row, hasHandle: row.hasHandle === 1 || row.hasHandle === true }));
+  return pageOf(items, limit, (last) => ({ runId: last.runId }));
+}
+
+export function deadlinePageOf(rows: DueDeadline[], limit: number): Page<DueDeadline, DeadlineCursor> {
+  return pageOf(rows, limit, (last) => ({ dueAtMs: last.dueAtMs, runId: last.runId, attemptId: last.attemptId }));
+}
+
+export function journalPageOf(rows: JournalEntry[], limit: number): Page<JournalEntry, JournalCursor> {
+  return pageOf(rows, limit, (last) => ({ createdAtMs: last.createdAtMs, attemptId: last.attemptId, action: last.action }));
+}
+
+/** SQLite stores the payload as text; PostgreSQL's json column arrives parsed. */
+export function attemptEventsOf(rows: ReadonlyArray<Omit<AttemptEvent, 'payload'> & { readonly payload: unknown }>): AttemptEvent[] {
+  return rows.map((row) => ({ ...row, payload: typeof row.payload === 'string' ? (JSON.parse(row.payload) as unknown) : row.payload }));
+}
+
+/** The `attempt.terminal` payload (low-sensitivity: status, cause, exit code, signal name). */
+export function attemptTerminalPayload(command: CompleteAttemptCommand): string {
+  return JSON.stringify({ status: command.status, cause: command.cause, exitCode: command.exit?.exitCode ?? null, signal: command.exit?.signal ?? null });
+}
+
+export function runTerminalPayload(command: CompleteAttemptCommand): { status: CompleteAttemptCommand['status']; attemptId: string } {
+  return { status: command.status, attemptId: command.attemptId };
+}
+
+/**
+ * The terminal CAS decision for the rows a store read (under its locks): an outcome that ends the
+ * transaction without a write, or null to go on with the attempt CAS.
+ */
+export function completionRefusal(attempt: AttemptRecord | undefined, run: RunRecord | undefined): CompleteAttemptOutcome | null {
+  if (attempt === undefined || run === undefined) return { kind: 'missing' };
+  if (!runIsActive(run.status)) return { kind: 'already_terminal', attempt };
+  return null;
+}

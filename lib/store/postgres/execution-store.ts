@@ -1,0 +1,126 @@
+// PostgresExecutionStore (ADR-0072 §2-3): keyset pages of active attempts and due deadlines on the
+// partial indexes, the terminal CAS with attempt and run events in one transaction (locks Run →
+// Attempt), and the receipt journal; transaction_timestamp() is the only clock (ADR-0456 §3).
+import type { Pool } from 'pg';
+
+import { validateDigest, validateId, type AttemptRecord } from '../../contract/index';
+import type {
+  ActiveAttempt,
+  ActiveCursor,
+  AttemptEvent,
+  CompleteAttemptCommand,
+  CompleteAttemptOutcome,
+  DeadlineCursor,
+  DueDeadline,
+  ExecutionStore,
+  JournalCursor,
+  JournalEntry,
+  Page,
+  QuarantineReason,
+} from '../execution-store';
+import {
+  activePageOf,
+  attemptEventsOf,
+  attemptTerminalPayload,
+  completionRefusal,
+  deadlineKeyset,
+  deadlinePageOf,
+  journalKeyset,
+  journalPageOf,
+  runTerminalPayload,
+} from '../execution-steps';
+import {
+  validateActivePageQuery,
+  validateCompleteAttemptCommand,
+  validateDeadlinePageQuery,
+  validateAttemptRef,
+  validateJournalEntryRef,
+  validateJournalPageQuery,
+  validateQuarantineIntent,
+} from '../execution-validate';
+import { EXECUTION_SQL } from './execution-statements';
+import { appendRunEvent, type LockedRun } from './run-events';
+import { SQL } from './statements';
+import { inTransaction, type Tx } from './transaction';
+
+export class PostgresExecutionStore implements ExecutionStore {
+  readonly #pool: Pool;
+
+  constructor(pool: Pool) {
+    this.#pool = pool;
+  }
+
+  async activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor }): Promise<Page<ActiveAttempt, ActiveCursor>> {
+    const { limit, after } = validateActivePageQuery(query);
+    const rows = await inTransaction(this.#pool, 'activeAttemptsPage', (tx) =>
+      tx.rows<Omit<ActiveAttempt, 'hasHandle'> & { hasHandle: boolean }>(EXECUTION_SQL.activeAttemptsPage, [after?.runId ?? '', limit]));
+    return activePageOf(rows, limit);
+  }
+
+  async dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor }): Promise<Page<DueDeadline, DeadlineCursor>> {
+    const { limit, after } = validateDeadlinePageQuery(query);
+    const keyset = deadlineKeyset(after);
+    const rows = await inTransaction(this.#pool, 'dueDeadlinesPage', (tx) =>
+      tx.rows<DueDeadline & Record<string, unknown>>(EXECUTION_SQL.dueDeadlinesPage, [keyset.afterDueAtMs, keyset.afterRunId, keyset.afterAttemptId, limit]));
+    return deadlinePageOf(rows, limit);
+  }
+
+  async attemptByReceiptDigest(digest: string): Promise<{ readonly runId: string; readonly attemptId: string } | null> {
+    const valid = validateDigest(digest, 'receipt token digest');
+    const [row] = await inTransaction(this.#pool, 'attemptByReceiptDigest', (tx) =>
+      tx.rows<{ runId: string; attemptId: string }>(EXECUTION_SQL.attemptByReceiptDigest, [valid]));
+    return row ?? null;
+  }
+
+  async completeAttempt(command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
+    const valid = validateCompleteAttemptCommand(command);
+    return inTransaction(this.#pool, 'completeAttempt', (tx) => this.#completeLocked(tx, valid));
+  }
+
+  /** Locks Run → Attempt (the order of every write transaction), then the CAS and both events at the run lock's time. */
+  async #completeLocked(tx: Tx, valid: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
+    const [run] = await tx.rows<LockedRun>(SQL.lockRun, [valid.runId]);
+    const [attempt] = run === undefined ? [] : await tx.rows<AttemptRecord>(EXECUTION_SQL.lockAttemptRecord, [valid.runId, valid.attemptId]);
+    const refusal = completionRefusal(attempt, run);
+    if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
+    const [ended] = await tx.rows<AttemptRecord>(SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
+    if (ended === undefined) return { kind: 'already_terminal', attempt };
+    // Attempt event first, then the run's terminal state and event (ADR-0072 §2 order).
+    const [next] = await tx.rows<{ seq: number }>(EXECUTION_SQL.nextAttemptEventSeq, [valid.attemptId]);
+    await tx.rows(EXECUTION_SQL.insertAttemptEvent, [valid.runId, valid.attemptId, next?.seq ?? 1, valid.attemptEventId, attemptTerminalPayload(valid), run.nowMs]);
+    await tx.rows(SQL.writeRunTerminal, [valid.runId, run.version, valid.status, run.nowMs]);
+    const appended = await appendRunEvent(tx, run, { type: 'run.terminal', eventId: valid.runEventId, payload: runTerminalPayload(valid) });
+    if (valid.journalReceipt) await tx.rows(EXECUTION_SQL.insertJournal, [valid.attemptId, 'delete', valid.runId, null]);
+    return { kind: 'completed', run: appended.run, attempt: ended };
+  }
+
+  async recordQuarantineIntent(command: { readonly runId: string; readonly attemptId: string; readonly reason: QuarantineReason }): Promise<void> {
+    const { runId, attemptId, reason } = validateQuarantineIntent(command);
+    await inTransaction(this.#pool, 'recordQuarantineIntent', (tx) => tx.rows(EXECUTION_SQL.insertJournal, [attemptId, 'quarantine', runId, reason]));
+  }
+
+  async recordReceiptDeletion(command: { readonly runId: string; readonly attemptId: string }): Promise<void> {
+    const { runId, attemptId } = validateAttemptRef(command);
+    await inTransaction(this.#pool, 'recordReceiptDeletion', (tx) => tx.rows(EXECUTION_SQL.insertJournal, [attemptId, 'delete', runId, null]));
+  }
+
+  async openJournalPage(query: { readonly limit: number; readonly after?: JournalCursor }): Promise<Page<JournalEntry, JournalCursor>> {
+    const { limit, after } = validateJournalPageQuery(query);
+    const keyset = journalKeyset(after);
+    const rows = await inTransaction(this.#pool, 'openJournalPage', (tx) =>
+      tx.rows<JournalEntry & Record<string, unknown>>(EXECUTION_SQL.openJournalPage, [keyset.afterAtMs, keyset.afterAttemptId, keyset.afterAction, limit]));
+    return journalPageOf(rows, limit);
+  }
+
+  async closeJournalEntry(entry: { readonly attemptId: string; readonly action: 'delete' | 'quarantine' }): Promise<void> {
+    const { attemptId, action } = validateJournalEntryRef(entry);
+    await inTransaction(this.#pool, 'closeJournalEntry', (tx) => tx.rows(EXECUTION_SQL.closeJournal, [attemptId, action]));
+  }
+
+  async listAttemptEvents(runId: string, attemptId: string): Promise<AttemptEvent[]> {
+    const ids = [validateId(runId, 'runId'), validateId(attemptId, 'attemptId')];
+    const rows = await inTransaction(this.#pool, 'listAttemptEvents', (tx) =>
+      tx.rows<Omit<AttemptEvent, 'payload'> & { payload: unknown }>(EXECUTION_SQL.listAttemptEvents, ids));
+    return attemptEventsOf(rows);
+  }
+}
