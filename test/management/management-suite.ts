@@ -173,8 +173,14 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     t.deepEqual(await world.auditRows(runId), [{ actor: operator, expectedVersion: blocked.version, expectedResult: 'identity_mismatch' }]);
 
     // The rearmed dispatch is due now; the dispatcher claims it, re-verifies, blocks again: zero signals.
-    const due = await world.repository.duePage({ limit: 64 });
-    t.true(due.items.some((item) => item.runId === runId && item.source === 'retry_due'));
+    // Other tests' runs may share this database and be due earlier: page until ours or the end.
+    let found = false;
+    for (let page = await world.repository.duePage({ limit: 64 }), pages = 0; !found && pages < 100; pages++) {
+      found = page.items.some((item) => item.runId === runId && item.source === 'retry_due');
+      if (found || page.next === null) break;
+      page = await world.repository.duePage({ limit: 64, after: page.next });
+    }
+    t.true(found, 'the rearmed dispatch is in the due query');
     t.like(await dispatcher.dispatch(target), { kind: 'recorded', result: 'identity_mismatch', status: 'blocked', dispatchCount: 2 });
     t.is(controller.calls, 2);
     t.is(await Promise.race([job.exited.then(() => 'exited'), new Promise((resolve) => setTimeout(() => resolve('alive'), 100))]), 'alive', 'the process was never signalled');
