@@ -515,12 +515,7 @@ async function runStorm(): Promise<void> {
         target.trials += 1;
         sample(target, 'stop', msSince(t0, t1));
         await delay(SURVIVOR_CHECK_MS);
-        const condemned: number[] = [];
-        const members = groupMembers(job.identity.pgid, condemned);
-        count(target, 'dying', condemned.length);
-        describeSurvivors(currentScenario, contender, job, members);
-        const survivors = members.length;
-        count(target, 'survivors', survivors);
+        const survivors = countGroupLeft(target, contender, job, 'survivors');
         if (survivors > 0) count(target, 'trialsWithSurvivors');
         await awaitExit(job, target, t0, 0);
       },
@@ -555,14 +550,25 @@ async function runStopped(): Promise<void> {
         await awaitExit(job, target, t0, Math.max(msSince(t0, t1), GRACE_MS) + 200);
         if (!job.exited) count(target, 'alive');
         else if ((await job.spawned.exit).code === 0) count(target, 'graceful');
-        const condemned: number[] = [];
-        const members = groupMembers(job.identity.pgid, condemned);
-        count(target, 'dying', condemned.length);
-        describeSurvivors(currentScenario, contender, job, members);
-        count(target, 'groupAlive', members.length);
+        countGroupLeft(target, contender, job);
       },
     ),
   );
+}
+
+/** Counts what is left of the job's group (alive, and condemned but not yet gone). */
+function countGroupLeft(
+  target: ReturnType<typeof cell>,
+  contender: Parameters<typeof describeSurvivors>[1],
+  job: Parameters<typeof describeSurvivors>[2],
+  as: 'groupAlive' | 'survivors' = 'groupAlive',
+): number {
+  const condemned: number[] = [];
+  const members = groupMembers(job.identity.pgid, condemned);
+  count(target, 'dying', condemned.length);
+  describeSurvivors(currentScenario, contender, job, members);
+  count(target, as, members.length);
+  return members.length;
 }
 
 async function runIgnoring(): Promise<void> {
@@ -577,11 +583,7 @@ async function runIgnoring(): Promise<void> {
         target.trials += 1;
         sample(target, 'stop', msSince(t0, t1));
         await awaitExit(job, target, t0, Math.max(msSince(t0, t1), GRACE_MS) + NEVER_AFTER_MS);
-        const condemned: number[] = [];
-        const members = groupMembers(job.identity.pgid, condemned);
-        count(target, 'dying', condemned.length);
-        describeSurvivors(currentScenario, contender, job, members);
-        count(target, 'groupAlive', members.length);
+        countGroupLeft(target, contender, job);
       },
     ),
   );
@@ -599,12 +601,7 @@ async function runMemberIgnoring(): Promise<void> {
         target.trials += 1;
         sample(target, 'stop', msSince(t0, t1));
         await delay(SURVIVOR_CHECK_MS);
-        const condemned: number[] = [];
-        const members = groupMembers(job.identity.pgid, condemned);
-        count(target, 'dying', condemned.length);
-        describeSurvivors(currentScenario, contender, job, members);
-        const survivors = members.length;
-        count(target, 'survivors', survivors);
+        const survivors = countGroupLeft(target, contender, job, 'survivors');
         if (survivors > 0) count(target, 'trialsWithSurvivors');
         await awaitExit(job, target, t0, 0);
       },
