@@ -129,8 +129,15 @@ export interface DueRow {
 export type PreparedStatements = { readonly [K in keyof typeof SQL]: Database.Statement };
 
 /** Prepares every statement once per connection; better-sqlite3 re-prepares after schema changes. */
+// The dispatch repository, run store, execution store and management store all use this set on
+// the one connection openSqliteStore gives them: it is prepared once per connection, not per store.
+const preparedByDatabase = new WeakMap<Database.Database, PreparedStatements>();
+
 export function prepareStatements(database: Database.Database): PreparedStatements {
+  const cached = preparedByDatabase.get(database);
+  if (cached !== undefined) return cached;
   const prepared = {} as Record<keyof typeof SQL, Database.Statement>;
   for (const name of Object.keys(SQL) as Array<keyof typeof SQL>) prepared[name] = database.prepare(SQL[name]);
+  preparedByDatabase.set(database, prepared);
   return prepared;
 }
