@@ -37,14 +37,14 @@ export async function executionTargetOpen(target: StoreTarget, env: NodeJS.Proce
     const { openPostgresStore } = await import('../store/postgres/index');
     const store = await openPostgresStore(target.url);
     return {
-      stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, close: () => store.close() },
+      stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
       receiptDirectory: postgresReceiptDirectory(target.url, env),
     };
   }
   const { openSqliteStore } = await import('../store/sqlite/index');
   const store = openSqliteStore(target.file);
   return {
-    stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, close: () => store.close() },
+    stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
     receiptDirectory: `${target.file}.receipts`,
   };
 }

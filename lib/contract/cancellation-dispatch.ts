@@ -98,6 +98,8 @@ export interface DuePageQuery {
   readonly limit?: number;
   /** The `next` cursor of the previous page; omitted for the first page. */
   readonly after?: DueCursor;
+  /** Only cancellations of attempts this runner owns (docs/decisions/0070); omitted: every one. */
+  readonly runnerId?: string;
 }
 
 /**
@@ -169,12 +171,16 @@ export function validateDueCursor(value: unknown): DueCursor {
 }
 
 /** Normalises a due-page query: the limit defaults to 32 and may never exceed 64 (ADR-0005 §2.6). */
-export function validateDuePageQuery(value: unknown = {}): { readonly limit: number; readonly after: DueCursor | null } {
-  const input = validateExactShape(value, 'due page query', [], ['limit', 'after']);
+export function validateDuePageQuery(value: unknown = {}): { readonly limit: number; readonly after: DueCursor | null; readonly runnerId: string | null } {
+  const input = validateExactShape(value, 'due page query', [], ['limit', 'after', 'runnerId']);
   const limit = input.limit === undefined
     ? DUE_PAGE_DEFAULT
     : validateBoundedInteger(input.limit, 'limit', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
-  return { limit, after: input.after === undefined ? null : validateDueCursor(input.after) };
+  return {
+    limit,
+    after: input.after === undefined ? null : validateDueCursor(input.after),
+    runnerId: input.runnerId === undefined ? null : validateId(input.runnerId, 'runnerId'),
+  };
 }
 
 function nullable<T>(value: unknown, check: (v: unknown) => T): T | null {

@@ -77,6 +77,8 @@ export interface CreateAttemptCommand {
   readonly timeoutMs?: number;
   /** SHA-256 of the completion-receipt token (ADR-0072 §2); the raw token never reaches the store. */
   readonly receiptTokenDigest?: string;
+  /** The runner that owns the attempt (docs/decisions/0070); absent for attempts no runner executes. */
+  readonly runnerId?: string;
 }
 
 export interface AdvanceAttemptCommand {
@@ -136,7 +138,7 @@ export function validateCreateRunCommand(value: unknown): CreateRunCommand {
 }
 
 export function validateCreateAttemptCommand(value: unknown): CreateAttemptCommand {
-  const input = validateExactShape(value, 'create-attempt command', ['runId', 'attemptId'], ['timeoutMs', 'receiptTokenDigest']);
+  const input = validateExactShape(value, 'create-attempt command', ['runId', 'attemptId'], ['timeoutMs', 'receiptTokenDigest', 'runnerId']);
   let command: CreateAttemptCommand = { runId: validateId(input.runId, 'runId'), attemptId: validateId(input.attemptId, 'attemptId') };
   if (input.timeoutMs !== undefined) {
     command = { ...command, timeoutMs: validateBoundedInteger(input.timeoutMs, 'timeoutMs', 1, ATTEMPT_TIMEOUT_MAX_MS, 'ERR_PIDFENCE_INVALID_TIMEOUT') };
@@ -144,6 +146,7 @@ export function validateCreateAttemptCommand(value: unknown): CreateAttemptComma
   if (input.receiptTokenDigest !== undefined) {
     command = { ...command, receiptTokenDigest: validateDigest(input.receiptTokenDigest, 'receiptTokenDigest') };
   }
+  if (input.runnerId !== undefined) command = { ...command, runnerId: validateId(input.runnerId, 'runnerId') };
   return command;
 }
 

@@ -21,6 +21,13 @@ export interface SupervisorOptions {
   readonly pageSize?: number;
   /** Pages per cycle: default 4, hard max 64. */
   readonly pagesPerCycle?: number;
+  /** Only cancellations of this runner's attempts (docs/decisions/0070); omitted: every one. */
+  readonly runnerId?: string;
+  /**
+   * Called for each due item before its dispatch: a trusted completion (a receipt already on disk)
+   * is consumed first, so a job that ended is never stopped. true: the attempt is terminal now.
+   */
+  readonly completeFirst?: (item: DueItem) => Promise<boolean>;
 }
 
 /** What one cycle did; counts only, low-sensitivity. */
@@ -33,6 +40,8 @@ export interface CycleReport {
   readonly retryWait: number;
   readonly staleFence: number;
   readonly notClaimed: number;
+  /** Items whose attempt ended by a trusted completion before any stop (completeFirst). */
+  readonly completedFirst: number;
   /** The store had more due items than this cycle's page budget: the next cycle continues. */
   readonly budgetExhausted: boolean;
 }
@@ -47,6 +56,8 @@ export class Supervisor {
   readonly pagesPerCycle: number;
   readonly #repository: Pick<DispatchRepository, 'duePage'>;
   readonly #dispatcher: SupervisorOptions['dispatcher'];
+  readonly #runnerId: string | undefined;
+  readonly #completeFirst: SupervisorOptions['completeFirst'];
 
   constructor(options: SupervisorOptions) {
     this.pageSize = options.pageSize === undefined
@@ -57,6 +68,8 @@ export class Supervisor {
       : validateBoundedInteger(options.pagesPerCycle, 'pagesPerCycle', 1, PAGES_PER_CYCLE_MAX, 'ERR_PIDFENCE_INVALID_CYCLE_LIMIT');
     this.#repository = options.repository;
     this.#dispatcher = options.dispatcher;
+    this.#runnerId = options.runnerId;
+    this.#completeFirst = options.completeFirst;
   }
 
   /**
@@ -65,14 +78,20 @@ export class Supervisor {
    * overflows, lacks its cursor, or does not move strictly forward; store errors reject as they are.
    */
   async runCycle(): Promise<CycleReport> {
-    const counts = { pages: 0, items: 0, dispatched: 0, blocked: 0, retryWait: 0, staleFence: 0, notClaimed: 0 };
+    const counts = { pages: 0, items: 0, dispatched: 0, blocked: 0, retryWait: 0, staleFence: 0, notClaimed: 0, completedFirst: 0 };
     let cursor: DueCursor | null = null;
     while (counts.pages < this.pagesPerCycle) {
-      const page = await this.#repository.duePage(cursor === null ? { limit: this.pageSize } : { limit: this.pageSize, after: cursor });
+      const page = await this.#repository.duePage({
+        limit: this.pageSize, ...(cursor === null ? {} : { after: cursor }), ...(this.#runnerId === undefined ? {} : { runnerId: this.#runnerId }),
+      });
       this.#checkPage(page, cursor);
       counts.pages += 1;
       for (const item of page.items) {
         counts.items += 1;
+        if (this.#completeFirst !== undefined && await this.#completeFirst(item)) {
+          counts.completedFirst += 1;
+          continue;
+        }
         const outcome = await this.#dispatcher.dispatch(item);
         if (outcome.kind === 'not_claimed') counts.notClaimed += 1;
         else if (outcome.kind === 'stale_fence') counts.staleFence += 1;

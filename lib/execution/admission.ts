@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 
 import { PidfenceError, PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 import { validateId, type AttemptActiveStatus } from '../contract/index';
-import { LocalProcessController, type GroupLeaderSpawnOptions } from '../process/index';
+import { LocalProcessController, type GroupLeaderSpawnOptions, type HeldGroups } from '../process/index';
 import type { RunStore } from '../store/run-store';
 import { launchAttempt } from './launcher';
 import type { CompletionNotices } from './notices';
@@ -38,6 +38,10 @@ export interface AdmissionOptions {
   readonly runStore: RunStore;
   readonly notices: CompletionNotices;
   readonly receiptDirectory: string;
+  /** The runner that owns every attempt admitted here (docs/decisions/0070). */
+  readonly runnerId?: string;
+  /** Each launched group is held from its spawn on, so it stays reachable if the launcher dies. */
+  readonly heldGroups?: HeldGroups;
 }
 
 function validateRequest(request: AdmitRequest): { command: string; args: readonly string[] } {
@@ -55,6 +59,10 @@ export class Admission {
   readonly #runStore: RunStore;
   readonly #notices: CompletionNotices;
   readonly #receiptDirectory: string;
+  readonly #runnerId: string | undefined;
+  readonly #held: HeldGroups | undefined;
+  /** attemptId → handle of what this admission launched (for escalation, never stored elsewhere). */
+  readonly #handles = new Map<string, string>();
   #open = true;
   #inFlight = new Set<Promise<unknown>>();
 
@@ -62,6 +70,15 @@ export class Admission {
     this.#runStore = options.runStore;
     this.#notices = options.notices;
     this.#receiptDirectory = options.receiptDirectory;
+    this.#runnerId = options.runnerId;
+    this.#held = options.heldGroups;
+  }
+
+  /** KILL to the group of a job launched here, through its held pidfd; false when none is held. */
+  killGroup(attemptId: string): boolean {
+    const handle = this.#handles.get(attemptId);
+    const hold = handle === undefined ? null : this.#held?.get(handle) ?? null;
+    return hold !== null && hold.signalGroup('SIGKILL').outcome === 'signalled';
   }
 
   get open(): boolean {
@@ -90,7 +107,9 @@ export class Admission {
     if (created.kind === 'exists') return { kind: 'refused', reason: 'run_exists' };
     const token = createReceiptToken();
     const attempt = await this.#runStore.createAttempt({
-      runId, attemptId, receiptTokenDigest: receiptTokenDigest(token), ...(request.timeoutMs === undefined ? {} : { timeoutMs: request.timeoutMs }),
+      runId, attemptId, receiptTokenDigest: receiptTokenDigest(token),
+      ...(request.timeoutMs === undefined ? {} : { timeoutMs: request.timeoutMs }),
+      ...(this.#runnerId === undefined ? {} : { runnerId: this.#runnerId }),
     });
     if (attempt.kind !== 'created') throw new PidfenceError(`the new run's attempt could not be created (${attempt.kind}).`, 'ERR_PIDFENCE_ADMISSION_FAILED');
     // `starting` is written before the spawn: a crash from here on may leave a process, never a lie.
@@ -105,13 +124,17 @@ export class Admission {
     });
     void launched.exited.then(() => this.#notices.add({ runId, attemptId }));
     if (launched.handle === null || launched.pid === null) return { kind: 'admitted', runId, attemptId, status: 'starting' };
+    // Held in the spawn's tick: the launcher cannot have been reaped, so the hold is of this group.
+    this.#held?.hold(launched.handle);
+    this.#handles.set(attemptId, launched.handle);
     try {
       const running = await this.#runStore.advanceAttempt({ runId, attemptId, from: 'starting', to: 'running', pid: launched.pid, handle: launched.handle });
       return { kind: 'admitted', runId, attemptId, status: running.kind === 'advanced' ? 'running' : 'starting' };
     } catch (error) {
       // The store lost the handle: the only proof of this process is in memory. Stop it through the
       // verified controller before reporting, so no unprovable process is left behind.
-      await new LocalProcessController().requestTermination({ attemptPid: launched.pid, handle: launched.handle, graceMs: ADMISSION_UNDO_GRACE_MS });
+      await new LocalProcessController(this.#held === undefined ? {} : { heldGroups: this.#held }).requestTermination({ attemptPid: launched.pid, handle: launched.handle, graceMs: ADMISSION_UNDO_GRACE_MS });
+      this.#held?.release(launched.handle);
       throw error;
     }
   }

@@ -1,20 +1,29 @@
 // The composition root of the local execution lifecycle (ADR-0072 §1, §4-5): one admission, one
 // completion processor, one control lifecycle with its one timer (deadlines, dispatch, receipts,
 // cleanup), startup recovery and the admission-first drain, over the stores the caller opened.
+// The application is one runner (docs/decisions/0070): it acts only on the attempts it owns, and
+// takes over those of runners of its host that are proved gone.
+import { randomUUID } from 'node:crypto';
+
 import { ControllerRegistry, Dispatcher, LEASE_SETTLE_MARGIN_MS, Supervisor, type DiagnosticsCallback } from '../dispatch/index';
-import { LocalProcessController } from '../process/index';
+import { diagnosticCode } from '../dispatch/diagnostics';
+import { HeldGroups, LocalProcessController } from '../process/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
 import type { ExecutionStore } from '../store/execution-store';
 import type { RunStore } from '../store/run-store';
+import type { RunnerKind, RunnerStore } from '../store/runner-store';
+import { adoptGoneRunners, stopOrphanedRun, type OrphanStop } from './adoption';
 import { Admission, type AdmitOutcome, type AdmitRequest } from './admission';
 import { CompletionProcessor, type CompletionOutcome } from './completion-processor';
 import { ControlLifecycle, type ControlCycleReport } from './control-lifecycle';
 import { DeadlineSource } from './deadlines';
 import { ExecutionDrain, type DrainReport } from './drain';
+import { resolveHostId } from './host-id';
 import { CompletionNotices, type AttemptRef } from './notices';
 import { executionProfile, type ExecutionProfileName } from './profiles';
 import { receiptDirectoryEnsure, validateReceiptDirectory } from './receipts';
 import { recoverExecutions, type RecoveryReport } from './recovery';
+import { registerRunner, type RunnerSelf } from './runner';
 
 /** TERM grace before KILL when a job is stopped (cancel, timeout, shutdown). */
 export const STOP_GRACE_DEFAULT_MS = 5_000;
@@ -23,6 +32,7 @@ export interface ExecutionStores {
   readonly runStore: RunStore;
   readonly repository: DispatchRepository;
   readonly executionStore: ExecutionStore;
+  readonly runnerStore: RunnerStore;
   close(): Promise<void> | void;
 }
 
@@ -32,8 +42,12 @@ export interface ExecutionOptions {
   readonly receiptDirectory: string;
   readonly profile?: ExecutionProfileName;
   readonly graceMs?: number;
-  /** `all`: the drain stops every active attempt of the store (a host's runner); `admitted`: only this application's. */
-  readonly drainScope?: 'all' | 'admitted';
+  /** What kind of runner this application is (default `supervise`). */
+  readonly runnerKind?: RunnerKind;
+  /** Take over, every cleanup period, the attempts of runners of this host proved gone (a `supervise`). */
+  readonly adopt?: boolean;
+  /** Where the host id comes from (PIDFENCE_HOST_ID); default process.env. */
+  readonly env?: NodeJS.ProcessEnv;
   readonly drainTimeoutMs?: number;
   readonly keepAlive?: boolean;
   readonly diagnostics?: DiagnosticsCallback;
@@ -49,11 +63,23 @@ export interface ExecutionApplication {
   readonly lifecycle: ControlLifecycle;
   readonly notices: CompletionNotices;
   readonly dispatcher: Dispatcher;
+  /** This runner: its id and host (registered by open()). */
+  readonly runner: RunnerSelf;
+  /** Registers this runner with the store; admit() and recover() call it. Idempotent. */
+  open(): Promise<RunnerSelf>;
   admit(request: AdmitRequest): Promise<AdmitOutcome>;
-  /** Startup recovery; call before start() and before admitting. */
+  /** Startup recovery: adopts the attempts of gone runners of this host, then converges its own. */
   recover(): Promise<RecoveryReport>;
+  /** Starts the one timer once this runner is registered (at once when it is). */
   start(): void;
-  /** Admission-first drain, then the stores are closed. Idempotent. */
+  /**
+   * A run whose runner is proved gone: take its attempt over and stop it through the claim/dispatch
+   * path (its cancel intent must exist), waiting at most one stop's bound for it to converge.
+   */
+  stopOrphan(runId: string): Promise<OrphanStop>;
+  /** A second interrupt: KILL every admitted job's group through the held pidfd. The count sent. */
+  escalate(): number;
+  /** Admission-first drain, then the runner is ended and the stores are closed. Idempotent. */
   drain(): Promise<DrainReport>;
 }
 
@@ -61,27 +87,45 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
   const receiptDirectory = validateReceiptDirectory(options.receiptDirectory);
   receiptDirectoryEnsure(receiptDirectory);
   const profile = executionProfile(options.profile ?? 'standalone');
-  const { runStore, repository, executionStore } = options.stores;
+  const { runStore, repository, executionStore, runnerStore } = options.stores;
   const graceMs = options.graceMs ?? STOP_GRACE_DEFAULT_MS;
-  const controller = new LocalProcessController();
+  const runner: RunnerSelf = { runnerId: `rnr-${randomUUID()}`, hostId: resolveHostId(options.env), kind: options.runnerKind ?? 'supervise' };
+  const { runnerId } = runner;
+  const heldGroups = new HeldGroups();
+  const controller = new LocalProcessController({ heldGroups });
   const dispatcher = new Dispatcher({
     repository, runStore, controllers: new ControllerRegistry([controller]), graceMs,
     leaseDurationMs: controller.boundMs(graceMs) + LEASE_SETTLE_MARGIN_MS + 1_000,
-    ...(options.owner === undefined ? {} : { owner: options.owner }),
+    owner: options.owner ?? runnerId,
   });
-  const supervisor = new Supervisor({ repository, dispatcher, pageSize: profile.controlPage, pagesPerCycle: 1 });
   const notices = new CompletionNotices();
-  const processor = new CompletionProcessor({ runStore, executionStore, receiptDirectory });
-  const admission = new Admission({ runStore, notices, receiptDirectory });
+  const processor = new CompletionProcessor({ runStore, executionStore, receiptDirectory, heldGroups });
+  const completeFirst = async (ref: AttemptRef): Promise<boolean> => {
+    const outcome = await processor.process(ref);
+    if (outcome.kind === 'completed') completed(ref, outcome);
+    return outcome.kind !== 'active' && outcome.kind !== 'unproven';
+  };
+  const supervisor = new Supervisor({ repository, dispatcher, pageSize: profile.controlPage, pagesPerCycle: 1, runnerId, completeFirst });
+  const admission = new Admission({ runStore, notices, receiptDirectory, runnerId, heldGroups });
   const admitted = new Map<string, AttemptRef>();
   const completed = (ref: AttemptRef, outcome: CompletionOutcome): void => {
+    if (outcome.kind === 'terminal' && !admitted.has(ref.runId)) return;
     admitted.delete(ref.runId);
     options.onCompleted?.(ref, outcome);
   };
+  let registered: Promise<RunnerSelf> | null = null;
+  let isOpen = false;
+  const open = (): Promise<RunnerSelf> => {
+    registered ??= registerRunner(runnerStore, runner).then(() => { isOpen = true; return runner; });
+    return registered;
+  };
+  const adopt = () => adoptGoneRunners(runnerStore, runner);
   const lifecycle = new ControlLifecycle({
-    profile, executionStore, processor, notices, receiptDirectory,
-    deadlines: new DeadlineSource({ executionStore, runStore, pageSize: profile.controlPage }),
+    profile, executionStore, processor, notices, receiptDirectory, runnerId,
+    deadlines: new DeadlineSource({ executionStore, runStore, pageSize: profile.controlPage, runnerId }),
     dispatch: supervisor,
+    watched: () => admitted.values(),
+    ...(options.adopt === true ? { adopt } : {}),
     ...(options.keepAlive === undefined ? {} : { keepAlive: options.keepAlive }),
     ...(options.diagnostics === undefined ? {} : { diagnostics: options.diagnostics }),
     ...(options.onFatal === undefined ? {} : { onFatal: options.onFatal }),
@@ -89,22 +133,49 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     onCompleted: completed,
   });
   const drain = new ExecutionDrain({
-    admission, lifecycle, executionStore, runStore, dispatcher, processor,
-    pageSize: profile.controlPage, pages: profile.drainPages,
-    inScope: options.drainScope === 'admitted' ? (ref) => admitted.has(ref.runId) : () => true,
-    closeStorage: () => options.stores.close(),
+    admission, lifecycle, executionStore, runStore, dispatcher, processor, runnerId,
+    pageSize: profile.controlPage, pages: profile.drainPages, concurrency: profile.controlPage,
+    closeStorage: async () => {
+      heldGroups.releaseAll();
+      try {
+        if (isOpen) await runnerStore.endRunner(runnerId);
+      } finally {
+        await options.stores.close();
+      }
+    },
     onCompleted: completed,
     ...(options.drainTimeoutMs === undefined ? {} : { timeoutMs: options.drainTimeoutMs }),
   });
   return {
-    processor, lifecycle, notices, dispatcher,
+    processor, lifecycle, notices, dispatcher, runner, open,
     async admit(request) {
+      await open();
       const outcome = await admission.admit(request);
       if (outcome.kind === 'admitted') admitted.set(outcome.runId, { runId: outcome.runId, attemptId: outcome.attemptId });
       return outcome;
     },
-    recover: () => recoverExecutions({ executionStore, processor, pageSize: profile.controlPage }),
-    start: () => lifecycle.start(),
+    async recover() {
+      await open();
+      await adopt();
+      return recoverExecutions({ executionStore, processor, pageSize: profile.controlPage, runnerId });
+    },
+    start() {
+      if (isOpen) {
+        lifecycle.start();
+        return;
+      }
+      // Nothing may be looked at before the runner exists: its pages are "the attempts I own".
+      open().then(() => lifecycle.start(), (error: unknown) => options.onFatal?.(diagnosticCode(error)));
+    },
+    async stopOrphan(runId) {
+      await open();
+      return stopOrphanedRun({ runnerStore, runner, runId, lifecycle, processor, boundMs: controller.boundMs(graceMs) + LEASE_SETTLE_MARGIN_MS, onCompleted: completed, watch: (ref) => admitted.set(ref.runId, ref) });
+    },
+    escalate() {
+      let sent = 0;
+      for (const ref of admitted.values()) if (admission.killGroup(ref.attemptId)) sent += 1;
+      return sent;
+    },
     drain: () => drain.drain(),
   };
 }

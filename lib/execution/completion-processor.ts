@@ -6,8 +6,7 @@
 import { randomUUID } from 'node:crypto';
 
 import type { AttemptRecord, RunRecord, RunTerminalStatus } from '../contract/index';
-import { signalVerified } from '../native/index';
-import { handleExpectedIdentity, parseHandle } from '../process/index';
+import { groupLiveness, HeldGroups } from '../process/index';
 import type { CompletionCause, ExecutionStore, QuarantineReason } from '../store/execution-store';
 import type { RunStore } from '../store/run-store';
 import type { AttemptRef } from './notices';
@@ -40,6 +39,8 @@ export interface CompletionProcessorOptions {
   readonly receiptDirectory: string;
   /** The store's idea of now for the receipt's time bound (defaults to Date.now). */
   readonly clock?: () => number;
+  /** The job groups this runner holds (a fresh, empty set when omitted). */
+  readonly heldGroups?: HeldGroups;
 }
 
 function isTerminal(status: string): status is RunTerminalStatus {
@@ -61,8 +62,12 @@ export class CompletionProcessor {
   readonly #store: ExecutionStore;
   readonly #directory: string;
   readonly #clock: () => number;
+  readonly #held: HeldGroups;
+  /** The handle of each attempt looked at, so its hold is released when it ends. */
+  readonly #handles = new Map<string, string>();
 
   constructor(options: CompletionProcessorOptions) {
+    this.#held = options.heldGroups ?? new HeldGroups();
     this.#runStore = options.runStore;
     this.#store = options.executionStore;
     this.#directory = options.receiptDirectory;
@@ -74,9 +79,22 @@ export class CompletionProcessor {
    * `claimed` attempt without intent may be ended (startup recovery only: nothing can be spawning).
    */
   async process(ref: AttemptRef, options: { readonly allowNeverStarted?: boolean } = {}): Promise<CompletionOutcome> {
+    const outcome = await this.#converge(ref, options);
+    if (outcome.kind === 'completed' || outcome.kind === 'terminal' || outcome.kind === 'missing') this.#releaseHold(ref);
+    return outcome;
+  }
+
+  #releaseHold(ref: AttemptRef): void {
+    const handle = this.#handles.get(ref.attemptId);
+    if (handle !== undefined) this.#held.release(handle);
+    this.#handles.delete(ref.attemptId);
+  }
+
+  async #converge(ref: AttemptRef, options: { readonly allowNeverStarted?: boolean }): Promise<CompletionOutcome> {
     const attempt = await this.#runStore.getAttempt(ref.runId, ref.attemptId);
     const run = await this.#runStore.getRun(ref.runId);
     if (attempt === null || run === null) return { kind: 'missing' };
+    if (attempt.handle !== null) this.#handles.set(attempt.attemptId, attempt.handle);
     const first = await this.#fromReceipt(attempt, run);
     if (first !== null) return first;
     if (isTerminal(attempt.status)) return { kind: 'terminal', status: attempt.status, lateReceipt: false };
@@ -87,28 +105,16 @@ export class CompletionProcessor {
       return this.#commit(attempt, status, 'never_started', null, false);
     }
     if (attempt.handle === null) return { kind: 'unproven' };
-    const gone = this.#provedGone(attempt.handle);
-    if (gone !== true) return gone === false ? { kind: 'active' } : { kind: 'unproven' };
-    // The leader (the launcher) is gone, so its receipt is final: read again before concluding.
+    // The launcher leads the job's group; its death is not the job's end (docs/decisions/0071):
+    // the attempt ends without a receipt only once no member of the group is left.
+    const liveness = groupLiveness(attempt.handle, this.#held);
+    if (liveness !== 'gone') return liveness === 'alive' ? { kind: 'active' } : { kind: 'unproven' };
+    // The launcher is gone, so its receipt is final: read again before concluding.
     const second = await this.#fromReceipt(attempt, run);
     if (second !== null) return second;
     return run.cancelRequestedAtMs === null
       ? this.#commit(attempt, 'failed', 'lost', null, false)
       : this.#commit(attempt, cancelStatus(run), 'stopped', null, false);
-  }
-
-  /** true: the recorded leader has exited; false: it runs; null: nothing can be proved. */
-  #provedGone(handle: string): boolean | null {
-    let expected;
-    try {
-      expected = handleExpectedIdentity(parseHandle(handle));
-    } catch {
-      return null;
-    }
-    const probe = signalVerified(expected, 0, { group: false });
-    if (probe.outcome === 'already_exited') return true;
-    if (probe.outcome === 'signalled') return false;
-    return null;
   }
 
   async #fromReceipt(attempt: AttemptRecord, run: RunRecord): Promise<CompletionOutcome | null> {

@@ -1,8 +1,10 @@
 // LocalExecutionControlLifecycle (ADR-0072 §4): the application's one periodic timer. Each serial,
-// non-overlapping cycle takes the completion notices, one page of due deadlines (→ durable timeout
-// intent), one dispatch cycle (cancellations → exact stops), one page of active attempts (receipts
-// and proven exits), and every cleanup period one page of the receipt journal. No per-task timer,
-// watcher or directory scan; every page, wait and notice set is bounded.
+// non-overlapping cycle first consumes completions (the notices, one page of this runner's active
+// attempts, the attempts it watches for its caller), then turns one page of due deadlines into
+// durable timeout intent, then runs one dispatch cycle (cancellations → exact stops), and every
+// cleanup period one page of the receipt journal and one adoption pass. Completions come before
+// stops, so a job that ended is never stopped. No per-task timer, watcher or directory scan; every
+// page, wait and notice set is bounded.
 import { PidfenceError } from '../base/errors';
 import { RateLimitedDiagnostics, diagnosticCode, type DiagnosticsCallback } from '../dispatch/diagnostics';
 import type { ActiveCursor, ExecutionStore } from '../store/execution-store';
@@ -43,6 +45,15 @@ export interface ControlLifecycleOptions {
   readonly onCycle?: (report: ControlCycleReport) => void;
   /** Keep the process alive on the timer (a long-lived supervisor); default false (unref'd). */
   readonly keepAlive?: boolean;
+  /** Only this runner's active attempts (docs/decisions/0070); omitted: every one of the store. */
+  readonly runnerId?: string;
+  /**
+   * Attempts the caller waits for (a foreground `run`): looked at every cycle, so the caller learns
+   * of their end even when it left the active page before this runner saw it.
+   */
+  readonly watched?: () => Iterable<{ readonly runId: string; readonly attemptId: string }>;
+  /** Every cleanup period: take over attempts of runners of this host proved gone. */
+  readonly adopt?: () => Promise<number>;
   readonly clock?: () => number;
 }
 
@@ -161,21 +172,30 @@ export class ControlLifecycle {
 
   async #cycle(): Promise<ControlCycleReport> {
     this.#cycles += 1;
-    const { processor, notices, profile } = this.#options;
+    const { processor, notices } = this.#options;
     let completed = 0;
     const noticed = notices.take();
     for (const ref of noticed) completed += this.#report(ref, await processor.process(ref));
+    const page = await this.#activePage();
+    for (const item of page.items) completed += this.#report(item, await processor.process(item));
+    for (const ref of [...(this.#options.watched?.() ?? [])]) completed += this.#report(ref, await processor.process(ref));
     const deadlines = await this.#options.deadlines.runPage();
     const dispatch = await this.#options.dispatch.runCycle();
-    const page = await this.#options.executionStore.activeAttemptsPage(this.#activeCursor === null ? { limit: profile.controlPage } : { limit: profile.controlPage, after: this.#activeCursor });
-    this.#activeCursor = page.next;
-    for (const item of page.items) completed += this.#report(item, await processor.process(item));
     const cleaned = await this.#cleanupIfDue();
     return { notices: noticed.length, deadlines: deadlines.requested, dispatched: dispatch.dispatched, active: page.items.length, completed, cleaned };
   }
 
+  async #activePage(): Promise<{ readonly items: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }> }> {
+    const { profile, runnerId } = this.#options;
+    const page = await this.#options.executionStore.activeAttemptsPage({
+      limit: profile.controlPage, ...(this.#activeCursor === null ? {} : { after: this.#activeCursor }), ...(runnerId === undefined ? {} : { runnerId }),
+    });
+    this.#activeCursor = page.next;
+    return page;
+  }
+
   #report(ref: { readonly runId: string; readonly attemptId: string }, outcome: CompletionOutcome): number {
-    if (outcome.kind !== 'completed') return 0;
+    if (outcome.kind !== 'completed' && outcome.kind !== 'terminal') return 0;
     try {
       this.#options.onCompleted?.({ runId: ref.runId, attemptId: ref.attemptId }, outcome);
     } catch {
@@ -189,6 +209,7 @@ export class ControlLifecycle {
     const now = this.#clock();
     if (now - this.#lastCleanupMs < this.#options.profile.cleanupPeriodMs) return 0;
     this.#lastCleanupMs = now;
+    await this.#options.adopt?.();
     return cleanupJournalPage(this.#options.executionStore, this.#options.receiptDirectory, this.#options.profile.cleanupPage);
   }
 }

@@ -18,16 +18,24 @@ export class DeadlineSource {
   readonly #store: Pick<ExecutionStore, 'dueDeadlinesPage'>;
   readonly #runStore: Pick<RunStore, 'requestCancellation'>;
   readonly #pageSize: number;
+  readonly #runnerId: string | undefined;
 
-  constructor(options: { readonly executionStore: Pick<ExecutionStore, 'dueDeadlinesPage'>; readonly runStore: Pick<RunStore, 'requestCancellation'>; readonly pageSize: number }) {
+  constructor(options: {
+    readonly executionStore: Pick<ExecutionStore, 'dueDeadlinesPage'>;
+    readonly runStore: Pick<RunStore, 'requestCancellation'>;
+    readonly pageSize: number;
+    /** Only this runner's attempts (docs/decisions/0070); omitted: every attempt of the store. */
+    readonly runnerId?: string;
+  }) {
     this.#store = options.executionStore;
     this.#runStore = options.runStore;
     this.#pageSize = options.pageSize;
+    this.#runnerId = options.runnerId;
   }
 
   /** One page of due deadlines: each turned into `timeout` intent, one transaction each. */
   async runPage(): Promise<DeadlinePass> {
-    const page = await this.#store.dueDeadlinesPage({ limit: this.#pageSize });
+    const page = await this.#store.dueDeadlinesPage({ limit: this.#pageSize, ...(this.#runnerId === undefined ? {} : { runnerId: this.#runnerId }) });
     let requested = 0;
     for (const item of page.items) {
       const outcome = await this.#runStore.requestCancellation({ runId: item.runId, reason: 'timeout', eventId: `evt-${randomUUID()}` });

@@ -1,8 +1,9 @@
-// Shutdown drain (ADR-0072 §5), admission first: stop admitting, stop the one timer, write
-// `shutdown` intent for the active attempts in scope that have none (an existing user/policy/timeout
-// reason is kept), stop the exact processes through the dispatch path, converge their terminal
-// states with the completion processor, then close storage. Bounded and idempotent; `timed_out`
-// when it cannot converge, and storage is closed all the same.
+// Shutdown drain (ADR-0072 §5), admission first: stop admitting, stop the one timer, consume the
+// completions of this runner's active attempts, then write `shutdown` intent for those still
+// running that have none (an existing user/policy/timeout reason is kept) and stop the exact
+// processes through the dispatch path, a bounded number at once and none after the deadline; then
+// converge their terminal states with the completion processor and close storage. Bounded by its
+// deadline and idempotent; `timed_out` when it cannot converge, and storage is closed all the same.
 import type { DispatchOutcome, DispatchTarget } from '../dispatch/index';
 import type { ExecutionStore } from '../store/execution-store';
 import type { RunStore } from '../store/run-store';
@@ -36,8 +37,10 @@ export interface DrainOptions {
   readonly processor: CompletionProcessor;
   readonly pageSize: number;
   readonly pages: number;
-  /** Which active attempts belong to this application: all of the store's, or only these. */
-  readonly inScope: (ref: AttemptRef) => boolean;
+  /** The runner whose attempts this drain stops (docs/decisions/0070); omitted: every one of the store. */
+  readonly runnerId?: string;
+  /** Stops in flight at once (a stop may wait out its whole grace period). */
+  readonly concurrency: number;
   readonly closeStorage: () => Promise<void> | void;
   /** Every completion the drain committed (the lifecycle is stopped by then). */
   readonly onCompleted?: (ref: AttemptRef, outcome: CompletionOutcome) => void;
@@ -49,12 +52,25 @@ function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/** Resolves with true when `work` settled, false when `ms` passed first; never rejects. */
+function settledWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), Math.max(0, ms));
+    void work.then(() => true, () => true).then((settled) => {
+      clearTimeout(timer);
+      resolve(settled);
+    });
+  });
+}
+
 export class ExecutionDrain {
   readonly #options: DrainOptions;
+  readonly #clock: () => number;
   #running: Promise<DrainReport> | null = null;
 
   constructor(options: DrainOptions) {
     this.#options = options;
+    this.#clock = options.clock ?? Date.now;
   }
 
   /** Idempotent: every call returns the one drain's report. */
@@ -65,41 +81,67 @@ export class ExecutionDrain {
 
   async #drain(): Promise<DrainReport> {
     const o = this.#options;
-    const clock = o.clock ?? Date.now;
-    const deadline = clock() + (o.timeoutMs ?? DRAIN_TIMEOUT_DEFAULT_MS);
+    const deadline = this.#clock() + (o.timeoutMs ?? DRAIN_TIMEOUT_DEFAULT_MS);
+    const left = () => deadline - this.#clock();
     try {
       await o.admission.close();
-      await o.lifecycle.stop(Math.max(0, deadline - clock()));
+      await o.lifecycle.stop(Math.max(0, left()));
       const { targets, exhausted } = await this.#collect();
-      let shutdownRequested = 0;
-      const waiting: AttemptRef[] = [];
-      for (const ref of targets) {
-        const intent = await o.runStore.requestCancellation({ runId: ref.runId, reason: 'shutdown', eventId: `evt-drain-${ref.attemptId}`.slice(0, 128) });
-        if (intent.kind === 'requested') shutdownRequested += 1;
-        waiting.push(ref);
-        if (intent.kind !== 'requested' && intent.kind !== 'already_requested') continue;
-        const cancelRequestedAtMs = intent.run.cancelRequestedAtMs;
-        // Durable intent exists: only now may the exact process be stopped (same path as a user cancel).
-        if (cancelRequestedAtMs !== null) await o.dispatcher.dispatch({ runId: ref.runId, attemptId: ref.attemptId, cancelRequestedAtMs });
-      }
-      let remaining = waiting;
+      // Completions before stops: a job that already ended is never stopped.
+      const running = await this.#converge(targets);
+      const counts = { shutdownRequested: 0 };
+      const stops = this.#stopAll(running, deadline, counts);
+      let remaining = running;
       for (;;) {
-        const next: AttemptRef[] = [];
-        for (const ref of remaining) {
-          const outcome = await o.processor.process(ref);
-          if (outcome.kind === 'completed') o.onCompleted?.(ref, outcome);
-          if (outcome.kind === 'active' || outcome.kind === 'unproven') next.push(ref);
-        }
-        remaining = next;
-        const left = deadline - clock();
-        if (remaining.length === 0 || left <= 0) break;
-        await delay(Math.min(DRAIN_RECHECK_MS, left));
+        remaining = await this.#converge(remaining);
+        if (remaining.length === 0 || left() <= 0) break;
+        await delay(Math.min(DRAIN_RECHECK_MS, left()));
       }
+      // A stop still waiting out its grace is not waited for past the deadline.
+      await settledWithin(stops, left());
       const outcome = remaining.length === 0 && !exhausted ? 'drained' : 'timed_out';
-      return { outcome, active: targets.length, shutdownRequested, converged: targets.length - remaining.length, remaining: remaining.length, pageBudgetExhausted: exhausted };
+      return { outcome, active: targets.length, shutdownRequested: counts.shutdownRequested, converged: targets.length - remaining.length, remaining: remaining.length, pageBudgetExhausted: exhausted };
     } finally {
       await o.closeStorage();
     }
+  }
+
+  /** The attempts still active after one look each; completions are reported. */
+  async #converge(refs: readonly AttemptRef[]): Promise<AttemptRef[]> {
+    const next: AttemptRef[] = [];
+    for (const ref of refs) {
+      const outcome = await this.#options.processor.process(ref);
+      if (outcome.kind === 'completed') this.#options.onCompleted?.(ref, outcome);
+      if (outcome.kind === 'active' || outcome.kind === 'unproven') next.push(ref);
+    }
+    return next;
+  }
+
+  /** At most `concurrency` stops at once; none begins after the deadline. Never rejects. */
+  #stopAll(refs: readonly AttemptRef[], deadline: number, counts: { shutdownRequested: number }): Promise<void> {
+    const queue = [...refs];
+    const worker = async (): Promise<void> => {
+      for (let ref = queue.shift(); ref !== undefined && this.#clock() < deadline; ref = queue.shift()) {
+        try {
+          if (await this.#stop(ref)) counts.shutdownRequested += 1;
+        } catch {
+          // the store or the controller failed: the dispatch lease expires and a later runner retries
+        }
+      }
+    };
+    const workers = Array.from({ length: Math.min(this.#options.concurrency, refs.length) }, worker);
+    return Promise.all(workers).then(() => undefined);
+  }
+
+  /** `shutdown` intent unless a reason exists (user/policy/timeout kept), then the exact stop. */
+  async #stop(ref: AttemptRef): Promise<boolean> {
+    const o = this.#options;
+    const intent = await o.runStore.requestCancellation({ runId: ref.runId, reason: 'shutdown', eventId: `evt-drain-${ref.attemptId}`.slice(0, 128) });
+    if (intent.kind !== 'requested' && intent.kind !== 'already_requested') return false;
+    const cancelRequestedAtMs = intent.run.cancelRequestedAtMs;
+    // Durable intent exists: only now may the exact process be stopped (same path as a user cancel).
+    if (cancelRequestedAtMs !== null) await o.dispatcher.dispatch({ runId: ref.runId, attemptId: ref.attemptId, cancelRequestedAtMs });
+    return intent.kind === 'requested';
   }
 
   async #collect(): Promise<{ targets: AttemptRef[]; exhausted: boolean }> {
@@ -107,8 +149,10 @@ export class ExecutionDrain {
     const targets: AttemptRef[] = [];
     let after: { runId: string } | null = null;
     for (let pages = 0; pages < o.pages; pages += 1) {
-      const page = await o.executionStore.activeAttemptsPage(after === null ? { limit: o.pageSize } : { limit: o.pageSize, after });
-      for (const item of page.items) if (o.inScope(item)) targets.push({ runId: item.runId, attemptId: item.attemptId });
+      const page = await o.executionStore.activeAttemptsPage({
+        limit: o.pageSize, ...(after === null ? {} : { after }), ...(o.runnerId === undefined ? {} : { runnerId: o.runnerId }),
+      });
+      for (const item of page.items) targets.push({ runId: item.runId, attemptId: item.attemptId });
       if (page.next === null) return { targets, exhausted: false };
       after = page.next;
     }

@@ -1,6 +1,7 @@
 // pidfence/execution: the local execution lifecycle (ADR-0072): admission and the launcher,
 // completion receipts and the one completion processor, deadlines, the one control timer, the
 // admission-first shutdown drain and startup recovery. Concrete stores are wired by the caller.
+export { adoptGoneRunners, stopOrphanedRun, type OrphanStop } from './adoption';
 export { Admission, ADMISSION_UNDO_GRACE_MS, type AdmitOutcome, type AdmitRequest } from './admission';
 export { createExecution, STOP_GRACE_DEFAULT_MS, type ExecutionApplication, type ExecutionOptions, type ExecutionStores } from './application';
 export { CompletionProcessor, statusForReceipt, type CompletionOutcome, type CompletionProcessorOptions } from './completion-processor';
@@ -20,4 +21,6 @@ export {
   receiptWriteAtomic,
   type CompletionReceipt,
 } from './receipts';
+export { HOST_ID_ENV, resolveHostId } from './host-id';
+export { registerRunner, runnerGoneProof, type RunnerSelf } from './runner';
 export { recoverExecutions, RECOVERY_PAGES_MAX, type RecoveryReport } from './recovery';

@@ -1,27 +1,36 @@
-// The launcher (ADR-0072 §2, docs/decisions/0050): the group leader that starts the job in its own
-// process group, waits for it, writes the completion receipt atomically and exits with the job's
-// status. It outlives nothing but the job; it ignores TERM/INT/HUP so a group stop reaches the job
-// while the launcher stays to record how the job ended (a group KILL ends both: no receipt).
-// argv: <receiptDir> <runId> <attemptId> <seq> -- <command> [args...]; the token arrives in the
-// environment (never argv) and is removed before the job starts.
+// The launcher (ADR-0072 §2, docs/decisions/0050, 0071): the group leader that starts the job in
+// its own process group, waits for it, writes the completion receipt atomically and exits with the
+// job's status. It outlives nothing but the job; it ignores TERM/INT/HUP so a group stop reaches the
+// job while the launcher stays to record how the job ended (a group KILL ends both: no receipt).
+// Its order (command, arguments, receipt token) arrives on fd 3 and that fd is closed before the
+// job starts: neither argv nor the environment ever holds them.
 import { spawn } from 'node:child_process';
+import { closeSync, readFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 
+import { LAUNCH_ORDER_FD, type LaunchOrder } from './launch-order';
 import { RECEIPT_VERSION, receiptWriteAtomic } from './receipts';
 
-import { RECEIPT_TOKEN_ENV } from './launcher-env';
+function readOrder(): LaunchOrder | null {
+  try {
+    const text = readFileSync(LAUNCH_ORDER_FD, 'utf8');
+    closeSync(LAUNCH_ORDER_FD);
+    const order = JSON.parse(text) as Partial<LaunchOrder>;
+    const valid = typeof order.receiptDirectory === 'string' && typeof order.runId === 'string' && typeof order.attemptId === 'string'
+      && typeof order.seq === 'number' && typeof order.token === 'string' && typeof order.command === 'string' && order.command.length > 0
+      && Array.isArray(order.args) && order.args.every((arg) => typeof arg === 'string');
+    return valid ? (order as LaunchOrder) : null;
+  } catch {
+    return null;
+  }
+}
 
-function main(argv: readonly string[]): void {
-  const separator = argv.indexOf('--');
-  const [receiptDir, runId, attemptId, seqText] = argv.slice(0, separator);
-  const [command, ...args] = argv.slice(separator + 1);
-  const token = process.env[RECEIPT_TOKEN_ENV];
-  if (separator !== 4 || !receiptDir || !runId || !attemptId || !seqText || !command || token === undefined) {
-    process.stderr.write('pidfence launcher: started without its arguments; it is run by pidfence, not by hand.\n');
+function main(): void {
+  const order = readOrder();
+  if (order === null) {
+    process.stderr.write('pidfence launcher: started without its order; it is run by pidfence, not by hand.\n');
     process.exit(2);
   }
-  const env = { ...process.env };
-  delete env[RECEIPT_TOKEN_ENV];
   for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => undefined);
 
   const startedAtMs = Date.now();
@@ -30,8 +39,9 @@ function main(argv: readonly string[]): void {
     if (settled) return;
     settled = true;
     try {
-      receiptWriteAtomic(receiptDir, {
-        v: RECEIPT_VERSION, runId, attemptId, seq: Number(seqText), token, exitCode, signal, startedAtMs, finishedAtMs: Date.now(), spawnFailed,
+      receiptWriteAtomic(order.receiptDirectory, {
+        v: RECEIPT_VERSION, runId: order.runId, attemptId: order.attemptId, seq: order.seq, token: order.token,
+        exitCode, signal, startedAtMs, finishedAtMs: Date.now(), spawnFailed,
       });
     } catch (error) {
       process.stderr.write(`pidfence launcher: the completion receipt could not be written (${(error as NodeJS.ErrnoException).code ?? 'error'}).\n`);
@@ -40,9 +50,9 @@ function main(argv: readonly string[]): void {
     process.exit(exitCode ?? 128 + signalNumber);
   };
   // Same process group (no detached): a stop of the launcher's group reaches the job.
-  const child = spawn(command, args, { stdio: 'inherit', env });
+  const child = spawn(order.command, order.args, { stdio: 'inherit', env: process.env });
   child.once('error', () => finish(127, null, true));
   child.once('exit', (code, signal) => finish(code, signal, false));
 }
 
-main(process.argv.slice(2));
+main();

@@ -1,10 +1,13 @@
 // Starting an attempt's launcher as the group leader (ADR-0072 §2-3): the launcher's durable handle
-// is the attempt's handle (a group stop reaches launcher and job); the receipt token travels in the
-// launcher's environment only. The exit Promise stays inside the execution layer (ADR-0072 §2).
+// is the attempt's handle (a group stop reaches launcher and job). The job's command, arguments and
+// the receipt token travel over a pipe that only the launcher reads (docs/decisions/0071), never in
+// its argv or environment: /proc/<pid>/cmdline is readable by every local user. The exit Promise
+// stays inside the execution layer (ADR-0072 §2).
 import * as path from 'node:path';
+import type { Writable } from 'node:stream';
 
 import { spawnGroupLeader, type GroupLeaderSpawnOptions, type HandleStatus } from '../process/index';
-import { RECEIPT_TOKEN_ENV } from './launcher-env';
+import { LAUNCH_ORDER_FD, type LaunchOrder } from './launch-order';
 import { RECEIPT_CALLBACK_SEQ } from './receipts';
 
 export const LAUNCHER_SCRIPT = path.join(__dirname, 'launcher-main.js');
@@ -29,13 +32,32 @@ export interface Launched {
   readonly exited: Promise<void>;
 }
 
+type StdioEntry = 'pipe' | 'ignore' | 'inherit' | number | null | undefined | object;
+
+function stdioWithOrderPipe(stdio: GroupLeaderSpawnOptions['stdio']): StdioEntry[] {
+  let base: StdioEntry[] = ['ignore', 'ignore', 'ignore'];
+  if (typeof stdio === 'string') base = [stdio as StdioEntry, stdio as StdioEntry, stdio as StdioEntry];
+  else if (Array.isArray(stdio)) base = (stdio as readonly StdioEntry[]).slice(0, LAUNCH_ORDER_FD);
+  while (base.length < LAUNCH_ORDER_FD) base.push('ignore');
+  return [...base, 'pipe'];
+}
+
 export function launchAttempt(request: LaunchRequest): Launched {
-  const args = [LAUNCHER_SCRIPT, request.receiptDirectory, request.runId, request.attemptId, String(RECEIPT_CALLBACK_SEQ), '--', request.command, ...request.args];
-  const spawned = spawnGroupLeader(process.execPath, args, {
-    env: { ...(request.env ?? process.env), [RECEIPT_TOKEN_ENV]: request.token },
-    stdio: request.stdio ?? 'ignore',
+  const spawned = spawnGroupLeader(process.execPath, [LAUNCHER_SCRIPT], {
+    env: request.env ?? process.env,
+    stdio: stdioWithOrderPipe(request.stdio ?? 'ignore') as GroupLeaderSpawnOptions['stdio'],
     ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
   });
+  const order: LaunchOrder = {
+    receiptDirectory: request.receiptDirectory, runId: request.runId, attemptId: request.attemptId, seq: RECEIPT_CALLBACK_SEQ,
+    token: request.token, command: request.command, args: request.args,
+  };
+  const pipe = spawned.child.stdio[LAUNCH_ORDER_FD] as Writable | null | undefined;
+  if (pipe) {
+    // A launcher that died before reading leaves EPIPE here: its exit is what the lifecycle sees.
+    pipe.on('error', () => undefined);
+    pipe.end(JSON.stringify(order));
+  }
   return {
     handleStatus: spawned.handleStatus,
     pid: spawned.identity?.pid ?? null,

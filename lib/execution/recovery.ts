@@ -20,6 +20,8 @@ export async function recoverExecutions(options: {
   readonly processor: CompletionProcessor;
   readonly pageSize: number;
   readonly pages?: number;
+  /** Only this runner's attempts (its own and those it adopted); omitted: every one of the store. */
+  readonly runnerId?: string;
 }): Promise<RecoveryReport> {
   const counts = { completed: 0, running: 0, unproven: 0, quarantined: 0 };
   const tally = (outcome: CompletionOutcome): void => {
@@ -31,7 +33,9 @@ export async function recoverExecutions(options: {
   let after: { runId: string } | null = null;
   const pages = Math.min(options.pages ?? RECOVERY_PAGES_MAX, RECOVERY_PAGES_MAX);
   for (let read = 0; read < pages; read += 1) {
-    const page = await options.executionStore.activeAttemptsPage(after === null ? { limit: options.pageSize } : { limit: options.pageSize, after });
+    const page = await options.executionStore.activeAttemptsPage({
+      limit: options.pageSize, ...(after === null ? {} : { after }), ...(options.runnerId === undefined ? {} : { runnerId: options.runnerId }),
+    });
     // Admission is not open yet: a `claimed` attempt without intent can never be spawning now.
     for (const item of page.items) tally(await options.processor.process(item, { allowNeverStarted: true }));
     if (page.next === null) return { ...counts, pageBudgetExhausted: false };

@@ -9,6 +9,8 @@ export {
   parseHandle,
   type DurableProcessHandle,
 } from './durable-handle';
+export { groupLiveness, type GroupLiveness } from './group-liveness';
+export { HeldGroups, type HoldResult } from './held-groups';
 export { spawnGroupLeader, type GroupLeaderSpawnOptions, type HandleStatus, type JobExit, type SpawnedJob } from './spawn';
 export {
   CONTROL_OVERHEAD_MS,
@@ -16,6 +18,7 @@ export {
   KILL_CONFIRM_MS,
   MEMBER_CHECK_MS,
   LocalProcessController,
+  type LocalProcessControllerOptions,
   type TerminationOutcome,
   type TerminationRequest,
   type TerminationResult,

@@ -12,6 +12,7 @@ import {
 } from '../native/index';
 import { validatePid } from '../native/validate';
 import { handleExpectedIdentity, parseHandle } from './durable-handle';
+import type { HeldGroups } from './held-groups';
 
 /** The longest TERM grace a caller may ask for (Kubernetes' default is 30 s as well). */
 export const GRACE_MS_MAX = 30_000;
@@ -96,9 +97,22 @@ async function groupEmptiedBy(hold: GroupHold, deadline: number): Promise<boolea
   }
 }
 
+export interface LocalProcessControllerOptions {
+  /**
+   * The groups the runner holds: when a handle's leader (the launcher) is gone but the runner
+   * still holds its group, the members that outlived it are stopped through the held pidfd.
+   */
+  readonly heldGroups?: HeldGroups;
+}
+
 export class LocalProcessController {
   /** The platform of the handles this controller understands. */
   readonly platform = 'linux';
+  readonly #heldGroups: HeldGroups | null;
+
+  constructor(options: LocalProcessControllerOptions = {}) {
+    this.#heldGroups = options.heldGroups ?? null;
+  }
 
   /** The longest a requestTermination call with this grace can take. */
   static boundMs(graceMs: number): number {
@@ -137,6 +151,8 @@ export class LocalProcessController {
         held.hold.release();
       }
     }
+    const orphaned = held.outcome === 'already_exited' ? this.#heldGroups?.get(request.handle) ?? null : null;
+    if (orphaned !== null) return this.stopOrphanedGroup(orphaned, graceMs);
     if (held.outcome !== 'unsupported') return this.firstSignalRefused(held);
     // No PIDFD_SIGNAL_PROCESS_GROUP (Linux < 6.9): only the leader can be watched safely.
     return this.stopLeader(expected, graceMs);
@@ -170,6 +186,23 @@ export class LocalProcessController {
     if (kill.outcome === 'error') throw signalFailure(kill);
     if (kill.outcome !== 'signalled') return outcome('termination_requested', false, kill.outcome === 'already_exited');
     return outcome('termination_requested', true, await settlesWithin(hold.exited, KILL_CONFIRM_MS));
+  }
+
+  /**
+   * The leader is gone but the runner held its group: TERM, CONT, the grace, then KILL, each
+   * through the held pidfd, and the answer says whether the group was seen empty.
+   */
+  private async stopOrphanedGroup(hold: GroupHold, graceMs: number): Promise<TerminationOutcome> {
+    const term = hold.signalGroup('SIGTERM');
+    if (term.outcome === 'already_exited') return outcome('already_exited', false, true);
+    if (term.outcome === 'unsupported') return outcome('unsupported');
+    if (term.outcome === 'error') throw signalFailure(term);
+    const resume = hold.signalGroup('SIGCONT');
+    if (resume.outcome === 'error') throw signalFailure(resume);
+    if (await groupEmptiedBy(hold, Date.now() + graceMs)) return outcome('termination_requested', false, true);
+    const kill = hold.signalGroup('SIGKILL');
+    if (kill.outcome === 'error') throw signalFailure(kill);
+    return outcome('termination_requested', kill.outcome === 'signalled', await groupEmptiedBy(hold, Date.now() + KILL_CONFIRM_MS));
   }
 
   /** Kernels without the group flag: the leader's exit ends what can be proved. */

@@ -19,26 +19,30 @@ import type { SqlParams } from './management-steps';
 
 const ACTIVE = `('claimed', 'starting', 'running')`;
 
-/** attempts_one_active is unique on run_id: (run_id) alone is a stable keyset. `from` names `attempts AS a`. */
-export function activeAttemptsPageSql(from: string, p: SqlParams<'afterRunId' | 'limit'>): string {
+/**
+ * attempts_one_active is unique on run_id: (run_id) alone is a stable keyset. `from` names
+ * `attempts AS a`. With `runnerId`, only that runner's attempts (attempts_runner_active serves it).
+ */
+export function activeAttemptsPageSql(from: string, p: SqlParams<'afterRunId' | 'limit'> & { readonly runnerId?: string }): string {
   return `SELECT a.run_id AS "runId", a.id AS "attemptId", a.status, a.handle IS NOT NULL AS "hasHandle",
       r.cancel_requested_at_ms AS "cancelRequestedAtMs", r.cancel_reason AS "cancelReason"
     FROM ${from}
     JOIN runs AS r ON r.id = a.run_id
-    WHERE a.status IN ${ACTIVE} AND a.run_id > ${p.afterRunId}
+    WHERE a.status IN ${ACTIVE} AND a.run_id > ${p.afterRunId}${p.runnerId === undefined ? '' : ` AND a.runner_id = ${p.runnerId}`}
     ORDER BY a.run_id
     LIMIT ${p.limit}`;
 }
 
 /** attempts_deadline_due serves the order and the bound; runs with intent already are skipped. */
-export function dueDeadlinesPageSql(from: string, p: SqlParams<'nowMs' | 'afterDueAtMs' | 'afterRunId' | 'afterAttemptId' | 'limit'>): string {
+export function dueDeadlinesPageSql(from: string, p: SqlParams<'nowMs' | 'afterDueAtMs' | 'afterRunId' | 'afterAttemptId' | 'limit'> & { readonly runnerId?: string }): string {
   return `SELECT a.run_id AS "runId", a.id AS "attemptId", a.deadline_at_ms AS "dueAtMs"
     FROM ${from}
     JOIN runs AS r ON r.id = a.run_id
     WHERE a.deadline_at_ms IS NOT NULL AND a.status IN ${ACTIVE}
       AND a.deadline_at_ms <= ${p.nowMs}
       AND (a.deadline_at_ms, a.run_id, a.id) > (${p.afterDueAtMs}, ${p.afterRunId}, ${p.afterAttemptId})
-      AND r.cancel_requested_at_ms IS NULL AND r.status IN ('queued', 'running')
+      AND r.cancel_requested_at_ms IS NULL AND r.status IN ('queued', 'running')${p.runnerId === undefined ? '' : `
+      AND a.runner_id = ${p.runnerId}`}
     ORDER BY a.deadline_at_ms, a.run_id, a.id
     LIMIT ${p.limit}`;
 }

@@ -91,16 +91,22 @@ export interface AttemptEvent {
   readonly runId: string;
   readonly attemptId: string;
   readonly seq: number;
-  readonly type: 'attempt.terminal';
+  readonly type: 'attempt.terminal' | 'attempt.adopted';
   readonly payload: unknown;
   readonly createdAtMs: number;
 }
 
 export interface ExecutionStore {
-  /** Active attempts in run-id order (one active attempt per run), at most `limit` (≤ 64). */
-  activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor }): Promise<Page<ActiveAttempt, ActiveCursor>>;
-  /** Active attempts past their deadline whose run has no cancel intent yet, (dueAtMs, runId, attemptId) order. */
-  dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor }): Promise<Page<DueDeadline, DeadlineCursor>>;
+  /**
+   * Active attempts in run-id order (one active attempt per run), at most `limit` (≤ 64); with
+   * `runnerId`, only the attempts that runner owns (docs/decisions/0070).
+   */
+  activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor; readonly runnerId?: string }): Promise<Page<ActiveAttempt, ActiveCursor>>;
+  /**
+   * Active attempts past their deadline whose run has no cancel intent yet, (dueAtMs, runId,
+   * attemptId) order; with `runnerId`, only that runner's.
+   */
+  dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor; readonly runnerId?: string }): Promise<Page<DueDeadline, DeadlineCursor>>;
   /** The attempt a receipt-token digest belongs to, or null. */
   attemptByReceiptDigest(digest: string): Promise<{ readonly runId: string; readonly attemptId: string } | null>;
   /**

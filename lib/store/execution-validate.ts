@@ -32,20 +32,27 @@ function epoch(value: unknown, what: string): number {
   return validateBoundedInteger(value, what, 0, EPOCH_MS_MAX, 'ERR_PIDFENCE_INVALID_CURSOR');
 }
 
-export function validateActivePageQuery(value: unknown): { limit: number; after: ActiveCursor | null } {
-  const input = validateExactShape(value, 'active attempts page query', ['limit'], ['after']);
-  if (input.after === undefined) return { limit: validatePageLimit(input.limit), after: null };
-  const after = validateExactShape(input.after, 'active attempts cursor', ['runId']);
-  return { limit: validatePageLimit(input.limit), after: { runId: validateId(after.runId, 'cursor runId') } };
+function optionalRunnerId(value: unknown): string | null {
+  return value === undefined ? null : validateId(value, 'runnerId');
 }
 
-export function validateDeadlinePageQuery(value: unknown): { limit: number; after: DeadlineCursor | null } {
-  const input = validateExactShape(value, 'due deadlines page query', ['limit'], ['after']);
-  if (input.after === undefined) return { limit: validatePageLimit(input.limit), after: null };
+export function validateActivePageQuery(value: unknown): { limit: number; after: ActiveCursor | null; runnerId: string | null } {
+  const input = validateExactShape(value, 'active attempts page query', ['limit'], ['after', 'runnerId']);
+  const runnerId = optionalRunnerId(input.runnerId);
+  if (input.after === undefined) return { limit: validatePageLimit(input.limit), after: null, runnerId };
+  const after = validateExactShape(input.after, 'active attempts cursor', ['runId']);
+  return { limit: validatePageLimit(input.limit), after: { runId: validateId(after.runId, 'cursor runId') }, runnerId };
+}
+
+export function validateDeadlinePageQuery(value: unknown): { limit: number; after: DeadlineCursor | null; runnerId: string | null } {
+  const input = validateExactShape(value, 'due deadlines page query', ['limit'], ['after', 'runnerId']);
+  const runnerId = optionalRunnerId(input.runnerId);
+  if (input.after === undefined) return { limit: validatePageLimit(input.limit), after: null, runnerId };
   const after = validateExactShape(input.after, 'due deadlines cursor', ['dueAtMs', 'runId', 'attemptId']);
   return {
     limit: validatePageLimit(input.limit),
     after: { dueAtMs: epoch(after.dueAtMs, 'cursor dueAtMs'), runId: validateId(after.runId, 'cursor runId'), attemptId: validateId(after.attemptId, 'cursor attemptId') },
+    runnerId,
   };
 }
 

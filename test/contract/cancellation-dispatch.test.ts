@@ -96,8 +96,10 @@ for (const [what, input, code] of resultRejections) {
 }
 
 test('gate 9: the due page defaults to 32 and refuses more than 64 items or a malformed cursor', (t) => {
-  t.deepEqual(validateDuePageQuery(), { limit: 32, after: null });
-  t.deepEqual(validateDuePageQuery({ limit: DUE_PAGE_MAX, after: { atMs: 5, runId: 'r' } }), { limit: 64, after: { atMs: 5, runId: 'r' } });
+  t.deepEqual(validateDuePageQuery(), { limit: 32, after: null, runnerId: null });
+  t.deepEqual(validateDuePageQuery({ limit: DUE_PAGE_MAX, after: { atMs: 5, runId: 'r' } }), { limit: 64, after: { atMs: 5, runId: 'r' }, runnerId: null });
+  t.is(validateDuePageQuery({ runnerId: 'rnr-1' }).runnerId, 'rnr-1', 'a runner may ask for its own attempts only');
+  rejects(t, () => validateDuePageQuery({ runnerId: 'not an id' }), 'ERR_PIDFENCE_INVALID_ID');
   rejects(t, () => validateDuePageQuery({ limit: DUE_PAGE_MAX + 1 }), 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
   rejects(t, () => validateDuePageQuery({ limit: 0 }), 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
   rejects(t, () => validateDuePageQuery({ after: { atMs: 5 } }), 'ERR_PIDFENCE_INVALID_COMMAND');

@@ -3,7 +3,6 @@ import path from 'node:path';
 
 import test from 'ava';
 
-import { recoverExecutions } from '../../lib/execution/index';
 import { signalVerified, waitExit } from '../../lib/native/index';
 import { formatHandle, handleFromIdentity } from '../../lib/process/index';
 import { spawnJob } from '../helpers/processes';
@@ -29,15 +28,19 @@ test('runner crash: a restarted runner finds finished jobs by their receipts and
   const bystander = spawnJob(t, 'sleep', ['30']);
   const real = handleFromIdentity(bystander.identity);
   const forged = formatHandle(real.pidfsIno === undefined ? { ...real, startTicks: String(BigInt(real.startTicks) + 1n) } : { ...real, pidfsIno: String(BigInt(real.pidfsIno) + 1n) });
+  const self = await world.app.open();
   await world.store.runStore.createRun({ runId: 'run-unproven', projectId: 'p1' });
-  await world.store.runStore.createAttempt({ runId: 'run-unproven', attemptId: 'run-unproven-a1' });
+  await world.store.runStore.createAttempt({ runId: 'run-unproven', attemptId: 'run-unproven-a1', runnerId: self.runnerId });
   await world.store.runStore.advanceAttempt({ runId: 'run-unproven', attemptId: 'run-unproven-a1', from: 'claimed', to: 'running', pid: bystander.identity.pid, handle: forged });
 
-  const report = await recoverExecutions({ executionStore: world.store.executionStore, processor: world.app.processor, pageSize: 32 });
+  // The crashed runner is proved gone (its process exited): recovery takes its jobs over first.
+  const report = await world.app.recover();
   t.like(report, { completed: 1, running: 1, unproven: 1, quarantined: 0 });
+  t.like((await world.store.executionStore.listAttemptEvents(longRun, longAttempt))[0], { type: 'attempt.adopted', payload: { proof: 'exited' } });
   t.like(await world.store.runStore.getRun(shortRun), { status: 'failed' });
   const events = await world.store.executionStore.listAttemptEvents(shortRun, shortAttempt);
-  t.like(events[0]?.payload, { cause: 'receipt', exitCode: 3 });
+  t.deepEqual(events.map((e) => e.type), ['attempt.adopted', 'attempt.terminal']);
+  t.like(events[1]?.payload, { cause: 'receipt', exitCode: 3 });
   const longHandle = (await world.store.runStore.getAttempt(longRun, longAttempt))?.handle ?? '';
   t.true(handleAlive(longHandle), 'the running job was left running');
   t.is(bystander.child.exitCode, null);

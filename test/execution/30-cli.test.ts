@@ -70,13 +70,15 @@ test('pidfence supervise converges another runner\'s deadline and drains on SIGT
   // Jobs admitted by this test process as a runner that then goes away without draining.
   const store = openSqliteStore(at.file);
   const app = createExecution({
-    stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, close: () => store.close() },
+    stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
     receiptDirectory: `${at.file}.receipts`,
   });
   const timed = await app.admit({ projectId: 'p1', command: 'sleep', args: ['30'], timeoutMs: 200 });
   const plain = await app.admit({ projectId: 'p1', command: 'sleep', args: ['30'] });
   if (timed.kind !== 'admitted' || plain.kind !== 'admitted') throw new Error('not admitted');
   const plainHandle = (await store.runStore.getAttempt(plain.runId, plain.attemptId))?.handle ?? '';
+  // The runner ends without stopping its jobs: ended is a proof, so supervise takes them over.
+  await store.runnerStore.endRunner(app.runner.runnerId);
 
   const supervisor = spawnJob(t, process.execPath, [CLI, 'supervise', '--db', at.file, '--grace', '300ms']);
   await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);

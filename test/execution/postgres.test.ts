@@ -43,7 +43,7 @@ async function openPgWorld(t: ExecutionContext, options: WorldOptions & { readon
   const db = await ready;
   const store = await openPostgresStore(runtimeUrlNamed(db, uniqueApplicationName('pidfence_exec')), { maxConnections: 4 });
   const receipts = path.join(tempDirectory(t), 'receipts');
-  const stores: ExecutionStores = { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, close: () => store.close(), ...(options.wrap?.(store) ?? {}) };
+  const stores: ExecutionStores = { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close(), ...(options.wrap?.(store) ?? {}) };
   return { store, receipts, db, ...worldOver(t, stores, receipts, options) };
 }
 

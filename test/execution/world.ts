@@ -43,10 +43,8 @@ export function worldOver(t: ExecutionContext, stores: ExecutionStores, receipts
     stores,
     receiptDirectory: receipts,
     graceMs: TEST_GRACE_MS,
-    drainScope: 'all',
     drainTimeoutMs: 10_000,
     ...(options.profile === undefined ? {} : { profile: options.profile }),
-    ...(options.drainScope === undefined ? {} : { drainScope: options.drainScope }),
     onCompleted: (ref, outcome) => {
       completions.push({ runId: ref.runId, outcome });
       for (const wake of [...waiters]) wake();
@@ -79,7 +77,7 @@ export function worldOver(t: ExecutionContext, stores: ExecutionStores, receipts
 export function openWorld(t: ExecutionContext, options: WorldOptions & { readonly at?: { dir: string; file: string; receipts: string }; readonly wrap?: (store: SqliteStore) => Partial<ExecutionStores> } = {}): World {
   const at = options.at ?? worldDirectory(t);
   const store = openSqliteStore(at.file);
-  const stores = { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, close: () => store.close(), ...(options.wrap?.(store) ?? {}) };
+  const stores = { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close(), ...(options.wrap?.(store) ?? {}) };
   return { ...at, store, ...worldOver(t, stores, at.receipts, options) };
 }
 

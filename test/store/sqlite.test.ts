@@ -187,8 +187,11 @@ test('gate 9: the due query is bound to its indexes (no table scan)', (t) => {
   t.teardown(cleanup);
   const store = openSqliteStore(file);
   t.teardown(() => store.close());
-  const plan = (store.database.prepare(`EXPLAIN QUERY PLAN ${SQL.duePage}`).all({ afterAtMs: -1, afterRunId: '', nowMs: 0, limit: 64 }) as Array<{ detail: string }>).map((row) => row.detail);
-  t.true(plan.some((line) => line.includes('USING INDEX runs_cancel_open')), plan.join('\n'));
-  t.true(plan.some((line) => line.includes('USING INDEX cancellation_dispatches_retry_due')), plan.join('\n'));
-  t.false(plan.some((line) => /^SCAN (r|d|a)\b/.test(line)), plan.join('\n'));
+  // Every runner's due items, and one runner's (docs/decisions/0070): the same index-bound plan.
+  for (const runnerId of [null, 'rnr-1']) {
+    const plan = (store.database.prepare(`EXPLAIN QUERY PLAN ${SQL.duePage}`).all({ afterAtMs: -1, afterRunId: '', nowMs: 0, limit: 64, runnerId }) as Array<{ detail: string }>).map((row) => row.detail);
+    t.true(plan.some((line) => line.includes('USING INDEX runs_cancel_open')), plan.join('\n'));
+    t.true(plan.some((line) => line.includes('USING INDEX cancellation_dispatches_retry_due')), plan.join('\n'));
+    t.false(plan.some((line) => /^SCAN (r|d|a)\b/.test(line)), plan.join('\n'));
+  }
 });

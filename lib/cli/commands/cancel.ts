@@ -1,42 +1,78 @@
 // `pidfence cancel RUN`: durable user cancel intent (time, reason and `run.cancel_requested` in one
-// transaction). The runner that owns the job (`pidfence run` or `supervise`) stops the exact process
-// through the dispatch path; an existing intent is kept as it is.
+// transaction); an existing intent is kept as it is. The runner that owns the job stops the exact
+// process through the dispatch path. When that runner is proved gone (docs/decisions/0070), cancel
+// takes the job over on this host and stops it itself, through the same claim and dispatch path.
 import { randomUUID } from 'node:crypto';
 
 import type { Command } from 'commander';
 
 import { validateId } from '../../contract/index';
+import { createExecution, type OrphanStop } from '../../execution/index';
 import { storeOptionsAdd, type CliCommand, type CliIo, type StoreOptions } from '../command';
+import { executionTargetOpen } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { storeOpen, storeTargetResolve } from '../store-target';
+import { storeOpen, storeTargetResolve, type StoreTarget } from '../store-target';
+
+/** A cancel that stops an orphan gives its drain this long; then supervise finishes the job. */
+const ORPHAN_DRAIN_MS = 2_000;
+
+async function stopIfOrphaned(target: StoreTarget, runId: string, io: CliIo): Promise<OrphanStop> {
+  const execution = await executionTargetOpen(target, io.env);
+  const app = createExecution({
+    stores: execution.stores, receiptDirectory: execution.receiptDirectory, runnerKind: 'cancel', env: io.env, drainTimeoutMs: ORPHAN_DRAIN_MS,
+  });
+  try {
+    return await app.stopOrphan(runId);
+  } finally {
+    await app.drain();
+  }
+}
+
+function orphanSentence(runId: string, stop: OrphanStop): string {
+  switch (stop.kind) {
+    case 'stopped':
+      return `cancel requested for ${runId}; its runner was gone, so this command stopped the job itself (${stop.outcome.kind === 'completed' || stop.outcome.kind === 'terminal' ? stop.outcome.status : 'ended'})`;
+    case 'stopping':
+      return `cancel requested for ${runId}; its runner was gone and the stop is still under way; \`pidfence supervise\` on this host finishes it`;
+    case 'owner_elsewhere':
+      return `cancel requested for ${runId}; its runner on another host stops the job`;
+    case 'owner_unknown':
+      return `cancel requested for ${runId}; no runner is recorded for it: run \`pidfence supervise\` on the host that started it`;
+    default:
+      return `cancel requested for ${runId}; its runner stops the job`;
+  }
+}
 
 async function cancelAction(runIdText: string, options: StoreOptions, io: CliIo): Promise<ExitCode> {
   const runId = validateId(runIdText, 'RUN');
-  const store = await storeOpen(storeTargetResolve(options.db, io.env));
+  const target = storeTargetResolve(options.db, io.env);
+  const store = await storeOpen(target);
+  let outcome;
   try {
-    const outcome = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
-    const facts = outcome.kind === 'requested' || outcome.kind === 'already_requested'
-      ? { runId, result: outcome.kind, reason: outcome.run.cancelReason, status: outcome.run.status }
-      : { runId, result: outcome.kind };
-    if (options.json === true) {
-      io.stdout.write(`${JSON.stringify(facts)}\n`);
-    } else if (outcome.kind === 'requested') {
-      io.stdout.write(`cancel requested for ${runId}; its runner stops the job\n`);
-    } else if (outcome.kind === 'already_requested') {
-      io.stdout.write(`${runId} already has a cancel request (${outcome.run.cancelReason ?? 'unknown'}); kept as it is\n`);
-    } else {
-      io.stderr.write(`pidfence: ${runId} ${outcome.kind === 'run_missing' ? 'does not exist in this store' : 'has already finished'}\n`);
-    }
-    return outcome.kind === 'requested' || outcome.kind === 'already_requested' ? EXIT.ok : EXIT.refused;
+    outcome = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
   } finally {
     await store.close();
   }
+  if (outcome.kind !== 'requested' && outcome.kind !== 'already_requested') {
+    if (options.json === true) io.stdout.write(`${JSON.stringify({ runId, result: outcome.kind })}\n`);
+    else io.stderr.write(`pidfence: ${runId} ${outcome.kind === 'run_missing' ? 'does not exist in this store' : 'has already finished'}\n`);
+    return EXIT.refused;
+  }
+  const stop = await stopIfOrphaned(target, runId, io);
+  if (options.json === true) {
+    io.stdout.write(`${JSON.stringify({ runId, result: outcome.kind, reason: outcome.run.cancelReason, status: outcome.run.status, runner: stop.kind })}\n`);
+  } else if (outcome.kind === 'already_requested' && stop.kind === 'owner_alive') {
+    io.stdout.write(`${runId} already has a cancel request (${outcome.run.cancelReason ?? 'unknown'}); kept as it is\n`);
+  } else {
+    io.stdout.write(`${orphanSentence(runId, stop)}\n`);
+  }
+  return EXIT.ok;
 }
 
 export const cancelCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
     storeOptionsAdd(program.command('cancel'))
-      .description('request the cancellation of a run (durable; its runner stops the exact process)')
+      .description('request the cancellation of a run (durable; its runner stops the exact process, or this command does when that runner is gone)')
       .argument('<run>', 'the run id printed by `pidfence run`')
       .action(async (run: string, options: StoreOptions) => {
         done(await cancelAction(run, options, io));

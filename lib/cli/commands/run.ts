@@ -1,6 +1,10 @@
 // `pidfence run [--timeout D] [--project P] -- cmd args…`: admit one job, run it in the
 // foreground (its own output only; pidfence prints the run id and the end on stderr, never the
-// command or environment) and exit with the job's status. SIGINT/SIGTERM drain it (`shutdown`).
+// command or environment) and exit with the job's status. The run is the job's runner
+// (docs/decisions/0070). SIGINT, SIGTERM and SIGHUP (a closed terminal) drain it (`shutdown`); a
+// second one sends KILL to the job's group through the held pidfd. It exits only once the job has
+// converged, so it never leaves the job behind; if it is killed outright, `supervise` or `cancel`
+// on this host takes the job over.
 import { constants as osConstants } from 'node:os';
 
 import type { Command } from 'commander';
@@ -20,6 +24,7 @@ interface RunOptions extends StoreOptions {
 
 /** The job's status as a shell reports it: its exit code, or 128 + the signal that ended it. */
 export function exitStatusOf(outcome: CompletionOutcome): number {
+  if (outcome.kind === 'terminal') return outcome.status === 'succeeded' ? EXIT.ok : EXIT.failure;
   if (outcome.kind !== 'completed') return EXIT.failure;
   if (outcome.exitCode !== null) return outcome.exitCode;
   if (outcome.signal !== null) return 128 + ((osConstants.signals as Record<string, number>)[outcome.signal] ?? 0);
@@ -38,15 +43,27 @@ async function runAction(command: string, args: readonly string[], options: RunO
     stores: target.stores,
     receiptDirectory: target.receiptDirectory,
     graceMs,
-    drainScope: 'admitted',
+    runnerKind: 'run',
+    env: io.env,
     // The foreground command lives until its run completes: the one timer holds the process.
     keepAlive: true,
     onCompleted: (ref, outcome) => { if (ref.runId === runId) finished?.(outcome); },
   });
-  // A drain (SIGINT/SIGTERM) converges the run through the same processor; its result is then read back.
-  const stop = () => { void app.drain().then(() => finished?.({ kind: 'active' })); };
-  process.once('SIGINT', stop);
-  process.once('SIGTERM', stop);
+  // A terminal that went away (SIGHUP) makes writes fail; the run goes on to stop its job.
+  io.stderr.on?.('error', () => undefined);
+  let interrupts = 0;
+  const interrupt = (signal: NodeJS.Signals) => {
+    interrupts += 1;
+    if (interrupts === 1) {
+      io.stderr.write(`pidfence: ${signal}: stopping the job (TERM, then KILL after the grace period); ${signal === 'SIGHUP' ? 'signal' : 'press Ctrl-C'} again to KILL it now\n`);
+      // The drain converges the run through the same processor; its result is then read back.
+      void app.drain().then(() => finished?.({ kind: 'active' }));
+      return;
+    }
+    const sent = app.escalate();
+    io.stderr.write(`pidfence: ${signal} again: ${sent > 0 ? 'sent KILL to the job\'s process group' : 'the job\'s group is not held; waiting for the stop'}\n`);
+  };
+  for (const signal of RUN_STOP_SIGNALS) process.on(signal, interrupt);
   try {
     const admitted = await app.admit({
       projectId: options.project, command, args, stdio: 'inherit', env: io.env, ...(timeoutMs === undefined ? {} : { timeoutMs }),
@@ -59,14 +76,16 @@ async function runAction(command: string, args: readonly string[], options: RunO
     io.stderr.write(`pidfence: run ${runId} started (stop it with: pidfence cancel ${runId})\n`);
     app.start();
     const outcome = await completion;
-    io.stderr.write(`pidfence: run ${runId} ${outcome.kind === 'completed' ? outcome.status : 'did not converge before the drain timed out'}\n`);
+    io.stderr.write(`pidfence: run ${runId} ${outcome.kind === 'completed' || outcome.kind === 'terminal' ? outcome.status : 'did not converge before the drain timed out'}\n`);
     return exitStatusOf(outcome);
   } finally {
-    process.removeListener('SIGINT', stop);
-    process.removeListener('SIGTERM', stop);
     await app.drain();
+    for (const signal of RUN_STOP_SIGNALS) process.removeListener(signal, interrupt);
   }
 }
+
+/** The signals that stop a foreground run; a second one escalates to KILL. */
+export const RUN_STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
 
 export const runCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {

@@ -1,7 +1,9 @@
-// `pidfence supervise`: the long-lived runner of a store (ADR-0072 §4-5): readiness first (schema
-// and migration checksums, store write access, native capabilities; any failure refuses to start
-// with the reason), then startup recovery, then the one control timer. SIGTERM/SIGINT drain it;
-// a failure while running (CYCLE_FAILURE_LIMIT failed cycles) drains it too, within its bound.
+// `pidfence supervise`: the long-lived runner of a store on this host (ADR-0072 §4-5): readiness
+// first (schema and migration checksums, store write access, native capabilities; any failure
+// refuses to start with the reason), then startup recovery, which takes over the jobs of runners of
+// this host that are proved gone (docs/decisions/0070), then the one control timer. It acts only on
+// the jobs it owns. SIGTERM/SIGINT drain it; a failure while running (CYCLE_FAILURE_LIMIT failed
+// cycles) drains it too, within its bound.
 import { accessSync, constants as fsConstants } from 'node:fs';
 import * as path from 'node:path';
 
@@ -72,7 +74,10 @@ async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<Ex
     receiptDirectory: target.receiptDirectory,
     profile: options.profile === 'edge' ? 'edge' : options.profile === 'standalone' ? 'standalone' : (() => { throw new PidfenceError('--profile must be edge or standalone.', 'ERR_PIDFENCE_INVALID_PROFILE'); })(),
     graceMs,
-    drainScope: 'all',
+    runnerKind: 'supervise',
+    // The store's runner on this host: it takes over jobs whose runner is proved gone.
+    adopt: true,
+    env: io.env,
     keepAlive: true,
     onCycle: status,
     onCompleted: () => { completed += 1; },

@@ -65,9 +65,9 @@ export class PostgresDispatchRepository implements DispatchRepository {
   }
 
   async duePage(query: DuePageQuery = {}): Promise<DuePage> {
-    const { limit, after } = validateDuePageQuery(query);
+    const { limit, after, runnerId } = validateDuePageQuery(query);
     const cursor = after ?? FIRST_DUE_CURSOR;
-    const rows = await inTransaction(this.#pool, 'duePage', (tx) => tx.rows<DueItem>(SQL.duePage, [cursor.atMs, cursor.runId, limit]));
+    const rows = await inTransaction(this.#pool, 'duePage', (tx) => tx.rows<DueItem>(SQL.duePage, [cursor.atMs, cursor.runId, limit, runnerId]));
     return duePageOf(rows, limit);
   }
 

@@ -19,8 +19,14 @@ export const EXECUTION_SQL = {
   /** $1 afterRunId, $2 limit. */
   activeAttemptsPage: activeAttemptsPageSql('attempts AS a', { afterRunId: '$1::text', limit: '$2' }),
   /** $1 afterDueAtMs, $2 afterRunId, $3 afterAttemptId, $4 limit; due against the database clock. */
+  /** $1 afterRunId, $2 limit, $3 runnerId. */
+  ownedAttemptsPage: activeAttemptsPageSql('attempts AS a', { afterRunId: '$1::text', limit: '$2', runnerId: '$3::text' }),
   dueDeadlinesPage: dueDeadlinesPageSql('attempts AS a', {
     nowMs: DB_NOW_MS, afterDueAtMs: '$1::bigint', afterRunId: '$2::text', afterAttemptId: '$3::text', limit: '$4',
+  }),
+  /** As dueDeadlinesPage, $5 runnerId. */
+  ownedDueDeadlinesPage: dueDeadlinesPageSql('attempts AS a', {
+    nowMs: DB_NOW_MS, afterDueAtMs: '$1::bigint', afterRunId: '$2::text', afterAttemptId: '$3::text', limit: '$4', runnerId: '$5::text',
   }),
   attemptByReceiptDigest: attemptByReceiptDigestSql({ digest: '$1' }),
   /** Lock 2 of 3 (after the run): the attempt with its record, by its composite key. */

@@ -50,18 +50,23 @@ export class PostgresExecutionStore implements ExecutionStore {
     this.#pool = pool;
   }
 
-  async activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor }): Promise<Page<ActiveAttempt, ActiveCursor>> {
-    const { limit, after } = validateActivePageQuery(query);
+  async activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor; readonly runnerId?: string }): Promise<Page<ActiveAttempt, ActiveCursor>> {
+    const { limit, after, runnerId } = validateActivePageQuery(query);
+    const [sql, params] = runnerId === null
+      ? [EXECUTION_SQL.activeAttemptsPage, [after?.runId ?? '', limit]]
+      : [EXECUTION_SQL.ownedAttemptsPage, [after?.runId ?? '', limit, runnerId]];
     const rows = await inTransaction(this.#pool, 'activeAttemptsPage', (tx) =>
-      tx.rows<Omit<ActiveAttempt, 'hasHandle'> & { hasHandle: boolean }>(EXECUTION_SQL.activeAttemptsPage, [after?.runId ?? '', limit]));
+      tx.rows<Omit<ActiveAttempt, 'hasHandle'> & { hasHandle: boolean }>(sql, params));
     return activePageOf(rows, limit);
   }
 
-  async dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor }): Promise<Page<DueDeadline, DeadlineCursor>> {
-    const { limit, after } = validateDeadlinePageQuery(query);
+  async dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor; readonly runnerId?: string }): Promise<Page<DueDeadline, DeadlineCursor>> {
+    const { limit, after, runnerId } = validateDeadlinePageQuery(query);
     const keyset = deadlineKeyset(after);
+    const params: unknown[] = [keyset.afterDueAtMs, keyset.afterRunId, keyset.afterAttemptId, limit];
+    const sql = runnerId === null ? EXECUTION_SQL.dueDeadlinesPage : EXECUTION_SQL.ownedDueDeadlinesPage;
     const rows = await inTransaction(this.#pool, 'dueDeadlinesPage', (tx) =>
-      tx.rows<DueDeadline & Record<string, unknown>>(EXECUTION_SQL.dueDeadlinesPage, [keyset.afterDueAtMs, keyset.afterRunId, keyset.afterAttemptId, limit]));
+      tx.rows<DueDeadline & Record<string, unknown>>(sql, runnerId === null ? params : [...params, runnerId]));
     return deadlinePageOf(rows, limit);
   }
 

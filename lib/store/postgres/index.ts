@@ -4,6 +4,7 @@
 import { poolFor, type PostgresTarget } from './connection';
 import { PostgresDispatchRepository, type PostgresStoreHooks } from './dispatch-repository';
 import { PostgresExecutionStore } from './execution-store';
+import { PostgresRunnerStore } from './runner-store';
 import { PostgresManagementStore } from './management-store';
 import { postgresReadiness, type PostgresReadiness } from './readiness';
 import { PostgresRunStore } from './run-store';
@@ -12,6 +13,8 @@ export { PostgresDispatchRepository } from './dispatch-repository';
 export type { PostgresRepositoryOptions, PostgresStoreHooks } from './dispatch-repository';
 export { PostgresRunStore } from './run-store';
 export { PostgresExecutionStore } from './execution-store';
+export { PostgresRunnerStore } from './runner-store';
+export type { RunnerStore } from '../runner-store';
 export type { ExecutionStore } from '../execution-store';
 export { openPostgresGrantAdministration, PostgresGrantAdministration, PostgresManagementStore } from './management-store';
 export type { GrantAdministration, ManagementStore } from '../management-store';
@@ -41,6 +44,7 @@ export interface PostgresStore {
   readonly runStore: PostgresRunStore;
   /** The local execution lifecycle's store (ADR-0072): active/deadline pages, the terminal CAS, the receipt journal. */
   readonly executionStore: PostgresExecutionStore;
+  readonly runnerStore: PostgresRunnerStore;
   /** The management plane's store (reads grants; writes only dispatch, event and audit rows). */
   readonly management: PostgresManagementStore;
   readiness(): Promise<PostgresReadiness>;
@@ -61,6 +65,7 @@ export async function openPostgresStore(target: PostgresTarget, options: Postgre
     repository: new PostgresDispatchRepository(handle.pool, options.hooks === undefined ? {} : { hooks: options.hooks }),
     runStore: new PostgresRunStore(handle.pool),
     executionStore: new PostgresExecutionStore(handle.pool),
+    runnerStore: new PostgresRunnerStore(handle.pool),
     management: new PostgresManagementStore(handle.pool),
     readiness: () => postgresReadiness(handle.pool),
     close: () => handle.release(),

@@ -20,6 +20,7 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly TablePrivilege
   management_audit: ['SELECT', 'INSERT', 'UPDATE'],
   attempt_events: ['SELECT', 'INSERT', 'UPDATE'],
   receipt_journal: ['SELECT', 'INSERT', 'UPDATE'],
+  runners: ['SELECT', 'INSERT', 'UPDATE'],
   // Grants are written by the owner only (docs/decisions/0040): a runtime replica cannot raise its own.
   management_grants: ['SELECT'],
   // Readiness reads the migration record as the runtime role.

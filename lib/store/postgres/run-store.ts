@@ -75,7 +75,7 @@ export class PostgresRunStore implements RunStore {
       if ((await tx.rows(SQL.selectAttemptById, [valid.attemptId])).length > 0) return { kind: 'exists' };
       if ((await tx.rows(SQL.selectActiveAttempt, [valid.runId])).length > 0) return { kind: 'active_attempt_exists' };
       const deadlineAtMs = valid.timeoutMs === undefined ? null : run.nowMs + valid.timeoutMs;
-      const [attempt] = await tx.rows<AttemptRecord>(SQL.insertAttempt, [valid.runId, valid.attemptId, deadlineAtMs, valid.receiptTokenDigest ?? null, run.nowMs]);
+      const [attempt] = await tx.rows<AttemptRecord>(SQL.insertAttempt, [valid.runId, valid.attemptId, deadlineAtMs, valid.receiptTokenDigest ?? null, run.nowMs, valid.runnerId ?? null]);
       await tx.rows(SQL.markRunRunning, [valid.runId, run.nowMs]);
       return { kind: 'created', attempt: attempt as AttemptRecord };
     });

@@ -11,7 +11,7 @@ CREATE TABLE public.attempt_events (
     created_at_ms bigint NOT NULL,
     CONSTRAINT attempt_events_payload_check CHECK ((length((payload)::text) <= 1024)),
     CONSTRAINT attempt_events_seq_check CHECK ((seq >= 1)),
-    CONSTRAINT attempt_events_type_check CHECK ((type = 'attempt.terminal'::text))
+    CONSTRAINT attempt_events_type_check CHECK ((type = ANY (ARRAY['attempt.terminal'::text, 'attempt.adopted'::text])))
 );
 
 CREATE TABLE public.attempts (
@@ -24,6 +24,7 @@ CREATE TABLE public.attempts (
     receipt_token_digest text,
     created_at_ms bigint NOT NULL,
     updated_at_ms bigint NOT NULL,
+    runner_id text,
     CONSTRAINT attempts_deadline_at_ms_check CHECK ((deadline_at_ms >= 0)),
     CONSTRAINT attempts_handle_check CHECK (((length(handle) >= 1) AND (length(handle) <= 1024))),
     CONSTRAINT attempts_pid_check CHECK (((pid >= 1) AND (pid <= 4194304))),
@@ -123,6 +124,18 @@ CREATE TABLE public.run_events (
     CONSTRAINT run_events_type_check CHECK ((type = ANY (ARRAY['run.cancel_requested'::text, 'run.cancel_dispatched'::text, 'run.cancel_dispatch_blocked'::text, 'run.cancel_dispatch_failed'::text, 'run.cancel_dispatch_rearmed'::text, 'run.terminal'::text])))
 );
 
+CREATE TABLE public.runners (
+    id text NOT NULL,
+    host_id text NOT NULL,
+    kind text NOT NULL,
+    identity json NOT NULL,
+    started_at_ms bigint NOT NULL,
+    ended_at_ms bigint,
+    CONSTRAINT runners_host_id_check CHECK (((length(host_id) >= 1) AND (length(host_id) <= 64))),
+    CONSTRAINT runners_identity_check CHECK ((length((identity)::text) <= 256)),
+    CONSTRAINT runners_kind_check CHECK ((kind = ANY (ARRAY['run'::text, 'supervise'::text, 'cancel'::text])))
+);
+
 CREATE TABLE public.runs (
     id text NOT NULL,
     project_id text NOT NULL,
@@ -172,6 +185,9 @@ ALTER TABLE ONLY public.receipt_journal
 ALTER TABLE ONLY public.run_events
     ADD CONSTRAINT run_events_pkey PRIMARY KEY (run_id, seq);
 
+ALTER TABLE ONLY public.runners
+    ADD CONSTRAINT runners_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY public.runs
     ADD CONSTRAINT runs_id_project_key UNIQUE (id, project_id);
 
@@ -183,6 +199,8 @@ CREATE INDEX attempts_deadline_due ON public.attempts USING btree (deadline_at_m
 CREATE UNIQUE INDEX attempts_one_active ON public.attempts USING btree (run_id) WHERE (status = ANY (ARRAY['claimed'::text, 'starting'::text, 'running'::text]));
 
 CREATE UNIQUE INDEX attempts_receipt_digest ON public.attempts USING btree (receipt_token_digest) WHERE (receipt_token_digest IS NOT NULL);
+
+CREATE INDEX attempts_runner_active ON public.attempts USING btree (runner_id, run_id) WHERE (status = ANY (ARRAY['claimed'::text, 'starting'::text, 'running'::text]));
 
 CREATE INDEX cancellation_dispatches_blocked ON public.cancellation_dispatches USING btree (project_id, blocked_at_ms, run_id) WHERE (status = 'blocked'::text);
 
@@ -199,6 +217,9 @@ ALTER TABLE ONLY public.attempt_events
 
 ALTER TABLE ONLY public.attempts
     ADD CONSTRAINT attempts_run_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id);
+
+ALTER TABLE ONLY public.attempts
+    ADD CONSTRAINT attempts_runner_fkey FOREIGN KEY (runner_id) REFERENCES public.runners(id);
 
 ALTER TABLE ONLY public.cancellation_dispatches
     ADD CONSTRAINT cancellation_dispatches_attempt_run_fkey FOREIGN KEY (attempt_id, run_id) REFERENCES public.attempts(id, run_id);

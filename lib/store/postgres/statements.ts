@@ -70,7 +70,7 @@ export const SQL = {
    * (at_ms, run_id) order, each limited before the merge. Branch 1 walks runs_cancel_open for
    * cancelled active runs with no dispatch row (first claim) or an expired lease (recovery); branch 2
    * walks cancellation_dispatches_retry_due for pending/retry_wait rows now due.
-   * $1 afterAtMs, $2 afterRunId, $3 limit.
+   * $1 afterAtMs, $2 afterRunId, $3 limit, $4 runnerId (NULL: every runner's).
    */
   duePage: `WITH clock AS (SELECT ${DB_NOW_MS} AS now_ms)
     SELECT "runId", "attemptId", "cancelRequestedAtMs", source, "atMs" FROM (
@@ -84,6 +84,7 @@ export const SQL = {
         WHERE r.cancel_requested_at_ms IS NOT NULL AND r.status IN ('queued', 'running') AND r.owner = 'runtime'
           AND (r.cancel_requested_at_ms, r.id) > ($1::bigint, $2::text)
           AND ((d.run_id IS NULL AND a.id IS NOT NULL) OR (d.status = 'leased' AND d.lease_expires_at_ms <= clock.now_ms))
+          AND ($4::text IS NULL OR a.runner_id = $4::text)
         ORDER BY r.cancel_requested_at_ms, r.id
         LIMIT $3)
       UNION ALL
@@ -91,7 +92,9 @@ export const SQL = {
         FROM cancellation_dispatches AS d
         CROSS JOIN clock
         JOIN runs AS r ON r.id = d.run_id
+        JOIN attempts AS a ON a.run_id = d.run_id AND a.id = d.attempt_id
         WHERE d.status IN ('pending', 'retry_wait') AND d.next_attempt_at_ms <= clock.now_ms
+          AND ($4::text IS NULL OR a.runner_id = $4::text)
           AND (d.next_attempt_at_ms, d.run_id) > ($1::bigint, $2::text)
           AND r.status IN ('queued', 'running') AND r.owner = 'runtime' AND r.cancel_requested_at_ms IS NOT NULL
         ORDER BY d.next_attempt_at_ms, d.run_id
@@ -125,8 +128,8 @@ export const SQL = {
   selectAttempt: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE run_id = $1 AND id = $2`,
   selectAttemptById: `SELECT 1 AS found FROM attempts WHERE id = $1`,
   selectActiveAttempt: `SELECT id FROM attempts WHERE run_id = $1 AND status IN ('claimed', 'starting', 'running')`,
-  insertAttempt: `INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, created_at_ms, updated_at_ms)
-    VALUES ($1, $2, 'claimed', NULL, NULL, $3, $4, $5, $5)
+  insertAttempt: `INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, runner_id, created_at_ms, updated_at_ms)
+    VALUES ($1, $2, 'claimed', NULL, NULL, $3, $4, $6, $5, $5)
     RETURNING ${ATTEMPT_COLUMNS}`,
   /** Exact CAS on status; pid/handle are written once (a second capture would rebind the process). */
   advanceAttempt: `UPDATE attempts

@@ -65,10 +65,10 @@ export class SqliteDispatchRepository implements DispatchRepository {
   }
 
   async duePage(query: DuePageQuery = {}): Promise<DuePage> {
-    const { limit, after } = validateDuePageQuery(query);
+    const { limit, after, runnerId } = validateDuePageQuery(query);
     try {
       const cursor = after ?? FIRST_DUE_CURSOR;
-      const rows = this.#statements.duePage.all({ afterAtMs: cursor.atMs, afterRunId: cursor.runId, nowMs: readClock(this.#clock), limit }) as DueRow[];
+      const rows = this.#statements.duePage.all({ afterAtMs: cursor.atMs, afterRunId: cursor.runId, nowMs: readClock(this.#clock), limit, runnerId }) as DueRow[];
       return duePageOf(rows, limit);
     } catch (error) {
       throw storeFailure('sqlite', 'duePage', error);

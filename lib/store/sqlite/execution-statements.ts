@@ -17,8 +17,12 @@ import {
 
 export const EXECUTION_SQL = {
   activeAttemptsPage: activeAttemptsPageSql('attempts AS a INDEXED BY attempts_one_active', { afterRunId: ':afterRunId', limit: ':limit' }),
+  ownedAttemptsPage: activeAttemptsPageSql('attempts AS a INDEXED BY attempts_runner_active', { afterRunId: ':afterRunId', limit: ':limit', runnerId: ':runnerId' }),
   dueDeadlinesPage: dueDeadlinesPageSql('attempts AS a INDEXED BY attempts_deadline_due', {
     nowMs: ':nowMs', afterDueAtMs: ':afterDueAtMs', afterRunId: ':afterRunId', afterAttemptId: ':afterAttemptId', limit: ':limit',
+  }),
+  ownedDueDeadlinesPage: dueDeadlinesPageSql('attempts AS a INDEXED BY attempts_deadline_due', {
+    nowMs: ':nowMs', afterDueAtMs: ':afterDueAtMs', afterRunId: ':afterRunId', afterAttemptId: ':afterAttemptId', limit: ':limit', runnerId: ':runnerId',
   }),
   attemptByReceiptDigest: attemptByReceiptDigestSql({ digest: '?' }),
   nextAttemptEventSeq: nextAttemptEventSeqSql({ attemptId: '?' }),

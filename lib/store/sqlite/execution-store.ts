@@ -41,9 +41,8 @@ import {
   journalPageOf,
   runTerminalPayload,
 } from '../execution-steps';
-import { storeFailure } from '../store-errors';
 import { readClock, type Clock } from './clock';
-import { sqliteWrite } from './write';
+import { sqliteRead, sqliteWrite } from './write';
 import type { SqliteDatabase } from './database';
 import { prepareExecutionStatements, type ExecutionStatements } from './execution-statements';
 import { appendRunEvent } from './run-events';
@@ -67,23 +66,24 @@ export class SqliteExecutionStore implements ExecutionStore {
   }
 
   #read<T>(operation: string, work: () => T): T {
-    try {
-      return work();
-    } catch (error) {
-      throw storeFailure('sqlite', operation, error);
-    }
+    return sqliteRead(operation, work);
   }
 
-  async activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor }): Promise<Page<ActiveAttempt, ActiveCursor>> {
-    const { limit, after } = validateActivePageQuery(query);
-    const rows = this.#read('activeAttemptsPage', () => this.#sql.activeAttemptsPage.all({ afterRunId: after?.runId ?? '', limit })) as Array<Omit<ActiveAttempt, 'hasHandle'> & { hasHandle: number }>;
+  async activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor; readonly runnerId?: string }): Promise<Page<ActiveAttempt, ActiveCursor>> {
+    const { limit, after, runnerId } = validateActivePageQuery(query);
+    const params = { afterRunId: after?.runId ?? '', limit };
+    const rows = this.#read('activeAttemptsPage', () => (runnerId === null
+      ? this.#sql.activeAttemptsPage.all(params)
+      : this.#sql.ownedAttemptsPage.all({ ...params, runnerId }))) as Array<Omit<ActiveAttempt, 'hasHandle'> & { hasHandle: number }>;
     return activePageOf(rows, limit);
   }
 
-  async dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor }): Promise<Page<DueDeadline, DeadlineCursor>> {
-    const { limit, after } = validateDeadlinePageQuery(query);
-    const nowMs = readClock(this.#clock);
-    const items = this.#read('dueDeadlinesPage', () => this.#sql.dueDeadlinesPage.all({ nowMs, ...deadlineKeyset(after), limit })) as DueDeadline[];
+  async dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor; readonly runnerId?: string }): Promise<Page<DueDeadline, DeadlineCursor>> {
+    const { limit, after, runnerId } = validateDeadlinePageQuery(query);
+    const params = { nowMs: readClock(this.#clock), ...deadlineKeyset(after), limit };
+    const items = this.#read('dueDeadlinesPage', () => (runnerId === null
+      ? this.#sql.dueDeadlinesPage.all(params)
+      : this.#sql.ownedDueDeadlinesPage.all({ ...params, runnerId }))) as DueDeadline[];
     return deadlinePageOf(items, limit);
   }
 

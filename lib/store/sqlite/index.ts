@@ -6,12 +6,15 @@ import { SqliteDispatchRepository } from './dispatch-repository';
 import { SqliteExecutionStore } from './execution-store';
 import { SqliteManagementStore } from './management-store';
 import { SqliteRunStore } from './run-store';
+import { SqliteRunnerStore } from './runner-store';
 
 export { checkSqliteReadiness, migrateSqliteDatabase, openSqliteDatabase, SQLITE_BUSY_TIMEOUT_DEFAULT_MS } from './database';
 export type { SqliteDatabase, SqliteOpenOptions, SqliteSynchronous } from './database';
 export { SqliteDispatchRepository } from './dispatch-repository';
 export { SqliteRunStore } from './run-store';
 export { SqliteExecutionStore } from './execution-store';
+export { SqliteRunnerStore } from './runner-store';
+export type { RunnerStore } from '../runner-store';
 export type { ExecutionStore } from '../execution-store';
 export { SqliteManagementStore } from './management-store';
 export type { GrantAdministration, ManagementStore } from '../management-store';
@@ -30,6 +33,7 @@ export interface SqliteStore {
   readonly repository: SqliteDispatchRepository;
   readonly runStore: SqliteRunStore;
   readonly executionStore: SqliteExecutionStore;
+  readonly runnerStore: SqliteRunnerStore;
   /** The management plane's store; also the owner's grant writes (the file's writer is its owner). */
   readonly management: SqliteManagementStore;
   close(): void;
@@ -47,6 +51,7 @@ export function openSqliteStore(filename: string, options: SqliteStoreOptions = 
       repository: new SqliteDispatchRepository(database, { clock }),
       runStore: new SqliteRunStore(database, { clock }),
       executionStore: new SqliteExecutionStore(database, { clock }),
+      runnerStore: new SqliteRunnerStore(database, { clock }),
       management: new SqliteManagementStore(database, { clock }),
       close: () => database.close(),
     };

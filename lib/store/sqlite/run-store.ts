@@ -78,6 +78,7 @@ export class SqliteRunStore implements RunStore {
         attemptId: valid.attemptId,
         deadlineAtMs: valid.timeoutMs === undefined ? null : nowMs + valid.timeoutMs,
         receiptTokenDigest: valid.receiptTokenDigest ?? null,
+        runnerId: valid.runnerId ?? null,
         nowMs,
       }) as AttemptRecord;
       this.#statements.markRunRunning.run({ runId: valid.runId, nowMs });

@@ -64,6 +64,7 @@ export const SQL = {
         WHERE r.cancel_requested_at_ms IS NOT NULL AND r.status IN ('queued', 'running') AND r.owner = 'runtime'
           AND (r.cancel_requested_at_ms, r.id) > (:afterAtMs, :afterRunId)
           AND ((d.run_id IS NULL AND a.id IS NOT NULL) OR (d.status = 'leased' AND d.lease_expires_at_ms <= :nowMs))
+          AND (:runnerId IS NULL OR a.runner_id = :runnerId)
         ORDER BY r.cancel_requested_at_ms, r.id
         LIMIT :limit)
       UNION ALL
@@ -72,7 +73,9 @@ export const SQL = {
                'retry_due' AS source, d.next_attempt_at_ms AS atMs
         FROM cancellation_dispatches AS d INDEXED BY cancellation_dispatches_retry_due
         JOIN runs AS r ON r.id = d.run_id
+        JOIN attempts AS a ON a.run_id = d.run_id AND a.id = d.attempt_id
         WHERE d.status IN ('pending', 'retry_wait') AND d.next_attempt_at_ms <= :nowMs
+          AND (:runnerId IS NULL OR a.runner_id = :runnerId)
           AND (d.next_attempt_at_ms, d.run_id) > (:afterAtMs, :afterRunId)
           AND r.status IN ('queued', 'running') AND r.owner = 'runtime' AND r.cancel_requested_at_ms IS NOT NULL
         ORDER BY d.next_attempt_at_ms, d.run_id
@@ -105,8 +108,8 @@ export const SQL = {
   selectAttempt: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE run_id = ? AND id = ?`,
   selectAttemptById: `SELECT 1 AS found FROM attempts WHERE id = ?`,
   selectActiveAttempt: `SELECT id FROM attempts WHERE run_id = ? AND status IN ('claimed', 'starting', 'running')`,
-  insertAttempt: `INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, created_at_ms, updated_at_ms)
-    VALUES (:runId, :attemptId, 'claimed', NULL, NULL, :deadlineAtMs, :receiptTokenDigest, :nowMs, :nowMs)
+  insertAttempt: `INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, runner_id, created_at_ms, updated_at_ms)
+    VALUES (:runId, :attemptId, 'claimed', NULL, NULL, :deadlineAtMs, :receiptTokenDigest, :runnerId, :nowMs, :nowMs)
     RETURNING ${ATTEMPT_COLUMNS}`,
   /** Exact CAS on status; pid/handle are written once (a second capture would rebind the process). */
   advanceAttempt: `UPDATE attempts

@@ -1,0 +1,55 @@
+// A runner of a store (docs/decisions/0070): a foreground `run`, a `supervise`, or a `cancel` that
+// stops an orphan. It registers with the identity of its own process; another runner of the same
+// host may take over its attempts only once that identity proves it gone. PID reuse cannot fool the
+// proof: a reused PID carries another start time and pidfs inode (identity_mismatch), and another
+// boot id means every process of the old boot is gone.
+import { bootId, captureIdentity, signalVerified, type ExpectedIdentity } from '../native/index';
+import type { AdoptionProof, RunnerKind, RunnerRecord, RunnerStore } from '../store/runner-store';
+
+export interface RunnerSelf {
+  readonly runnerId: string;
+  readonly hostId: string;
+  readonly kind: RunnerKind;
+}
+
+function ownIdentityText(): string {
+  const identity = captureIdentity(process.pid);
+  if (identity === null) throw new Error('unreachable: this process is running');
+  const { pid, bootId: boot, startTicks, pidfsIno } = identity;
+  return JSON.stringify(pidfsIno === undefined ? { pid, bootId: boot, startTicks } : { pid, bootId: boot, startTicks, pidfsIno });
+}
+
+export async function registerRunner(store: RunnerStore, self: RunnerSelf): Promise<void> {
+  await store.registerRunner({ runnerId: self.runnerId, hostId: self.hostId, kind: self.kind, identity: ownIdentityText() });
+}
+
+/** The stored identity as signalVerified expects it; malformed text proves nothing (null). */
+function parseIdentity(text: string): ExpectedIdentity | null {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (typeof value !== 'object' || value === null) return null;
+  const { pid, bootId: boot, startTicks, pidfsIno } = value as Record<string, unknown>;
+  if (typeof pid !== 'number' || typeof boot !== 'string' || typeof startTicks !== 'string') return null;
+  return typeof pidfsIno === 'string' ? { pid, bootId: boot, startTicks, pidfsIno } : { pid, bootId: boot, startTicks };
+}
+
+/**
+ * How `runner` is proved gone, seen from `self`; null while it may still run (or is on another
+ * host, or its identity cannot be read): then nobody takes its attempts over.
+ */
+export function runnerGoneProof(runner: RunnerRecord, self: RunnerSelf): AdoptionProof | null {
+  if (runner.hostId !== self.hostId || runner.runnerId === self.runnerId) return null;
+  if (runner.endedAtMs !== null) return 'ended';
+  const identity = parseIdentity(runner.identity);
+  if (identity === null) return null;
+  if (identity.bootId !== bootId()) return 'rebooted';
+  const probe = signalVerified(identity, 0, { group: false });
+  if (probe.outcome === 'already_exited') return 'exited';
+  // Only a different process at that PID proves it; any other doubt keeps the runner alive.
+  if (probe.outcome === 'identity_mismatch' && (probe.reason === 'start_ticks' || probe.reason === 'pidfs_ino')) return 'pid_reused';
+  return null;
+}

@@ -1,0 +1,53 @@
+// Is anything of a job's process group left? (docs/decisions/0071) The launcher leads the group;
+// its death is not the job's end. A held pidfd answers exactly. Without one, the kernel's rule that
+// a PID number stays reserved while any process uses it as a group id gives one more exact answer:
+// the launcher is gone and nothing uses its number as a group id. Another boot id is a third. A
+// group with members and no hold stays unproven: it may be another group that reused the number,
+// so nothing is concluded and nothing is signalled.
+import { readdirSync } from 'node:fs';
+
+import { readProcessStat, signalVerified } from '../native/index';
+import { handleExpectedIdentity, parseHandle } from './durable-handle';
+import type { HeldGroups } from './held-groups';
+
+export type GroupLiveness = 'alive' | 'gone' | 'unproven';
+
+/** Whether any process uses `pgid` as its group id now (one pass over /proc; rare path only). */
+function groupHasMembers(pgid: number): boolean {
+  for (const entry of readdirSync('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid <= 0) continue;
+    const stat = readProcessStat(pid);
+    if (stat !== null && stat.pgid === pgid) return true;
+  }
+  return false;
+}
+
+export function groupLiveness(handle: string, held: HeldGroups): GroupLiveness {
+  const probe = held.probe(handle);
+  if (probe !== null) {
+    if (probe.outcome === 'already_exited') return 'gone';
+    return probe.outcome === 'signalled' ? 'alive' : 'unproven';
+  }
+  let expected;
+  try {
+    expected = handleExpectedIdentity(parseHandle(handle));
+  } catch {
+    return 'unproven';
+  }
+  const leader = signalVerified(expected, 0, { group: false });
+  switch (leader.outcome) {
+    case 'signalled':
+      // Proved alive now: hold the group from here on, so its members stay reachable.
+      held.hold(handle);
+      return 'alive';
+    case 'identity_mismatch':
+      // Another boot: no process of the old one is left. Another process at the number would also
+      // prove the old group empty, but only if the handle is genuine: stay on the safe side.
+      return leader.reason === 'boot_id' ? 'gone' : 'unproven';
+    case 'already_exited':
+      return groupHasMembers(expected.pid) ? 'unproven' : 'gone';
+    default:
+      return 'unproven';
+  }
+}
