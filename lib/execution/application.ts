@@ -5,7 +5,7 @@
 // takes over those of runners of its host that are proved gone.
 import { randomUUID } from 'node:crypto';
 
-import { ControllerRegistry, Dispatcher, LEASE_SETTLE_MARGIN_MS, Supervisor, type DiagnosticsCallback } from '../dispatch/index';
+import { ControllerRegistry, Dispatcher, LEASE_SETTLE_MARGIN_MS, Supervisor, type DiagnosticsCallback, type DispatchOutcome, type DispatchTarget } from '../dispatch/index';
 import { diagnosticCode } from '../dispatch/diagnostics';
 import { HeldGroups, LocalProcessController } from '../process/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
@@ -54,6 +54,8 @@ export interface ExecutionOptions {
   readonly onFatal?: (code: string) => void;
   readonly onCycle?: (report: ControlCycleReport) => void;
   readonly onCompleted?: (ref: AttemptRef, outcome: CompletionOutcome) => void;
+  /** Every stop this runner recorded (cancel, timeout, shutdown): run id and result, low-sensitivity. */
+  readonly onStopped?: (ref: AttemptRef, result: string) => void;
   /** Dispatch lease owner id (default: host/pid/random). */
   readonly owner?: string;
 }
@@ -105,7 +107,21 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     if (outcome.kind === 'completed') completed(ref, outcome);
     return outcome.kind !== 'active' && outcome.kind !== 'unproven';
   };
-  const supervisor = new Supervisor({ repository, dispatcher, pageSize: profile.controlPage, pagesPerCycle: 1, runnerId, completeFirst });
+  // The stop path of the dispatch cycle and the drain, reporting what it recorded.
+  const stops = {
+    async dispatch(target: DispatchTarget): Promise<DispatchOutcome> {
+      const outcome = await dispatcher.dispatch(target);
+      if (outcome.kind === 'recorded') {
+        try {
+          options.onStopped?.({ runId: target.runId, attemptId: target.attemptId }, outcome.result);
+        } catch {
+          // an observer must not break a stop
+        }
+      }
+      return outcome;
+    },
+  };
+  const supervisor = new Supervisor({ repository, dispatcher: stops, pageSize: profile.controlPage, pagesPerCycle: 1, runnerId, completeFirst });
   const admission = new Admission({ runStore, notices, receiptDirectory, runnerId, heldGroups });
   const admitted = new Map<string, AttemptRef>();
   const completed = (ref: AttemptRef, outcome: CompletionOutcome): void => {
@@ -133,7 +149,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     onCompleted: completed,
   });
   const drain = new ExecutionDrain({
-    admission, lifecycle, executionStore, runStore, dispatcher, processor, runnerId,
+    admission, lifecycle, executionStore, runStore, dispatcher: stops, processor, runnerId,
     pageSize: profile.controlPage, pages: profile.drainPages, concurrency: profile.controlPage,
     closeStorage: async () => {
       heldGroups.releaseAll();

@@ -42,8 +42,8 @@ export function worldOver(t: ExecutionContext, stores: ExecutionStores, receipts
   const app = createExecution({
     stores,
     receiptDirectory: receipts,
-    graceMs: TEST_GRACE_MS,
-    drainTimeoutMs: 10_000,
+    graceMs: options.graceMs ?? TEST_GRACE_MS,
+    drainTimeoutMs: options.drainTimeoutMs ?? 10_000,
     ...(options.profile === undefined ? {} : { profile: options.profile }),
     onCompleted: (ref, outcome) => {
       completions.push({ runId: ref.runId, outcome });

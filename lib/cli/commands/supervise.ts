@@ -81,6 +81,8 @@ async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<Ex
     keepAlive: true,
     onCycle: status,
     onCompleted: () => { completed += 1; },
+    // Each stop it made, by run id and result (never a PID, command or handle).
+    onStopped: (ref, result) => { io.stdout.write(`pidfence supervise: stopped ${ref.runId} (${result})\n`); },
     onFatal: (code) => { fatal = code; wake?.(); },
   });
   const recovered = await app.recover();

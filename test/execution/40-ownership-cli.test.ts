@@ -1,0 +1,117 @@
+// Every job has one owner (issue 13 items 1-2, docs/decisions/0070): a foreground `pidfence run`
+// and a second runner on one SQLite store, a killed `run` whose job is taken over, and the signals
+// a terminal sends. Real CLI processes, real jobs; survivors are counted in the job's process group.
+import test from 'ava';
+
+import { signalVerified } from '../../lib/native/index';
+import { openSqliteStore } from '../../lib/store/sqlite/index';
+import { groupMembers, handleGroup } from '../helpers/job-groups';
+import { delay } from '../helpers/processes';
+import { cancel, cliProcess, startRun } from './cli-runs';
+import { until, worldDirectory } from './world';
+
+/** Ten children that ignore TERM, HUP and INT: only KILL ends them. */
+const STUBBORN_JOB = ['sh', '-c', 'trap "" TERM HUP INT; for i in 1 2 3 4 5 6 7 8 9 10; do sleep 30 & done; wait'];
+
+function sqliteHandle(file: string): (runId: string) => Promise<number> {
+  return async (runId) => {
+    const store = openSqliteStore(file);
+    try {
+      return handleGroup((await store.runStore.getAttempt(runId, `${runId}-a1`))?.handle ?? '');
+    } finally {
+      store.close();
+    }
+  };
+}
+
+async function runStatus(file: string, runId: string): Promise<string | undefined> {
+  const store = openSqliteStore(file);
+  try {
+    return (await store.runStore.getRun(runId))?.status;
+  } finally {
+    store.close();
+  }
+}
+
+test.serial('run plus supervise on one store: SIGTERM the supervise and the foreground run\'s job is untouched', async (t) => {
+  const at = worldDirectory(t);
+  const run = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+  const supervisor = cliProcess(t, ['supervise', '--db', at.file, '--grace', '300ms']);
+  await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
+  await delay(1_500); // a few control cycles of the supervisor
+  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  t.is((await supervisor.exited).code, 0);
+  t.true(supervisor.lines.includes('pidfence supervise: drain drained (0 converged, 0 remaining)'), supervisor.lines.join('\n'));
+  t.is(groupMembers(run.pgid).length, 2, 'launcher and sleep still run');
+  t.is(await runStatus(at.file, run.runId), 'running');
+  t.is(run.job.child.exitCode, null, 'the foreground run goes on');
+  const cancelled = await cancel(t, at.file, run.runId);
+  t.is(cancelled.code, 0);
+  t.is((await run.job.exited).code, 143, 'its own runner stopped the job');
+});
+
+test.serial('run plus a second runner, with cancel: the run exits with the job\'s status in 40 of 40 trials', async (t) => {
+  const at = worldDirectory(t);
+  const supervisor = cliProcess(t, ['supervise', '--db', at.file, '--grace', '300ms']);
+  await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
+  const exits: Array<number | null> = [];
+  for (let trial = 0; trial < 40; trial += 1) {
+    const run = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+    const cancelled = await cancel(t, at.file, run.runId);
+    t.is(cancelled.code, 0);
+    const exit = await Promise.race([run.job.exited, delay(20_000).then(() => ({ code: -1 }))]);
+    exits.push(exit.code);
+  }
+  t.deepEqual(exits, Array.from({ length: 40 }, () => 143));
+  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  await supervisor.exited;
+  t.false(supervisor.lines.some((line) => line.startsWith('pidfence supervise: stopped')), 'the supervisor stopped none of them');
+});
+
+test.serial('SIGKILL the run: its job lives on, a cancel stops it itself and says so; a later supervise adopts the next one', async (t) => {
+  const at = worldDirectory(t);
+  const first = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+  await until(() => groupMembers(first.pgid).length === 2, 10_000, 'launcher and job');
+  t.is(signalVerified(first.job.identity, 'SIGKILL', { group: false }).outcome, 'signalled');
+  await first.job.exited;
+  t.is(groupMembers(first.pgid).length, 2, 'the launcher and the job outlive their runner');
+  const cancelled = await cancel(t, at.file, first.runId);
+  t.is(cancelled.code, 0);
+  t.deepEqual(cancelled.lines, [`cancel requested for ${first.runId}; its runner was gone, so this command stopped the job itself (cancelled)`]);
+  t.is(groupMembers(first.pgid).length, 0);
+  t.is(await runStatus(at.file, first.runId), 'cancelled');
+
+  const second = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+  await until(() => groupMembers(second.pgid).length === 2, 10_000, 'launcher and job');
+  t.is(signalVerified(second.job.identity, 'SIGKILL', { group: false }).outcome, 'signalled');
+  await second.job.exited;
+  const supervisor = cliProcess(t, ['supervise', '--db', at.file, '--grace', '300ms']);
+  await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
+  const store = openSqliteStore(at.file);
+  t.teardown(() => store.close());
+  t.like((await store.executionStore.listAttemptEvents(second.runId, `${second.runId}-a1`))[0], { type: 'attempt.adopted', payload: { proof: 'exited' } });
+  const again = await cancel(t, at.file, second.runId);
+  t.deepEqual(again.lines, [`cancel requested for ${second.runId}; its runner stops the job`]);
+  await supervisor.waitForLine(new RegExp(`^pidfence supervise: stopped ${second.runId} \\(termination_requested\\)$`), 15_000);
+  await until(async () => (await store.runStore.getRun(second.runId))?.status === 'cancelled', 15_000, 'the adopted job to be cancelled');
+  t.is(groupMembers(second.pgid).length, 0);
+  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  t.is((await supervisor.exited).code, 0);
+});
+
+for (const signals of [['SIGHUP'], ['SIGTERM'], ['SIGINT', 'SIGINT']] as const) {
+  test.serial(`pidfence run on ${signals.join(' then ')}: no process of the job survives and the run converges`, async (t) => {
+    const at = worldDirectory(t);
+    const run = await startRun(t, at.file, sqliteHandle(at.file), STUBBORN_JOB);
+    await until(() => groupMembers(run.pgid).length === 12, 10_000, 'launcher, shell and ten children');
+    t.is(signalVerified(run.job.identity, signals[0], { group: false }).outcome, 'signalled');
+    if (signals.length === 2) {
+      await delay(300);
+      t.is(signalVerified(run.job.identity, signals[1], { group: false }).outcome, 'signalled');
+    }
+    const exit = await run.job.exited;
+    t.is(groupMembers(run.pgid).length, 0, 'survivors');
+    t.is(exit.code, 137, 'the job\'s group was killed');
+    t.is(await runStatus(at.file, run.runId), 'cancelled');
+  });
+}

@@ -1,0 +1,175 @@
+// Issue 13 items 3-6, 8 and 9 on a real SQLite store with real jobs: launcher death is not job death
+// (docs/decisions/0071), every drain has a hard bound, completions come before stops, `timed_out`
+// end to end, the launcher's argv holds no command, and the admission undo.
+import { readdirSync, readFileSync } from 'node:fs';
+
+import test from 'ava';
+
+import { captureIdentity, signalVerified } from '../../lib/native/index';
+import { parseHandle } from '../../lib/process/index';
+import { receiptTokenDigest, receiptWriteAtomic } from '../../lib/execution/receipts';
+import { groupMembers, reapGroupAtEnd } from '../helpers/job-groups';
+import { delay, spawnJob } from '../helpers/processes';
+import { openWorld, overriding, receiptExists, until, type World } from './world';
+
+async function admitted(world: World, args: readonly string[], extra: { timeoutMs?: number } = {}): Promise<{ runId: string; attemptId: string; handle: string; pgid: number }> {
+  const outcome = await world.app.admit({ projectId: 'p1', command: 'sh', args: ['-c', ...args], ...extra });
+  if (outcome.kind !== 'admitted') throw new Error('not admitted');
+  const handle = (await world.store.runStore.getAttempt(outcome.runId, outcome.attemptId))?.handle ?? '';
+  return { runId: outcome.runId, attemptId: outcome.attemptId, handle, pgid: parseHandle(handle).pgid };
+}
+
+/** Live processes of this user whose environment carries `mark` (read from /proc, never signalled). */
+function processesMarked(mark: string): number {
+  let count = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/environ`, 'utf8').includes(`PIDFENCE_TEST_MARK=${mark}`) && !readFileSync(`/proc/${entry}/stat`, 'utf8').includes(') Z ')) count += 1;
+    } catch {
+      // gone meanwhile, or not ours
+    }
+  }
+  return count;
+}
+
+async function cycles(world: World, count: number): Promise<void> {
+  for (let i = 0; i < count; i += 1) await world.app.lifecycle.runCycle();
+}
+
+function killLauncherOnly(handle: string): void {
+  const launcher = parseHandle(handle);
+  const identity = captureIdentity(launcher.pid);
+  if (identity === null || identity.startTicks !== launcher.startTicks) throw new Error('the launcher is not the one admitted');
+  if (signalVerified(identity, 'SIGKILL', { group: false }).outcome !== 'signalled') throw new Error('the launcher could not be killed');
+}
+
+for (const [name, script] of [
+  ['children that obey TERM', 'sleep 30 & sleep 30 & wait'],
+  ['a TERM-ignoring survivor', 'trap "" TERM; (trap "" TERM; sleep 30; sleep 30) & sleep 30 & wait'],
+] as const) {
+  test(`launcher death is not job death (${name}): SIGKILL only the launcher, the run stays non-terminal, a cancel stops every survivor`, async (t) => {
+    const world = openWorld(t);
+    const bystander = spawnJob(t, 'sleep', ['30']);
+    const job = await admitted(world, [script]);
+    reapGroupAtEnd(t, job.pgid);
+    await until(() => groupMembers(job.pgid).length >= 4, 10_000, 'launcher, shell and children');
+    killLauncherOnly(job.handle);
+    await until(() => groupMembers(job.pgid).every((member) => member.pid !== job.pgid), 5_000, 'the launcher gone');
+    await cycles(world, 3);
+    const survivors = groupMembers(job.pgid).length;
+    t.true(survivors >= 3, 'the job\'s processes still run');
+    t.is((await world.store.runStore.getRun(job.runId))?.status, 'running', 'no terminal state while the group lives');
+    await world.store.runStore.requestCancellation({ runId: job.runId, reason: 'user', eventId: `evt-${job.runId}-c` });
+    await until(async () => (await world.store.runStore.getRun(job.runId))?.status !== 'running' || (await world.app.lifecycle.runCycle(), false), 15_000, 'the run to converge');
+    t.like(await world.store.runStore.getRun(job.runId), { status: 'cancelled', cancelReason: 'user' });
+    t.is(groupMembers(job.pgid).length, 0, 'no survivor');
+    t.is(bystander.child.exitCode, null, 'no innocent was signalled');
+  });
+}
+
+test('every drain has a hard bound: 20 TERM-ignoring jobs, 5 s grace, 3 s budget → timed_out within budget + 1 s, storage closed', async (t) => {
+  let closed = 0;
+  const world = openWorld(t, {
+    graceMs: 5_000,
+    drainTimeoutMs: 3_000,
+    wrap: (store) => ({ close: () => { closed += 1; store.close(); } }),
+  });
+  const jobs: Array<Awaited<ReturnType<typeof admitted>>> = [];
+  for (let i = 0; i < 20; i += 1) jobs.push(await admitted(world, ['trap "" TERM; sleep 30']));
+  for (const job of jobs) reapGroupAtEnd(t, job.pgid);
+  // Every job has set its trap: a TERM before that would end it and prove nothing.
+  await until(() => jobs.every((job) => groupMembers(job.pgid).length === 3), 30_000, 'twenty launchers, shells and sleeps');
+  const started = Date.now();
+  const report = await world.app.drain();
+  const tookMs = Date.now() - started;
+  t.like(report, { outcome: 'timed_out', active: 20, remaining: 20 });
+  t.true(tookMs <= 4_000, `the drain returned after ${tookMs} ms`);
+  t.is(closed, 1, 'storage closed');
+});
+
+test('completions before stops: a job that exited with its receipt on disk, then cancelled, ends by its receipt and is never stopped', async (t) => {
+  for (const path of ['cycle', 'drain'] as const) {
+    const world = openWorld(t);
+    const job = await admitted(world, ['exit 4']);
+    await until(() => receiptExists(world.receipts, job.attemptId), 10_000, 'the receipt');
+    world.app.notices.take(); // the notice is not durable: the periodic page must find the receipt
+    await world.store.runStore.requestCancellation({ runId: job.runId, reason: 'user', eventId: `evt-${job.runId}-c` });
+    if (path === 'cycle') await world.app.lifecycle.runCycle();
+    else await world.app.drain();
+    const reopened = path === 'drain' ? (await import('../../lib/store/sqlite/index')).openSqliteStore(world.file) : world.store;
+    t.like(await reopened.runStore.getRun(job.runId), { status: 'failed' }, `${path}: the job finished before the cancel`);
+    const dispatches = reopened.database.prepare('SELECT COUNT(*) AS n FROM cancellation_dispatches WHERE run_id = ?').get(job.runId) as { n: number };
+    t.is(dispatches.n, 0, `${path}: no claim, so no controller call`);
+    t.false((await reopened.runStore.listEvents(job.runId)).some((event) => event.type === 'run.cancel_dispatched'));
+    if (reopened !== world.store) reopened.close();
+  }
+});
+
+test('timed_out end to end: the drain keeps timeout and policy reasons, and a late receipt cannot overwrite timed_out', async (t) => {
+  const world = openWorld(t);
+  const timed = await admitted(world, ['trap "" TERM; sleep 30'], { timeoutMs: 1 });
+  const policy = await admitted(world, ['sleep 30']);
+  reapGroupAtEnd(t, timed.pgid);
+  reapGroupAtEnd(t, policy.pgid);
+  await delay(10);
+  const deadlines = await world.app.lifecycle.runCycle();
+  t.is(deadlines.deadlines, 1);
+  await world.store.runStore.requestCancellation({ runId: policy.runId, reason: 'policy', eventId: `evt-${policy.runId}-p` });
+
+  // A `claimed` attempt of this runner with a timeout intent, and the receipt its launcher writes late.
+  const token = 'late-receipt-token-000000000000000000000000'.slice(0, 43);
+  await world.store.runStore.createRun({ runId: 'run-late', projectId: 'p1' });
+  await world.store.runStore.createAttempt({ runId: 'run-late', attemptId: 'run-late-a1', receiptTokenDigest: receiptTokenDigest(token), runnerId: world.app.runner.runnerId });
+  await world.store.runStore.requestCancellation({ runId: 'run-late', reason: 'timeout', eventId: 'evt-late-timeout' });
+  t.like(await world.app.processor.process({ runId: 'run-late', attemptId: 'run-late-a1' }), { kind: 'completed', status: 'timed_out', cause: 'never_started' });
+  const now = Date.now();
+  receiptWriteAtomic(world.receipts, { v: 1, runId: 'run-late', attemptId: 'run-late-a1', seq: 1, token, exitCode: 0, signal: null, startedAtMs: now, finishedAtMs: now, spawnFailed: false });
+  t.like(await world.app.processor.process({ runId: 'run-late', attemptId: 'run-late-a1' }), { kind: 'terminal', status: 'timed_out', lateReceipt: true });
+  t.is((await world.store.runStore.getRun('run-late'))?.status, 'timed_out');
+
+  const report = await world.app.drain();
+  t.is(report.outcome, 'drained');
+  const reopened = (await import('../../lib/store/sqlite/index')).openSqliteStore(world.file);
+  t.teardown(() => reopened.close());
+  t.like(await reopened.runStore.getRun(timed.runId), { status: 'timed_out', cancelReason: 'timeout' });
+  t.like(await reopened.runStore.getRun(policy.runId), { status: 'cancelled', cancelReason: 'policy' });
+});
+
+test('the launcher\'s argv and environment hold neither the job\'s command nor the receipt token', async (t) => {
+  const world = openWorld(t);
+  const job = await admitted(world, ['sleep 30 # secret-arg-5c1']);
+  reapGroupAtEnd(t, job.pgid);
+  const cmdline = readFileSync(`/proc/${job.pgid}/cmdline`, 'utf8');
+  const environ = readFileSync(`/proc/${job.pgid}/environ`, 'utf8');
+  t.regex(cmdline, /launcher-main\.js/);
+  t.false(cmdline.includes('secret-arg-5c1') || cmdline.includes('sleep'), 'no command in the launcher\'s argv');
+  t.false(/PIDFENCE_RECEIPT_TOKEN/.test(environ), 'no token in its environment');
+  await until(() => groupMembers(job.pgid).length === 3, 10_000, 'launcher, shell, sleep');
+});
+
+test('admission undo: a handle the store could not keep leaves no process and no intent; a kept handle runs', async (t) => {
+  let failHandle = true;
+  const world = openWorld(t, {
+    wrap: (store) => ({
+      runStore: overriding(store.runStore, {
+        advanceAttempt: async (command: Parameters<typeof store.runStore.advanceAttempt>[0]) => {
+          if (failHandle && command.to === 'running') throw Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' });
+          return store.runStore.advanceAttempt(command);
+        },
+      }),
+    }),
+  });
+  const mark = `undo-${process.pid}-${Date.now()}`;
+  await t.throwsAsync(world.app.admit({ projectId: 'p1', runId: 'run-undo', command: 'sleep', args: ['30'], env: { ...process.env, PIDFENCE_TEST_MARK: mark } }), { message: /disk I\/O error/ });
+  const attempt = await world.store.runStore.getAttempt('run-undo', 'run-undo-a1');
+  t.like(attempt, { status: 'starting', handle: null });
+  t.like(await world.store.runStore.getRun('run-undo'), { cancelRequestedAtMs: null, cancelReason: null });
+  t.deepEqual(await world.store.runStore.listEvents('run-undo'), []);
+  t.is(processesMarked(mark), 0, 'the launched launcher and job are gone before the error reached the caller');
+  failHandle = false;
+  const kept = await admitted(world, ['sleep 30']);
+  reapGroupAtEnd(t, kept.pgid);
+  t.like(await world.store.runStore.getAttempt(kept.runId, kept.attemptId), { status: 'running' });
+  t.true(groupMembers(kept.pgid).length >= 1);
+});

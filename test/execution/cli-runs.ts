@@ -1,0 +1,40 @@
+// `pidfence` verbs as real child processes for the ownership tests (issue 13): each a group leader
+// whose lines can be awaited, and whose job group is reaped through the verified path at the end.
+import path from 'node:path';
+
+import type { ExecutionContext } from 'ava';
+
+import { reapGroupAtEnd } from '../helpers/job-groups';
+import { spawnJob, type Job } from '../helpers/processes';
+
+/** The CLI under test; PIDFENCE_TEST_CLI points another build at the same tests. */
+export const CLI = process.env.PIDFENCE_TEST_CLI ?? path.resolve(__dirname, '..', '..', 'lib', 'cli', 'main.js');
+
+export interface CliRun {
+  readonly job: Job;
+  readonly runId: string;
+  /** The process group of the job (its launcher's). */
+  readonly pgid: number;
+}
+
+/** `pidfence <args>` as a group-leading child with stderr joined to stdout, so its lines can be read. */
+export function cliProcess(t: ExecutionContext, args: readonly string[], env: NodeJS.ProcessEnv = {}): Job {
+  const assignments = Object.entries(env).map(([key, value]) => `${key}=${JSON.stringify(value ?? '')}`).join(' ');
+  return spawnJob(t, 'sh', ['-c', `${assignments} exec "$0" "$@" 2>&1`, process.execPath, CLI, ...args]);
+}
+
+/** `pidfence run` of `job` on the store `db`; `groupOf` reads the run's job group from the store. */
+export async function startRun(t: ExecutionContext, db: string, groupOf: (runId: string) => Promise<number>, job: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
+  const runner = cliProcess(t, ['run', '--db', db, '--grace', '300ms', '--', ...job], env);
+  const started = await runner.waitForLine(/run (run-[0-9a-f-]+) started/, 15_000);
+  const runId = /run (run-[0-9a-f-]+) started/.exec(started)?.[1] ?? '';
+  const pgid = await groupOf(runId);
+  reapGroupAtEnd(t, pgid);
+  return { job: runner, runId, pgid };
+}
+
+export function cancel(t: ExecutionContext, file: string, runId: string, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; lines: string[] }> {
+  const job = cliProcess(t, ['cancel', '--db', file, runId], env);
+  return job.exited.then((exit) => ({ code: exit.code, lines: job.lines }));
+}
+

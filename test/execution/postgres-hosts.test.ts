@@ -1,0 +1,89 @@
+// Two hosts on one PostgreSQL database (issue 13 item 1, docs/decisions/0070): two `supervise`
+// processes with different host ids, each owning the job it adopted from a killed `run` of its own
+// host. A cancellation is claimed only by the owning host's supervisor; a drain stops only its own
+// host's jobs; nothing is ever blocked.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+import test, { type ExecutionContext } from 'ava';
+
+import { signalVerified } from '../../lib/native/index';
+import { groupMembers, handleGroup } from '../helpers/job-groups';
+import { migratedDatabase, type MigratedDatabase } from '../helpers/pg-store';
+import { cancel, cliProcess, startRun, type CliRun } from './cli-runs';
+import { until } from './world';
+
+let database: MigratedDatabase | undefined;
+const ready: Promise<MigratedDatabase> = migratedDatabase('pghosts').then((created) => {
+  database = created;
+  return created;
+});
+ready.catch(() => undefined);
+test.after.always(async () => {
+  await database?.dispose();
+});
+
+function hostEnv(t: ExecutionContext, host: string): NodeJS.ProcessEnv {
+  const receipts = mkdtempSync(path.join(tmpdir(), `pidfence-${host}-`));
+  t.teardown(() => rmSync(receipts, { recursive: true, force: true }));
+  return { PIDFENCE_HOST_ID: host, PIDFENCE_RECEIPTS: receipts };
+}
+
+async function ownerRow<R>(db: MigratedDatabase, text: string, values: unknown[]): Promise<R | undefined> {
+  return (await db.owner.query(text, values)).rows[0] as R | undefined;
+}
+
+function groupOf(db: MigratedDatabase): (runId: string) => Promise<number> {
+  return async (runId) => handleGroup((await ownerRow<{ handle: string }>(db, 'SELECT handle FROM attempts WHERE run_id = $1', [runId]))?.handle ?? '');
+}
+
+/** A job of `host` whose `run` was killed, so that host's supervisor takes it over. */
+async function orphanedJob(t: ExecutionContext, db: MigratedDatabase, env: NodeJS.ProcessEnv): Promise<CliRun> {
+  const run = await startRun(t, db.runtimeUrl, groupOf(db), ['sleep', '30'], env);
+  await until(() => groupMembers(run.pgid).length === 2, 10_000, 'launcher and job');
+  t.is(signalVerified(run.job.identity, 'SIGKILL', { group: false }).outcome, 'signalled');
+  await run.job.exited;
+  return run;
+}
+
+async function runStatus(db: MigratedDatabase, runId: string): Promise<string | undefined> {
+  return (await ownerRow<{ status: string }>(db, 'SELECT status FROM runs WHERE id = $1', [runId]))?.status;
+}
+
+test.serial('cluster of two hosts on one database: only the owning host claims a cancellation, a drain stops only its own jobs, nothing is blocked', async (t) => {
+  const db = await ready;
+  const envA = hostEnv(t, 'host-a');
+  const envB = hostEnv(t, 'host-b');
+  const jobA = await orphanedJob(t, db, envA);
+  const jobB = await orphanedJob(t, db, envB);
+  const jobB2 = await orphanedJob(t, db, envB);
+  const supervisorA = cliProcess(t, ['supervise', '--db', db.runtimeUrl, '--grace', '300ms'], envA);
+  const supervisorB = cliProcess(t, ['supervise', '--db', db.runtimeUrl, '--grace', '300ms'], envB);
+  await supervisorA.waitForLine(/^pidfence supervise: ready$/, 15_000);
+  await supervisorB.waitForLine(/^pidfence supervise: ready$/, 15_000);
+  const adopted = (await db.owner.query<{ run_id: string; payload: { proof: string } }>("SELECT run_id, payload FROM attempt_events WHERE type = 'attempt.adopted' ORDER BY run_id")).rows;
+  t.deepEqual(adopted.map((row) => row.payload.proof), ['exited', 'exited', 'exited'], 'each host took over its own jobs at start');
+
+  // Cancel host B's job: B's supervisor claims and stops it; A's never touches it.
+  const cancelled = await cancel(t, db.runtimeUrl, jobB.runId, envA);
+  t.deepEqual(cancelled.lines, [`cancel requested for ${jobB.runId}; its runner on another host stops the job`]);
+  await supervisorB.waitForLine(new RegExp(`^pidfence supervise: stopped ${jobB.runId} \\(termination_requested\\)$`), 15_000);
+  await until(async () => (await runStatus(db, jobB.runId)) === 'cancelled', 15_000, 'B\'s job cancelled');
+  t.false(supervisorA.lines.some((line) => line.includes(jobB.runId)), 'A claimed nothing of B');
+  t.is(groupMembers(jobB.pgid).length, 0);
+
+  // SIGTERM A: only A's job gets `shutdown`.
+  t.is(signalVerified(supervisorA.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  t.is((await supervisorA.exited).code, 0);
+  t.true(supervisorA.lines.includes('pidfence supervise: drain drained (1 converged, 0 remaining)'), supervisorA.lines.join('\n'));
+  t.like(await ownerRow(db, 'SELECT status, cancel_reason FROM runs WHERE id = $1', [jobA.runId]), { status: 'cancelled', cancel_reason: 'shutdown' });
+  t.like(await ownerRow(db, 'SELECT status, cancel_reason FROM runs WHERE id = $1', [jobB2.runId]), { status: 'running', cancel_reason: null });
+  t.is(groupMembers(jobB2.pgid).length, 2, 'B\'s job runs on');
+  const blocked = await ownerRow<{ n: string }>(db, "SELECT COUNT(*) AS n FROM cancellation_dispatches WHERE status = 'blocked'", []);
+  t.is(Number(blocked?.n), 0);
+
+  t.is(signalVerified(supervisorB.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  t.is((await supervisorB.exited).code, 0);
+  t.like(await ownerRow(db, 'SELECT status, cancel_reason FROM runs WHERE id = $1', [jobB2.runId]), { status: 'cancelled', cancel_reason: 'shutdown' });
+});
