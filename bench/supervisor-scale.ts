@@ -154,7 +154,7 @@ async function idleChild(file: string, seconds: number): Promise<void> {
   const dispatcher = new Dispatcher({ repository: store.repository, runStore: store.runStore, controllers: new ControllerRegistry([new ExitedController()]), graceMs: 0, leaseDurationMs: 60_000 });
   const supervisor = new Supervisor({ repository: store.repository, dispatcher, pageSize: edge.pageSize, pagesPerCycle: edge.pagesPerCycle });
   let wakes = 0;
-  const runner = new LifecycleRunner({ supervisor: { runCycle: () => { wakes += 1; return supervisor.runCycle(); } }, cadenceMs: edge.cadenceMs, stopTimeoutMs: edge.stopTimeoutMs });
+  const runner = new LifecycleRunner({ supervisor: { runCycle: () => { wakes += 1; return supervisor.runCycle(); } }, cadenceMs: edge.periodMs, stopTimeoutMs: edge.stopTimeoutMs });
   runner.start();
   await new Promise((resolve) => setTimeout(resolve, 2_000));
   const wakesAfterWarmup = wakes;
@@ -213,7 +213,7 @@ async function main(): Promise<void> {
   console.log(renderTargets(targets));
   console.log('');
   const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
-  console.log(`| idle edge runner (${profile('edge').cadenceMs} ms cadence, ${idle.seconds} s) | value |`);
+  console.log(`| idle edge runner (${profile('edge').periodMs} ms cadence, ${idle.seconds} s) | value |`);
   console.log('| --- | ---: |');
   console.log(`| wake-ups per minute | ${((idle.wakes * 60) / idle.seconds).toFixed(1)} |`);
   console.log(`| RSS with store + runner | ${mb(idle.rss)} |`);

@@ -32,5 +32,6 @@ export {
   type DiagnosticRecord,
   type DiagnosticsCallback,
 } from './diagnostics';
-export { PROFILES, profile, type DispatchProfile, type ProfileName } from './profiles';
+export { LOCAL_PROFILES, PROFILES, profile, type DispatchProfile, type Profile, type ProfileName } from './profiles';
+export { CycleTimer, type CycleTimerOptions, type CycleTimerState } from './cycle-timer';
 export { RunnerDrainingError, SupervisorCycleError, type SupervisorCycleFailure } from './errors';

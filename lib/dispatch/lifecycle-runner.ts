@@ -1,5 +1,6 @@
-// LifecycleRunner (ADR-0005 §2.6): explicit start()/stop(); only start() creates a timer (unref'd);
-// the next cycle is scheduled only after the previous one ended; errors go to bounded diagnostics.
+// LifecycleRunner (ADR-0005 §2.6): a Supervisor on the one CycleTimer, for embedders that use the
+// dispatch layer alone: explicit start()/stop(); only start() creates a timer (unref'd); the next
+// cycle is scheduled only after the previous one ended; errors go to bounded diagnostics.
 import { PidfenceError, PidfenceRangeError } from '../base/errors';
 import { validateBoundedInteger } from '../contract/index';
 import {
@@ -9,6 +10,7 @@ import {
   diagnosticCode,
   type DiagnosticsCallback,
 } from './diagnostics';
+import { CycleTimer, type CycleTimerState } from './cycle-timer';
 import { RunnerDrainingError } from './errors';
 
 /** Fastest cadence: a cluster replica polling more often than this only burns the database. */
@@ -31,7 +33,7 @@ export interface LifecycleRunnerOptions {
   readonly diagnosticsPerMinute?: number;
 }
 
-export type RunnerState = 'stopped' | 'running' | 'stopping';
+export type RunnerState = CycleTimerState;
 
 export interface StopResult {
   /** false: the running cycle outlived stopTimeoutMs; it will not schedule again, and start() is refused until it ends. */
@@ -42,13 +44,7 @@ export class LifecycleRunner {
   readonly cadenceMs: number;
   readonly initialDelayMs: number;
   readonly stopTimeoutMs: number;
-  readonly #supervisor: LifecycleRunnerOptions['supervisor'];
-  readonly #diagnostics: RateLimitedDiagnostics;
-  #state: RunnerState = 'stopped';
-  /** Bumped by start() and stop(): a cycle of an older generation never schedules a timer. */
-  #generation = 0;
-  #timer: NodeJS.Timeout | null = null;
-  #inFlight: Promise<void> | null = null;
+  readonly #timer: CycleTimer;
 
   constructor(options: LifecycleRunnerOptions) {
     this.cadenceMs = validateBoundedInteger(options.cadenceMs, 'cadenceMs', CADENCE_MIN_MS, CADENCE_MAX_MS, 'ERR_PIDFENCE_INVALID_CADENCE');
@@ -64,77 +60,45 @@ export class LifecycleRunner {
     if (typeof options.supervisor?.runCycle !== 'function') {
       throw new PidfenceRangeError('supervisor must have runCycle(); pass a Supervisor.', 'ERR_PIDFENCE_INVALID_SUPERVISOR');
     }
-    this.#supervisor = options.supervisor;
-    this.#diagnostics = new RateLimitedDiagnostics(options.diagnostics, perMinute);
+    const supervisor = options.supervisor;
+    const diagnostics = new RateLimitedDiagnostics(options.diagnostics, perMinute);
+    this.#timer = new CycleTimer({
+      cycle: async () => {
+        try {
+          await supervisor.runCycle();
+        } catch (error) {
+          diagnostics.report(diagnosticCode(error));
+        }
+      },
+      nextDelayMs: () => this.cadenceMs,
+    });
   }
 
   get state(): RunnerState {
-    return this.#state;
+    return this.#timer.state;
   }
 
   /** True while a cycle (possibly one left over from before stop()) is running. */
   get cycleRunning(): boolean {
-    return this.#inFlight !== null;
+    return this.#timer.cycleRunning;
   }
 
   /** Creates the first (unref'd) timer. Refused while running, or while a timed-out cycle has not ended. */
   start(): void {
-    if (this.#state !== 'stopped') {
+    if (this.#timer.state !== 'stopped') {
       throw new PidfenceError('the lifecycle runner is already started; call stop() first.', 'ERR_PIDFENCE_RUNNER_STARTED');
     }
-    if (this.#inFlight !== null) throw new RunnerDrainingError();
-    this.#state = 'running';
-    this.#generation += 1;
-    this.#schedule(this.#generation, this.initialDelayMs);
+    if (this.#timer.cycleRunning) throw new RunnerDrainingError();
+    this.#timer.start(this.initialDelayMs);
   }
 
   /** Cancels the pending timer at once, then waits up to stopTimeoutMs for a running cycle. */
-  async stop(): Promise<StopResult> {
-    if (this.#state !== 'running') return { drained: this.#inFlight === null };
-    this.#state = 'stopping';
-    this.#generation += 1;
-    if (this.#timer !== null) clearTimeout(this.#timer);
-    this.#timer = null;
-    const running = this.#inFlight;
-    let drained = true;
-    if (running !== null) {
-      let timeout: NodeJS.Timeout | undefined;
-      const timedOut = new Promise<false>((resolve) => { timeout = setTimeout(() => resolve(false), this.stopTimeoutMs); });
-      drained = await Promise.race([running.then(() => true as const), timedOut]);
-      clearTimeout(timeout);
-    }
-    this.#state = 'stopped';
-    return { drained };
+  stop(): Promise<StopResult> {
+    return this.#timer.stop(this.stopTimeoutMs);
   }
 
   /** Resolves once no cycle is running (for a caller that got drained: false). */
-  async drained(): Promise<void> {
-    while (this.#inFlight !== null) await this.#inFlight;
-  }
-
-  #schedule(generation: number, delayMs: number): void {
-    const timer = setTimeout(() => this.#tick(generation), delayMs);
-    timer.unref();
-    this.#timer = timer;
-  }
-
-  #tick(generation: number): void {
-    this.#timer = null;
-    if (generation !== this.#generation || this.#state !== 'running') return;
-    const cycle = this.#runOneCycle().finally(() => {
-      this.#inFlight = null;
-      // Only the current generation, still running, schedules the next cycle: no overlap, and a
-      // cycle that outlived stop() never revives the loop.
-      if (generation === this.#generation && this.#state === 'running') this.#schedule(generation, this.cadenceMs);
-    });
-    this.#inFlight = cycle;
-  }
-
-  async #runOneCycle(): Promise<void> {
-    try {
-      await this.#supervisor.runCycle();
-    } catch (error) {
-      this.#diagnostics.report(diagnosticCode(error));
-    }
+  drained(): Promise<void> {
+    return this.#timer.idle();
   }
 }

@@ -5,7 +5,7 @@
 // takes over those of runners of its host that are proved gone.
 import { randomUUID } from 'node:crypto';
 
-import { ControllerRegistry, Dispatcher, LEASE_SETTLE_MARGIN_MS, Supervisor, type DiagnosticsCallback, type DispatchOutcome, type DispatchTarget } from '../dispatch/index';
+import { ControllerRegistry, Dispatcher, LEASE_SETTLE_MARGIN_MS, LOCAL_PROFILES, Supervisor, profile as profileNamed, type DiagnosticsCallback, type DispatchOutcome, type DispatchTarget } from '../dispatch/index';
 import { diagnosticCode } from '../dispatch/diagnostics';
 import { HeldGroups, LocalProcessController } from '../process/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
@@ -20,7 +20,6 @@ import { DeadlineSource } from './deadlines';
 import { ExecutionDrain, type DrainReport } from './drain';
 import { resolveHostId } from './host-id';
 import { CompletionNotices, type AttemptRef } from './notices';
-import { executionProfile, type ExecutionProfileName } from './profiles';
 import { receiptDirectoryEnsure, validateReceiptDirectory } from './receipts';
 import { recoverExecutions, type RecoveryReport } from './recovery';
 import { registerRunner, type RunnerSelf } from './runner';
@@ -40,7 +39,8 @@ export interface ExecutionOptions {
   readonly stores: ExecutionStores;
   /** Absolute directory of the completion receipts (created 0700). */
   readonly receiptDirectory: string;
-  readonly profile?: ExecutionProfileName;
+  /** `edge` or `standalone` (docs/decisions/0032). */
+  readonly profile?: 'edge' | 'standalone';
   readonly graceMs?: number;
   /** What kind of runner this application is (default `supervise`). */
   readonly runnerKind?: RunnerKind;
@@ -88,7 +88,7 @@ export interface ExecutionApplication {
 export function createExecution(options: ExecutionOptions): ExecutionApplication {
   const receiptDirectory = validateReceiptDirectory(options.receiptDirectory);
   receiptDirectoryEnsure(receiptDirectory);
-  const profile = executionProfile(options.profile ?? 'standalone');
+  const profile = profileNamed(options.profile ?? 'standalone', LOCAL_PROFILES);
   const { runStore, repository, executionStore, runnerStore } = options.stores;
   const graceMs = options.graceMs ?? STOP_GRACE_DEFAULT_MS;
   const runner: RunnerSelf = { runnerId: `rnr-${randomUUID()}`, hostId: resolveHostId(options.env), kind: options.runnerKind ?? 'supervise' };
@@ -121,7 +121,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
       return outcome;
     },
   };
-  const supervisor = new Supervisor({ repository, dispatcher: stops, pageSize: profile.controlPage, pagesPerCycle: 1, runnerId, completeFirst });
+  const supervisor = new Supervisor({ repository, dispatcher: stops, pageSize: profile.pageSize, pagesPerCycle: 1, runnerId, completeFirst });
   const admission = new Admission({ runStore, notices, receiptDirectory, runnerId, heldGroups });
   const admitted = new Map<string, AttemptRef>();
   const completed = (ref: AttemptRef, outcome: CompletionOutcome): void => {
@@ -138,7 +138,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
   const adopt = () => adoptGoneRunners(runnerStore, runner);
   const lifecycle = new ControlLifecycle({
     profile, executionStore, processor, notices, receiptDirectory, runnerId,
-    deadlines: new DeadlineSource({ executionStore, runStore, pageSize: profile.controlPage, runnerId }),
+    deadlines: new DeadlineSource({ executionStore, runStore, pageSize: profile.pageSize, runnerId }),
     dispatch: supervisor,
     watched: () => admitted.values(),
     ...(options.adopt === true ? { adopt } : {}),
@@ -150,7 +150,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
   });
   const drain = new ExecutionDrain({
     admission, lifecycle, executionStore, runStore, dispatcher: stops, processor, runnerId,
-    pageSize: profile.controlPage, pages: profile.drainPages, concurrency: profile.controlPage,
+    pageSize: profile.pageSize, pages: profile.drainPages, concurrency: profile.pageSize,
     closeStorage: async () => {
       heldGroups.releaseAll();
       try {
@@ -173,7 +173,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     async recover() {
       await open();
       await adopt();
-      return recoverExecutions({ executionStore, processor, pageSize: profile.controlPage, runnerId });
+      return recoverExecutions({ executionStore, processor, pageSize: profile.pageSize, runnerId });
     },
     start() {
       if (isOpen) {

@@ -6,12 +6,12 @@
 // stops, so a job that ended is never stopped. No per-task timer, watcher or directory scan; every
 // page, wait and notice set is bounded.
 import { PidfenceError } from '../base/errors';
+import { CycleTimer, type CycleTimerState, type Profile } from '../dispatch/index';
 import { RateLimitedDiagnostics, diagnosticCode, type DiagnosticsCallback } from '../dispatch/diagnostics';
 import type { ActiveCursor, ExecutionStore } from '../store/execution-store';
 import type { CompletionOutcome, CompletionProcessor } from './completion-processor';
 import type { DeadlineSource } from './deadlines';
 import type { CompletionNotices } from './notices';
-import type { ExecutionProfile } from './profiles';
 import { receiptDelete, receiptQuarantine } from './receipts';
 
 /** Consecutive failed cycles after which the lifecycle reports itself failed (onFatal). */
@@ -28,7 +28,7 @@ export interface ControlCycleReport {
 }
 
 export interface ControlLifecycleOptions {
-  readonly profile: ExecutionProfile;
+  readonly profile: Profile;
   readonly executionStore: ExecutionStore;
   readonly processor: CompletionProcessor;
   readonly deadlines: DeadlineSource;
@@ -57,30 +57,34 @@ export interface ControlLifecycleOptions {
   readonly clock?: () => number;
 }
 
-export type LifecycleState = 'stopped' | 'running' | 'stopping';
+export type LifecycleState = CycleTimerState;
 
 export class ControlLifecycle {
   readonly #options: ControlLifecycleOptions;
   readonly #diagnostics: RateLimitedDiagnostics;
   readonly #clock: () => number;
-  #state: LifecycleState = 'stopped';
-  #timer: NodeJS.Timeout | null = null;
-  #inFlight: Promise<void> | null = null;
+  readonly #timer: CycleTimer;
   #activeCursor: ActiveCursor | null = null;
   #lastCleanupMs = -Infinity;
   #failures = 0;
-  #stopping: Promise<{ drained: boolean }> | null = null;
   #cycles = 0;
 
   constructor(options: ControlLifecycleOptions) {
     this.#options = options;
     this.#clock = options.clock ?? Date.now;
     this.#diagnostics = new RateLimitedDiagnostics(options.diagnostics, 6);
-    options.notices.onNotice = () => this.#pullForward();
+    this.#timer = new CycleTimer({
+      cycle: () => this.#timedCycle(),
+      // Notices that arrived during a cycle are taken by the next one at once.
+      nextDelayMs: () => (options.notices.size > 0 ? 0 : options.profile.periodMs),
+      ...(options.keepAlive === undefined ? {} : { keepAlive: options.keepAlive }),
+    });
+    // A notice pulls the one timer forward instead of adding another.
+    options.notices.onNotice = () => this.#timer.pullForward();
   }
 
   get state(): LifecycleState {
-    return this.#state;
+    return this.#timer.state;
   }
 
   get cycles(): number {
@@ -89,85 +93,38 @@ export class ControlLifecycle {
 
   /** Creates the one timer; the first cycle runs at once (recovery continues where startup left). */
   start(): void {
-    if (this.#state !== 'stopped' || this.#inFlight !== null) {
+    if (this.#timer.state !== 'stopped' || this.#timer.cycleRunning) {
       throw new PidfenceError('the execution lifecycle is already started or still draining a cycle; call stop() first.', 'ERR_PIDFENCE_LIFECYCLE_STARTED');
     }
-    this.#state = 'running';
-    this.#stopping = null;
-    this.#schedule(0);
+    this.#timer.start(0);
   }
 
   /** Idempotent: cancels the timer and waits (bounded) for a running cycle. */
   stop(timeoutMs = LIFECYCLE_STOP_TIMEOUT_MS): Promise<{ drained: boolean }> {
-    if (this.#stopping !== null) return this.#stopping;
-    if (this.#state === 'stopped') return Promise.resolve({ drained: this.#inFlight === null });
-    this.#state = 'stopping';
-    if (this.#timer !== null) clearTimeout(this.#timer);
-    this.#timer = null;
-    this.#stopping = (async () => {
-      let drained = true;
-      if (this.#inFlight !== null) {
-        let timeout: NodeJS.Timeout | undefined;
-        const timedOut = new Promise<false>((resolve) => { timeout = setTimeout(() => resolve(false), timeoutMs); });
-        drained = await Promise.race([this.#inFlight.then(() => true as const), timedOut]);
-        clearTimeout(timeout);
-      }
-      this.#state = 'stopped';
-      return { drained };
-    })();
-    return this.#stopping;
+    return this.#timer.stop(timeoutMs);
   }
 
   /** One control cycle now (tests, drain, the CLI's first pass); never overlaps a timer cycle. */
-  async runCycle(): Promise<ControlCycleReport> {
-    while (this.#inFlight !== null) await this.#inFlight;
-    let report: ControlCycleReport | undefined;
-    const cycle = this.#cycle().then((value) => { report = value; });
-    this.#inFlight = cycle.then(() => undefined, () => undefined);
+  runCycle(): Promise<ControlCycleReport> {
+    return this.#timer.runExclusive(() => this.#cycle());
+  }
+
+  /** A timed cycle: reported to onCycle, or counted towards onFatal; never rejects. */
+  async #timedCycle(): Promise<void> {
     try {
-      await cycle;
-    } finally {
-      this.#inFlight = null;
+      const report = await this.#cycle();
+      this.#failures = 0;
+      try {
+        this.#options.onCycle?.(report);
+      } catch {
+        // an observer must not stop the lifecycle
+      }
+    } catch (error) {
+      const code = diagnosticCode(error);
+      this.#diagnostics.report(code);
+      this.#failures += 1;
+      if (this.#failures >= CYCLE_FAILURE_LIMIT) this.#options.onFatal?.(code);
     }
-    return report as ControlCycleReport;
-  }
-
-  #schedule(delayMs: number): void {
-    const timer = setTimeout(() => this.#tick(), delayMs);
-    if (this.#options.keepAlive !== true) timer.unref();
-    this.#timer = timer;
-  }
-
-  /** A notice pulls the one timer forward instead of adding another. */
-  #pullForward(): void {
-    if (this.#state !== 'running' || this.#inFlight !== null || this.#timer === null) return;
-    clearTimeout(this.#timer);
-    this.#schedule(0);
-  }
-
-  #tick(): void {
-    this.#timer = null;
-    if (this.#state !== 'running') return;
-    const cycle = this.#cycle().then(
-      (report) => {
-        this.#failures = 0;
-        try {
-          this.#options.onCycle?.(report);
-        } catch {
-          // an observer must not stop the lifecycle
-        }
-      },
-      (error: unknown) => {
-        const code = diagnosticCode(error);
-        this.#diagnostics.report(code);
-        this.#failures += 1;
-        if (this.#failures >= CYCLE_FAILURE_LIMIT) this.#options.onFatal?.(code);
-      },
-    ).finally(() => {
-      this.#inFlight = null;
-      if (this.#state === 'running' && this.#timer === null) this.#schedule(this.#options.notices.size > 0 ? 0 : this.#options.profile.controlPeriodMs);
-    });
-    this.#inFlight = cycle;
   }
 
   async #cycle(): Promise<ControlCycleReport> {
@@ -188,7 +145,7 @@ export class ControlLifecycle {
   async #activePage(): Promise<{ readonly items: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }> }> {
     const { profile, runnerId } = this.#options;
     const page = await this.#options.executionStore.activeAttemptsPage({
-      limit: profile.controlPage, ...(this.#activeCursor === null ? {} : { after: this.#activeCursor }), ...(runnerId === undefined ? {} : { runnerId }),
+      limit: profile.pageSize, ...(this.#activeCursor === null ? {} : { after: this.#activeCursor }), ...(runnerId === undefined ? {} : { runnerId }),
     });
     this.#activeCursor = page.next;
     return page;

@@ -10,7 +10,6 @@ export { DeadlineSource, type DeadlinePass } from './deadlines';
 export { ExecutionDrain, DRAIN_TIMEOUT_DEFAULT_MS, type DrainReport } from './drain';
 export { LAUNCHER_SCRIPT, launchAttempt, type LaunchRequest, type Launched } from './launcher';
 export { CompletionNotices, NOTICES_MAX, type AttemptRef } from './notices';
-export { EXECUTION_PROFILES, executionProfile, type ExecutionProfile, type ExecutionProfileName } from './profiles';
 export {
   RECEIPT_CALLBACK_SEQ,
   createReceiptToken,

@@ -7,6 +7,7 @@ import test from 'ava';
 
 import {
   DIAGNOSTICS_SUPPRESSED_CODE,
+  LOCAL_PROFILES,
   LifecycleRunner,
   PROFILES,
   RunnerDrainingError,
@@ -156,10 +157,12 @@ test('profiles are named presets within the hard limits; edge is the slowest and
     t.true(p.pagesPerCycle >= 1 && p.pagesPerCycle <= 64);
     t.true(Object.isFrozen(p));
   }
-  t.true(profile('edge').cadenceMs > profile('standalone').cadenceMs);
+  t.true(profile('edge').periodMs > profile('standalone').periodMs);
   t.true(profile('edge').pageSize * profile('edge').pagesPerCycle < profile('standalone').pageSize * profile('standalone').pagesPerCycle);
   t.deepEqual([profile('standalone').pageSize, profile('standalone').pagesPerCycle], [32, 4], 'the ADR defaults');
   t.throws(() => profile('huge' as never), { code: 'ERR_PIDFENCE_INVALID_PROFILE' } as never);
+  t.throws(() => profile('cluster', LOCAL_PROFILES), { code: 'ERR_PIDFENCE_INVALID_PROFILE' } as never, 'the local lifecycle is edge or standalone');
+  t.deepEqual([profile('edge').pageSize, profile('standalone').pageSize], [4, 32], 'one table: the execution pages (ADR-0072 §4) are the dispatch pages');
   t.throws(() => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 99 }), { code: 'ERR_PIDFENCE_INVALID_CADENCE' } as never);
   t.throws(() => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 1000, stopTimeoutMs: 60_001 }), { code: 'ERR_PIDFENCE_INVALID_STOP_TIMEOUT' } as never);
   t.throws(() => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 1000, diagnosticsPerMinute: 61 }), { code: 'ERR_PIDFENCE_INVALID_DIAGNOSTICS_LIMIT' } as never);

@@ -5,7 +5,8 @@ import path from 'node:path';
 
 import test from 'ava';
 
-import { CompletionNotices, EXECUTION_PROFILES, DeadlineSource, receiptTokenDigest, receiptWriteAtomic, createReceiptToken, recoverExecutions, type CompletionReceipt } from '../../lib/execution/index';
+import { PROFILES } from '../../lib/dispatch/index';
+import { CompletionNotices, DeadlineSource, receiptTokenDigest, receiptWriteAtomic, createReceiptToken, recoverExecutions, type CompletionReceipt } from '../../lib/execution/index';
 import type { ProcessIdentity } from '../../lib/native/index';
 import { formatHandle, handleFromIdentity } from '../../lib/process/index';
 import type { ExecutionStore } from '../../lib/store/execution-store';
@@ -136,12 +137,12 @@ test('lifecycle gate 3: the due source uses the deadline index with a stable key
   await t.throwsAsync(store.executionStore.dueDeadlinesPage({ limit: 65 }), { code: 'ERR_PIDFENCE_INVALID_PAGE_LIMIT' });
   await t.throwsAsync(store.executionStore.activeAttemptsPage({ limit: 65 }), { code: 'ERR_PIDFENCE_INVALID_PAGE_LIMIT' });
 
-  const edge = await new DeadlineSource({ executionStore: store.executionStore, runStore: store.runStore, pageSize: EXECUTION_PROFILES.edge.controlPage }).runPage();
+  const edge = await new DeadlineSource({ executionStore: store.executionStore, runStore: store.runStore, pageSize: PROFILES.edge.pageSize }).runPage();
   t.deepEqual(edge, { due: 4, requested: 4, kept: 0 });
-  const standalone = await new DeadlineSource({ executionStore: store.executionStore, runStore: store.runStore, pageSize: EXECUTION_PROFILES.standalone.controlPage }).runPage();
+  const standalone = await new DeadlineSource({ executionStore: store.executionStore, runStore: store.runStore, pageSize: PROFILES.standalone.pageSize }).runPage();
   t.deepEqual(standalone, { due: 32, requested: 32, kept: 0 });
-  t.is(EXECUTION_PROFILES.edge.controlPeriodMs, 5_000);
-  t.is(EXECUTION_PROFILES.standalone.controlPeriodMs, 1_000);
+  t.is(PROFILES.edge.periodMs, 5_000);
+  t.is(PROFILES.standalone.periodMs, 1_000);
 });
 
 test('lifecycle gate 4: the shutdown drain writes shutdown first, keeps an existing reason, and stops the exact executions before storage closes', async (t) => {
