@@ -1,5 +1,6 @@
 // Run event types and their low-sensitivity payloads (ADR-0005 §2.4, DESIGN §6): a dispatch event
 // carries the attempt id, the dispatch count and the result enum, and nothing else can get in.
+import { shapeProblem } from '../base/shape';
 import { PidfenceTypeError } from '../base/errors';
 import type { DispatchEventType, DispatchResult } from './classification';
 import { validateCounter, validateDispatchResult, validateId } from './validators';
@@ -26,20 +27,19 @@ export interface RunEvent<P = unknown> {
   readonly createdAtMs: number;
 }
 
-const PAYLOAD_KEYS = new Set(['attemptId', 'dispatchCount', 'result']);
+const PAYLOAD_KEYS = ['attemptId', 'dispatchCount', 'result'] as const;
 
 /**
  * Builds a dispatch event payload from exactly attemptId, dispatchCount and result. Any other key
  * (a pid, handle, owner, token ...) is refused rather than dropped, so a caller's mistake is loud.
  */
 export function buildDispatchEventPayload(input: DispatchEventPayload): DispatchEventPayload {
-  for (const key of Object.keys(input)) {
-    if (!PAYLOAD_KEYS.has(key)) {
-      throw new PidfenceTypeError(
-        'a dispatch event payload carries only attemptId, dispatchCount and result; remove the other keys.',
-        'ERR_PIDFENCE_INVALID_EVENT_PAYLOAD',
-      );
-    }
+  const problem = shapeProblem(input, PAYLOAD_KEYS);
+  if (problem !== null && problem.kind !== 'missing_key') {
+    throw new PidfenceTypeError(
+      'a dispatch event payload carries only attemptId, dispatchCount and result; remove the other keys.',
+      'ERR_PIDFENCE_INVALID_EVENT_PAYLOAD',
+    );
   }
   return {
     attemptId: validateId(input.attemptId, 'attemptId'),

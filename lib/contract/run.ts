@@ -1,5 +1,6 @@
 // Runs and attempts as the run store sees them (DESIGN §5, ADR-0005 §2.2 steps 1-2, ADR-0072 §3):
 // exact-shape commands and their validators, shared by the SQLite and PostgreSQL run stores.
+import { HANDLE_MAX_BYTES, PID_MAX } from '../base/limits';
 import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 import { CANCEL_REASONS, type CancelReason, type RunEvent } from './events';
 import { EPOCH_MS_MAX } from './limits';
@@ -30,9 +31,10 @@ export type AttemptActiveStatus = (typeof ATTEMPT_ACTIVE_STATUSES)[number];
 export type AttemptStatus = AttemptActiveStatus | RunTerminalStatus;
 
 /** The durable handle is opaque here (lib/process parses it); this only bounds its size. */
-export const HANDLE_MAX_LENGTH = 1024;
+/** What a stored handle may be at most (the canonical v1 handle); the column allows more. */
+export const HANDLE_MAX_LENGTH = HANDLE_MAX_BYTES;
 /** PID_MAX_LIMIT on 64-bit Linux. */
-export const ATTEMPT_PID_MAX = 4_194_304;
+export const ATTEMPT_PID_MAX = PID_MAX;
 /** An attempt deadline is at most a week ahead; longer runs renew it explicitly. */
 export const ATTEMPT_TIMEOUT_MAX_MS = 7 * 24 * 60 * 60 * 1000;
 /** Event listing page (tests, inspect): bounded like every other read. */

@@ -1,6 +1,8 @@
 // Field validators shared by every command of the contract (ADR-0456 §2): exact shapes, typed
 // errors with stable codes, and messages that say what to pass, never echoing a secret value.
 import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
+import { TOKEN_PATTERN } from '../base/limits';
+import { shapeProblem } from '../base/shape';
 import { isDispatchResult, type DispatchResult } from './classification';
 import {
   COUNTER_MAX,
@@ -16,7 +18,6 @@ import {
 
 const ID_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,${ID_MAX_LENGTH - 1}}$`);
 const OWNER_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,${OWNER_MAX_LENGTH - 1}}$`);
-const TOKEN_PATTERN = new RegExp(`^[A-Za-z0-9_-]{${TOKEN_LENGTH}}$`);
 const DIGEST_PATTERN = /^[0-9a-f]{64}$/;
 
 /** Rejects anything but a plain object whose keys are all in `required` or `optional`. */
@@ -27,20 +28,16 @@ export function validateExactShape(
   optional: readonly string[] = [],
 ): Record<string, unknown> {
   const code = 'ERR_PIDFENCE_INVALID_COMMAND';
-  if (typeof value !== 'object' || value === null || Array.isArray(value) || Object.getPrototypeOf(value) !== Object.prototype) {
-    throw new PidfenceTypeError(`${what} must be a plain object with ${required.join(', ')}.`, code);
+  const problem = shapeProblem(value, required, optional);
+  if (problem === null) return value as Record<string, unknown>;
+  switch (problem.kind) {
+    case 'not_object':
+      throw new PidfenceTypeError(`${what} must be a plain object with ${required.join(', ')}.`, code);
+    case 'unknown_key':
+      throw new PidfenceTypeError(`${what} has an unknown key "${problem.key.slice(0, 32)}"; pass only ${[...required, ...optional].join(', ')}.`, code);
+    case 'missing_key':
+      throw new PidfenceTypeError(`${what} is missing ${problem.key}.`, code);
   }
-  const allowed = new Set([...required, ...optional]);
-  for (const key of Object.keys(value)) {
-    if (!allowed.has(key)) {
-      throw new PidfenceTypeError(`${what} has an unknown key "${key.slice(0, 32)}"; pass only ${[...allowed].join(', ')}.`, code);
-    }
-  }
-  const record = value as Record<string, unknown>;
-  for (const key of required) {
-    if (record[key] === undefined) throw new PidfenceTypeError(`${what} is missing ${key}.`, code);
-  }
-  return record;
 }
 
 function validateString(value: unknown, what: string, pattern: RegExp, rule: string, code: string): string {

@@ -1,7 +1,7 @@
 // Which controller stops a handle (ADR-0005 §2.3): platform → TerminationController. The local
 // controller (pidfence/controller) satisfies the interface structurally; remote ones come later.
 import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
-import type { TerminationOutcome, TerminationRequest } from '../process/index';
+import { PLATFORM_PATTERN, type TerminationOutcome, type TerminationRequest } from '../process/index';
 
 export type { TerminationOutcome, TerminationRequest, TerminationResult } from '../process/index';
 
@@ -16,7 +16,6 @@ export interface TerminationController {
 }
 
 /** Platform names are short lowercase words (`linux`, later e.g. `remote-worker`). */
-const PLATFORM_PATTERN = /^[a-z][a-z0-9-]{0,31}$/;
 
 export function validatePlatform(value: unknown): string {
   if (typeof value !== 'string') throw new PidfenceTypeError('a controller platform must be a string such as "linux".', 'ERR_PIDFENCE_INVALID_PLATFORM');
@@ -51,21 +50,4 @@ export class ControllerRegistry {
   all(): readonly TerminationController[] {
     return [...this.#byPlatform.values()];
   }
-}
-
-/**
- * The `platform` field of a stored handle, without trusting the rest of it (the controller parses
- * the full handle). null when the text is not a JSON object with a valid platform: the handle
- * format is unsupported, so the dispatch is `invalid` (blocked), never guessed.
- */
-export function handlePlatform(handle: string): string | null {
-  let value: unknown;
-  try {
-    value = JSON.parse(handle);
-  } catch {
-    return null;
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return null;
-  const platform = (value as { platform?: unknown }).platform;
-  return typeof platform === 'string' && PLATFORM_PATTERN.test(platform) ? platform : null;
 }

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 
 import { PidfenceRangeError } from '../base/errors';
-import { GRACE_MS_MAX, type TerminationResult } from '../process/index';
+import { GRACE_MS_MAX, handlePlatform, type TerminationResult } from '../process/index';
 import {
   DEFAULT_BACKOFF,
   OWNER_MAX_LENGTH,
@@ -22,7 +22,7 @@ import {
 } from '../contract/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
 import type { RunStore } from '../store/run-store';
-import { handlePlatform, type ControllerRegistry } from './controller-registry';
+import type { ControllerRegistry } from './controller-registry';
 
 /**
  * Time the result transaction may still need after the controller returned. The lease must cover

@@ -1,6 +1,7 @@
 // pidfence/dispatch: Dispatcher, bounded Supervisor and LifecycleRunner (ADR-0005 §2.3-2.6, DESIGN §8).
 // Imports process, contract and the store interfaces only; a concrete store is wired by the caller.
-export { ControllerRegistry, handlePlatform, validatePlatform, type TerminationController } from './controller-registry';
+export { ControllerRegistry, validatePlatform, type TerminationController } from './controller-registry';
+export { handlePlatform } from '../process/index';
 export type { TerminationOutcome, TerminationRequest, TerminationResult } from './controller-registry';
 export {
   Dispatcher,

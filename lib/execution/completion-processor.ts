@@ -5,7 +5,7 @@
 // quarantined after its intent was saved. Without a receipt, an attempt ends only on proof.
 import { randomUUID } from 'node:crypto';
 
-import type { AttemptRecord, RunRecord, RunTerminalStatus } from '../contract/index';
+import { RUN_TERMINAL_STATUSES, type AttemptRecord, type RunRecord, type RunTerminalStatus } from '../contract/index';
 import { groupLiveness, HeldGroups } from '../process/index';
 import type { CompletionCause, ExecutionStore, QuarantineReason } from '../store/execution-store';
 import type { RunStore } from '../store/run-store';
@@ -44,7 +44,7 @@ export interface CompletionProcessorOptions {
 }
 
 function isTerminal(status: string): status is RunTerminalStatus {
-  return status === 'succeeded' || status === 'failed' || status === 'cancelled' || status === 'timed_out';
+  return (RUN_TERMINAL_STATUSES as readonly string[]).includes(status);
 }
 
 function cancelStatus(run: RunRecord): RunTerminalStatus {

@@ -6,6 +6,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 
 import { PidfenceRangeError } from '../base/errors';
+import { SIGNAL_NAME_PATTERN, TOKEN_PATTERN } from '../base/limits';
+import { shapeProblem } from '../base/shape';
 import { validateId } from '../contract/index';
 
 export const RECEIPT_VERSION = 1;
@@ -17,8 +19,6 @@ export const RECEIPT_MAX_BYTES = 2048;
 export const RECEIPT_CLOCK_SKEW_MS = 60_000;
 export const RECEIPT_TOKEN_BYTES = 32;
 const RECEIPT_TOKEN_DIGEST_DOMAIN = 'pidfence.completion-receipt.v1\0';
-const TOKEN_PATTERN = /^[A-Za-z0-9_-]{43}$/;
-const SIGNAL_PATTERN = /^SIG[A-Z0-9+-]{1,12}$/;
 
 export interface CompletionReceipt {
   readonly v: typeof RECEIPT_VERSION;
@@ -89,6 +89,8 @@ export function receiptWriteAtomic(directory: string, receipt: CompletionReceipt
   fsyncDirectory(directory);
 }
 
+const RECEIPT_KEYS = ['v', 'runId', 'attemptId', 'seq', 'token', 'exitCode', 'signal', 'startedAtMs', 'finishedAtMs', 'spawnFailed'] as const;
+
 export type ReceiptRead =
   | { readonly kind: 'absent' }
   | { readonly kind: 'malformed' }
@@ -106,10 +108,9 @@ export function receiptParse(text: string): CompletionReceipt | null {
   } catch {
     return null;
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return null;
+  // `signal` and `exitCode` are null, never absent: every key is required.
+  if (shapeProblem(value, RECEIPT_KEYS) !== null) return null;
   const r = value as Record<string, unknown>;
-  const keys = ['v', 'runId', 'attemptId', 'seq', 'token', 'exitCode', 'signal', 'startedAtMs', 'finishedAtMs', 'spawnFailed'];
-  if (Object.keys(r).length !== keys.length || !keys.every((key) => Object.prototype.hasOwnProperty.call(r, key))) return null;
   try {
     validateId(r.runId, 'runId');
     validateId(r.attemptId, 'attemptId');
@@ -120,7 +121,7 @@ export function receiptParse(text: string): CompletionReceipt | null {
     && isInt(r.seq, 1, 1_000_000)
     && typeof r.token === 'string' && TOKEN_PATTERN.test(r.token)
     && (r.exitCode === null || isInt(r.exitCode, 0, 255))
-    && (r.signal === null || (typeof r.signal === 'string' && SIGNAL_PATTERN.test(r.signal)))
+    && (r.signal === null || (typeof r.signal === 'string' && SIGNAL_NAME_PATTERN.test(r.signal)))
     && (r.exitCode === null) !== (r.signal === null)
     && isInt(r.startedAtMs, 0, 8_640_000_000_000_000)
     && isInt(r.finishedAtMs, 0, 8_640_000_000_000_000)

@@ -1,6 +1,8 @@
 // DurableProcessHandle v1: the low-sensitivity text stored with an Attempt that names exactly
 // one process of one boot (ADR-0005 §2.3). No command line, no environment: identity only.
 import { PidfenceRangeError, PidfenceTypeError, isPidfenceInputError } from '../base/errors';
+import { HANDLE_MAX_BYTES } from '../base/limits';
+import { shapeProblem } from '../base/shape';
 import {
   validateBootId,
   validatePid,
@@ -12,7 +14,7 @@ import type { ProcessIdentity } from '../native/index';
 export const HANDLE_VERSION = 1;
 export const HANDLE_PLATFORM = 'linux';
 /** A canonical v1 handle is under 200 bytes; anything much larger is not one. */
-export const HANDLE_MAX_BYTES = 256;
+export { HANDLE_MAX_BYTES };
 
 export interface DurableProcessHandle {
   readonly v: typeof HANDLE_VERSION;
@@ -27,7 +29,7 @@ export interface DurableProcessHandle {
 }
 
 const REQUIRED_KEYS = ['v', 'platform', 'bootId', 'pid', 'startTicks', 'pgid'] as const;
-const KNOWN_KEYS = new Set<string>([...REQUIRED_KEYS, 'pidfsIno']);
+const OPTIONAL_KEYS = ['pidfsIno'] as const;
 
 function handleError(kind: 'type' | 'range', message: string, code: string): Error {
   const text = `durable handle rejected: ${message}`;
@@ -48,6 +50,26 @@ export function formatHandle(handle: DurableProcessHandle): string {
   return JSON.stringify(ordered);
 }
 
+/** A handle platform name: what routes a stored handle to its controller. */
+export const PLATFORM_PATTERN = /^[a-z][a-z0-9-]{0,31}$/;
+
+/**
+ * The `platform` field of a stored handle of any platform, read by the same parse that parseHandle
+ * starts with, without trusting the rest (its controller parses the whole handle). null when the
+ * text is not a handle-shaped JSON object with a valid platform.
+ */
+export function handlePlatform(text: string): string | null {
+  if (typeof text !== 'string' || Buffer.byteLength(text) > HANDLE_MAX_BYTES) return null;
+  let record: Record<string, unknown>;
+  try {
+    record = parseJsonObject(text);
+  } catch {
+    return null;
+  }
+  const platform = record.platform;
+  return typeof platform === 'string' && PLATFORM_PATTERN.test(platform) ? platform : null;
+}
+
 function parseJsonObject(text: string): Record<string, unknown> {
   let value: unknown;
   try {
@@ -62,14 +84,11 @@ function parseJsonObject(text: string): Record<string, unknown> {
 }
 
 function checkKeys(record: Record<string, unknown>): void {
-  for (const key of Object.keys(record)) {
-    if (!KNOWN_KEYS.has(key)) {
-      throw handleError('type', `unknown key (${key.length} characters); a v1 handle has only ${[...KNOWN_KEYS].join(', ')}.`, 'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY');
-    }
+  const problem = shapeProblem(record, REQUIRED_KEYS, OPTIONAL_KEYS);
+  if (problem?.kind === 'unknown_key') {
+    throw handleError('type', `unknown key (${problem.key.length} characters); a v1 handle has only ${[...REQUIRED_KEYS, ...OPTIONAL_KEYS].join(', ')}.`, 'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY');
   }
-  for (const key of REQUIRED_KEYS) {
-    if (!(key in record)) throw handleError('type', `missing key "${key}".`, 'ERR_PIDFENCE_HANDLE_MISSING_KEY');
-  }
+  if (problem?.kind === 'missing_key') throw handleError('type', `missing key "${problem.key}".`, 'ERR_PIDFENCE_HANDLE_MISSING_KEY');
 }
 
 // Field validators come from lib/native so a handle accepts exactly what the kernel layer does;

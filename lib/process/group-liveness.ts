@@ -12,12 +12,20 @@ import type { HeldGroups } from './held-groups';
 
 export type GroupLiveness = 'alive' | 'gone' | 'unproven';
 
-/** Whether any process uses `pgid` as its group id now (one pass over /proc; rare path only). */
-function groupHasMembers(pgid: number): boolean {
+/**
+ * Whether any process may use `pgid` as its group id now (one pass over /proc; rare path only). A
+ * process whose stat cannot be read counts as a member: doubt never proves a group empty.
+ */
+function groupMayHaveMembers(pgid: number): boolean {
   for (const entry of readdirSync('/proc')) {
     const pid = Number(entry);
     if (!Number.isInteger(pid) || pid <= 0) continue;
-    const stat = readProcessStat(pid);
+    let stat;
+    try {
+      stat = readProcessStat(pid);
+    } catch {
+      return true;
+    }
     if (stat !== null && stat.pgid === pgid) return true;
   }
   return false;
@@ -46,7 +54,7 @@ export function groupLiveness(handle: string, held: HeldGroups): GroupLiveness {
       // prove the old group empty, but only if the handle is genuine: stay on the safe side.
       return leader.reason === 'boot_id' ? 'gone' : 'unproven';
     case 'already_exited':
-      return groupHasMembers(expected.pid) ? 'unproven' : 'gone';
+      return groupMayHaveMembers(expected.pid) ? 'unproven' : 'gone';
     default:
       return 'unproven';
   }

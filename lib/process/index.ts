@@ -6,6 +6,8 @@ export {
   formatHandle,
   handleExpectedIdentity,
   handleFromIdentity,
+  handlePlatform,
+  PLATFORM_PATTERN,
   parseHandle,
   type DurableProcessHandle,
 } from './durable-handle';

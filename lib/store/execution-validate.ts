@@ -1,6 +1,7 @@
 // Validators of the execution store's queries and commands (ADR-0072 §2-3), shared by both stores:
 // exact shapes, page limits ≤ 64, the terminal status and cause enums.
 import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
+import { SIGNAL_NAME_PATTERN } from '../base/limits';
 import {
   EPOCH_MS_MAX,
   RUN_TERMINAL_STATUSES,
@@ -22,7 +23,6 @@ import {
 
 const CAUSES: readonly CompletionCause[] = ['receipt', 'never_started', 'stopped', 'lost'];
 const JOURNAL_ACTIONS = ['delete', 'quarantine'] as const;
-const SIGNAL_NAME = /^SIG[A-Z0-9+-]{1,12}$/;
 
 export function validatePageLimit(value: unknown): number {
   return validateBoundedInteger(value, 'limit', 1, EXECUTION_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
@@ -98,7 +98,7 @@ export function validateCompleteAttemptCommand(value: unknown): CompleteAttemptC
   if (input.exit !== null) {
     const raw = validateExactShape(input.exit, 'exit', ['exitCode', 'signal']);
     const exitCode = raw.exitCode === null ? null : validateBoundedInteger(raw.exitCode, 'exitCode', 0, 255, 'ERR_PIDFENCE_INVALID_COMMAND');
-    if (raw.signal !== null && (typeof raw.signal !== 'string' || !SIGNAL_NAME.test(raw.signal))) {
+    if (raw.signal !== null && (typeof raw.signal !== 'string' || !SIGNAL_NAME_PATTERN.test(raw.signal))) {
       throw new PidfenceRangeError('exit signal must be null or a signal name such as "SIGTERM".', 'ERR_PIDFENCE_INVALID_COMMAND');
     }
     const signal = raw.signal as string | null;

@@ -193,7 +193,7 @@ for (const [what, input] of recordRejections) {
   test(`the record validator rejects ${what}`, (t) => rejects(t, () => validateDispatchRecord(input), 'ERR_PIDFENCE_INVALID_RECORD'));
 }
 
-test('the contract is pure: its sources import only node:crypto, ../base/errors and each other', (t) => {
+test('the contract is pure: its sources import only node:crypto, the base layer (errors, limits, shape) and each other', (t) => {
   const { readdirSync, readFileSync } = require('node:fs') as typeof import('node:fs');
   const path = require('node:path') as typeof import('node:path');
   const dir = path.resolve(__dirname, '../../../lib/contract');
@@ -201,7 +201,7 @@ test('the contract is pure: its sources import only node:crypto, ../base/errors 
   t.true(sources.length >= 8);
   for (const name of sources) {
     for (const match of readFileSync(path.join(dir, name), 'utf8').matchAll(/from '([^']+)'/g)) {
-      t.regex(match[1] ?? '', /^(node:crypto|\.\.\/base\/errors|\.\/[a-z-]+)$/, `${name} imports ${match[1]}`);
+      t.regex(match[1] ?? '', /^(node:crypto|\.\.\/base\/(errors|limits|shape)|\.\/[a-z-]+)$/, `${name} imports ${match[1]}`);
     }
   }
 });

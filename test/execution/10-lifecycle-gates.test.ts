@@ -244,7 +244,7 @@ test.serial('lifecycle gate 7: the lifecycle owns one periodic timer, no per-tas
 
 test('lifecycle gate 8: the execution entry imports only its allowed layers, the launcher stays small, and SQLite use loads no pg', (t) => {
   const importsOf = (file: string) => [...readFileSync(file, 'utf8').matchAll(/\bfrom\s+'([^']+)'|\bimport\(\s*'([^']+)'\s*\)|require\(\s*'([^']+)'\s*\)/g)].map((m) => m[1] ?? m[2] ?? m[3] ?? '');
-  const allowed = [/^node:/, /^\.\/[a-z-]+$/, /^\.\.\/base\/errors$/, /^\.\.\/(contract|native|process|dispatch)\/index$/, /^\.\.\/dispatch\/diagnostics$/, /^\.\.\/store\/(execution-store|run-store|runner-store|dispatch-repository)$/];
+  const allowed = [/^node:/, /^\.\/[a-z-]+$/, /^\.\.\/base\/(errors|limits|shape)$/, /^\.\.\/(contract|native|process|dispatch)\/index$/, /^\.\.\/dispatch\/diagnostics$/, /^\.\.\/store\/(execution-store|run-store|runner-store|dispatch-repository)$/];
   const files = readdirSync(path.join(LIB, 'execution')).filter((name) => name.endsWith('.ts'));
   t.true(files.length >= 10);
   for (const name of files) {

@@ -14,7 +14,12 @@ export function groupMembers(pgid: number): ProcessIdentity[] {
   for (const entry of readdirSync('/proc')) {
     const pid = Number(entry);
     if (!Number.isInteger(pid) || pid <= 0) continue;
-    const stat = readProcessStat(pid);
+    let stat;
+    try {
+      stat = readProcessStat(pid);
+    } catch {
+      continue; // exiting while it was read
+    }
     if (stat === null || stat.pgid !== pgid || stat.state === 'Z') continue;
     const identity = captureIdentity(pid);
     if (identity !== null && identity.pgid === pgid) members.push(identity);
