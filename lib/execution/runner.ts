@@ -3,7 +3,7 @@
 // host may take over its attempts only once that identity proves it gone. PID reuse cannot fool the
 // proof: a reused PID carries another start time and pidfs inode (identity_mismatch), and another
 // boot id means every process of the old boot is gone.
-import { bootId, captureIdentity, signalVerified, type ExpectedIdentity } from '../native/index';
+import { bootId, capabilities, captureIdentity, signalVerified, type ExpectedIdentity } from '../native/index';
 import type { AdoptionProof, RunnerKind, RunnerRecord, RunnerStore } from '../store/runner-store';
 
 export interface RunnerSelf {
@@ -46,6 +46,9 @@ export function runnerGoneProof(runner: RunnerRecord, self: RunnerSelf): Adoptio
   if (runner.endedAtMs !== null) return 'ended';
   const identity = parseIdentity(runner.identity);
   if (identity === null) return null;
+  // A runner identity written on a pidfs kernel always carries its inode; one without it proves
+  // nothing here (a mismatch on it would not mean another process).
+  if (identity.pidfsIno === undefined && capabilities().pidfsIdentity) return null;
   if (identity.bootId !== bootId()) return 'rebooted';
   const probe = signalVerified(identity, 0, { group: false });
   if (probe.outcome === 'already_exited') return 'exited';
