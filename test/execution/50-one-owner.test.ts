@@ -7,7 +7,9 @@ import test from 'ava';
 
 import { captureIdentity, signalVerified } from '../../lib/native/index';
 import { parseHandle } from '../../lib/process/index';
+import { runnerGoneProof } from '../../lib/execution/index';
 import { receiptTokenDigest, receiptWriteAtomic } from '../../lib/execution/receipts';
+import type { RunnerRecord } from '../../lib/store/runner-store';
 import { groupMembers, reapGroupAtEnd } from '../helpers/job-groups';
 import { delay, spawnJob } from '../helpers/processes';
 import { openWorld, overriding, receiptExists, until, type World } from './world';
@@ -172,4 +174,28 @@ test('admission undo: a handle the store could not keep leaves no process and no
   reapGroupAtEnd(t, kept.pgid);
   t.like(await world.store.runStore.getAttempt(kept.runId, kept.attemptId), { status: 'running' });
   t.true(groupMembers(kept.pgid).length >= 1);
+});
+
+test('a runner is proved gone only by a clean end, its exit, a reused PID or another boot, and only on its own host', async (t) => {
+  const self = { runnerId: 'rnr-self', hostId: 'host-a', kind: 'supervise' as const };
+  const live = captureIdentity(process.pid);
+  const child = spawnJob(t, 'sleep', ['30']);
+  if (live === null) throw new Error('no identity');
+  const record = (identity: object, extra: Partial<RunnerRecord> = {}): RunnerRecord => ({
+    runnerId: 'rnr-other', hostId: 'host-a', kind: 'run', identity: JSON.stringify(identity), startedAtMs: 0, endedAtMs: null, ...extra,
+  });
+  const { pgid: _pgid, ...liveIdentity } = live;
+  t.is(runnerGoneProof(record(liveIdentity), self), null, 'alive');
+  t.is(runnerGoneProof(record(liveIdentity, { hostId: 'host-b', endedAtMs: 1 }), self), null, 'another host, even ended');
+  t.is(runnerGoneProof(record(liveIdentity, { endedAtMs: 1 }), self), 'ended');
+  t.is(runnerGoneProof(record({ ...liveIdentity, bootId: '00000000-0000-4000-8000-000000000000' }), self), 'rebooted');
+  const { pidfsIno: _ino, ...inodeLess } = liveIdentity;
+  t.is(runnerGoneProof(record(inodeLess), self), null, 'an identity without its inode proves nothing');
+  if (liveIdentity.pidfsIno !== undefined) {
+    t.is(runnerGoneProof(record({ ...liveIdentity, pidfsIno: String(BigInt(liveIdentity.pidfsIno) + 1n) }), self), 'pid_reused', 'another process at that PID');
+  }
+  const { pgid: _childPgid, ...childIdentity } = child.identity;
+  await child.stop();
+  t.is(runnerGoneProof(record(childIdentity), self), 'exited');
+  t.is(runnerGoneProof(record(childIdentity, { runnerId: 'rnr-self' }), self), null, 'never itself');
 });
