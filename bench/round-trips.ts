@@ -2,7 +2,7 @@
 // docs/decisions/0021): every pooled connection's ReadyForQuery messages (one per round trip) and
 // CommandComplete messages (one per top-level statement the server ran) while the repository
 // claims and settles N runs. The "statement by statement" column is the pre-0007 recordResult, still
-// taken when a test hook is set; the pre-0007 claim was the same shape (BEGIN, 3 locks, write, COMMIT).
+// taken when a test hook is set (the pre-0007 claim was six: BEGIN with the limits, 3 locks, write, COMMIT).
 // Run: npm run build && node dist/test/helpers/with-postgres.js node dist/bench/round-trips.js
 import os from 'node:os';
 
@@ -73,19 +73,27 @@ const verdict = (value: number) => (value <= 1 ? 'PASS' : 'MISS');
 
 async function main(): Promise<void> {
   await withBenchDatabase(async (db) => {
-    await seedRuns(db, 'rt-one-', RUNS);
-    await seedRuns(db, 'rt-step-', RUNS);
-    const one = await measure(db.runtimeUrl, 'rt-one-', {});
-    const unnamed = await measure(db.runtimeUrl, 'rt-step-', { preparedStatements: false, hooks: { afterDispatchUpdate: async () => undefined } });
+    const modes: Array<[string, PostgresRepositoryOptions]> = [
+      ['named prepared statements (default)', {}],
+      ['unnamed (preparedStatements: false)', { preparedStatements: false }],
+      ['pre-0007 statement by statement (settle only: the test-hook path)', { hooks: { afterDispatchUpdate: async () => undefined } }],
+    ];
+    const rows: string[] = [];
+    for (const [index, [label, options]] of modes.entries()) {
+      await seedRuns(db, `rt-${index}-`, RUNS);
+      const counted = await measure(db.runtimeUrl, `rt-${index}-`, options);
+      const claim = index === 2 ? '— | —' : `${counted.claim.roundTrips} ${verdict(counted.claim.roundTrips)} | ${counted.claim.statements}`;
+      const settleVerdict = index === 2 ? '' : ` ${verdict(counted.settle.roundTrips)}`;
+      rows.push(`| ${label} | ${claim} | ${counted.settle.roundTrips}${settleVerdict} | ${counted.settle.statements} |`);
+    }
     console.log('# round trips and statements per call (PostgreSQL, counted from the wire)');
     console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown'} x${os.cpus().length}, ${os.platform()} ${os.release()}, Node ${process.version}, ${await serverVersion(db)}`);
     console.log(`date: ${new Date().toISOString()}`);
-    console.log(`command: node dist/bench/round-trips.js (runs=${RUNS}; ReadyForQuery and CommandComplete messages per call)`);
+    console.log(`command: node dist/bench/round-trips.js (runs=${RUNS}; ReadyForQuery and CommandComplete messages per call, mean)`);
     console.log('');
-    console.log('| call | round trips (target 1) | statements on the wire | statement by statement: round trips | statements |');
+    console.log('| mode | claim round trips (target 1) | claim statements | settle round trips (target 1) | settle statements |');
     console.log('| --- | ---: | ---: | ---: | ---: |');
-    console.log(`| claim | ${one.claim.roundTrips} ${verdict(one.claim.roundTrips)} | ${one.claim.statements} | ${unnamed.claim.roundTrips} (function, unnamed) | ${unnamed.claim.statements} |`);
-    console.log(`| settle | ${one.settle.roundTrips} ${verdict(one.settle.roundTrips)} | ${one.settle.statements} | ${unnamed.settle.roundTrips} | ${unnamed.settle.statements} |`);
+    for (const row of rows) console.log(row);
   });
 }
 
