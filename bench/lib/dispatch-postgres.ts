@@ -24,7 +24,7 @@ async function timed(clients: number, cycles: number, cycle: (worker: number, in
   return cycles / (Number(process.hrtime.bigint() - started) / 1e9);
 }
 
-async function seedRuns(db: MigratedDatabase, prefix: string, count: number): Promise<void> {
+export async function seedRuns(db: MigratedDatabase, prefix: string, count: number): Promise<void> {
   await db.owner.query(`INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
     SELECT $1 || g, 'project-a', 'runtime', 'running', 1, $3::bigint, 'user', 2, $3::bigint, $3::bigint FROM generate_series(0, $2::int - 1) AS g`, [prefix, count, CANCELLED_AT_MS]);
   await db.owner.query(`INSERT INTO attempts (run_id, id, status, pid, handle, created_at_ms, updated_at_ms)

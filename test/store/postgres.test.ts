@@ -132,7 +132,7 @@ test.serial('migrations: owner migrates once, the runtime role is ready, and rea
   t.teardown(() => db.dispose());
   t.deepEqual(await migratePostgres(db.ownerUrl), [], 'a second migrate applies nothing');
   const files = loadMigrations(migrationsDirectory('postgres'));
-  t.deepEqual(files.map((file) => file.name), ['0001_runs_attempts_events', '0002_cancellation_dispatches', '0003_management_audit', '0004_grants', '0005_execution_lifecycle', '0006_runner_ownership']);
+  t.deepEqual(files.map((file) => file.name), ['0001_runs_attempts_events', '0002_cancellation_dispatches', '0003_management_audit', '0004_grants', '0005_execution_lifecycle', '0006_runner_ownership', '0007_dispatch_functions']);
   const last = files[files.length - 1];
   const recorded = await db.owner.query<{ version: number; checksum: string }>('SELECT version, checksum FROM pidfence_migrations ORDER BY version');
   t.deepEqual(recorded.rows.map((row) => row.checksum), files.map((file) => file.checksum), 'sha256 of each file recorded');
@@ -304,6 +304,67 @@ test.serial('a connection dropped between statements of a result transaction lea
   t.deepEqual(after, before, 'dispatch, run version and events are as before the transaction');
   const recorded = await plain.repository.recordResult(command);
   t.is(recorded.kind, 'recorded', 'the same fence settles once the connection is back');
+});
+
+/** Counts ReadyForQuery (one per round trip) and CommandComplete (one per top-level statement) on the wire. */
+function wireCountingPool(url: string): { pool: Pool; counts: { roundTrips: number; statements: number } } {
+  const counts = { roundTrips: 0, statements: 0 };
+  const pool = new Pool({ connectionString: url, max: 1 });
+  pool.on('connect', (client) => {
+    const connection = (client as unknown as { connection: NodeJS.EventEmitter }).connection;
+    connection.on('readyForQuery', () => { counts.roundTrips += 1; });
+    connection.on('commandComplete', () => { counts.statements += 1; });
+  });
+  return { pool, counts };
+}
+
+test.serial('claim and recordResult are one round trip and one statement each on the wire, with and without named prepared statements (docs/decisions/0021)', async (t) => {
+  const db = await ready;
+  const setup = await openContractStore(db, { checkReadiness: false });
+  t.teardown(() => setup.close());
+  for (const preparedStatements of [true, false]) {
+    const runId = `wire-run-${String(preparedStatements)}`;
+    const at = await cancelledRun(setup, runId);
+    const { pool, counts } = wireCountingPool(db.runtimeUrl);
+    t.teardown(() => pool.end());
+    await pool.query('SELECT 1');
+    const repository = new PostgresDispatchRepository(pool, { preparedStatements });
+    for (let round = 0; round < 2; round += 1) {
+      // Round 2 proves the second call on a connection (the prepared one, when named) is one trip too.
+      const claim = claimFor(runId, at);
+      const before = { ...counts };
+      const claimed = await repository.claim(claim);
+      t.is(claimed.kind, 'claimed');
+      if (claimed.kind !== 'claimed') return;
+      t.deepEqual({ roundTrips: counts.roundTrips - before.roundTrips, statements: counts.statements - before.statements }, { roundTrips: 1, statements: 1 }, `claim ${round}, prepared ${String(preparedStatements)}`);
+      const mid = { ...counts };
+      const recorded = await repository.recordResult({
+        runId, attemptId: claim.attemptId, owner: claim.owner, token: claim.token, expectedVersion: claimed.record.version,
+        result: 'dispatch_error', retryDelayMs: 10, eventId: `${runId}-r${round}`,
+      });
+      t.is(recorded.kind, 'recorded');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      t.deepEqual({ roundTrips: counts.roundTrips - mid.roundTrips, statements: counts.statements - mid.statements }, { roundTrips: 1, statements: 1 }, `settle ${round}, prepared ${String(preparedStatements)}`);
+    }
+    const events = await setup.runStore.listEvents(runId);
+    t.deepEqual(events.map((event) => event.type), ['run.cancel_requested', 'run.cancel_dispatch_failed', 'run.cancel_dispatch_failed']);
+  }
+});
+
+test.serial('pg gate 11: the runtime role gains only EXECUTE on the dispatch functions; they run with its own privileges and PUBLIC cannot call them', async (t) => {
+  const db = await ready;
+  const { rows } = await db.admin.query<{ name: string; definer: boolean; public_execute: boolean; runtime_execute: boolean }>(`
+    SELECT p.proname AS name, p.prosecdef AS definer,
+           EXISTS (SELECT 1 FROM aclexplode(p.proacl) AS acl WHERE acl.grantee = 0) AS public_execute,
+           has_function_privilege($1, p.oid, 'EXECUTE') AS runtime_execute
+      FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
+     WHERE n.nspname = current_schema() AND p.proname LIKE 'pidfence\\_%' ORDER BY p.proname`, [db.runtimeRole]);
+  t.deepEqual(rows.map((row) => row.name), ['pidfence_claim', 'pidfence_dispatch_json', 'pidfence_record_result', 'pidfence_set_limits']);
+  for (const row of rows) {
+    t.false(row.definer, `${row.name} is SECURITY INVOKER`);
+    t.false(row.public_execute, `PUBLIC has no EXECUTE on ${row.name}`);
+    t.true(row.runtime_execute, `the runtime role may execute ${row.name}`);
+  }
 });
 
 test.serial('errors carry a code and advice, never SQL text or parameters', async (t) => {

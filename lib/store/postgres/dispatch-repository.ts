@@ -5,6 +5,8 @@ import type { Pool } from 'pg';
 
 import {
   buildDispatchEventPayload,
+  classifyResult,
+  leaseTokenDigest,
   validateClaimCommand,
   validateDispatchRecord,
   validateDuePageQuery,
@@ -14,21 +16,25 @@ import {
   type CancellationDispatchRecord,
   type ClaimCommand,
   type ClaimOutcome,
+  type DispatchEventPayload,
   type DueItem,
   type DuePage,
   type DuePageQuery,
   type RecordResultCommand,
   type RecordResultOutcome,
+  type RunEvent,
 } from '../../contract/index';
+import { storeFailure } from '../store-errors';
 import type { DispatchRepository } from '../dispatch-repository';
-import { duePageOf, FIRST_DUE_CURSOR, planClaim, settlementOf } from '../dispatch-steps';
+import { duePageOf, FIRST_DUE_CURSOR, settlementOf } from '../dispatch-steps';
 import { appendRunEvent, type LockedRun } from './run-events';
 import { SQL } from './statements';
-import { inTransaction, type Tx } from './transaction';
+import { inOneStatement, inTransaction, type OneStatement, type Tx } from './transaction';
 
 /**
  * Test-only seams, called inside the transaction between statements, so a test can prove what a
- * dropped connection leaves behind. Production code never passes them.
+ * dropped connection leaves behind. Production code never passes them. With a hook, recordResult
+ * runs statement by statement (the pre-0007 path, docs/decisions/0021) so the hook has a "between".
  */
 export interface PostgresStoreHooks {
   /** recordResult: after the dispatch row was updated, before the run CAS and the event insert. */
@@ -43,25 +49,77 @@ export interface PostgresRepositoryOptions {
   readonly clock?: () => number;
   /** Test-only, see PostgresStoreHooks. */
   readonly hooks?: PostgresStoreHooks;
+  /**
+   * Named prepared statements (default true): claim and recordResult are parsed once per
+   * connection. Set false behind a pooler in transaction mode, which may hand each statement to
+   * another server connection that never saw the Parse (docs/decisions/0021).
+   */
+  readonly preparedStatements?: boolean;
 }
+
+/** The JSON the 0007 functions return: a typed outcome, the row in record shape, the event's place. */
+interface WireOutcome {
+  readonly kind: string;
+  readonly reason?: string;
+  readonly record?: unknown;
+  readonly seq?: number;
+  readonly nowMs?: number;
+}
+
+const CLAIM_KINDS: ReadonlySet<string> = new Set(['leased', 'not_due', 'dispatched', 'blocked', 'attempt_conflict']);
 
 export class PostgresDispatchRepository implements DispatchRepository {
   readonly #pool: Pool;
   readonly #hooks: PostgresStoreHooks;
+  readonly #prepared: boolean;
 
   constructor(pool: Pool, options: PostgresRepositoryOptions = {}) {
     this.#pool = pool;
     this.#hooks = options.hooks ?? {};
+    this.#prepared = options.preparedStatements ?? true;
   }
 
+  /** ADR-0005 §2.2 in one round trip: pidfence_claim locks, decides and writes (migration 0007). */
   async claim(command: ClaimCommand): Promise<ClaimOutcome> {
     const valid = validateClaimCommand(command);
-    return inTransaction(this.#pool, 'claim', (tx) => this.#claimLocked(tx, valid));
+    const outcome = await this.#call('claim', 'claimCall', [
+      valid.runId, valid.attemptId, valid.cancelRequestedAtMs, valid.owner, leaseTokenDigest(valid.token), valid.leaseDurationMs,
+    ]);
+    if (outcome.kind === 'claimed') return { kind: 'claimed', record: validateDispatchRecord(outcome.record), token: valid.token };
+    if (outcome.kind === 'not_eligible') return { kind: 'not_eligible', reason: outcome.reason as Extract<ClaimOutcome, { kind: 'not_eligible' }>['reason'] };
+    if (CLAIM_KINDS.has(outcome.kind)) return { kind: outcome.kind } as ClaimOutcome;
+    throw storeFailure('postgres', 'claim', new Error('unknown claim outcome'));
   }
 
+  /** ADR-0005 §2.4 in one round trip: pidfence_record_result settles, reserves the sequence, appends. */
   async recordResult(command: RecordResultCommand): Promise<RecordResultOutcome> {
     const valid = validateRecordResultCommand(command);
-    return inTransaction(this.#pool, 'recordResult', (tx) => this.#recordResultLocked(tx, valid));
+    if (this.#hooks.afterDispatchUpdate !== undefined) {
+      return inTransaction(this.#pool, 'recordResult', (tx) => this.#recordResultLocked(tx, valid));
+    }
+    const settled = classifyResult(valid.result);
+    const outcome = await this.#call('recordResult', 'recordResultCall', [
+      valid.runId, valid.attemptId, valid.owner, leaseTokenDigest(valid.token), valid.expectedVersion, settled.status, valid.result,
+      // The validator guarantees retryDelayMs for exactly the retryable results.
+      settled.retryable ? valid.retryDelayMs ?? 0 : null, settled.status === 'blocked', valid.eventId, settled.eventType,
+    ]);
+    if (outcome.kind === 'stale_fence') return { kind: 'stale_fence' };
+    if (outcome.kind !== 'recorded' || outcome.seq === undefined || outcome.nowMs === undefined) {
+      throw storeFailure('postgres', 'recordResult', new Error('unknown result outcome'));
+    }
+    const record = validateDispatchRecord(outcome.record);
+    const event: RunEvent<DispatchEventPayload> = {
+      id: valid.eventId, runId: valid.runId, seq: outcome.seq, type: settled.eventType, createdAtMs: outcome.nowMs,
+      payload: buildDispatchEventPayload({ attemptId: record.attemptId, dispatchCount: record.dispatchCount, result: valid.result }),
+    };
+    return { kind: 'recorded', record, event };
+  }
+
+  async #call(operation: string, name: 'claimCall' | 'recordResultCall', values: readonly unknown[]): Promise<WireOutcome> {
+    const statement: OneStatement = { name: this.#prepared ? `pidfence_${name}_v1` : undefined, text: SQL[name], values };
+    const [row] = await inOneStatement<{ outcome: WireOutcome }>(this.#pool, operation, statement);
+    if (row === undefined) throw storeFailure('postgres', operation, new Error('no outcome row'));
+    return row.outcome;
   }
 
   async duePage(query: DuePageQuery = {}): Promise<DuePage> {
@@ -77,24 +135,7 @@ export class PostgresDispatchRepository implements DispatchRepository {
     return rows[0] === undefined ? null : validateDispatchRecord(rows[0]);
   }
 
-  /** ADR-0005 §2.2 / ADR-0456 §7: lock run, attempt, dispatch in that order, then decide and write. */
-  async #claimLocked(tx: Tx, command: ClaimCommand): Promise<ClaimOutcome> {
-    const [run] = await tx.rows<LockedRun>(SQL.lockRun, [command.runId]);
-    if (run === undefined) return { kind: 'not_eligible', reason: 'run_missing' };
-    const [attempt] = await tx.rows<{ status: AttemptStatus }>(SQL.lockAttempt, [command.runId, command.attemptId]);
-    const [existing] = await tx.rows(SQL.lockDispatch, [command.runId]);
-    const plan = planClaim(command, run, attempt?.status, existing === undefined ? undefined : validateDispatchRecord(existing), run.nowMs);
-    if (plan.kind === 'refuse') return plan.outcome;
-    const { owner, digest, expiresAtMs, nowMs } = plan.lease;
-    const [written] = plan.kind === 'insert'
-      ? await tx.rows(SQL.insertLeasedDispatch, [command.runId, run.projectId, command.attemptId, owner, digest, expiresAtMs, nowMs])
-      : await tx.rows(SQL.leaseDispatch, [command.runId, command.attemptId, owner, digest, expiresAtMs, nowMs, plan.version]);
-    // Impossible while we hold the row lock, unless something wrote the row outside pidfence.
-    if (written === undefined) throw new Error('lease CAS lost under the row lock');
-    return { kind: 'claimed', record: validateDispatchRecord(written), token: command.token };
-  }
-
-  /** ADR-0005 §2.4 / ADR-0456 §8: same lock order; fenced settle, run version CAS, event append. */
+  /** The statement-by-statement recordResult, kept for the test hook: same lock order, fences, CAS and append. */
   async #recordResultLocked(tx: Tx, command: RecordResultCommand): Promise<RecordResultOutcome> {
     const [run] = await tx.rows<LockedRun>(SQL.lockRun, [command.runId]);
     if (run === undefined) return { kind: 'stale_fence' };

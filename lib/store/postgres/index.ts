@@ -37,6 +37,8 @@ export interface PostgresStoreOptions {
   readonly maxConnections?: number;
   /** Test-only seams, see PostgresStoreHooks. */
   readonly hooks?: PostgresStoreHooks;
+  /** Named prepared statements for claim and recordResult; false behind a transaction-mode pooler. */
+  readonly preparedStatements?: boolean;
 }
 
 export interface PostgresStore {
@@ -62,7 +64,10 @@ export async function openPostgresStore(target: PostgresTarget, options: Postgre
     throw error;
   }
   return {
-    repository: new PostgresDispatchRepository(handle.pool, options.hooks === undefined ? {} : { hooks: options.hooks }),
+    repository: new PostgresDispatchRepository(handle.pool, {
+      ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
+      ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements }),
+    }),
     runStore: new PostgresRunStore(handle.pool),
     executionStore: new PostgresExecutionStore(handle.pool),
     runnerStore: new PostgresRunnerStore(handle.pool),

@@ -27,6 +27,17 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly TablePrivilege
   [MIGRATIONS_TABLE]: ['SELECT'],
 });
 
+/**
+ * The dispatch functions of migration 0007 (docs/decisions/0021): SECURITY INVOKER, so they act
+ * with the table privileges above; the runtime role gains only EXECUTE on them.
+ */
+export const RUNTIME_FUNCTIONS: readonly string[] = Object.freeze([
+  'pidfence_set_limits()',
+  'pidfence_dispatch_json(cancellation_dispatches)',
+  'pidfence_claim(text, text, bigint, text, text, bigint)',
+  'pidfence_record_result(text, text, text, text, bigint, text, text, bigint, boolean, text, text)',
+]);
+
 const ROLE_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
 
 export function validateRoleName(role: unknown): string {
@@ -49,5 +60,6 @@ export async function grantRuntime(target: PostgresTarget, runtimeRole: string):
       await tx.exec(`REVOKE ALL ON TABLE ${escapeIdentifier(table)} FROM ${role}`);
       await tx.exec(`GRANT ${privileges.join(', ')} ON TABLE ${escapeIdentifier(table)} TO ${role}`);
     }
+    for (const signature of RUNTIME_FUNCTIONS) await tx.exec(`GRANT EXECUTE ON FUNCTION ${signature} TO ${role}`);
   }));
 }

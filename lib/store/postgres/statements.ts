@@ -37,6 +37,9 @@ export const SQL = {
   lockDispatch: `SELECT ${RECORD_COLUMNS} FROM cancellation_dispatches WHERE run_id = $1 FOR NO KEY UPDATE`,
 
   // ---- dispatch repository ----
+  /** One round trip each (migration 0007, docs/decisions/0021): the whole transaction runs in the server. */
+  claimCall: 'SELECT pidfence_claim($1, $2, $3, $4, $5, $6) AS outcome',
+  recordResultCall: 'SELECT pidfence_record_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS outcome',
   selectDispatch: `SELECT ${RECORD_COLUMNS} FROM cancellation_dispatches WHERE run_id = $1`,
 
   /** Steps 3+6 at once: a first claim writes the leased row directly (pending is never visible). */

@@ -183,3 +183,33 @@ export async function inTransaction<T>(
     client.release(broken);
   }
 }
+
+/** One statement sent as a named prepared statement (parsed once per connection) or unnamed. */
+export interface OneStatement {
+  readonly name: string | undefined;
+  readonly text: string;
+  readonly values: readonly unknown[];
+}
+
+/**
+ * Runs one statement as its own implicit transaction: one round trip that does its work and commits
+ * (docs/decisions/0021). A lost connection after the statement was sent may have committed, so it is
+ * COMMIT_UNKNOWN; a connection that could not be had is UNAVAILABLE (nothing was sent).
+ */
+export async function inOneStatement<R extends QueryResultRow>(pool: Pool, operation: string, statement: OneStatement): Promise<R[]> {
+  const client = await checkout(pool, operation);
+  client.on('error', ignore);
+  let broken: Error | undefined;
+  try {
+    const config = { text: statement.text, values: statement.values as unknown[], types: TYPES };
+    return (await client.query<R>(statement.name === undefined ? config : { ...config, name: statement.name })).rows;
+  } catch (error) {
+    const failure = pgFailure(operation, error);
+    if ((failure as PidfenceError).code !== 'ERR_PIDFENCE_STORE_UNAVAILABLE') throw failure;
+    broken = failure;
+    throw storeError('ERR_PIDFENCE_STORE_COMMIT_UNKNOWN', operation, (failure as PidfenceError).errno ?? 'CONNECTION_LOST');
+  } finally {
+    client.removeListener('error', ignore);
+    client.release(broken);
+  }
+}

@@ -1,0 +1,103 @@
+// Round trips and statements per claim and per settle, counted from the wire (issue 16 (d),
+// docs/decisions/0021): every pooled connection's ReadyForQuery messages (one per round trip) and
+// CommandComplete messages (one per top-level statement the server ran) while the repository
+// claims and settles N runs. The "statement by statement" column is the pre-0007 recordResult, still
+// taken when a test hook is set (the pre-0007 claim was six: BEGIN with the limits, 3 locks, write, COMMIT).
+// Run: npm run build && node dist/test/helpers/with-postgres.js node dist/bench/round-trips.js
+import os from 'node:os';
+
+import { Pool } from 'pg';
+
+import { createLeaseToken } from '../lib/contract/index';
+import { PostgresDispatchRepository, type PostgresRepositoryOptions } from '../lib/store/postgres/index';
+import { seedRuns, serverVersion, withBenchDatabase } from './lib/dispatch-postgres';
+
+const RUNS = Number(process.env.PIDFENCE_BENCH_RUNS ?? 200);
+const CANCELLED_AT_MS = 1_700_000_000_000;
+
+interface WireCounts {
+  roundTrips: number;
+  statements: number;
+}
+
+/** A pool whose connections count their protocol messages into `counts`. */
+function countingPool(url: string, counts: WireCounts): Pool {
+  const pool = new Pool({ connectionString: url, max: 1 });
+  pool.on('connect', (client) => {
+    const connection = (client as unknown as { connection: NodeJS.EventEmitter }).connection;
+    connection.on('readyForQuery', () => { counts.roundTrips += 1; });
+    connection.on('commandComplete', () => { counts.statements += 1; });
+  });
+  return pool;
+}
+
+interface PerCall {
+  readonly claim: WireCounts;
+  readonly settle: WireCounts;
+}
+
+async function measure(url: string, prefix: string, options: PostgresRepositoryOptions): Promise<PerCall> {
+  const counts: WireCounts = { roundTrips: 0, statements: 0 };
+  const pool = countingPool(url, counts);
+  const repository = new PostgresDispatchRepository(pool, options);
+  const totals = { claim: { roundTrips: 0, statements: 0 }, settle: { roundTrips: 0, statements: 0 } };
+  const add = (into: WireCounts, before: WireCounts) => {
+    into.roundTrips += counts.roundTrips - before.roundTrips;
+    into.statements += counts.statements - before.statements;
+  };
+  try {
+    await pool.query('SELECT 1');
+    for (let i = 0; i < RUNS; i += 1) {
+      const runId = `${prefix}${i}`;
+      const token = createLeaseToken();
+      const beforeClaim = { ...counts };
+      const claim = await repository.claim({ runId, attemptId: `${runId}-a1`, cancelRequestedAtMs: CANCELLED_AT_MS, owner: 'bench', token, leaseDurationMs: 60_000 });
+      add(totals.claim, beforeClaim);
+      if (claim.kind !== 'claimed') throw new Error(`bench: claim was ${claim.kind}`);
+      const beforeSettle = { ...counts };
+      const settled = await repository.recordResult({ runId, attemptId: `${runId}-a1`, owner: 'bench', token, expectedVersion: claim.record.version, result: 'termination_requested', eventId: `${runId}-e2` });
+      add(totals.settle, beforeSettle);
+      if (settled.kind !== 'recorded') throw new Error('bench: settle failed');
+    }
+  } finally {
+    await pool.end();
+  }
+  const per = (value: number) => value / RUNS;
+  return {
+    claim: { roundTrips: per(totals.claim.roundTrips), statements: per(totals.claim.statements) },
+    settle: { roundTrips: per(totals.settle.roundTrips), statements: per(totals.settle.statements) },
+  };
+}
+
+const verdict = (value: number) => (value <= 1 ? 'PASS' : 'MISS');
+
+async function main(): Promise<void> {
+  await withBenchDatabase(async (db) => {
+    const modes: Array<[string, PostgresRepositoryOptions]> = [
+      ['named prepared statements (default)', {}],
+      ['unnamed (preparedStatements: false)', { preparedStatements: false }],
+      ['pre-0007 statement by statement (settle only: the test-hook path)', { hooks: { afterDispatchUpdate: async () => undefined } }],
+    ];
+    const rows: string[] = [];
+    for (const [index, [label, options]] of modes.entries()) {
+      await seedRuns(db, `rt-${index}-`, RUNS);
+      const counted = await measure(db.runtimeUrl, `rt-${index}-`, options);
+      const claim = index === 2 ? '— | —' : `${counted.claim.roundTrips} ${verdict(counted.claim.roundTrips)} | ${counted.claim.statements}`;
+      const settleVerdict = index === 2 ? '' : ` ${verdict(counted.settle.roundTrips)}`;
+      rows.push(`| ${label} | ${claim} | ${counted.settle.roundTrips}${settleVerdict} | ${counted.settle.statements} |`);
+    }
+    console.log('# round trips and statements per call (PostgreSQL, counted from the wire)');
+    console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown'} x${os.cpus().length}, ${os.platform()} ${os.release()}, Node ${process.version}, ${await serverVersion(db)}`);
+    console.log(`date: ${new Date().toISOString()}`);
+    console.log(`command: node dist/bench/round-trips.js (runs=${RUNS}; ReadyForQuery and CommandComplete messages per call, mean)`);
+    console.log('');
+    console.log('| mode | claim round trips (target 1) | claim statements | settle round trips (target 1) | settle statements |');
+    console.log('| --- | ---: | ---: | ---: | ---: |');
+    for (const row of rows) console.log(row);
+  });
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});
