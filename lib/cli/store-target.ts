@@ -31,7 +31,7 @@ export interface OpenStore {
 function sqliteUnavailable(file: string, error: unknown): Error {
   if (error instanceof PidfenceError) return error;
   const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : 'UNKNOWN';
-  return new PidfenceError(`cannot open the SQLite database ${file} (${code}); check the path and its permissions, or pass --db.`, 'ERR_PIDFENCE_STORE_UNAVAILABLE', { errno: code });
+  return new PidfenceError(`cannot open the SQLite database ${file} (${code}); check the path and its permissions, or pass --db.`, 'ERR_PIDFENCE_STORE_UNAVAILABLE', { errno: code, cause: error });
 }
 
 async function sqliteOpen(file: string): Promise<import('../store/sqlite/index').SqliteStore> {

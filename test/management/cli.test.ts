@@ -1,9 +1,6 @@
 // `pidfence status | blocked | inspect | rearm | grant` as a real child process (ADR-0005 gates 17
 // and 18, ADR-0460/0461): exit codes, text and JSON from the same facts, usage errors, an
 // unreachable store, and the principal that must hold grants like any other.
-import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 import test, { type ExecutionContext } from 'ava';
@@ -11,28 +8,7 @@ import test, { type ExecutionContext } from 'ava';
 import { createLeaseToken, type DispatchResult } from '../../lib/contract/index';
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
 import { migratedDatabase } from '../helpers/pg-store';
-
-const MAIN = path.resolve(__dirname, '..', '..', 'lib', 'cli', 'main.js');
-
-interface Run {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function pidfence(args: readonly string[], env: Readonly<Record<string, string>> = {}, cwd = tmpdir()): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [MAIN, ...args], { cwd, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 30_000 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
-    });
-  });
-}
-
-function tempDir(t: ExecutionContext): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-cli-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+import { pidfence, tempDir } from '../cli/pidfence-process';
 
 let sequence = 0;
 async function settle(store: SqliteStore, projectId: string, result: DispatchResult | 'leased', retryDelayMs?: number): Promise<string> {

@@ -86,8 +86,8 @@ function codeForSqlState(sqlState: string): StoreErrorCode | undefined {
   return undefined;
 }
 
-function storeError(code: StoreErrorCode, operation: string, errno: string): PidfenceError {
-  return new PidfenceError(`the postgres store ${ADVICE[code]} (during ${operation}, ${errno})`, code, { errno });
+function storeError(code: StoreErrorCode, operation: string, errno: string, cause?: unknown): PidfenceError {
+  return new PidfenceError(`the postgres store ${ADVICE[code]} (during ${operation}, ${errno})`, code, { errno, cause });
 }
 
 /**
@@ -101,9 +101,9 @@ export function pgFailure(operation: string, error: unknown): Error {
   const code = typeof fields.code === 'string' ? fields.code : undefined;
   if (code !== undefined && typeof fields.severity === 'string') {
     const mapped = codeForSqlState(code);
-    return mapped === undefined ? storeFailure('postgres', operation, { code }) : storeError(mapped, operation, code);
+    return mapped === undefined ? storeFailure('postgres', operation, error) : storeError(mapped, operation, code, error);
   }
-  return storeError('ERR_PIDFENCE_STORE_UNAVAILABLE', operation, code ?? 'CONNECTION_LOST');
+  return storeError('ERR_PIDFENCE_STORE_UNAVAILABLE', operation, code ?? 'CONNECTION_LOST', error);
 }
 
 function txOf(client: PoolClient, operation: string): Tx {
