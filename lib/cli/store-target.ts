@@ -3,6 +3,7 @@
 import * as path from 'node:path';
 
 import { PidfenceError } from '../base/errors';
+import { osPrincipal } from './os-user';
 import type { DispatchRepository } from '../store/dispatch-repository';
 import type { GrantAdministration, ManagementStore } from '../store/management-store';
 import type { RunStore } from '../store/run-store';
@@ -24,6 +25,8 @@ export interface OpenStore {
   readonly repository: DispatchRepository;
   readonly runStore: RunStore;
   readonly management: ManagementStore;
+  /** Who the store authenticated: the OS user on SQLite, the login role (session_user) on PostgreSQL. */
+  authenticatedSubject(): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -47,7 +50,7 @@ async function sqliteOpen(file: string): Promise<import('../store/sqlite/index')
  * Grant writes (docs/decisions/0040): on SQLite the file's writer is its owner; on PostgreSQL the
  * URL must be the migration owner's, because the runtime role may only read grants.
  */
-export async function grantAdministrationOpen(target: StoreTarget): Promise<GrantAdministration & { close(): Promise<void> }> {
+export async function grantAdministrationOpen(target: StoreTarget): Promise<GrantAdministration & { authenticatedSubject(): Promise<string>; close(): Promise<void> }> {
   if (target.kind === 'sqlite') {
     const store = await sqliteOpen(target.file);
     const { management } = store;
@@ -57,6 +60,7 @@ export async function grantAdministrationOpen(target: StoreTarget): Promise<Gran
       writeGrant: (...args) => management.writeGrant(...args),
       revokeGrant: (...args) => management.revokeGrant(...args),
       listGrants: (...args) => management.listGrants(...args),
+      authenticatedSubject: async () => osPrincipal(),
       close: async () => store.close(),
     };
   }
@@ -67,9 +71,9 @@ export async function grantAdministrationOpen(target: StoreTarget): Promise<Gran
 export async function storeOpen(target: StoreTarget): Promise<OpenStore> {
   if (target.kind === 'sqlite') {
     const store = await sqliteOpen(target.file);
-    return { target, repository: store.repository, runStore: store.runStore, management: store.management, close: async () => store.close() };
+    return { target, repository: store.repository, runStore: store.runStore, management: store.management, authenticatedSubject: async () => osPrincipal(), close: async () => store.close() };
   }
   const { openPostgresStore } = await import('../store/postgres/index');
   const store = await openPostgresStore(target.url);
-  return { target, repository: store.repository, runStore: store.runStore, management: store.management, close: () => store.close() };
+  return { target, repository: store.repository, runStore: store.runStore, management: store.management, authenticatedSubject: () => store.sessionUser(), close: () => store.close() };
 }

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 
 import { validateId, validateRearmExpectation, type DispatchInspection, type RearmExpectation, type RearmOutcome } from '../contract/index';
 import type { ManagementStore } from '../store/management-store';
-import { notPermitted, type Principal } from './authorization';
+import { auditActor, notPermitted, type Principal } from './authorization';
 import { ManagementError } from './errors';
 import { authorizeRun, runNotVisible } from './visibility';
 
@@ -45,6 +45,7 @@ export async function rearmDispatch(
   const outcome = await store.rearm({
     runId: id,
     subject: principal.subject,
+    actor: auditActor(principal),
     expectedVersion: expected.expectedVersion,
     expectedResult: expected.expectedResult,
     eventId: `evt-rearm-${randomUUID()}`,

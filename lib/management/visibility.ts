@@ -3,7 +3,7 @@
 // code, same sentence, no project id — so refusals reveal neither existence nor ownership.
 import type { Permission } from '../contract/index';
 import type { ManagementStore } from '../store/management-store';
-import { notPermitted, type Principal } from './authorization';
+import { authorizeImpersonation, notPermitted, type Principal } from './authorization';
 import { ManagementError } from './errors';
 
 export function runNotVisible(runId: string): ManagementError {
@@ -27,4 +27,5 @@ export async function authorizeRun(
 ): Promise<void> {
   if (projectId === null || !(await store.hasPermission(principal.subject, projectId, 'run.read'))) throw runNotVisible(runId);
   if (permission !== 'run.read' && !(await store.hasPermission(principal.subject, projectId, permission))) throw notPermitted(principal.subject, permission, projectId);
+  await authorizeImpersonation(store, principal, projectId);
 }
