@@ -1,14 +1,12 @@
 // The CLI's principal and the plane it acts through (ADR-0458; docs/decisions/0040, 0044): the
 // store's authenticated subject (the OS user on SQLite, session_user on PostgreSQL). `--as` or
 // PIDFENCE_PRINCIPAL act as someone else, which needs grants.write and is audited "A acting as B".
-import { existsSync } from 'node:fs';
-
 import type { Command } from 'commander';
 
-import { PidfenceError, PidfenceRangeError } from '../base/errors';
+import { PidfenceRangeError } from '../base/errors';
 import { ManagementPlane, principalOf, type Principal } from '../management/index';
 import { storeOptionsAdd, type CliIo, type StoreOptions } from './command';
-import { storeOpen, storeTargetResolve, type StoreTarget } from './store-target';
+import { storeOpen, storeTargetResolve } from './store-target';
 
 export const PRINCIPAL_ENV = 'PIDFENCE_PRINCIPAL';
 
@@ -39,20 +37,12 @@ export function projectRequired(options: ManagementOptions): string {
   return options.project;
 }
 
-/** Reads never create a database: a missing SQLite file is an unreachable store, not an empty one. */
-function targetForReading(options: ManagementOptions, io: CliIo): StoreTarget {
-  const target = storeTargetResolve(options.db, io.env);
-  if (target.kind === 'sqlite' && !existsSync(target.file)) {
-    throw new PidfenceError(`no pidfence database at ${target.file}; pass --db <file|postgres-url> or set PIDFENCE_DB.`, 'ERR_PIDFENCE_STORE_UNAVAILABLE');
-  }
-  return target;
-}
-
 /** Opens the store, runs `use` with a plane acting as the resolved principal, and closes the store. */
 export async function withManagementPlane<T>(options: ManagementOptions, io: CliIo, use: (plane: ManagementPlane) => Promise<T>): Promise<T> {
   // A malformed principal is a usage error, found before the database is touched.
   const requested = requestedPrincipal(options.as, io.env);
-  const store = await storeOpen(targetForReading(options, io));
+  // Reads never create a database: a missing SQLite file is an unreachable store, not an empty one.
+  const store = await storeOpen(storeTargetResolve(options.db, io.env), { create: false });
   try {
     const principal = actingPrincipal(requested, await store.authenticatedSubject());
     const plane = new ManagementPlane({ store: store.management, principal: principal.subject, ...(principal.authenticated === undefined ? {} : { authenticatedAs: principal.authenticated }) });

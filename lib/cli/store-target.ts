@@ -30,6 +30,11 @@ export interface OpenStore {
   close(): Promise<void>;
 }
 
+/** Whether opening may create a missing SQLite file: only run, supervise, grant --bootstrap and migrate may. */
+export interface StoreOpenOptions {
+  readonly create: boolean;
+}
+
 /** A SQLite file that cannot be opened is an unreachable store (exit 3), not a bug. */
 function sqliteUnavailable(file: string, error: unknown): Error {
   if (error instanceof PidfenceError) return error;
@@ -37,10 +42,10 @@ function sqliteUnavailable(file: string, error: unknown): Error {
   return new PidfenceError(`cannot open the SQLite database ${file} (${code}); check the path and its permissions, or pass --db.`, 'ERR_PIDFENCE_STORE_UNAVAILABLE', { errno: code, cause: error });
 }
 
-async function sqliteOpen(file: string): Promise<import('../store/sqlite/index').SqliteStore> {
+export async function sqliteOpen(file: string, options: StoreOpenOptions): Promise<import('../store/sqlite/index').SqliteStore> {
   const { openSqliteStore } = await import('../store/sqlite/index');
   try {
-    return openSqliteStore(file);
+    return openSqliteStore(file, { create: options.create });
   } catch (error) {
     throw sqliteUnavailable(file, error);
   }
@@ -50,9 +55,9 @@ async function sqliteOpen(file: string): Promise<import('../store/sqlite/index')
  * Grant writes (docs/decisions/0040): on SQLite the file's writer is its owner; on PostgreSQL the
  * URL must be the migration owner's, because the runtime role may only read grants.
  */
-export async function grantAdministrationOpen(target: StoreTarget): Promise<GrantAdministration & { authenticatedSubject(): Promise<string>; close(): Promise<void> }> {
+export async function grantAdministrationOpen(target: StoreTarget, options: StoreOpenOptions): Promise<GrantAdministration & { authenticatedSubject(): Promise<string>; close(): Promise<void> }> {
   if (target.kind === 'sqlite') {
-    const store = await sqliteOpen(target.file);
+    const store = await sqliteOpen(target.file, options);
     const { management } = store;
     return {
       hasPermission: (...args) => management.hasPermission(...args),
@@ -68,9 +73,10 @@ export async function grantAdministrationOpen(target: StoreTarget): Promise<Gran
   return openPostgresGrantAdministration(target.url);
 }
 
-export async function storeOpen(target: StoreTarget): Promise<OpenStore> {
+/** Opens either store; `create` defaults to false, so reading or requesting never makes a database. */
+export async function storeOpen(target: StoreTarget, options: StoreOpenOptions = { create: false }): Promise<OpenStore> {
   if (target.kind === 'sqlite') {
-    const store = await sqliteOpen(target.file);
+    const store = await sqliteOpen(target.file, options);
     return { target, repository: store.repository, runStore: store.runStore, management: store.management, authenticatedSubject: async () => osPrincipal(), close: async () => store.close() };
   }
   const { openPostgresStore } = await import('../store/postgres/index');

@@ -14,9 +14,10 @@ export interface Run {
   readonly stderr: string;
 }
 
-export function pidfence(args: readonly string[], env: Readonly<Record<string, string>> = {}, cwd = tmpdir()): Promise<Run> {
+export function pidfence(args: readonly string[], env: Readonly<Record<string, string>> = {}, cwd = tmpdir(), uid?: number): Promise<Run> {
+  const identity = uid === undefined ? {} : { uid, gid: uid };
   return new Promise((resolve) => {
-    execFile(process.execPath, [MAIN, ...args], { cwd, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 30_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [MAIN, ...args], { cwd, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 30_000, ...identity }, (error, stdout, stderr) => {
       resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
     });
   });
@@ -27,3 +28,8 @@ export function tempDir(t: ExecutionContext): string {
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
+
+/** A uid with no passwd entry (root runs children under it to test another, unprivileged user). */
+export const NO_PASSWD_UID = 54_321;
+
+export const runsAsRoot = (): boolean => process.getuid?.() === 0;

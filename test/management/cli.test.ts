@@ -156,7 +156,7 @@ test('gate 17: an unreachable store exits 3 with one sentence and no stack trace
   t.regex(refusedPort.stderr, /^pidfence: the postgres store lost or could not get its database connection.*\(ERR_PIDFENCE_STORE_UNAVAILABLE\)\n$/);
   const unopenable = await pidfence(['grant', '--bootstrap', '--db', path.join(dir, 'no', 'such', 'dir', 'x.db'), 'root', 'proj', 'grants.write']);
   t.is(unopenable.code, 3);
-  t.regex(unopenable.stderr, /^pidfence: cannot open the SQLite database .*\(ERR_PIDFENCE_STORE_UNAVAILABLE\)\n$/);
+  t.regex(unopenable.stderr, /^pidfence: the directory .* does not exist; create it.*\(ERR_PIDFENCE_STORE_UNAVAILABLE\)\n$/);
 });
 
 test('the CLI principal needs grants like anyone: default OS user, --bootstrap only once and only for grants.write', async (t) => {

@@ -52,7 +52,7 @@ export const grantCommand: CliCommand = {
         const change = { subject: validateSubject(subjectArg), projectId: validateId(projectArg, 'project'), permission: validatePermission(permissionArg) };
         const requested = requestedPrincipal(options.as, io.env);
         if (options.bootstrap === true && options.revoke === true) throw new PidfenceRangeError('--bootstrap and --revoke do not go together.', 'ERR_PIDFENCE_USAGE');
-        const admin = await grantAdministrationOpen(storeTargetResolve(options.db, io.env));
+        const admin = await grantAdministrationOpen(storeTargetResolve(options.db, io.env), { create: options.bootstrap === true });
         try {
           const actor = actingPrincipal(requested, await admin.authenticatedSubject());
           await authorizeGrant(admin, actor, change.projectId, change.permission, options.bootstrap === true);
