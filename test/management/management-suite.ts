@@ -25,6 +25,8 @@ export interface ManagementWorld {
   statementsOf<T>(work: () => Promise<T>): Promise<{ result: T; statements: readonly string[] }>;
   /** management_audit rows of a run, read by the owner. */
   auditRows(runId: string): Promise<ReadonlyArray<{ actor: string; expectedVersion: number; expectedResult: string }>>;
+  /** Makes the database refuse audit rows of `actor` (a trigger or constraint the owner adds); returns its removal. */
+  injectAuditFailure(actor: string): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -353,5 +355,23 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const record = await world.runStore.getRun(run.runId);
     await refused(t, authorizeCancel(world.management, { subject: viewer }, run.runId, record), 'ERR_PIDFENCE_NOT_PERMITTED');
     await t.notThrowsAsync(authorizeCancel(world.management, { subject: operator }, run.runId, record));
+  });
+
+  test(`gate 15: an injected failure of the audit insert rolls back the rearm and its event; without it the same rearm succeeds [${name}]`, async (t) => {
+    const world = await withWorld(t);
+    const operator = uniqueId('operator');
+    await grant(world, operator, PROJECT, 'run.read', 'run.stop');
+    const blocked = await settledRun(world, PROJECT, 'unsupported');
+    const before = await writtenState(world, blocked.runId);
+    const expectation = { expectedVersion: 2, expectedStatus: 'blocked', expectedResult: 'unsupported' } as const;
+    const remove = await world.injectAuditFailure(operator);
+    try {
+      await refused(t, planeFor(world, operator).rearm(blocked.runId, expectation), 'ERR_PIDFENCE_STORE_FAILED');
+    } finally {
+      await remove();
+    }
+    t.is(await writtenState(world, blocked.runId), before, 'no dispatch change, no event, no audit row');
+    t.like(await planeFor(world, operator).rearm(blocked.runId, expectation), { status: 'retry_wait' });
+    t.is((await world.auditRows(blocked.runId)).length, 1);
   });
 }

@@ -74,7 +74,7 @@ export async function postgresReadiness(target: PostgresTarget, options: Readine
     ];
     if (extra.length > 0) {
       throw notReady(
-        `the runtime role ${role} holds more than SELECT, INSERT, UPDATE: ${extra.join('; ')}. Connect as a plain LOGIN role, ` +
+        `the runtime role ${role} holds more than its runtime privileges: ${extra.join('; ')}. Connect as a plain LOGIN role, ` +
           `revoke the rest (grantRuntime('${role}') revokes direct table grants; check role memberships and schema grants) and check again.`,
         'ERR_PIDFENCE_PG_PRIVILEGE_EXCESS',
       );
