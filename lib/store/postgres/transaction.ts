@@ -78,7 +78,9 @@ export type StoreErrorCode =
   | 'ERR_PIDFENCE_STORE_UNAVAILABLE'
   | 'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN'
   | 'ERR_PIDFENCE_STORE_PRIVILEGE'
-  | 'ERR_PIDFENCE_STORE_SCHEMA';
+  | 'ERR_PIDFENCE_STORE_SCHEMA'
+  | 'ERR_PIDFENCE_STORE_AUTH'
+  | 'ERR_PIDFENCE_STORE_NO_DATABASE';
 
 const ADVICE: Readonly<Record<StoreErrorCode, string>> = {
   ERR_PIDFENCE_STORE_LOCK_TIMEOUT: `waited longer than the ${LOCK_TIMEOUT} lock timeout for a row another transaction holds; the transaction was rolled back and nothing was written. Retry; if it keeps happening, look for long transactions on the pidfence tables.`,
@@ -87,6 +89,8 @@ const ADVICE: Readonly<Record<StoreErrorCode, string>> = {
   ERR_PIDFENCE_STORE_UNAVAILABLE: 'lost or could not get its database connection; nothing was committed. Check that the server is up and reachable, then retry.',
   ERR_PIDFENCE_STORE_COMMIT_UNKNOWN: 'lost the connection while committing: the change may or may not be durable. Read the record again before retrying; the fences make a retry safe.',
   ERR_PIDFENCE_STORE_PRIVILEGE: 'was refused by the database for lack of a privilege; nothing was written. Run postgresReadiness() and grantRuntime() as the migration owner.',
+  ERR_PIDFENCE_STORE_AUTH: 'was refused at login: the user name or password in the URL is wrong, or pg_hba.conf does not admit this user from here. Check the URL (or PGPASSWORD / ~/.pgpass) and the server\'s pg_hba.conf.',
+  ERR_PIDFENCE_STORE_NO_DATABASE: 'cannot find the database named in the URL on this server. Create it (createdb, as the owner) or fix the name in the URL.',
   ERR_PIDFENCE_STORE_SCHEMA: 'found the pidfence schema missing or different; nothing was written. Run migratePostgres() as the migration owner, then postgresReadiness().',
 };
 
@@ -97,6 +101,9 @@ function codeForSqlState(sqlState: string): StoreErrorCode | undefined {
   if (sqlState === '40001' || sqlState === '40P01') return 'ERR_PIDFENCE_STORE_CONFLICT';
   if (sqlState.startsWith('08') || /^57P0[1-4]$/.test(sqlState) || sqlState === '25P03') return 'ERR_PIDFENCE_STORE_UNAVAILABLE';
   if (sqlState === '42501') return 'ERR_PIDFENCE_STORE_PRIVILEGE';
+  // Class 28: invalid authorization (28000: no role or no pg_hba entry; 28P01: wrong password).
+  if (sqlState.startsWith('28')) return 'ERR_PIDFENCE_STORE_AUTH';
+  if (sqlState === '3D000') return 'ERR_PIDFENCE_STORE_NO_DATABASE';
   if (sqlState === '42P01' || sqlState === '42703' || sqlState === '42883') return 'ERR_PIDFENCE_STORE_SCHEMA';
   return undefined;
 }
