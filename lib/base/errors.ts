@@ -4,6 +4,8 @@
 export interface PidfenceErrorOptions {
   /** The errno name for a failed syscall, e.g. `EPERM`. Never a path, PID or command. */
   readonly errno?: string;
+  /** The underlying failure, kept for a debugger or a log; the CLI never prints it. */
+  readonly cause?: unknown;
 }
 
 /** An expected failure the caller can act on (unavailable addon, failed syscall, database down). */
@@ -12,7 +14,7 @@ export class PidfenceError extends Error {
   readonly errno: string | undefined;
 
   constructor(message: string, code: string, options: PidfenceErrorOptions = {}) {
-    super(message);
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'PidfenceError';
     this.code = code;
     this.errno = options.errno;

@@ -1,4 +1,5 @@
-// Durations on the command line: `500ms`, `30s`, `5m`, `2h`, or a bare number of seconds.
+// Durations on the command line: `500ms`, `30s`, `5m`, `2h`, or a bare number of seconds. A bound
+// is reported in seconds, the unit people type (docs/decisions/0042).
 import { PidfenceRangeError } from '../base/errors';
 
 const DURATION = /^(\d{1,9})(ms|s|m|h)?$/;
@@ -9,5 +10,19 @@ export function durationParse(text: string, what: string): number {
   if (match === null) throw new PidfenceRangeError(`${what} must be a duration such as 500ms, 30s, 5m or 2h.`, 'ERR_PIDFENCE_INVALID_DURATION');
   const ms = Number(match[1]) * (UNIT_MS[match[2] ?? 's'] ?? 1_000);
   if (!Number.isSafeInteger(ms) || ms < 1) throw new PidfenceRangeError(`${what} must be at least 1ms.`, 'ERR_PIDFENCE_INVALID_DURATION');
+  return ms;
+}
+
+/** Seconds as a person reads them: `30s`, `0.5s`. */
+export function secondsText(ms: number): string {
+  return `${Number((ms / 1_000).toFixed(3))}s`;
+}
+
+/** A duration in any unit, refused above `maxMs` with the cap in seconds (e.g. --grace 2m over a 30 s cap). */
+export function durationWithin(text: string, what: string, maxMs: number, minMs = 1): number {
+  const ms = durationParse(text, what);
+  if (ms > maxMs || ms < minMs) {
+    throw new PidfenceRangeError(`${what} must be from ${secondsText(minMs)} to ${secondsText(maxMs)}; you gave ${text.trim()} (${secondsText(ms)}).`, 'ERR_PIDFENCE_INVALID_DURATION');
+  }
   return ms;
 }

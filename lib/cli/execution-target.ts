@@ -6,7 +6,7 @@ import { homedir } from 'node:os';
 import * as path from 'node:path';
 
 import type { ExecutionStores } from '../execution/index';
-import type { StoreTarget } from './store-target';
+import { sqliteOpen, type StoreTarget } from './store-target';
 
 export interface ExecutionTarget {
   readonly stores: ExecutionStores;
@@ -41,8 +41,8 @@ export async function executionTargetOpen(target: StoreTarget, env: NodeJS.Proce
       receiptDirectory: postgresReceiptDirectory(target.url, env),
     };
   }
-  const { openSqliteStore } = await import('../store/sqlite/index');
-  const store = openSqliteStore(target.file);
+  // run and supervise may create the store; its trouble is a sentence and exit 3 like every command's.
+  const store = await sqliteOpen(target.file, { create: true });
   return {
     stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
     receiptDirectory: `${target.file}.receipts`,

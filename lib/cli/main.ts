@@ -1,26 +1,28 @@
 #!/usr/bin/env node
-// `pidfence`: the command-line entry. Usage errors exit 2 with one line and the usage; an
-// unreachable store exits 3 with a sentence; only a bug prints a stack trace (exit 1).
+// `pidfence`: the command-line entry. The exit status follows from the error's category alone
+// (lib/base/error-registry.ts; docs/decisions/0041): bad input 2, store unavailable or not ready
+// 3, refused 4, internal 1. Only an error without a registered code prints a stack trace.
 import { Command, CommanderError } from 'commander';
 
-import { PidfenceError, PidfenceRangeError, PidfenceTypeError } from '../base/errors';
+import { errorCategory, type ErrorCategory } from '../base/error-registry';
+import { isPidfenceInputError } from '../base/errors';
 import type { CliIo } from './command';
 import { commands } from './commands/index';
 import { EXIT, type ExitCode } from './exit-codes';
+import { jsonRequested, unknownOptionHint } from './options';
+import { packageVersion } from './version';
 
-const STORE_UNAVAILABLE_CODES = new Set([
-  'ERR_PIDFENCE_STORE_UNAVAILABLE',
-  'ERR_PIDFENCE_STORE_FAILED',
-  'ERR_PIDFENCE_MIGRATION_CHECKSUM',
-  'ERR_PIDFENCE_MIGRATION_UNKNOWN',
-  'ERR_PIDFENCE_MIGRATION_MISSING',
-  'ERR_PIDFENCE_STORE_NOT_READY',
-  'ERR_PIDFENCE_STORE_PRIVILEGE',
-]);
+export const CATEGORY_EXIT: Readonly<Record<ErrorCategory, ExitCode>> = {
+  input: EXIT.usage,
+  unavailable: EXIT.storeUnavailable,
+  refused: EXIT.refused,
+  internal: EXIT.failure,
+};
 
 export function programBuild(io: CliIo, done: (code: ExitCode) => void): Command {
   const program = new Command('pidfence')
     .description('Stop job processes safely and provably; inspect and repair durable cancellation.')
+    .version(packageVersion(), '-V, --version', 'print the pidfence version')
     .exitOverride()
     .configureOutput({ writeOut: (text) => io.stdout.write(text), writeErr: (text) => io.stderr.write(text) })
     .showHelpAfterError(true);
@@ -31,22 +33,41 @@ export function programBuild(io: CliIo, done: (code: ExitCode) => void): Command
 /** The subcommand whose action is running, so an input error can be followed by its usage line. */
 let activeCommand: Command | undefined;
 
-function errorExitCode(error: unknown, io: CliIo): ExitCode {
+function usageLines(): string {
+  if (activeCommand === undefined) return '';
+  return `Usage: pidfence ${activeCommand.name()} ${activeCommand.usage()}\n(run pidfence ${activeCommand.name()} --help for details)\n`;
+}
+
+function codeOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('ERR_PIDFENCE_') ? code : undefined;
+}
+
+/** Under --json an error is one JSON document on stderr: its code, category and sentence, never its cause. */
+function jsonErrorWrite(io: CliIo, code: string, category: ErrorCategory, message: string): void {
+  io.stderr.write(`${JSON.stringify({ error: { code, category, message } })}\n`);
+}
+
+function errorExitCode(error: unknown, io: CliIo, json: boolean, argv: readonly string[]): ExitCode {
   if (error instanceof CommanderError) {
     // --help and --version are "errors" to commander; they already printed what was asked.
-    return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
-  }
-  if (error instanceof PidfenceTypeError || error instanceof PidfenceRangeError) {
-    const usage = activeCommand === undefined ? '' : `Usage: pidfence ${activeCommand.name()} ${activeCommand.usage()}\n(run pidfence ${activeCommand.name()} --help for details)\n`;
-    io.stderr.write(`pidfence: ${error.message}\n${usage}`);
+    if (error.exitCode === 0) return EXIT.ok;
+    const hint = unknownOptionHint(error.code, argv);
+    if (hint !== undefined) io.stderr.write(`${hint}\n`);
     return EXIT.usage;
   }
-  if (error instanceof PidfenceError) {
-    io.stderr.write(`pidfence: ${error.message} (${error.code})\n`);
-    return STORE_UNAVAILABLE_CODES.has(error.code) || error.code.startsWith('ERR_PIDFENCE_STORE_') ? EXIT.storeUnavailable : EXIT.refused;
+  const code = codeOf(error);
+  if (code === undefined) {
+    io.stderr.write(`pidfence: unexpected failure, please report it:\n${(error as Error)?.stack ?? String(error)}\n`);
+    return EXIT.failure;
   }
-  io.stderr.write(`pidfence: unexpected failure, please report it:\n${(error as Error)?.stack ?? String(error)}\n`);
-  return EXIT.failure;
+  const category = errorCategory(code);
+  const message = (error as Error).message;
+  if (json) jsonErrorWrite(io, code, category, message);
+  else if (category === 'input' && isPidfenceInputError(error)) io.stderr.write(`pidfence: ${message}\n${usageLines()}`);
+  else if (category === 'internal') io.stderr.write(`pidfence: ${message} (${code}); this is a pidfence bug or a damaged store, please report it.\n`);
+  else io.stderr.write(`pidfence: ${message} (${code})\n`);
+  return CATEGORY_EXIT[category];
 }
 
 export async function cliRun(argv: readonly string[], io: CliIo): Promise<ExitCode> {
@@ -59,7 +80,7 @@ export async function cliRun(argv: readonly string[], io: CliIo): Promise<ExitCo
   try {
     await program.parseAsync([...argv], { from: 'user' });
   } catch (error) {
-    return errorExitCode(error, io);
+    return errorExitCode(error, io, jsonRequested(argv), argv);
   }
   if (code === undefined) {
     io.stderr.write(`pidfence: no command given\n${program.helpInformation()}`);

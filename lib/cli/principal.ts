@@ -1,14 +1,12 @@
-// The CLI's principal and the plane it acts through (ADR-0458; docs/decisions/0040): `--as`, else
-// PIDFENCE_PRINCIPAL, else the OS user name. It must hold grants like any other principal.
-import { existsSync } from 'node:fs';
-import { userInfo } from 'node:os';
-
+// The CLI's principal and the plane it acts through (ADR-0458; docs/decisions/0040, 0044): the
+// store's authenticated subject (the OS user on SQLite, session_user on PostgreSQL). `--as` or
+// PIDFENCE_PRINCIPAL act as someone else, which needs grants.write and is audited "A acting as B".
 import type { Command } from 'commander';
 
-import { PidfenceError, PidfenceRangeError } from '../base/errors';
-import { ManagementPlane, principalOf } from '../management/index';
+import { PidfenceRangeError } from '../base/errors';
+import { ManagementPlane, principalOf, type Principal } from '../management/index';
 import { storeOptionsAdd, type CliIo, type StoreOptions } from './command';
-import { storeOpen, storeTargetResolve, type StoreTarget } from './store-target';
+import { storeOpen, storeTargetResolve } from './store-target';
 
 export const PRINCIPAL_ENV = 'PIDFENCE_PRINCIPAL';
 
@@ -17,14 +15,21 @@ export interface ManagementOptions extends StoreOptions {
   readonly project?: string;
 }
 
-export function principalResolve(option: string | undefined, env: NodeJS.ProcessEnv): string {
+/** The subject asked for with --as or $PIDFENCE_PRINCIPAL, if any; it is validated before the store is touched. */
+export function requestedPrincipal(option: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
   const fromEnv = env[PRINCIPAL_ENV];
-  return option ?? (fromEnv === undefined || fromEnv === '' ? userInfo().username : fromEnv);
+  const requested = option ?? (fromEnv === undefined || fromEnv === '' ? undefined : fromEnv);
+  return requested === undefined ? undefined : principalOf(requested).subject;
+}
+
+/** The principal a command acts as: the requested subject, carrying who really asked when they differ. */
+export function actingPrincipal(requested: string | undefined, authenticated: string): Principal {
+  return principalOf(requested ?? authenticated, authenticated);
 }
 
 /** --db, --json and --as: every management subcommand. */
 export function managementOptionsAdd(command: Command): Command {
-  return storeOptionsAdd(command).option('--as <subject>', `the acting principal (default: $${PRINCIPAL_ENV}, else the OS user name)`);
+  return storeOptionsAdd(command).option('--as <subject>', `act as another subject (also $${PRINCIPAL_ENV}); needs grants.write on the project, and is audited`);
 }
 
 export function projectRequired(options: ManagementOptions): string {
@@ -32,22 +37,16 @@ export function projectRequired(options: ManagementOptions): string {
   return options.project;
 }
 
-/** Reads never create a database: a missing SQLite file is an unreachable store, not an empty one. */
-function targetForReading(options: ManagementOptions, io: CliIo): StoreTarget {
-  const target = storeTargetResolve(options.db, io.env);
-  if (target.kind === 'sqlite' && !existsSync(target.file)) {
-    throw new PidfenceError(`no pidfence database at ${target.file}; pass --db <file|postgres-url> or set PIDFENCE_DB.`, 'ERR_PIDFENCE_STORE_UNAVAILABLE');
-  }
-  return target;
-}
-
 /** Opens the store, runs `use` with a plane acting as the resolved principal, and closes the store. */
 export async function withManagementPlane<T>(options: ManagementOptions, io: CliIo, use: (plane: ManagementPlane) => Promise<T>): Promise<T> {
   // A malformed principal is a usage error, found before the database is touched.
-  const { subject } = principalOf(principalResolve(options.as, io.env));
-  const store = await storeOpen(targetForReading(options, io));
+  const requested = requestedPrincipal(options.as, io.env);
+  // Reads never create a database: a missing SQLite file is an unreachable store, not an empty one.
+  const store = await storeOpen(storeTargetResolve(options.db, io.env), { create: false });
   try {
-    return await use(new ManagementPlane({ store: store.management, principal: subject }));
+    const principal = actingPrincipal(requested, await store.authenticatedSubject());
+    const plane = new ManagementPlane({ store: store.management, principal: principal.subject, ...(principal.authenticated === undefined ? {} : { authenticatedAs: principal.authenticated }) });
+    return await use(plane);
   } finally {
     await store.close();
   }

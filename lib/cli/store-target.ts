@@ -3,6 +3,7 @@
 import * as path from 'node:path';
 
 import { PidfenceError } from '../base/errors';
+import { osPrincipal } from './os-user';
 import type { DispatchRepository } from '../store/dispatch-repository';
 import type { GrantAdministration, ManagementStore } from '../store/management-store';
 import type { RunStore } from '../store/run-store';
@@ -24,20 +25,27 @@ export interface OpenStore {
   readonly repository: DispatchRepository;
   readonly runStore: RunStore;
   readonly management: ManagementStore;
+  /** Who the store authenticated: the OS user on SQLite, the login role (session_user) on PostgreSQL. */
+  authenticatedSubject(): Promise<string>;
   close(): Promise<void>;
+}
+
+/** Whether opening may create a missing SQLite file: only run, supervise, grant --bootstrap and migrate may. */
+export interface StoreOpenOptions {
+  readonly create: boolean;
 }
 
 /** A SQLite file that cannot be opened is an unreachable store (exit 3), not a bug. */
 function sqliteUnavailable(file: string, error: unknown): Error {
   if (error instanceof PidfenceError) return error;
   const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : 'UNKNOWN';
-  return new PidfenceError(`cannot open the SQLite database ${file} (${code}); check the path and its permissions, or pass --db.`, 'ERR_PIDFENCE_STORE_UNAVAILABLE', { errno: code });
+  return new PidfenceError(`cannot open the SQLite database ${file} (${code}); check the path and its permissions, or pass --db.`, 'ERR_PIDFENCE_STORE_UNAVAILABLE', { errno: code, cause: error });
 }
 
-async function sqliteOpen(file: string): Promise<import('../store/sqlite/index').SqliteStore> {
+export async function sqliteOpen(file: string, options: StoreOpenOptions): Promise<import('../store/sqlite/index').SqliteStore> {
   const { openSqliteStore } = await import('../store/sqlite/index');
   try {
-    return openSqliteStore(file);
+    return openSqliteStore(file, { create: options.create });
   } catch (error) {
     throw sqliteUnavailable(file, error);
   }
@@ -47,9 +55,9 @@ async function sqliteOpen(file: string): Promise<import('../store/sqlite/index')
  * Grant writes (docs/decisions/0040): on SQLite the file's writer is its owner; on PostgreSQL the
  * URL must be the migration owner's, because the runtime role may only read grants.
  */
-export async function grantAdministrationOpen(target: StoreTarget): Promise<GrantAdministration & { close(): Promise<void> }> {
+export async function grantAdministrationOpen(target: StoreTarget, options: StoreOpenOptions): Promise<GrantAdministration & { authenticatedSubject(): Promise<string>; close(): Promise<void> }> {
   if (target.kind === 'sqlite') {
-    const store = await sqliteOpen(target.file);
+    const store = await sqliteOpen(target.file, options);
     const { management } = store;
     return {
       hasPermission: (...args) => management.hasPermission(...args),
@@ -57,6 +65,7 @@ export async function grantAdministrationOpen(target: StoreTarget): Promise<Gran
       writeGrant: (...args) => management.writeGrant(...args),
       revokeGrant: (...args) => management.revokeGrant(...args),
       listGrants: (...args) => management.listGrants(...args),
+      authenticatedSubject: async () => osPrincipal(),
       close: async () => store.close(),
     };
   }
@@ -64,12 +73,13 @@ export async function grantAdministrationOpen(target: StoreTarget): Promise<Gran
   return openPostgresGrantAdministration(target.url);
 }
 
-export async function storeOpen(target: StoreTarget): Promise<OpenStore> {
+/** Opens either store; `create` defaults to false, so reading or requesting never makes a database. */
+export async function storeOpen(target: StoreTarget, options: StoreOpenOptions = { create: false }): Promise<OpenStore> {
   if (target.kind === 'sqlite') {
-    const store = await sqliteOpen(target.file);
-    return { target, repository: store.repository, runStore: store.runStore, management: store.management, close: async () => store.close() };
+    const store = await sqliteOpen(target.file, options);
+    return { target, repository: store.repository, runStore: store.runStore, management: store.management, authenticatedSubject: async () => osPrincipal(), close: async () => store.close() };
   }
   const { openPostgresStore } = await import('../store/postgres/index');
   const store = await openPostgresStore(target.url);
-  return { target, repository: store.repository, runStore: store.runStore, management: store.management, close: () => store.close() };
+  return { target, repository: store.repository, runStore: store.runStore, management: store.management, authenticatedSubject: () => store.sessionUser(), close: () => store.close() };
 }

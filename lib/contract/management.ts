@@ -80,6 +80,8 @@ export function validateRearmExpectation(value: unknown): RearmExpectation {
 export interface RearmCommand {
   readonly runId: string;
   readonly subject: string;
+  /** Who the audit row names; defaults to `subject`, and is "A acting as B" under impersonation. */
+  readonly actor?: string;
   readonly expectedVersion: number;
   readonly expectedResult: BlockingResult;
   readonly eventId: string;

@@ -8,9 +8,12 @@ import { inspectDispatch } from './inspect';
 import { rearmDispatch, type RearmTestHooks } from './rearm';
 import { projectSummary, type ProjectSummary } from './summary';
 
-export { authorize, notPermitted, principalOf } from './authorization';
+export { auditActor, authorize, authorizeImpersonation, notPermitted, principalOf } from './authorization';
 export type { Principal } from './authorization';
 export { checkedSummary } from './summary';
+export { authorizeCancel } from './cancel-authorization';
+export type { CancelTarget } from './cancel-authorization';
+export { authorizeRun, runNotVisible } from './visibility';
 export type { ProjectSummary } from './summary';
 export type { BlockedPage } from './blocked-page';
 export type { RearmTestHooks } from './rearm';
@@ -22,6 +25,8 @@ export interface ManagementPlaneOptions {
   readonly store: ManagementStore;
   /** The acting subject; it must hold grants like any other principal. */
   readonly principal: string;
+  /** Who really asked, when acting as `principal` (docs/decisions/0044); needs grants.write on the project. */
+  readonly authenticatedAs?: string;
   /** Due dispatches older than this make the summary attention_required (default 10 min). */
   readonly overdueAfterMs?: number;
   /** TEST ONLY. */
@@ -36,7 +41,7 @@ export class ManagementPlane {
 
   constructor(options: ManagementPlaneOptions) {
     this.#store = options.store;
-    this.#principal = principalOf(options.principal);
+    this.#principal = principalOf(options.principal, options.authenticatedAs);
     this.#overdueAfterMs = options.overdueAfterMs === undefined ? OVERDUE_AFTER_DEFAULT_MS : validateOverdueAfterMs(options.overdueAfterMs);
     this.#hooks = options.hooks ?? {};
   }

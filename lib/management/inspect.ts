@@ -2,17 +2,13 @@
 // run.read on its project — never the lease owner, token or digest (the store never selects them).
 import { validateId, type DispatchInspection } from '../contract/index';
 import type { ManagementStore } from '../store/management-store';
-import { authorize, type Principal } from './authorization';
-import { ManagementError } from './errors';
-
-export function dispatchNotFound(runId: string): ManagementError {
-  return new ManagementError(`run ${runId} has no cancellation dispatch (it was not cancelled, or no dispatcher has claimed it yet); check the run id.`, 'ERR_PIDFENCE_DISPATCH_NOT_FOUND');
-}
+import type { Principal } from './authorization';
+import { authorizeRun, runNotVisible } from './visibility';
 
 export async function inspectDispatch(store: ManagementStore, principal: Principal, runId: string): Promise<DispatchInspection> {
   const id = validateId(runId, 'runId');
   const inspection = await store.inspectDispatch(id);
-  if (inspection === null) throw dispatchNotFound(id);
-  await authorize(store, principal, inspection.projectId, 'run.read');
+  if (inspection === null) throw runNotVisible(id);
+  await authorizeRun(store, principal, id, inspection.projectId, 'run.read');
   return inspection;
 }

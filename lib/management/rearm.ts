@@ -5,9 +5,9 @@ import { randomUUID } from 'node:crypto';
 
 import { validateId, validateRearmExpectation, type DispatchInspection, type RearmExpectation, type RearmOutcome } from '../contract/index';
 import type { ManagementStore } from '../store/management-store';
-import { authorize, notPermitted, type Principal } from './authorization';
+import { auditActor, notPermitted, type Principal } from './authorization';
 import { ManagementError } from './errors';
-import { dispatchNotFound } from './inspect';
+import { authorizeRun, runNotVisible } from './visibility';
 
 /** TEST ONLY: runs between the up-front check and the rearm transaction (drift and race tests). */
 export interface RearmTestHooks {
@@ -17,7 +17,7 @@ export interface RearmTestHooks {
 function refusal(outcome: Exclude<RearmOutcome, { kind: 'rearmed' }>, runId: string, subject: string, projectId: string, expectation: RearmExpectation): Error {
   switch (outcome.kind) {
     case 'not_found':
-      return dispatchNotFound(runId);
+      return runNotVisible(runId);
     case 'not_permitted':
       return notPermitted(subject, 'run.stop', projectId);
     case 'stale_version':
@@ -39,12 +39,13 @@ export async function rearmDispatch(
   const id = validateId(runId, 'runId');
   const expected = validateRearmExpectation(expectation);
   const before = await store.inspectDispatch(id);
-  if (before === null) throw dispatchNotFound(id);
-  await authorize(store, principal, before.projectId, 'run.stop');
+  await authorizeRun(store, principal, id, before?.projectId ?? null, 'run.stop');
+  if (before === null) throw runNotVisible(id);
   await hooks.afterAuthorization?.();
   const outcome = await store.rearm({
     runId: id,
     subject: principal.subject,
+    actor: auditActor(principal),
     expectedVersion: expected.expectedVersion,
     expectedResult: expected.expectedResult,
     eventId: `evt-rearm-${randomUUID()}`,

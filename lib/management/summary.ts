@@ -11,7 +11,7 @@ import {
   type SummaryCounts,
 } from '../contract/index';
 import type { ManagementStore } from '../store/management-store';
-import { notPermitted, type Principal } from './authorization';
+import { authorizeImpersonation, notPermitted, type Principal } from './authorization';
 import { ManagementError } from './errors';
 
 export interface ProjectSummary {
@@ -60,5 +60,6 @@ export async function projectSummary(store: ManagementStore, principal: Principa
   // The grant is read by the same statement as the counts: exactly one query (gate 17).
   const counts = await store.summaryCounts(principal.subject, id, overdueAfterMs);
   if (!counts.permitted) throw notPermitted(principal.subject, 'run.read', id);
+  await authorizeImpersonation(store, principal, id);
   return checkedSummary(id, counts, overdueAfterMs);
 }

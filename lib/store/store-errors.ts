@@ -10,6 +10,6 @@ export function storeFailure(store: 'sqlite' | 'postgres', operation: string, er
   return new PidfenceError(
     `the ${store} store failed during ${operation} (${driverCode}); the transaction was rolled back and nothing was written. Check the database (disk, schema, locks) and retry.`,
     'ERR_PIDFENCE_STORE_FAILED',
-    { errno: driverCode },
+    { errno: driverCode, cause: error },
   );
 }

@@ -1,9 +1,6 @@
 // `pidfence status | blocked | inspect | rearm | grant` as a real child process (ADR-0005 gates 17
 // and 18, ADR-0460/0461): exit codes, text and JSON from the same facts, usage errors, an
 // unreachable store, and the principal that must hold grants like any other.
-import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 import test, { type ExecutionContext } from 'ava';
@@ -11,28 +8,7 @@ import test, { type ExecutionContext } from 'ava';
 import { createLeaseToken, type DispatchResult } from '../../lib/contract/index';
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
 import { migratedDatabase } from '../helpers/pg-store';
-
-const MAIN = path.resolve(__dirname, '..', '..', 'lib', 'cli', 'main.js');
-
-interface Run {
-  readonly code: number;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
-function pidfence(args: readonly string[], env: Readonly<Record<string, string>> = {}, cwd = tmpdir()): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [MAIN, ...args], { cwd, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 30_000 }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
-    });
-  });
-}
-
-function tempDir(t: ExecutionContext): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-cli-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+import { pidfence, tempDir } from '../cli/pidfence-process';
 
 let sequence = 0;
 async function settle(store: SqliteStore, projectId: string, result: DispatchResult | 'leased', retryDelayMs?: number): Promise<string> {
@@ -180,7 +156,7 @@ test('gate 17: an unreachable store exits 3 with one sentence and no stack trace
   t.regex(refusedPort.stderr, /^pidfence: the postgres store lost or could not get its database connection.*\(ERR_PIDFENCE_STORE_UNAVAILABLE\)\n$/);
   const unopenable = await pidfence(['grant', '--bootstrap', '--db', path.join(dir, 'no', 'such', 'dir', 'x.db'), 'root', 'proj', 'grants.write']);
   t.is(unopenable.code, 3);
-  t.regex(unopenable.stderr, /^pidfence: cannot open the SQLite database .*\(ERR_PIDFENCE_STORE_UNAVAILABLE\)\n$/);
+  t.regex(unopenable.stderr, /^pidfence: the directory .* does not exist; create it.*\(ERR_PIDFENCE_STORE_UNAVAILABLE\)\n$/);
 });
 
 test('the CLI principal needs grants like anyone: default OS user, --bootstrap only once and only for grants.write', async (t) => {
@@ -206,9 +182,50 @@ test('gate 17: pidfence status and grant on PostgreSQL: grants through the owner
   const viaRuntime = await pidfence(['grant', '--bootstrap', '--db', database.runtimeUrl, '--as', 'root', 'root', 'proj', 'grants.write']);
   t.is(viaRuntime.code, 4);
   t.regex(viaRuntime.stderr, /only the migration owner can.*ERR_PIDFENCE_GRANT_OWNER_ONLY/);
-  t.is((await pidfence(['grant', '--bootstrap', '--db', database.ownerUrl, '--as', 'root', 'root', 'proj', 'grants.write'])).code, 0);
-  t.is((await pidfence(['grant', '--db', database.ownerUrl, '--as', 'root', 'viewer', 'proj', 'run.read'])).code, 0);
-  const status = await pidfence(['status', '--project', 'proj', '--json'], { PIDFENCE_DB: database.runtimeUrl, PIDFENCE_PRINCIPAL: 'viewer' });
+  // On PostgreSQL the principal is the login role: the owner administers, the runtime role reads.
+  t.is((await pidfence(['grant', '--bootstrap', '--db', database.ownerUrl, database.ownerRole, 'proj', 'grants.write'])).code, 0);
+  t.is((await pidfence(['grant', '--db', database.ownerUrl, database.runtimeRole, 'proj', 'run.read'])).code, 0);
+  t.is((await pidfence(['grant', '--db', database.ownerUrl, database.ownerRole, 'proj', 'run.read'])).code, 0);
+  const impersonating = await pidfence(['status', '--project', 'proj'], { PIDFENCE_DB: database.runtimeUrl, PIDFENCE_PRINCIPAL: database.ownerRole });
+  t.is(impersonating.code, 4, 'the runtime role may not act as the owner');
+  t.regex(impersonating.stderr, /ERR_PIDFENCE_IMPERSONATION_REFUSED/);
+  const status = await pidfence(['status', '--project', 'proj', '--json'], { PIDFENCE_DB: database.runtimeUrl });
   t.is(status.code, 0, status.stderr);
   t.like(JSON.parse(status.stdout), { projectId: 'proj', assessment: 'clear', total: 0 });
+});
+
+test('gate 14: the principal is the OS user; --as and $PIDFENCE_PRINCIPAL grant no rights to a caller without grants.write, and impersonation is audited', async (t) => {
+  const dir = tempDir(t);
+  const db = path.join(dir, 'pidfence.db');
+  // The suite runs as root: bootstrap root, give viewer run.read only, and make a blocked run.
+  t.is((await pidfence(['grant', '--bootstrap', '--db', db, 'root', 'proj', 'grants.write'])).code, 0);
+  t.is((await pidfence(['grant', '--db', db, 'viewer', 'proj', 'run.read'])).code, 0);
+  const store = openSqliteStore(db);
+  const runId = await settle(store, 'proj', 'unsupported');
+  store.close();
+  // Make `admin` the administrator and take grants.write from root: root may no longer act as anyone.
+  t.is((await pidfence(['grant', '--db', db, 'admin', 'proj', 'grants.write'])).code, 0);
+  t.is((await pidfence(['grant', '--db', db, 'admin', 'proj', 'run.stop'])).code, 0);
+  t.is((await pidfence(['grant', '--db', db, 'admin', 'proj', 'run.read'])).code, 0);
+  t.is((await pidfence(['grant', '--revoke', '--db', db, 'root', 'proj', 'grants.write'])).code, 0);
+  for (const attempt of [
+    await pidfence(['inspect', runId, '--db', db, '--as', 'admin']),
+    await pidfence(['status', '--db', db, '--project', 'proj'], { PIDFENCE_PRINCIPAL: 'admin' }),
+    await pidfence(['grant', '--db', db, '--as', 'admin', 'root', 'proj', 'grants.write']),
+  ]) {
+    t.is(attempt.code, 4, attempt.stderr);
+    t.regex(attempt.stderr, /root may not act as admin.*ERR_PIDFENCE_IMPERSONATION_REFUSED/);
+  }
+  // With grants.write back, root may act as viewer, and the audit says so.
+  const reopened = openSqliteStore(db);
+  await reopened.management.writeGrant({ subject: 'root', projectId: 'proj', permission: 'grants.write' }, 'test-owner');
+  await reopened.management.writeGrant({ subject: 'viewer', projectId: 'proj', permission: 'run.stop' }, 'test-owner');
+  reopened.close();
+  const inspected = JSON.parse((await pidfence(['inspect', runId, '--db', db, '--json', '--as', 'viewer'])).stdout) as { version: number };
+  const rearmed = await pidfence(['rearm', runId, '--db', db, '--as', 'viewer', '--expect-version', String(inspected.version), '--expect-result', 'unsupported']);
+  t.is(rearmed.code, 0, rearmed.stderr);
+  const audit = openSqliteStore(db);
+  t.teardown(() => audit.close());
+  const actors = audit.database.prepare('SELECT actor FROM management_audit WHERE run_id = ?').all(runId) as Array<{ actor: string }>;
+  t.deepEqual(actors.map((row) => row.actor), ['root acting as viewer']);
 });

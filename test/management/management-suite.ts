@@ -7,7 +7,7 @@ import test, { type ExecutionContext } from 'ava';
 
 import { PidfenceError } from '../../lib/base/errors';
 import { BLOCKED_PAGE_SIZE, createLeaseToken, leaseTokenDigest, type BlockingResult, type DispatchResult } from '../../lib/contract/index';
-import { ManagementPlane, type GrantAdministration, type ManagementStore } from '../../lib/management/index';
+import { authorizeCancel, ManagementPlane, type GrantAdministration, type ManagementStore } from '../../lib/management/index';
 import { formatHandle, handleFromIdentity } from '../../lib/process/index';
 import type { DispatchRepository } from '../../lib/store/dispatch-repository';
 import type { RunStore } from '../../lib/store/run-store';
@@ -25,6 +25,8 @@ export interface ManagementWorld {
   statementsOf<T>(work: () => Promise<T>): Promise<{ result: T; statements: readonly string[] }>;
   /** management_audit rows of a run, read by the owner. */
   auditRows(runId: string): Promise<ReadonlyArray<{ actor: string; expectedVersion: number; expectedResult: string }>>;
+  /** Makes the database refuse audit rows of `actor` (a trigger or constraint the owner adds); returns its removal. */
+  injectAuditFailure(actor: string): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -129,10 +131,10 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const blocked = await settledRun(world, PROJECT, 'pid_mismatch');
     const before = await writtenState(world, blocked.runId);
     const expectation = { expectedVersion: 2, expectedStatus: 'blocked', expectedResult: 'pid_mismatch' } as const;
-    await refused(t, planeFor(world, stranger).inspect(blocked.runId), 'ERR_PIDFENCE_NOT_PERMITTED');
+    await refused(t, planeFor(world, stranger).inspect(blocked.runId), 'ERR_PIDFENCE_RUN_NOT_FOUND');
     await refused(t, planeFor(world, stranger).summary(PROJECT), 'ERR_PIDFENCE_NOT_PERMITTED');
     await refused(t, planeFor(world, stranger).blockedPage(PROJECT), 'ERR_PIDFENCE_NOT_PERMITTED');
-    await refused(t, planeFor(world, stranger).rearm(blocked.runId, expectation), 'ERR_PIDFENCE_NOT_PERMITTED');
+    await refused(t, planeFor(world, stranger).rearm(blocked.runId, expectation), 'ERR_PIDFENCE_RUN_NOT_FOUND');
     await refused(t, planeFor(world, viewer).rearm(blocked.runId, expectation), 'ERR_PIDFENCE_NOT_PERMITTED');
     t.is(await writtenState(world, blocked.runId), before, 'nothing was written');
     t.is((await planeFor(world, viewer).inspect(blocked.runId)).status, 'blocked');
@@ -203,7 +205,7 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const waitingBefore = await writtenState(world, waiting.runId);
     await refused(t, plane.rearm(waiting.runId, expect(2, 'unsupported')), 'ERR_PIDFENCE_REARM_NOT_BLOCKED');
     t.is(await writtenState(world, waiting.runId), waitingBefore);
-    await refused(t, plane.rearm(uniqueId('run'), expect(2, 'unsupported')), 'ERR_PIDFENCE_DISPATCH_NOT_FOUND');
+    await refused(t, plane.rearm(uniqueId('run'), expect(2, 'unsupported')), 'ERR_PIDFENCE_RUN_NOT_FOUND');
 
     // Authorization drift: run.stop is revoked after the up-front check, before the transaction.
     const drifting = planeFor(world, operator, { hooks: { afterAuthorization: async () => { await world.grants.revokeGrant({ subject: operator, projectId: PROJECT, permission: 'run.stop' }); } } });
@@ -313,5 +315,63 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     await grant(world, viewer, OTHER_PROJECT, 'run.read');
     await refused(t, plane.blockedPage(OTHER_PROJECT, first.next ?? undefined), 'ERR_PIDFENCE_CURSOR_PROJECT');
     await refused(t, plane.blockedPage(project, 'bp1.not-a-cursor'), 'ERR_PIDFENCE_INVALID_CURSOR');
+  });
+
+  test(`gate 14: another project's run answers inspect, rearm and cancel exactly like a missing run, with no project id [${name}]`, async (t) => {
+    const world = await withWorld(t);
+    const stranger = uniqueId('stranger');
+    await grant(world, stranger, OTHER_PROJECT, 'run.read', 'run.stop', 'grants.write');
+    const foreign = await settledRun(world, PROJECT, 'pid_mismatch');
+    const missing = uniqueId('run');
+    const plane = planeFor(world, stranger);
+    const expectation = { expectedVersion: 2, expectedStatus: 'blocked', expectedResult: 'pid_mismatch' } as const;
+    const refusalOf = async (promise: Promise<unknown>, runId: string): Promise<{ code: string; message: string }> => {
+      const error = (await t.throwsAsync(promise)) as PidfenceError;
+      return { code: error.code, message: error.message.replace(runId, 'RUN') };
+    };
+    const foreignRun = await world.runStore.getRun(foreign.runId);
+    const answers = [
+      [await refusalOf(plane.inspect(foreign.runId), foreign.runId), await refusalOf(plane.inspect(missing), missing)],
+      [await refusalOf(plane.rearm(foreign.runId, expectation), foreign.runId), await refusalOf(plane.rearm(missing, expectation), missing)],
+      [
+        await refusalOf(authorizeCancel(world.management, { subject: stranger }, foreign.runId, foreignRun), foreign.runId),
+        await refusalOf(authorizeCancel(world.management, { subject: stranger }, missing, null), missing),
+      ],
+    ];
+    for (const [forForeign, forMissing] of answers) {
+      t.deepEqual(forForeign, forMissing);
+      t.is(forForeign?.code, 'ERR_PIDFENCE_RUN_NOT_FOUND');
+      t.false(forForeign?.message.includes(PROJECT), 'the refusal names no project');
+    }
+  });
+
+  test(`cancel is authorized by run.stop on the run's project: run.read alone is refused by name, run.stop passes [${name}]`, async (t) => {
+    const world = await withWorld(t);
+    const viewer = uniqueId('viewer');
+    const operator = uniqueId('operator');
+    await grant(world, viewer, PROJECT, 'run.read');
+    await grant(world, operator, PROJECT, 'run.read', 'run.stop');
+    const run = await settledRun(world, PROJECT, 'pid_mismatch');
+    const record = await world.runStore.getRun(run.runId);
+    await refused(t, authorizeCancel(world.management, { subject: viewer }, run.runId, record), 'ERR_PIDFENCE_NOT_PERMITTED');
+    await t.notThrowsAsync(authorizeCancel(world.management, { subject: operator }, run.runId, record));
+  });
+
+  test(`gate 15: an injected failure of the audit insert rolls back the rearm and its event; without it the same rearm succeeds [${name}]`, async (t) => {
+    const world = await withWorld(t);
+    const operator = uniqueId('operator');
+    await grant(world, operator, PROJECT, 'run.read', 'run.stop');
+    const blocked = await settledRun(world, PROJECT, 'unsupported');
+    const before = await writtenState(world, blocked.runId);
+    const expectation = { expectedVersion: 2, expectedStatus: 'blocked', expectedResult: 'unsupported' } as const;
+    const remove = await world.injectAuditFailure(operator);
+    try {
+      await refused(t, planeFor(world, operator).rearm(blocked.runId, expectation), 'ERR_PIDFENCE_STORE_FAILED');
+    } finally {
+      await remove();
+    }
+    t.is(await writtenState(world, blocked.runId), before, 'no dispatch change, no event, no audit row');
+    t.like(await planeFor(world, operator).rearm(blocked.runId, expectation), { status: 'retry_wait' });
+    t.is((await world.auditRows(blocked.runId)).length, 1);
   });
 }

@@ -9,6 +9,7 @@ import { MANAGEMENT_SQL } from '../../lib/store/postgres/management-statements';
 import { migratedDatabase, runtimeUrlNamed, SUITE_SESSION_SETTINGS, uniqueApplicationName, type MigratedDatabase } from '../helpers/pg-store';
 import { registerManagementSuite, type ManagementWorld } from './management-suite';
 
+let auditInjections = 0;
 const CONTROL_STATEMENT = /^\s*(BEGIN|COMMIT|ROLLBACK|SET)\b/i;
 
 let shared: Promise<MigratedDatabase> | undefined;
@@ -53,6 +54,12 @@ async function openWorld(): Promise<ManagementWorld> {
       'SELECT actor, expected_version::int AS "expectedVersion", expected_result AS "expectedResult" FROM management_audit WHERE run_id = $1 ORDER BY created_at_ms, id',
       [runId],
     )).rows,
+    injectAuditFailure: async (actor) => {
+      // The owner adds a constraint no row of `actor` passes; NOT VALID leaves existing rows alone.
+      const constraint = `inject_audit_failure_${auditInjections++}`;
+      await db.owner.query(`ALTER TABLE management_audit ADD CONSTRAINT ${constraint} CHECK (actor <> '${actor}') NOT VALID`);
+      return async () => { await db.owner.query(`ALTER TABLE management_audit DROP CONSTRAINT ${constraint}`); };
+    },
     close: async () => { await grants.close(); await store.close(); await pool.end(); },
   };
 }
@@ -129,4 +136,18 @@ test('gate 18: on 30,000 dispatches in 7 projects the blocked page is an index s
   const page = await runtime.query(MANAGEMENT_SQL.blockedPage, ['xp-3', 10_000_000, -1, '', 17]);
   t.is(page.rows.length, 17);
   t.true(page.rows.every((row: { runId: string }) => Number(row.runId.slice(3)) % 7 === 3 && Number(row.runId.slice(3)) % 3 === 0));
+});
+
+test('gate 15: run_events and management_audit are append-only: the runtime role may INSERT and SELECT them, and UPDATE and DELETE are refused [postgres]', async (t) => {
+  const db = await database();
+  const runtime = new Pool({ connectionString: db.runtimeUrl, max: 1 });
+  runtime.on('error', () => undefined);
+  t.teardown(() => runtime.end());
+  for (const table of ['run_events', 'management_audit']) {
+    await t.notThrowsAsync(runtime.query(`SELECT count(*) FROM ${table}`));
+    for (const statement of [`UPDATE ${table} SET created_at_ms = created_at_ms`, `DELETE FROM ${table}`, `TRUNCATE ${table}`]) {
+      const error = await t.throwsAsync(runtime.query(statement));
+      t.is((error as { code?: string }).code, '42501', `${statement} is refused for lack of privilege`);
+    }
+  }
 });

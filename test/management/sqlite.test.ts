@@ -11,6 +11,7 @@ import { ManagementPlane } from '../../lib/management/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { registerManagementSuite, settledRun, type ManagementWorld } from './management-suite';
 
+let auditInjections = 0;
 const DATA_STATEMENT = /^\s*(?!BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)/i;
 
 async function openWorld(): Promise<ManagementWorld & { database: ReturnType<typeof openSqliteStore>['database'] }> {
@@ -37,6 +38,11 @@ async function openWorld(): Promise<ManagementWorld & { database: ReturnType<typ
     auditRows: async (runId) => store.database
       .prepare('SELECT actor, expected_version AS expectedVersion, expected_result AS expectedResult FROM management_audit WHERE run_id = ? ORDER BY created_at_ms, id')
       .all(runId) as Array<{ actor: string; expectedVersion: number; expectedResult: string }>,
+    injectAuditFailure: async (actor) => {
+      const trigger = `inject_audit_failure_${auditInjections++}`;
+      store.database.exec(`CREATE TRIGGER ${trigger} BEFORE INSERT ON management_audit WHEN NEW.actor = '${actor}' BEGIN SELECT RAISE(ABORT, 'injected audit failure'); END`);
+      return async () => { store.database.exec(`DROP TRIGGER ${trigger}`); };
+    },
     close: async () => { store.close(); rmSync(dir, { recursive: true, force: true }); },
   };
 }

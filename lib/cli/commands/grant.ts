@@ -5,11 +5,11 @@ import type { Command } from 'commander';
 
 import { PidfenceError, PidfenceRangeError } from '../../base/errors';
 import { validateId, validatePermission, validateSubject } from '../../contract/index';
-import { notPermitted, principalOf } from '../../management/index';
+import { auditActor, authorizeImpersonation, notPermitted, type Principal } from '../../management/index';
 import type { GrantAdministration } from '../../store/management-store';
 import type { CliCommand, CliIo } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { jsonWrite, managementOptionsAdd, principalResolve, type ManagementOptions } from '../principal';
+import { actingPrincipal, jsonWrite, managementOptionsAdd, requestedPrincipal, type ManagementOptions } from '../principal';
 import { grantAdministrationOpen, storeTargetResolve } from '../store-target';
 
 interface GrantOptions extends ManagementOptions {
@@ -25,9 +25,10 @@ function ownerOnly(error: unknown): unknown {
   return error;
 }
 
-async function authorizeGrant(admin: GrantAdministration, actor: string, projectId: string, permission: string, bootstrap: boolean): Promise<void> {
+async function authorizeGrant(admin: GrantAdministration, actor: Principal, projectId: string, permission: string, bootstrap: boolean): Promise<void> {
   if (!bootstrap) {
-    if (!(await admin.hasPermission(actor, projectId, 'grants.write'))) throw notPermitted(actor, 'grants.write', projectId);
+    if (!(await admin.hasPermission(actor.subject, projectId, 'grants.write'))) throw notPermitted(actor.subject, 'grants.write', projectId);
+    await authorizeImpersonation(admin, actor, projectId);
     return;
   }
   if (permission !== 'grants.write') {
@@ -49,13 +50,15 @@ export const grantCommand: CliCommand = {
       .option('--bootstrap', 'first grant on a database without grants: grants.write for the first administrator')
       .action(async (subjectArg: string, projectArg: string, permissionArg: string, options: GrantOptions) => {
         const change = { subject: validateSubject(subjectArg), projectId: validateId(projectArg, 'project'), permission: validatePermission(permissionArg) };
-        const actor = principalOf(principalResolve(options.as, io.env)).subject;
+        const requested = requestedPrincipal(options.as, io.env);
         if (options.bootstrap === true && options.revoke === true) throw new PidfenceRangeError('--bootstrap and --revoke do not go together.', 'ERR_PIDFENCE_USAGE');
-        const admin = await grantAdministrationOpen(storeTargetResolve(options.db, io.env));
+        const admin = await grantAdministrationOpen(storeTargetResolve(options.db, io.env), { create: options.bootstrap === true });
         try {
+          const actor = actingPrincipal(requested, await admin.authenticatedSubject());
           await authorizeGrant(admin, actor, change.projectId, change.permission, options.bootstrap === true);
-          const outcome = options.revoke === true ? await admin.revokeGrant(change) : await admin.writeGrant(change, actor);
-          if (options.json === true) jsonWrite(io, { ...change, outcome, by: actor });
+          const by = auditActor(actor);
+          const outcome = options.revoke === true ? await admin.revokeGrant(change) : await admin.writeGrant(change, by);
+          if (options.json === true) jsonWrite(io, { ...change, outcome, by });
           else io.stdout.write(`${change.subject} ${change.permission} on ${change.projectId}: ${outcome}\n`);
           done(EXIT.ok);
         } catch (error) {

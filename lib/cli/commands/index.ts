@@ -3,10 +3,12 @@ import type { CliCommand } from '../command';
 import { blockedCommand } from './blocked';
 import { cancelCommand } from './cancel';
 import { grantCommand } from './grant';
+import { grantRuntimeCommand } from './grant-runtime';
 import { inspectCommand } from './inspect';
+import { migrateCommand } from './migrate';
 import { rearmCommand } from './rearm';
 import { runCommand } from './run';
 import { statusCommand } from './status';
 import { superviseCommand } from './supervise';
 
-export const commands: readonly CliCommand[] = [runCommand, cancelCommand, superviseCommand, statusCommand, blockedCommand, inspectCommand, rearmCommand, grantCommand];
+export const commands: readonly CliCommand[] = [runCommand, cancelCommand, superviseCommand, statusCommand, blockedCommand, inspectCommand, rearmCommand, grantCommand, migrateCommand, grantRuntimeCommand];

@@ -4,8 +4,8 @@
 import { poolFor, type PostgresTarget } from './connection';
 import { PostgresDispatchRepository, type PostgresStoreHooks } from './dispatch-repository';
 import { PostgresExecutionStore } from './execution-store';
+import { PostgresManagementStore, sessionUserOf } from './management-store';
 import { PostgresRunnerStore } from './runner-store';
-import { PostgresManagementStore } from './management-store';
 import { postgresReadiness, type PostgresReadiness } from './readiness';
 import { PostgresRunStore } from './run-store';
 
@@ -50,6 +50,8 @@ export interface PostgresStore {
   /** The management plane's store (reads grants; writes only dispatch, event and audit rows). */
   readonly management: PostgresManagementStore;
   readiness(): Promise<PostgresReadiness>;
+  /** The login role of this store's connections (session_user): the authenticated principal. */
+  sessionUser(): Promise<string>;
   /** Ends the pool if the store made it from a connection string; a caller's pool stays open. */
   close(): Promise<void>;
 }
@@ -73,6 +75,7 @@ export async function openPostgresStore(target: PostgresTarget, options: Postgre
     runnerStore: new PostgresRunnerStore(handle.pool),
     management: new PostgresManagementStore(handle.pool),
     readiness: () => postgresReadiness(handle.pool),
+    sessionUser: () => sessionUserOf(handle.pool),
     close: () => handle.release(),
   };
 }

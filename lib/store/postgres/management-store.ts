@@ -66,7 +66,7 @@ export class PostgresManagementStore implements ManagementStore {
       eventId: command.eventId,
       payload: buildDispatchEventPayload({ attemptId: inspection.attemptId, dispatchCount: inspection.dispatchCount, result: command.expectedResult }),
     });
-    await tx.rows(MANAGEMENT_SQL.insertAudit, [command.auditId, command.runId, record.projectId, command.subject, command.expectedVersion, command.expectedResult, run.nowMs]);
+    await tx.rows(MANAGEMENT_SQL.insertAudit, [command.auditId, command.runId, record.projectId, command.actor ?? command.subject, command.expectedVersion, command.expectedResult, run.nowMs]);
     return { kind: 'rearmed', inspection, event };
   }
 
@@ -116,6 +116,17 @@ export class PostgresGrantAdministration implements GrantAdministration {
   async listGrants(subject: string): Promise<ReadonlyArray<{ readonly projectId: string; readonly permission: Permission }>> {
     return inTransaction(this.#pool, 'listGrants', (tx) => tx.rows<{ projectId: string; permission: Permission }>(MANAGEMENT_SQL.listGrants, [subject]));
   }
+
+  /** The owner's login role: who writes the grants (docs/decisions/0044). */
+  authenticatedSubject(): Promise<string> {
+    return sessionUserOf(this.#pool);
+  }
+}
+
+/** The login role of the pool's connections (session_user, not a SET ROLE): the authenticated principal. */
+export async function sessionUserOf(pool: Pool): Promise<string> {
+  const [row] = await inTransaction(pool, 'sessionUser', (tx) => tx.rows<{ name: string }>('SELECT session_user AS name', []));
+  return row?.name ?? '';
 }
 
 /** Grant writes as the migration owner, on the owner's pool or URL; close() ends a pool made here. */

@@ -32,6 +32,9 @@ const ROLE_FACTS = `SELECT current_schema() AS schema,
     (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = $1) AS "bypasses",
     has_schema_privilege($1::text, current_schema(), 'CREATE') AS "canCreate"`;
 
+/** A readiness sentence names a few privileges, not a catalogue: the rest follow from the same fix. */
+const LISTED_MAX = 4;
+
 function notReady(message: string, code: string): PidfenceError {
   return new PidfenceError(message, code);
 }
@@ -63,18 +66,26 @@ export async function postgresReadiness(target: PostgresTarget, options: Readine
     const rows = await tx.rows<{ table: string; privilege: TablePrivilege; granted: boolean }>(PRIVILEGE_ROWS, [role, tables, TABLE_PRIVILEGES]);
     const missing = rows.filter((row) => !row.granted && (RUNTIME_PRIVILEGES[row.table] ?? []).includes(row.privilege));
     const excess = rows.filter((row) => row.granted && !(RUNTIME_PRIVILEGES[row.table] ?? []).includes(row.privilege));
-    const listed = (found: typeof rows): string => found.map((row) => `${row.privilege} on ${row.table}`).join(', ');
+    const listed = (found: typeof rows): string => {
+      const named = found.slice(0, LISTED_MAX).map((row) => `${row.privilege} on ${row.table}`).join(', ');
+      return found.length > LISTED_MAX ? `${named} and ${found.length - LISTED_MAX} more` : named;
+    };
     if (missing.length > 0) {
       throw notReady(`the runtime role ${role} lacks ${listed(missing)}; run grantRuntime('${role}') as the migration owner.`, 'ERR_PIDFENCE_PG_PRIVILEGE_MISSING');
     }
+    if (facts.bypasses) {
+      throw notReady(
+        `${role} is a superuser (or bypasses row security); pidfence does not run with such a role. Connect with the runtime role's URL, made with \`pidfence grant-runtime <role> --db <owner-url>\`.`,
+        'ERR_PIDFENCE_STORE_SUPERUSER',
+      );
+    }
     const extra = [
-      ...(facts.bypasses ? ['SUPERUSER or BYPASSRLS'] : []),
       ...(facts.canCreate ? [`CREATE on schema ${facts.schema}`] : []),
       ...(excess.length > 0 ? [listed(excess)] : []),
     ];
     if (extra.length > 0) {
       throw notReady(
-        `the runtime role ${role} holds more than SELECT, INSERT, UPDATE: ${extra.join('; ')}. Connect as a plain LOGIN role, ` +
+        `the runtime role ${role} holds more than its runtime privileges: ${extra.join('; ')}. Connect as a plain LOGIN role, ` +
           `revoke the rest (grantRuntime('${role}') revokes direct table grants; check role memberships and schema grants) and check again.`,
         'ERR_PIDFENCE_PG_PRIVILEGE_EXCESS',
       );

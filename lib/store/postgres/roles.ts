@@ -15,9 +15,10 @@ export type TablePrivilege = (typeof TABLE_PRIVILEGES)[number];
 export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly TablePrivilege[]>> = Object.freeze({
   runs: ['SELECT', 'INSERT', 'UPDATE'],
   attempts: ['SELECT', 'INSERT', 'UPDATE'],
-  run_events: ['SELECT', 'INSERT', 'UPDATE'],
+  // History is append-only (docs/decisions/0047): a runtime role cannot rewrite or erase it.
+  run_events: ['SELECT', 'INSERT'],
   cancellation_dispatches: ['SELECT', 'INSERT', 'UPDATE'],
-  management_audit: ['SELECT', 'INSERT', 'UPDATE'],
+  management_audit: ['SELECT', 'INSERT'],
   attempt_events: ['SELECT', 'INSERT', 'UPDATE'],
   receipt_journal: ['SELECT', 'INSERT', 'UPDATE'],
   runners: ['SELECT', 'INSERT', 'UPDATE'],

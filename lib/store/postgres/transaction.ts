@@ -1,7 +1,7 @@
 // The one place that talks to a pg connection for the PostgreSQL store (ADR-0456 §3, §7-8; DESIGN §7):
 // BEGIN with the SET LOCAL limits, COMMIT / ROLLBACK, bigint parsing, and pg errors mapped to typed
 // PidfenceErrors whose messages carry a stable code and advice, never SQL text or parameters.
-import type { CustomTypesConfig, Pool, PoolClient, QueryResultRow } from 'pg';
+import type { CustomTypesConfig, Pool, PoolClient, QueryConfig, QueryResultRow } from 'pg';
 import { types as pgTypes } from 'pg';
 
 import { PidfenceError } from '../../base/errors';
@@ -14,10 +14,25 @@ import { storeFailure } from '../store-errors';
 export const STATEMENT_TIMEOUT = '5s';
 export const LOCK_TIMEOUT = '1s';
 export const IDLE_IN_TRANSACTION_TIMEOUT = '10s';
+export const STATEMENT_TIMEOUT_MS = 5_000;
+export const IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000;
 
 export interface TransactionLimits {
-  /** A PostgreSQL interval literal such as '5s'; only the migration transaction widens it. */
+  /** A PostgreSQL interval literal in seconds such as '5s'; only the migration transaction widens it. */
   readonly statementTimeout: string;
+}
+
+/**
+ * How long the client waits for any one answer (docs/decisions/0045): the server's statement
+ * timeout plus a margin for the round trip. It bounds a server that stopped answering, which no
+ * server-side timeout can: a SIGSTOPped or partitioned server never says anything.
+ */
+export const CLIENT_MARGIN_MS = 2_000;
+
+export function clientTimeoutMs(limits: TransactionLimits): number {
+  const seconds = /^(\d+)s$/.exec(limits.statementTimeout);
+  if (seconds === null) throw new Error(`statement timeout ${limits.statementTimeout} is not whole seconds`);
+  return Number(seconds[1]) * 1_000 + CLIENT_MARGIN_MS;
 }
 
 const DEFAULT_LIMITS: TransactionLimits = { statementTimeout: STATEMENT_TIMEOUT };
@@ -63,7 +78,9 @@ export type StoreErrorCode =
   | 'ERR_PIDFENCE_STORE_UNAVAILABLE'
   | 'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN'
   | 'ERR_PIDFENCE_STORE_PRIVILEGE'
-  | 'ERR_PIDFENCE_STORE_SCHEMA';
+  | 'ERR_PIDFENCE_STORE_SCHEMA'
+  | 'ERR_PIDFENCE_STORE_AUTH'
+  | 'ERR_PIDFENCE_STORE_NO_DATABASE';
 
 const ADVICE: Readonly<Record<StoreErrorCode, string>> = {
   ERR_PIDFENCE_STORE_LOCK_TIMEOUT: `waited longer than the ${LOCK_TIMEOUT} lock timeout for a row another transaction holds; the transaction was rolled back and nothing was written. Retry; if it keeps happening, look for long transactions on the pidfence tables.`,
@@ -72,6 +89,8 @@ const ADVICE: Readonly<Record<StoreErrorCode, string>> = {
   ERR_PIDFENCE_STORE_UNAVAILABLE: 'lost or could not get its database connection; nothing was committed. Check that the server is up and reachable, then retry.',
   ERR_PIDFENCE_STORE_COMMIT_UNKNOWN: 'lost the connection while committing: the change may or may not be durable. Read the record again before retrying; the fences make a retry safe.',
   ERR_PIDFENCE_STORE_PRIVILEGE: 'was refused by the database for lack of a privilege; nothing was written. Run postgresReadiness() and grantRuntime() as the migration owner.',
+  ERR_PIDFENCE_STORE_AUTH: 'was refused at login: the user name or password in the URL is wrong, or pg_hba.conf does not admit this user from here. Check the URL (or PGPASSWORD / ~/.pgpass) and the server\'s pg_hba.conf.',
+  ERR_PIDFENCE_STORE_NO_DATABASE: 'cannot find the database named in the URL on this server. Create it (createdb, as the owner) or fix the name in the URL.',
   ERR_PIDFENCE_STORE_SCHEMA: 'found the pidfence schema missing or different; nothing was written. Run migratePostgres() as the migration owner, then postgresReadiness().',
 };
 
@@ -82,12 +101,15 @@ function codeForSqlState(sqlState: string): StoreErrorCode | undefined {
   if (sqlState === '40001' || sqlState === '40P01') return 'ERR_PIDFENCE_STORE_CONFLICT';
   if (sqlState.startsWith('08') || /^57P0[1-4]$/.test(sqlState) || sqlState === '25P03') return 'ERR_PIDFENCE_STORE_UNAVAILABLE';
   if (sqlState === '42501') return 'ERR_PIDFENCE_STORE_PRIVILEGE';
+  // Class 28: invalid authorization (28000: no role or no pg_hba entry; 28P01: wrong password).
+  if (sqlState.startsWith('28')) return 'ERR_PIDFENCE_STORE_AUTH';
+  if (sqlState === '3D000') return 'ERR_PIDFENCE_STORE_NO_DATABASE';
   if (sqlState === '42P01' || sqlState === '42703' || sqlState === '42883') return 'ERR_PIDFENCE_STORE_SCHEMA';
   return undefined;
 }
 
-function storeError(code: StoreErrorCode, operation: string, errno: string): PidfenceError {
-  return new PidfenceError(`the postgres store ${ADVICE[code]} (during ${operation}, ${errno})`, code, { errno });
+function storeError(code: StoreErrorCode, operation: string, errno: string, cause?: unknown): PidfenceError {
+  return new PidfenceError(`the postgres store ${ADVICE[code]} (during ${operation}, ${errno})`, code, { errno, cause });
 }
 
 /**
@@ -101,23 +123,31 @@ export function pgFailure(operation: string, error: unknown): Error {
   const code = typeof fields.code === 'string' ? fields.code : undefined;
   if (code !== undefined && typeof fields.severity === 'string') {
     const mapped = codeForSqlState(code);
-    return mapped === undefined ? storeFailure('postgres', operation, { code }) : storeError(mapped, operation, code);
+    return mapped === undefined ? storeFailure('postgres', operation, error) : storeError(mapped, operation, code, error);
   }
-  return storeError('ERR_PIDFENCE_STORE_UNAVAILABLE', operation, code ?? 'CONNECTION_LOST');
+  return storeError('ERR_PIDFENCE_STORE_UNAVAILABLE', operation, code ?? driverTimeout(error) ?? 'CONNECTION_LOST', error);
 }
 
-function txOf(client: PoolClient, operation: string): Tx {
+/** pg's own timeouts carry no code, only these fixed messages (client.js); name them for the reader. */
+function driverTimeout(error: unknown): string | undefined {
+  const message = (error as { message?: unknown } | null)?.message;
+  if (message === 'Query read timeout') return 'CLIENT_QUERY_TIMEOUT';
+  if (message === 'timeout expired' || message === 'Connection terminated due to connection timeout') return 'CONNECT_TIMEOUT';
+  return undefined;
+}
+
+function txOf(client: PoolClient, operation: string, timeoutMs: number): Tx {
   return {
     rows: async <R extends QueryResultRow>(text: string, values: readonly unknown[]): Promise<R[]> => {
       try {
-        return (await client.query<R>({ text, values: values as unknown[], types: TYPES })).rows;
+        return (await client.query<R>({ text, values: values as unknown[], types: TYPES, query_timeout: timeoutMs } as QueryConfigWithTimeout)).rows;
       } catch (error) {
         throw pgFailure(operation, error);
       }
     },
     exec: async (text: string): Promise<void> => {
       try {
-        await client.query(text);
+        await client.query({ text, query_timeout: timeoutMs } as QueryConfigWithTimeout);
       } catch (error) {
         throw pgFailure(operation, error);
       }
@@ -136,6 +166,9 @@ async function checkout(pool: Pool, operation: string): Promise<PoolClient> {
 
 const ignore = (): void => undefined;
 
+/** pg honours `query_timeout` per query; its types only declare it on the client config. */
+type QueryConfigWithTimeout = QueryConfig & { query_timeout: number };
+
 /**
  * Runs `work` in one READ COMMITTED transaction with the SET LOCAL limits. Any failure rolls back;
  * a connection that failed (or whose rollback failed) is destroyed instead of going back to the pool.
@@ -150,27 +183,34 @@ export async function inTransaction<T>(
   // A checked-out client has no error listener of the pool's; a dropped socket must not crash the process.
   client.on('error', ignore);
   let broken: Error | undefined;
+  const timeoutMs = clientTimeoutMs(limits);
+  const control = (text: string): Promise<unknown> => client.query({ text, query_timeout: timeoutMs } as QueryConfigWithTimeout);
   try {
     try {
-      await client.query(limits === DEFAULT_LIMITS ? BEGIN : beginWith(limits));
+      await control(limits === DEFAULT_LIMITS ? BEGIN : beginWith(limits));
     } catch (error) {
       throw pgFailure(operation, error);
     }
     let result: T;
     try {
-      result = await work(txOf(client, operation));
+      result = await work(txOf(client, operation, timeoutMs));
     } catch (error) {
       const failure = error instanceof PidfenceError ? error : storeFailure('postgres', operation, error);
+      if ((failure as PidfenceError).code === 'ERR_PIDFENCE_STORE_UNAVAILABLE') {
+        // A lost or silent connection: destroying it makes the server roll back; a ROLLBACK would
+        // only wait out another timeout behind the unanswered statement.
+        broken = failure;
+        throw failure;
+      }
       try {
-        await client.query('ROLLBACK');
+        await control('ROLLBACK');
       } catch {
         broken = failure;
       }
-      if ((failure as PidfenceError).code === 'ERR_PIDFENCE_STORE_UNAVAILABLE') broken = failure;
       throw failure;
     }
     try {
-      await client.query('COMMIT');
+      await control('COMMIT');
     } catch (error) {
       const failure = pgFailure(operation, error);
       broken = failure;
@@ -201,7 +241,8 @@ export async function inOneStatement<R extends QueryResultRow>(pool: Pool, opera
   client.on('error', ignore);
   let broken: Error | undefined;
   try {
-    const config = { text: statement.text, values: statement.values as unknown[], types: TYPES };
+    // The client-side bound applies here too: a silent server must not hold the call forever.
+    const config = { text: statement.text, values: statement.values as unknown[], types: TYPES, query_timeout: clientTimeoutMs(DEFAULT_LIMITS) } as QueryConfigWithTimeout;
     return (await client.query<R>(statement.name === undefined ? config : { ...config, name: statement.name })).rows;
   } catch (error) {
     const failure = pgFailure(operation, error);

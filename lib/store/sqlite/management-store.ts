@@ -81,7 +81,7 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
       nowMs,
     });
     this.#sql.insertAudit.run({
-      id: command.auditId, runId: command.runId, projectId: record.projectId, actor: command.subject,
+      id: command.auditId, runId: command.runId, projectId: record.projectId, actor: command.actor ?? command.subject,
       expectedVersion: command.expectedVersion, expectedResult: command.expectedResult, nowMs,
     });
     return { kind: 'rearmed', inspection, event };

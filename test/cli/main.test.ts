@@ -1,0 +1,45 @@
+// The CLI entry (docs/decisions/0041, 0042): exit status by error category, errors as JSON under
+// --json, --version, and the hint to put a job's options after `--`.
+import path from 'node:path';
+
+import test from 'ava';
+
+import { pidfence, tempDir } from './pidfence-process';
+
+test('a garbage blocked cursor is bad input: exit 2 with its code, not a refusal', async (t) => {
+  const dir = tempDir(t);
+  const db = path.join(dir, 'pidfence.db');
+  t.is((await pidfence(['grant', '--bootstrap', '--db', db, 'root', 'proj', 'grants.write'])).code, 0);
+  t.is((await pidfence(['grant', '--db', db, 'root', 'proj', 'run.read'])).code, 0);
+  const garbage = await pidfence(['blocked', '--db', db, '--project', 'proj', '--cursor', 'garbage']);
+  t.is(garbage.code, 2, garbage.stderr);
+  t.regex(garbage.stderr, /ERR_PIDFENCE_INVALID_CURSOR/);
+  t.false(/\n\s+at /.test(garbage.stderr), 'no stack trace');
+});
+
+test('under --json an error is one JSON document on stderr with its code and category, and stdout is empty', async (t) => {
+  const dir = tempDir(t);
+  const missing = await pidfence(['status', '--project', 'proj', '--json', '--db', path.join(dir, 'none.db')]);
+  t.is(missing.code, 3);
+  t.is(missing.stdout, '');
+  const parsed = JSON.parse(missing.stderr) as { error: { code: string; category: string; message: string } };
+  t.like(parsed.error, { code: 'ERR_PIDFENCE_STORE_UNAVAILABLE', category: 'unavailable' });
+  t.regex(parsed.error.message, /pass --db/);
+});
+
+test('pidfence --version prints the package version and exits 0', async (t) => {
+  const version = await pidfence(['--version']);
+  t.is(version.code, 0);
+  t.regex(version.stdout, /^\d+\.\d+\.\d+\n$/);
+});
+
+test('an unknown option after `pidfence run COMMAND` hints to put the job\'s options after --', async (t) => {
+  const dir = tempDir(t);
+  const unknown = await pidfence(['run', '--db', path.join(dir, 'x.db'), 'ls', '-la']);
+  t.is(unknown.code, 2);
+  t.regex(unknown.stderr, /unknown option '-la'/);
+  t.regex(unknown.stderr, /pidfence run \[options\] -- COMMAND/);
+  const other = await pidfence(['status', '--bogus']);
+  t.is(other.code, 2);
+  t.false(/-- COMMAND/.test(other.stderr), 'the hint is only for commands that take a job');
+});

@@ -1,0 +1,35 @@
+// `pidfence` as a real child process for CLI tests: exit status, stdout and stderr.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+import type { ExecutionContext } from 'ava';
+
+export const MAIN = path.resolve(__dirname, '..', '..', 'lib', 'cli', 'main.js');
+
+export interface Run {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export function pidfence(args: readonly string[], env: Readonly<Record<string, string>> = {}, cwd = tmpdir(), uid?: number): Promise<Run> {
+  const identity = uid === undefined ? {} : { uid, gid: uid };
+  return new Promise((resolve) => {
+    execFile(process.execPath, [MAIN, ...args], { cwd, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 30_000, ...identity }, (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
+    });
+  });
+}
+
+export function tempDir(t: ExecutionContext): string {
+  const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-cli-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** A uid with no passwd entry (root runs children under it to test another, unprivileged user). */
+export const NO_PASSWD_UID = 54_321;
+
+export const runsAsRoot = (): boolean => process.getuid?.() === 0;
