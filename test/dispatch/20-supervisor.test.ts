@@ -32,12 +32,10 @@ for (const factory of dispatchStoreFactories) {
       t.teardown(() => store.close());
       await body(t, store);
     });
-  // Backoff windows of exactly 1 s and jumps of minutes need a clock the test moves (SQLite's
-  // injected one). On PostgreSQL the database clock is real time: gates 5 and 7 are proved at
-  // the repository level by the contract suite (test/store/postgres.test.ts) with real sleeps.
-  const withMovableClock = factory.clock === 'injected' ? withStore : () => undefined;
+  // Gates 5, 6 and 7 move the store's clock by minutes: SQLite's injected clock, PostgreSQL's
+  // test-only one (test/helpers/pg-test-clock.ts), so they run on every store.
 
-  withMovableClock('gate 5: a retry_wait run is not dispatched before its due time, and is after it with dispatch_count 2', async (t, store) => {
+  withStore('gate 5: a retry_wait run is not dispatched before its due time, and is after it with dispatch_count 2', async (t, store) => {
     const job = startJob(t);
     const target = await cancelledRunFor(store, job);
     const throwing = new ThrowingController();
@@ -55,7 +53,7 @@ for (const factory of dispatchStoreFactories) {
     t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });
   });
 
-  withMovableClock('gate 6: dispatched, blocked and terminal runs never reach the controller again', async (t, store) => {
+  withStore('gate 6: dispatched, blocked and terminal runs never reach the controller again', async (t, store) => {
     const counting = new CountingController();
     const supervisor = new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, [counting]) });
     const dispatchedJob = startJob(t);
@@ -80,7 +78,7 @@ for (const factory of dispatchStoreFactories) {
     t.is(signalVerified(blockedJob.identity, 0, { group: true }).outcome, 'signalled', 'the blocked job was never signalled');
   });
 
-  withMovableClock('gate 7: controller missing, handle missing and a transient error keep their backoff across a restart', async (t, store) => {
+  withStore('gate 7: controller missing, handle missing and a transient error keep their backoff across a restart', async (t, store) => {
     const job = startJob(t);
     const noHandle = await cancelledRun(store.runStore);
     const noController = await cancelledRunFor(store, job);

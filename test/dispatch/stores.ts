@@ -8,7 +8,8 @@ import type { DispatchRepository } from '../../lib/store/dispatch-repository';
 import type { RunStore } from '../../lib/store/run-store';
 import { openPostgresStore, type PostgresStore } from '../../lib/store/postgres/index';
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
-import { migratedDatabase, runtimeUrlNamed } from '../helpers/pg-store';
+import { migratedDatabase } from '../helpers/pg-store';
+import { installPostgresTestClock } from '../helpers/pg-test-clock';
 
 export interface StoreConnection {
   readonly repository: DispatchRepository;
@@ -22,7 +23,7 @@ export interface DispatchTestStore {
   readonly runStore: RunStore;
   /** What another process passes to attach() to reach the same store (a file path, a URL). */
   readonly location: string;
-  /** Moves this store's clock forward (an injected offset on SQLite, a real sleep on PostgreSQL). */
+  /** Moves this store's clock forward (an injected offset on SQLite, the test clock on PostgreSQL). */
   advanceTime(ms: number): Promise<void>;
   /** Another connection to the same store sharing this store's clock: a second worker. */
   connect(): Promise<StoreConnection>;
@@ -35,8 +36,6 @@ export interface DispatchTestStore {
 
 export interface DispatchStoreFactory {
   readonly name: string;
-  /** `injected`: advanceTime moves the store's clock; `database`: it sleeps in real time. */
-  readonly clock: 'injected' | 'database';
   open(): Promise<DispatchTestStore>;
   /** Used by child processes: a connection to `location` on the store's real clock. */
   attach(location: string): Promise<StoreConnection>;
@@ -48,7 +47,6 @@ function sqliteConnection(store: SqliteStore): StoreConnection {
 
 const sqliteFactory: DispatchStoreFactory = {
   name: 'sqlite',
-  clock: 'injected',
   async open() {
     const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-dispatch-'));
     const file = path.join(dir, 'pidfence.db');
@@ -93,21 +91,22 @@ function postgresConnection(store: PostgresStore): StoreConnection {
 
 const TABLES = ['runs', 'attempts', 'run_events', 'cancellation_dispatches', 'management_audit'] as const;
 
-// PostgreSQL keeps its own clock (transaction_timestamp()), so advanceTime is a real sleep and
-// every connection, in this process or a child, shares the database's timeline.
+// PostgreSQL keeps its own clock (transaction_timestamp()). The URL carries the test-only clock
+// (test/helpers/pg-test-clock.ts): advanceTime moves it, and every connection on that URL, in this
+// process or a child, shares the moved timeline.
 const postgresFactory: DispatchStoreFactory = {
   name: 'postgres',
-  clock: 'database',
   async open() {
     const database = await migratedDatabase('dispatch');
-    const url = runtimeUrlNamed(database, `pidfence_dispatch_${process.pid}`);
+    const testClock = await installPostgresTestClock(database.admin, database, `pidfence_dispatch_${process.pid}`);
+    const url = testClock.url;
     let main = await openPostgresStore(url);
     const others: PostgresStore[] = [];
     return {
       get repository() { return main.repository; },
       get runStore() { return main.runStore; },
       location: url,
-      advanceTime: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+      advanceTime: (ms) => testClock.advance(ms),
       connect: async () => {
         const other = await openPostgresStore(url);
         others.push(other);

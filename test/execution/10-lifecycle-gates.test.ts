@@ -3,17 +3,19 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 
 import { PROFILES } from '../../lib/dispatch/index';
-import { CompletionNotices, DeadlineSource, receiptTokenDigest, receiptWriteAtomic, createReceiptToken, recoverExecutions, type CompletionReceipt } from '../../lib/execution/index';
+import { CompletionNotices, receiptTokenDigest, receiptWriteAtomic, createReceiptToken, type CompletionReceipt, type ExecutionApplication, type ExecutionStores } from '../../lib/execution/index';
 import type { ProcessIdentity } from '../../lib/native/index';
 import { formatHandle, handleFromIdentity } from '../../lib/process/index';
 import type { ExecutionStore } from '../../lib/store/execution-store';
+import { openPostgresStore } from '../../lib/store/postgres/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
+import { migratedDatabase, runtimeUrlNamed, uniqueApplicationName } from '../helpers/pg-store';
 import { delay, spawnJob } from '../helpers/processes';
 import { timerCensus } from '../helpers/timer-census';
-import { handleAlive, openWorld, overriding, receiptExists, shutdownDrainGate, worldDirectory } from './world';
+import { handleAlive, openWorld, overriding, receiptExists, shutdownDrainGate, until, worldDirectory, worldOver, type World } from './world';
 
 const LIB = path.resolve(__dirname, '..', '..', '..', 'lib');
 
@@ -137,13 +139,57 @@ test('lifecycle gate 3: the due source uses the deadline index with a stable key
   await t.throwsAsync(store.executionStore.dueDeadlinesPage({ limit: 65 }), { code: 'ERR_PIDFENCE_INVALID_PAGE_LIMIT' });
   await t.throwsAsync(store.executionStore.activeAttemptsPage({ limit: 65 }), { code: 'ERR_PIDFENCE_INVALID_PAGE_LIMIT' });
 
-  const edge = await new DeadlineSource({ executionStore: store.executionStore, runStore: store.runStore, pageSize: PROFILES.edge.pageSize }).runPage();
-  t.deepEqual(edge, { due: 4, requested: 4, kept: 0 });
-  const standalone = await new DeadlineSource({ executionStore: store.executionStore, runStore: store.runStore, pageSize: PROFILES.standalone.pageSize }).runPage();
-  t.deepEqual(standalone, { due: 32, requested: 32, kept: 0 });
   t.is(PROFILES.edge.periodMs, 5_000);
   t.is(PROFILES.standalone.periodMs, 1_000);
 });
+
+/** Runs owned by `world`'s runner, each with one attempt that `shape` finishes setting up. */
+async function ownedRuns(world: World, count: number, shape: (runId: string, attemptId: string) => Promise<void>): Promise<string[]> {
+  await world.app.open();
+  const runIds: string[] = [];
+  for (let i = 0; i < count; i += 1) {
+    const runId = `run-p${String(i).padStart(2, '0')}`;
+    await world.store.runStore.createRun({ runId, projectId: 'p1' });
+    await shape(runId, `${runId}-a1`);
+    runIds.push(runId);
+  }
+  return runIds;
+}
+
+async function eventCount(world: World, runIds: readonly string[], type: string): Promise<number> {
+  let count = 0;
+  for (const runId of runIds) count += (await world.store.runStore.listEvents(runId)).filter((e) => e.type === type).length;
+  return count;
+}
+
+// More due items than either page: one control cycle of the application createExecution built
+// handles exactly the profile's page, from the deadline source and from the cancellation source.
+for (const [profile, page] of [['edge', 4], ['standalone', 32]] as const) {
+  test(`lifecycle gate 3: createExecution's ${profile} profile reads ${page} due deadlines and ${page} due cancellations a cycle`, async (t) => {
+    const deadlines = openWorld(t, { profile });
+    const timed = await ownedRuns(deadlines, 40, async (runId, attemptId) => {
+      await deadlines.store.runStore.createAttempt({ runId, attemptId, timeoutMs: 1, runnerId: deadlines.app.runner.runnerId });
+    });
+    await delay(5);
+    t.like(await deadlines.app.lifecycle.runCycle(), { deadlines: page });
+    t.is(await eventCount(deadlines, timed, 'run.cancel_requested'), page, 'durable timeout intent for one page');
+
+    // Cancellations of running attempts whose handle names a live process under another identity:
+    // each dispatch ends blocked (nothing signalled), one event per cancellation the cycle handled.
+    const cancels = openWorld(t, { profile });
+    const innocent = spawnJob(t, 'sleep', ['30']);
+    const forged = forgedHandle(innocent.identity);
+    const cancelled = await ownedRuns(cancels, 40, async (runId, attemptId) => {
+      await cancels.store.runStore.createAttempt({ runId, attemptId, runnerId: cancels.app.runner.runnerId });
+      await cancels.store.runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'running', pid: innocent.identity.pid, handle: forged });
+      await cancels.store.runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${runId}` });
+    });
+    const report = await cancels.app.lifecycle.runCycle();
+    t.like(report, { deadlines: 0, active: page });
+    t.is(await eventCount(cancels, cancelled, 'run.cancel_dispatch_blocked'), page, 'one page of cancellations dispatched');
+    t.is(innocent.child.exitCode, null, 'the innocent process was not signalled');
+  });
+}
 
 test('lifecycle gate 4: the shutdown drain writes shutdown first, keeps an existing reason, and stops the exact executions before storage closes', async (t) => {
   const activeAtClose: number[] = [];
@@ -192,13 +238,14 @@ function receiptFor(runId: string, attemptId: string, token: string, extra: Part
 
 test('lifecycle gate 6: startup recovery and online completion share one processor; a late receipt cannot overwrite cancelled or timed_out', async (t) => {
   const world = openWorld(t);
+  await world.app.open();
   const { runStore } = world.store;
   const tokens = new Map<string, string>();
   for (const name of ['late', 'fresh', 'forged', 'replay']) {
     const token = createReceiptToken();
     tokens.set(name, token);
     await runStore.createRun({ runId: `run-${name}`, projectId: 'p1' });
-    await runStore.createAttempt({ runId: `run-${name}`, attemptId: `run-${name}-a1`, receiptTokenDigest: receiptTokenDigest(token) });
+    await runStore.createAttempt({ runId: `run-${name}`, attemptId: `run-${name}-a1`, receiptTokenDigest: receiptTokenDigest(token), runnerId: world.app.runner.runnerId });
   }
   // `late`: cancelled before it started; then its success receipt arrives.
   await runStore.requestCancellation({ runId: 'run-late', reason: 'user', eventId: 'evt-late' });
@@ -209,8 +256,19 @@ test('lifecycle gate 6: startup recovery and online completion share one process
   receiptWriteAtomic(world.receipts, receiptFor('run-forged', 'run-forged-a1', createReceiptToken()));
   receiptWriteAtomic(world.receipts, receiptFor('run-replay', 'run-replay-a1', tokens.get('replay') ?? '', { seq: 3 }));
 
-  const recovered = await recoverExecutions({ executionStore: world.store.executionStore, processor: world.app.processor, pageSize: 32 });
+  // The application's own recovery: every item it looks at goes through the application's one
+  // processor (the calls are counted on that very object), never one the test hands in.
+  const appProcessor = world.app.processor;
+  const processOnline = appProcessor.process.bind(appProcessor);
+  const recoveredThrough: string[] = [];
+  appProcessor.process = async (ref) => {
+    recoveredThrough.push(ref.runId);
+    return processOnline(ref);
+  };
+  const recovered = await world.app.recover();
+  appProcessor.process = processOnline;
   t.like(recovered, { completed: 1, quarantined: 2, running: 0 });
+  t.deepEqual([...new Set(recoveredThrough)].sort(), ['run-forged', 'run-fresh', 'run-replay'], "recovery used the application's processor");
   t.is((await runStore.getRun('run-fresh'))?.status, 'succeeded');
   t.like(await world.app.processor.process({ runId: 'run-late', attemptId: 'run-late-a1' }), { kind: 'terminal', status: 'cancelled', lateReceipt: true });
   t.is((await runStore.getRun('run-late'))?.status, 'cancelled', 'the late success did not overwrite cancelled');
@@ -222,24 +280,58 @@ test('lifecycle gate 6: startup recovery and online completion share one process
   t.deepEqual(journal, [{ a: 'run-forged-a1', reason: 'token' }, { a: 'run-replay-a1', reason: 'sequence' }]);
 });
 
-test.serial('lifecycle gate 7: the lifecycle owns one periodic timer, no per-task timer or watcher; stop is idempotent and bounded', async (t) => {
-  const world = openWorld(t, { profile: 'edge' });
+/** A stack frame in the product's code (compiled or source-mapped), not in a dependency. */
+const PRODUCT_FRAME = /^(?!.*node_modules)(?!.*[\\/]test[\\/]).*[\\/]lib[\\/]/;
+const FIRED_CYCLES = 4;
+
+/**
+ * Lifecycle gate 7 over any store: timers and watchers counted from before admission until
+ * FIRED_CYCLES cycles fired by the lifecycle's own timer (no runCycle call) over 5 running jobs.
+ */
+async function oneTimerAcrossAdmissionAndFiredCycles(t: ExecutionContext, app: ExecutionApplication): Promise<void> {
+  const census = timerCensus({ origin: PRODUCT_FRAME });
+  t.teardown(() => census.disable());
   const jobs = [];
-  for (let i = 0; i < 5; i += 1) jobs.push(await world.app.admit({ projectId: 'p1', command: 'sleep', args: ['30'] }));
-  const census = timerCensus();
-  world.app.start();
-  await world.app.lifecycle.runCycle();
-  await world.app.lifecycle.runCycle();
+  for (let i = 0; i < 5; i += 1) jobs.push(await app.admit({ projectId: 'p1', command: 'sleep', args: ['30'] }));
+  t.true(jobs.every((job) => job.kind === 'admitted'));
+  await delay(50);
+  t.is(census.liveFromOrigin, 0, 'admission leaves no timer behind: no per-task timer');
+  const createdBeforeStart = census.createdFromOrigin;
+  const cyclesBefore = app.lifecycle.cycles;
+  app.start();
+  await until(() => app.lifecycle.cycles >= cyclesBefore + FIRED_CYCLES, 20_000, 'fired control cycles');
+  const fired = app.lifecycle.cycles - cyclesBefore;
+  const armed = census.createdFromOrigin - createdBeforeStart;
+  await delay(50);
+  const live = census.liveFromOrigin;
   census.disable();
-  // start() created the one timer; five running jobs added none (no per-task timer or watcher).
-  t.is(census.created, 1);
-  const resources = process.getActiveResourcesInfo().filter((name) => /FSWatcher|FSEvent|StatWatcher/.test(name));
-  t.deepEqual(resources, []);
-  const first = world.app.lifecycle.stop(1_000);
-  t.is(world.app.lifecycle.stop(1_000), first, 'the same stop');
+  // The one timer is re-armed once per cycle (start arms the first): never one per job or per cycle step.
+  t.true(armed >= fired && armed <= fired + 1, `${armed} timers armed for ${fired} fired cycles`);
+  t.true(live <= 1, `${live} product timers alive across the cycles`);
+  t.is(census.watchers, 0, 'no file-system watcher');
+  t.deepEqual(process.getActiveResourcesInfo().filter((name) => /FSWatcher|FSEvent|StatWatcher/.test(name)), []);
+  const first = app.lifecycle.stop(1_000);
+  t.is(app.lifecycle.stop(1_000), first, 'the same stop');
   t.deepEqual(await first, { drained: true });
-  t.is(world.app.lifecycle.state, 'stopped');
-  t.is(jobs.length, 5);
+  t.is(app.lifecycle.state, 'stopped');
+}
+
+test.serial('lifecycle gate 7: the lifecycle owns one periodic timer, no per-task timer or watcher, across admission and fired cycles; stop is idempotent and bounded', async (t) => {
+  const world = openWorld(t);
+  await oneTimerAcrossAdmissionAndFiredCycles(t, world.app);
+});
+
+test.serial('lifecycle gate 7: on PostgreSQL, whose cycles really wait on the network, still one timer and no watcher', async (t) => {
+  const database = await migratedDatabase('gate7');
+  t.teardown(() => database.dispose());
+  const store = await openPostgresStore(runtimeUrlNamed(database, uniqueApplicationName('pidfence_gate7')), { maxConnections: 2 });
+  const stores: ExecutionStores = { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() };
+  const { app } = worldOver(t, stores, worldDirectory(t).receipts);
+  // A cycle on this store yields to the event loop while PostgreSQL answers: its store calls are
+  // network round trips (counted here as the sessions the server shows for this store).
+  await oneTimerAcrossAdmissionAndFiredCycles(t, app);
+  const sessions = await database.admin.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE application_name LIKE 'pidfence_gate7%'");
+  t.true(Number(sessions.rows[0]?.n ?? 0) >= 1, 'the cycles ran over real connections');
 });
 
 test('lifecycle gate 8: the execution entry imports only its allowed layers, the launcher stays small, and SQLite use loads no pg', (t) => {
