@@ -1,0 +1,106 @@
+// One trial of the addon under worker_threads, run as its own process by 70-workers.test.ts so a
+// native crash (SIGSEGV, SIGABRT) ends this process and fails the trial instead of killing the
+// test runner. argv[2] names the scenario; a clean trial prints `ok` and exits 0.
+import { spawn } from 'node:child_process';
+import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
+
+import { captureIdentity, groupHoldAcquire, signalVerified, waitExit, type ProcessIdentity } from '../../lib/native/index';
+
+export const SCENARIOS = ['concurrent-wait', 'terminate-pending-wait', 'terminate-holding'] as const;
+export type Scenario = (typeof SCENARIOS)[number];
+
+// Short waits started and cancelled many times over, on both threads at once: every start and
+// cancel touches the exit-watch table of the calling environment.
+const RACING_WAITS = 200;
+
+interface WorkerInput {
+  readonly scenario: Scenario;
+  readonly identity: ProcessIdentity;
+}
+
+async function racingWaits(identity: ProcessIdentity): Promise<string[]> {
+  const outcomes = new Set<string>();
+  for (let i = 0; i < RACING_WAITS; i++) {
+    const batch = await Promise.all([waitExit(identity, 1), waitExit(identity, 2)]);
+    for (const result of batch) outcomes.add(result.outcome);
+  }
+  return [...outcomes];
+}
+
+async function workerMain({ scenario, identity }: WorkerInput): Promise<void> {
+  const port = parentPort!;
+  switch (scenario) {
+    case 'concurrent-wait':
+    {
+      port.postMessage({ racing: await racingWaits(identity) });
+      const final = waitExit(identity, 10_000);
+      port.postMessage('waiting');
+      port.postMessage({ final: (await final).outcome });
+      return;
+    }
+    case 'terminate-pending-wait':
+      void waitExit(identity, 60_000);
+      port.postMessage('waiting');
+      return;
+    case 'terminate-holding': {
+      const held = groupHoldAcquire(identity);
+      port.postMessage(held.outcome);
+      return;
+    }
+  }
+}
+
+function fail(message: string): never {
+  process.stdout.write(`fail ${message}\n`);
+  process.exit(1);
+}
+
+// Every message the worker sends, in order, whether or not someone is waiting for it yet.
+function messageQueue(worker: Worker): () => Promise<unknown> {
+  const queued: unknown[] = [];
+  const waiting: Array<(message: unknown) => void> = [];
+  worker.on('message', (message: unknown) => (waiting.shift() ?? ((m: unknown) => queued.push(m)))(message));
+  worker.on('error', (error: unknown) => fail(`the worker threw: ${String(error)}`));
+  return () => (queued.length > 0 ? Promise.resolve(queued.shift()) : new Promise((resolve) => waiting.push(resolve)));
+}
+
+async function trial(scenario: Scenario): Promise<void> {
+  const job = spawn('sleep', ['30'], { detached: true, stdio: 'ignore' });
+  const identity = captureIdentity(job.pid!);
+  if (identity === null) fail('the job exited before its identity was captured');
+  const jobExited = new Promise((resolve) => job.once('exit', resolve));
+  const worker = new Worker(__filename, { workerData: { scenario, identity } satisfies WorkerInput });
+  const nextMessage = messageQueue(worker);
+  try {
+    if (scenario === 'concurrent-wait') {
+      const [mine, theirs] = await Promise.all([racingWaits(identity), nextMessage()]);
+      if (!mine.every((outcome) => outcome === 'timeout')) fail(`main thread waits: ${mine.join(',')}`);
+      const theirOutcomes = (theirs as { racing: string[] }).racing;
+      if (!theirOutcomes.every((outcome) => outcome === 'timeout')) fail(`worker waits: ${theirOutcomes.join(',')}`);
+      if ((await nextMessage()) !== 'waiting') fail('the worker did not start its last wait');
+      const workerFinal = nextMessage();
+      const mainFinal = waitExit(identity, 10_000);
+      if (signalVerified(identity, 'SIGKILL', { group: true }).outcome !== 'signalled') fail('the job could not be stopped');
+      const finals = [(await mainFinal).outcome, ((await workerFinal) as { final: string }).final];
+      if (finals.some((outcome) => outcome !== 'exited')) fail(`final waits: ${finals.join(',')}`);
+    } else {
+      const said = await nextMessage();
+      const expected = scenario === 'terminate-pending-wait' ? 'waiting' : 'held';
+      if (said !== expected) fail(`the worker said ${JSON.stringify(said)}`);
+      await worker.terminate();
+    }
+  } finally {
+    signalVerified(identity, 'SIGKILL', { group: true });
+    await jobExited;
+    await worker.terminate();
+  }
+  process.stdout.write('ok\n');
+}
+
+if (isMainThread && require.main === module) {
+  const scenario = process.argv[2] as Scenario;
+  if (!SCENARIOS.includes(scenario)) fail(`unknown scenario ${scenario}`);
+  trial(scenario).catch((error: unknown) => fail(String(error)));
+} else if (!isMainThread) {
+  void workerMain(workerData as WorkerInput);
+}
