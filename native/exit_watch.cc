@@ -57,24 +57,42 @@ void watch_release(Watch* watch) {
   uv_close(reinterpret_cast<uv_handle_t*>(&watch->poll), on_poll_closed);
 }
 
+// Calls a watch's JS callback with its status. Plain N-API calls with every status looked at,
+// not node-addon-api's wrappers: a worker can be terminated between the exit and this callback,
+// and then N-API refuses to run JS (napi_pending_exception with nothing pending). That refusal
+// is not an error of ours; node-addon-api would turn it into a fatal "napi_throw" abort.
+void callback_deliver(napi_env env, napi_value callback, napi_async_context context, const char* status) {
+  napi_value global = nullptr;
+  napi_value argument = nullptr;
+  if (napi_get_global(env, &global) != napi_ok ||
+      napi_create_string_utf8(env, status, NAPI_AUTO_LENGTH, &argument) != napi_ok) {
+    return;  // the environment is shutting down: nobody is left to tell
+  }
+  if (napi_make_callback(env, context, global, callback, 1, &argument, nullptr) == napi_ok) return;
+  bool pending = false;
+  if (napi_is_exception_pending(env, &pending) != napi_ok || !pending) return;  // terminating
+  // Our own JS callback only settles a promise; if it threw, that is a bug worth surfacing.
+  napi_value error = nullptr;
+  if (napi_get_and_clear_last_exception(env, &error) == napi_ok) (void)napi_fatal_exception(env, error);
+}
+
 void on_readable(uv_poll_t* handle, int status, int /*events*/) {
   Watch* watch = static_cast<Watch*>(handle->data);
-  Napi::Env env = watch->env;
-  Napi::HandleScope scope(env);
-  Napi::Function callback = watch->callback.Value();
+  const napi_env env = watch->env;
+  napi_handle_scope scope = nullptr;
+  if (napi_open_handle_scope(env, &scope) != napi_ok) return;  // the teardown hook closes it
+  napi_value callback = nullptr;
+  if (napi_get_reference_value(env, watch->callback, &callback) != napi_ok) callback = nullptr;
   std::unique_ptr<Napi::AsyncContext> context = std::move(watch->context);
   if (watch->hold) {
     (void)uv_poll_stop(&watch->poll);  // a readable pidfd stays readable: stop, keep the fd
   } else {
     watch_release(watch);
   }
-  callback.MakeCallback(env.Global(), {Napi::String::New(env, status < 0 ? "error" : "exited")},
-                        *context);
-  if (env.IsExceptionPending()) {
-    // Our own JS callback only settles a promise; if it threw, that is a bug worth surfacing.
-    Napi::Error error = env.GetAndClearPendingException();
-    napi_fatal_exception(env, error.Value());
+  if (callback != nullptr && context != nullptr) {
+    callback_deliver(env, callback, *context, status < 0 ? "error" : "exited");
   }
+  (void)napi_close_handle_scope(env, scope);  // fails only for a scope that is not the innermost
 }
 
 // The environment is going away (process exit, worker end or terminate): its JS callbacks will
