@@ -11,7 +11,10 @@ export type Scenario = (typeof SCENARIOS)[number];
 
 // Short waits started and cancelled many times over, on both threads at once: every start and
 // cancel touches the exit-watch table of the calling environment.
-const RACING_WAITS = 200;
+// Bursts: many watches started in one synchronous loop (the table grows and rehashes), then
+// cancelled together when their timers fire.
+const RACING_ROUNDS = 10;
+const WAITS_PER_ROUND = 1000;
 
 interface WorkerInput {
   readonly scenario: Scenario;
@@ -20,8 +23,8 @@ interface WorkerInput {
 
 async function racingWaits(identity: ProcessIdentity): Promise<string[]> {
   const outcomes = new Set<string>();
-  for (let i = 0; i < RACING_WAITS; i++) {
-    const batch = await Promise.all([waitExit(identity, 1), waitExit(identity, 2)]);
+  for (let round = 0; round < RACING_ROUNDS; round++) {
+    const batch = await Promise.all(Array.from({ length: WAITS_PER_ROUND }, (_, i) => waitExit(identity, 1 + (i % 3))));
     for (const result of batch) outcomes.add(result.outcome);
   }
   return [...outcomes];
