@@ -64,8 +64,13 @@ function messageQueue(worker: Worker): () => Promise<unknown> {
   const waiting: Array<(message: unknown) => void> = [];
   worker.on('message', (message: unknown) => (waiting.shift() ?? ((m: unknown) => queued.push(m)))(message));
   worker.on('error', (error: unknown) => fail(`the worker threw: ${String(error)}`));
+  worker.on('exit', (code) => {
+    if (waiting.length > 0) fail(`the worker exited (code ${code}) while a message was awaited`);
+  });
   return () => (queued.length > 0 ? Promise.resolve(queued.shift()) : new Promise((resolve) => waiting.push(resolve)));
 }
+
+let phase = 'starting';
 
 async function trial(scenario: Scenario): Promise<void> {
   const job = spawn('sleep', ['30'], { detached: true, stdio: 'ignore' });
@@ -87,22 +92,31 @@ async function trial(scenario: Scenario): Promise<void> {
       const finals = [(await mainFinal).outcome, ((await workerFinal) as { final: string }).final];
       if (finals.some((outcome) => outcome !== 'exited')) fail(`final waits: ${finals.join(',')}`);
     } else {
+      phase = 'awaiting the worker';
       const said = await nextMessage();
       const expected = scenario === 'terminate-pending-wait' ? 'waiting' : 'held';
       if (said !== expected) fail(`the worker said ${JSON.stringify(said)}`);
+      phase = 'terminating the worker';
       await worker.terminate();
     }
   } finally {
+    phase = 'stopping the job';
     signalVerified(identity, 'SIGKILL', { group: true });
     await jobExited;
+    phase = 'ending the worker';
     await worker.terminate();
   }
+  phase = 'done';
   process.stdout.write('ok\n');
 }
 
 if (isMainThread && require.main === module) {
   const scenario = process.argv[2] as Scenario;
   if (!SCENARIOS.includes(scenario)) fail(`unknown scenario ${scenario}`);
+  // A trial whose awaited promise can no longer settle would otherwise end silently with code 0.
+  process.on('beforeExit', () => {
+    if (phase !== 'done') fail(`the event loop emptied while ${phase}`);
+  });
   trial(scenario).catch((error: unknown) => fail(String(error)));
 } else if (!isMainThread) {
   void workerMain(workerData as WorkerInput);
