@@ -12,6 +12,7 @@
       "defines": [
         "NAPI_VERSION=8",
         "NAPI_DISABLE_CPP_EXCEPTIONS",
+        "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS",
         "PIDFENCE_SOURCE_DIGEST=<!(node native/tools/source-digest.js)"
       ],
       "cflags_cc!": ["-std=gnu++17", "-std=gnu++20"],

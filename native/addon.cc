@@ -7,6 +7,7 @@
 #include <string>
 
 #include "addon_args.h"
+#include "addon_state.h"
 #include "boot_id.h"
 #include "exit_watch.h"
 #include "pidfd.h"
@@ -19,8 +20,9 @@ namespace pidfence {
 namespace {
 
 constexpr pid_t kPidMax = 4194304;  // PID_MAX_LIMIT on 64-bit Linux
-Napi::FunctionReference error_class;
-// One extra byte so a 37-character string is seen as too long rather than cut to 36.
+// One extra byte so a 37-character string is seen as too long rather than cut to 36. Per
+// thread: each environment (main thread, every worker) decodes arguments on its own thread, and
+// `Expected::boot_id` points here only for the duration of one synchronous entry point.
 thread_local char expected_boot_id[kBootIdLength + 2];
 
 Napi::Object errno_object(Napi::Env env, const char* status, int error) {
@@ -36,7 +38,7 @@ Napi::Value set_error_class(const Napi::CallbackInfo& info) {
     Napi::TypeError::New(info.Env(), "setErrorClass(cls)").ThrowAsJavaScriptException();
     return info.Env().Undefined();
   }
-  error_class = Napi::Persistent(info[0].As<Napi::Function>());
+  addon_state(info.Env()).error_class = Napi::Persistent(info[0].As<Napi::Function>());
   return info.Env().Undefined();
 }
 
@@ -150,6 +152,14 @@ Napi::Value build_info(const Napi::CallbackInfo& info) {
 }
 
 Napi::Object init(Napi::Env env, Napi::Object exports) {
+  // Freed by N-API with the environment, after the cleanup hook has closed every watch.
+  auto* state = new AddonState();
+  env.SetInstanceData(state);
+  if (!exit_watches_attach(env, &state->exit_watches)) {
+    Napi::Error::New(env, "pidfence native: could not register the environment cleanup hook")
+        .ThrowAsJavaScriptException();
+    return exports;
+  }
   exports.Set("setErrorClass", Napi::Function::New(env, set_error_class));
   exports.Set("readProcessStat", Napi::Function::New(env, read_process_stat));
   exports.Set("bootId", Napi::Function::New(env, boot_id));
@@ -164,6 +174,8 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
 }
 
 }  // namespace
+
+AddonState& addon_state(Napi::Env env) { return *env.GetInstanceData<AddonState>(); }
 
 Napi::Object result_to_object(Napi::Env env, const Result& result) {
   Napi::Object out = Napi::Object::New(env);
@@ -180,6 +192,7 @@ Napi::Object result_to_object(Napi::Env env, const Result& result) {
 Napi::Value args_type_error(Napi::Env env, const char* usage) {
   const std::string message = std::string("pidfence native: bad arguments to ") + usage +
                               " (this is a bug: lib/native validates before calling)";
+  const Napi::FunctionReference& error_class = addon_state(env).error_class;
   if (error_class.IsEmpty()) {
     Napi::TypeError::New(env, message).ThrowAsJavaScriptException();
   } else {

@@ -1,16 +1,42 @@
-// Exit watching: a verified pidfd polled on the libuv loop (readable at exit), so waiting
-// costs no thread and no polling timer.
+// Exit watching: a verified pidfd polled on the environment's libuv loop (readable at exit), so
+// waiting costs no thread and no polling timer.
 #ifndef PIDFENCE_EXIT_WATCH_H
 #define PIDFENCE_EXIT_WATCH_H
 
 #include <napi.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+
 namespace pidfence {
+
+struct Watch;
+
+// One environment's watches, keyed by a small integer rather than handed to JS as pointers: a
+// late cancel after the watch fired finds nothing and does nothing. Touched only by the thread
+// of the environment that owns it.
+struct ExitWatches {
+  std::unordered_map<uint32_t, Watch*> by_id;
+  uint32_t next_id = 1;
+  // Poll handles started and not yet through their close callback (the table entry is gone
+  // before the handle is closed).
+  size_t open_handles = 0;
+  // Set once the environment is being torn down: no new watch starts after that.
+  bool tearing_down = false;
+  napi_async_cleanup_hook_handle cleanup_hook = nullptr;
+};
+
+// Registers the environment cleanup hook that closes every watch's poll handle and pidfd before
+// the environment's loop is closed (a worker's loop, when the worker ends or is terminated).
+// Returns false if N-API refused the hook.
+bool exit_watches_attach(Napi::Env env, ExitWatches* watches);
 
 // JS: exitWatchStart(pid, bootId, startTicks, pidfsIno | "", callback, hold) →
 //   { outcome: "watching", id } | { outcome, reason?, errno? }.
 // The callback is called once with "exited" (or "error" if the loop reports one). With `hold`
-// the verified pidfd stays open after the exit until exitWatchCancel(id).
+// the process must lead its group (else identity_mismatch, not_group_leader), and the verified
+// pidfd stays open after the exit until exitWatchCancel(id).
 Napi::Value exit_watch_start(const Napi::CallbackInfo& info);
 
 // JS: exitWatchGroupSignal(id, signo) → { outcome: "signalled" | "already_exited" (group empty)

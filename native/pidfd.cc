@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <unistd.h>
+#include <utility>
 
 #include "proc_stat.h"
 
@@ -50,10 +51,6 @@ int sys_pidfd_send_signal(int fd, int signo, unsigned flags) {
   return static_cast<int>(syscall(SYS_pidfd_send_signal, fd, signo, nullptr, flags));
 }
 
-// close(2) on Linux releases the descriptor even when it reports EINTR, and a pidfd has no
-// buffered data to lose; EBADF would be our bug. Nothing useful can follow either answer.
-void fd_release(int fd) { (void)close(fd); }
-
 Result result_of(Outcome outcome) { return Result{outcome, Mismatch::none, SignalMode::none, 0}; }
 Result failed_with(int error) { return Result{Outcome::failed, Mismatch::none, SignalMode::none, error}; }
 Result mismatch_of(Mismatch why) {
@@ -62,7 +59,8 @@ Result mismatch_of(Mismatch why) {
 
 Capabilities capabilities_probe() {
   Capabilities caps{};
-  const int fd = sys_pidfd_open(getpid());
+  const UniquePidfd owned(sys_pidfd_open(getpid()));
+  const int fd = owned.get();
   if (fd < 0) return caps;  // ENOSYS (before 5.3) or a seccomp refusal: no pidfd at all
   caps.pidfd_open = true;
   caps.pidfd_send_signal = sys_pidfd_send_signal(fd, 0, 0) == 0 || errno != ENOSYS;
@@ -76,14 +74,12 @@ Capabilities capabilities_probe() {
   struct statfs fs {};
   caps.pidfs_identity =
       fstatfs(fd, &fs) == 0 && static_cast<unsigned long>(fs.f_type) == PIDFS_MAGIC;
-  fd_release(fd);
   return caps;
 }
 
 // Readable means the process has exited (zombie or reaped); a pidfd polls readable as
 // soon as the thread group is gone.
-enum class Liveness { alive, exited, failed };
-Liveness pidfd_liveness(int fd, int* error) {
+Result pidfd_unreaped(int fd) {
   struct pollfd entry {};
   entry.fd = fd;
   entry.events = POLLIN;
@@ -91,11 +87,51 @@ Liveness pidfd_liveness(int fd, int* error) {
   do {
     rc = poll(&entry, 1, 0);
   } while (rc < 0 && errno == EINTR);
-  if (rc < 0) {
-    *error = errno;
-    return Liveness::failed;
+  if (rc < 0) return failed_with(errno);
+  return rc == 0 ? result_of(Outcome::verified) : result_of(Outcome::already_exited);
+}
+
+// The closing step of every proof, shared by capture, open and the group fallback: whatever
+// was read about the PID belonged to the pidfd's process if that process is still unreaped now,
+// because its PID could not have been reused while we read. A failed proof passes through.
+Result proof_confirmed(int fd, const Result& verdict) {
+  return verdict.outcome == Outcome::verified ? pidfd_unreaped(fd) : verdict;
+}
+
+// /proc/<pid>/stat of a process that has not exited: `verified` with *stat filled, or why not.
+Result unreaped_stat(pid_t pid, ProcStat* stat) {
+  int error = 0;
+  switch (proc_stat_read(pid, stat, &error)) {
+    case ProcStatRead::gone:
+      return result_of(Outcome::already_exited);
+    case ProcStatRead::failed:
+      return failed_with(error);
+    case ProcStatRead::ok:
+      break;
   }
-  return rc == 0 ? Liveness::alive : Liveness::exited;
+  if (stat->state == 'Z' || stat->state == 'X') return result_of(Outcome::already_exited);
+  return result_of(Outcome::verified);
+}
+
+// pidfs path: the inode names the process itself; the group leadership still needs the PID.
+Result inode_proof(int fd, const Expected& expected, bool require_group_leader) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return failed_with(errno);
+  if (static_cast<uint64_t>(st.st_ino) != expected.pidfs_ino) return mismatch_of(Mismatch::pidfs_ino);
+  if (!require_group_leader) return result_of(Outcome::verified);
+  const pid_t pgid = getpgid(expected.pid);
+  if (pgid < 0) return errno == ESRCH ? result_of(Outcome::already_exited) : failed_with(errno);
+  return pgid == expected.pid ? result_of(Outcome::verified) : mismatch_of(Mismatch::not_group_leader);
+}
+
+// Kernels without pidfs: boot id, PID and start ticks from /proc.
+Result start_ticks_proof(const Expected& expected, bool require_group_leader) {
+  ProcStat stat{};
+  const Result verdict = unreaped_stat(expected.pid, &stat);
+  if (verdict.outcome != Outcome::verified) return verdict;
+  if (stat.start_ticks != expected.start_ticks) return mismatch_of(Mismatch::start_ticks);
+  if (require_group_leader && stat.pgid != expected.pid) return mismatch_of(Mismatch::not_group_leader);
+  return verdict;
 }
 
 }  // namespace
@@ -105,7 +141,7 @@ const Capabilities& capabilities_get() {
   return caps;
 }
 
-Result pidfd_open_verified(const Expected& expected, bool require_group_leader, int* owned_fd) {
+Result pidfd_open_verified(const Expected& expected, bool require_group_leader, UniquePidfd* owned) {
   // Boot id first: a handle from another boot must not touch whatever holds that PID now.
   int error = 0;
   const char* boot_id = boot_id_get(&error);
@@ -115,103 +151,48 @@ Result pidfd_open_verified(const Expected& expected, bool require_group_leader, 
   const Capabilities& caps = capabilities_get();
   if (!caps.pidfd_open) return result_of(Outcome::unsupported);
   if (expected.has_pidfs_ino && !caps.pidfs_identity) return result_of(Outcome::unsupported);
+  // This boot's kernel gives every process an inode, and identity_capture always records it:
+  // a handle of this boot without one was not captured here, or was stripped. Start ticks
+  // cannot tell apart two processes born in the same tick, so the weaker proof is refused.
+  if (!expected.has_pidfs_ino && caps.pidfs_identity) return mismatch_of(Mismatch::pidfs_ino);
 
   // The pidfd is opened before anything is read: from here on it pins one process, and
   // every later read is checked against it.
-  const int fd = sys_pidfd_open(expected.pid);
-  if (fd < 0) return errno == ESRCH ? result_of(Outcome::already_exited) : failed_with(errno);
+  UniquePidfd fd(sys_pidfd_open(expected.pid));
+  if (!fd.valid()) return errno == ESRCH ? result_of(Outcome::already_exited) : failed_with(errno);
 
-  Result verdict = result_of(Outcome::verified);
-  if (expected.has_pidfs_ino) {
-    // pidfs path: the inode names the process itself, no /proc read needed.
-    struct stat st {};
-    if (fstat(fd, &st) != 0) {
-      verdict = failed_with(errno);
-    } else if (static_cast<uint64_t>(st.st_ino) != expected.pidfs_ino) {
-      verdict = mismatch_of(Mismatch::pidfs_ino);
-    } else if (require_group_leader) {
-      const pid_t pgid = getpgid(expected.pid);
-      if (pgid < 0) {
-        verdict = errno == ESRCH ? result_of(Outcome::already_exited) : failed_with(errno);
-      } else if (pgid != expected.pid) {
-        verdict = mismatch_of(Mismatch::not_group_leader);
-      }
-    }
-  } else {
-    ProcStat stat{};
-    switch (proc_stat_read(expected.pid, &stat, &error)) {
-      case ProcStatRead::gone:
-        verdict = result_of(Outcome::already_exited);
-        break;
-      case ProcStatRead::failed:
-        verdict = failed_with(error);
-        break;
-      case ProcStatRead::ok:
-        if (stat.state == 'Z' || stat.state == 'X') {
-          verdict = result_of(Outcome::already_exited);
-        } else if (stat.start_ticks != expected.start_ticks) {
-          verdict = mismatch_of(Mismatch::start_ticks);
-        } else if (require_group_leader && stat.pgid != expected.pid) {
-          verdict = mismatch_of(Mismatch::not_group_leader);
-        }
-        break;
-    }
-  }
-  if (verdict.outcome == Outcome::verified) {
-    // The proof that what we read belonged to the pidfd's process: it is still unreaped
-    // now, so its PID could not have been reused while we read.
-    switch (pidfd_liveness(fd, &error)) {
-      case Liveness::alive:
-        break;
-      case Liveness::exited:
-        verdict = result_of(Outcome::already_exited);
-        break;
-      case Liveness::failed:
-        verdict = failed_with(error);
-        break;
-    }
-  }
-  if (verdict.outcome != Outcome::verified) {
-    fd_release(fd);
-    return verdict;
-  }
-  *owned_fd = fd;
+  Result verdict = expected.has_pidfs_ino ? inode_proof(fd.get(), expected, require_group_leader)
+                                          : start_ticks_proof(expected, require_group_leader);
+  verdict = proof_confirmed(fd.get(), verdict);
+  if (verdict.outcome == Outcome::verified) *owned = std::move(fd);
   return verdict;
 }
 
 Result signal_verified(const Expected& expected, int signo, bool group, GroupFallback fallback) {
   const Capabilities& caps = capabilities_get();
   if (!caps.pidfd_send_signal) return result_of(Outcome::unsupported);
-  int fd = -1;
-  Result verdict = pidfd_open_verified(expected, group, &fd);
+  UniquePidfd fd;
+  const Result verdict = pidfd_open_verified(expected, group, &fd);
   if (verdict.outcome != Outcome::verified) return verdict;
 
   int rc;
   SignalMode mode;
   if (!group) {
     mode = SignalMode::pidfd;
-    rc = sys_pidfd_send_signal(fd, signo, 0);
+    rc = sys_pidfd_send_signal(fd.get(), signo, 0);
   } else if (caps.process_group_flag && fallback != GroupFallback::forced) {
     mode = SignalMode::pidfd_process_group;
-    rc = sys_pidfd_send_signal(fd, signo, PIDFD_SIGNAL_PROCESS_GROUP);
+    rc = sys_pidfd_send_signal(fd.get(), signo, PIDFD_SIGNAL_PROCESS_GROUP);
   } else {
     // Kernels 5.3-6.8 have no group flag. The one allowed fallback: the verified pidfd is
     // still held and the leader is re-confirmed unreaped immediately before kill(-pgid),
     // so the group id still names the leader's live group. Reported as its own mode.
     mode = SignalMode::pgid_after_pidfd_check;
-    int error = 0;
-    const Liveness liveness = pidfd_liveness(fd, &error);
-    if (liveness != Liveness::alive) {
-      fd_release(fd);
-      return liveness == Liveness::exited ? result_of(Outcome::already_exited) : failed_with(error);
-    }
+    const Result still = proof_confirmed(fd.get(), result_of(Outcome::verified));
+    if (still.outcome != Outcome::verified) return still;
     rc = kill(-expected.pid, signo);
   }
-  const int signal_errno = errno;
-  fd_release(fd);
-  if (rc != 0) {
-    return signal_errno == ESRCH ? result_of(Outcome::already_exited) : failed_with(signal_errno);
-  }
+  if (rc != 0) return errno == ESRCH ? result_of(Outcome::already_exited) : failed_with(errno);
   return Result{Outcome::signalled, Mismatch::none, mode, 0};
 }
 
@@ -230,39 +211,16 @@ Result identity_capture(pid_t pid, Identity* out) {
   const Capabilities& caps = capabilities_get();
   if (!caps.pidfd_open) return result_of(Outcome::unsupported);
 
-  const int fd = sys_pidfd_open(pid);
-  if (fd < 0) return errno == ESRCH ? result_of(Outcome::already_exited) : failed_with(errno);
+  const UniquePidfd fd(sys_pidfd_open(pid));
+  if (!fd.valid()) return errno == ESRCH ? result_of(Outcome::already_exited) : failed_with(errno);
 
-  Result verdict = result_of(Outcome::verified);
   ProcStat stat{};
+  Result verdict = unreaped_stat(pid, &stat);
   struct stat st {};
-  switch (proc_stat_read(pid, &stat, &error)) {
-    case ProcStatRead::gone:
-      verdict = result_of(Outcome::already_exited);
-      break;
-    case ProcStatRead::failed:
-      verdict = failed_with(error);
-      break;
-    case ProcStatRead::ok:
-      if (stat.state == 'Z' || stat.state == 'X') verdict = result_of(Outcome::already_exited);
-      break;
-  }
-  if (verdict.outcome == Outcome::verified && caps.pidfs_identity && fstat(fd, &st) != 0) {
+  if (verdict.outcome == Outcome::verified && caps.pidfs_identity && fstat(fd.get(), &st) != 0) {
     verdict = failed_with(errno);
   }
-  if (verdict.outcome == Outcome::verified) {
-    switch (pidfd_liveness(fd, &error)) {
-      case Liveness::alive:
-        break;
-      case Liveness::exited:
-        verdict = result_of(Outcome::already_exited);
-        break;
-      case Liveness::failed:
-        verdict = failed_with(error);
-        break;
-    }
-  }
-  fd_release(fd);
+  verdict = proof_confirmed(fd.get(), verdict);
   if (verdict.outcome != Outcome::verified) return verdict;
 
   out->pid = pid;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "boot_id.h"
 
@@ -61,13 +62,47 @@ struct Expected {
 
 enum class GroupFallback { when_needed, forced };
 
+// Sole owner of one pidfd: closes it when it goes out of scope, on every path. close(2) on
+// Linux releases the descriptor even when it reports EINTR, and a pidfd has no buffered data to
+// lose, so the answer of close is not needed.
+class UniquePidfd {
+ public:
+  UniquePidfd() = default;
+  explicit UniquePidfd(int fd) : fd_(fd) {}
+  UniquePidfd(UniquePidfd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  UniquePidfd& operator=(UniquePidfd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = other.fd_;
+      other.fd_ = -1;
+    }
+    return *this;
+  }
+  UniquePidfd(const UniquePidfd&) = delete;
+  UniquePidfd& operator=(const UniquePidfd&) = delete;
+  ~UniquePidfd() { reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void reset() {
+    if (fd_ >= 0) (void)close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
 // Captures the identity of a live process from one pidfd: `verified` with *out filled, or
 // `already_exited` when it does not exist or has exited (a zombie has no identity worth keeping).
 Result identity_capture(pid_t pid, Identity* out);
 
 // Opens a pidfd and proves it belongs to `expected`. On `verified` (proved and still
-// unreaped) *owned_fd receives the pidfd; the caller owns it and must close it.
-Result pidfd_open_verified(const Expected& expected, bool require_group_leader, int* owned_fd);
+// unreaped) *owned receives the pidfd. On a kernel with pidfs, an `expected` of this boot
+// without the pidfs inode is refused (identity_mismatch, pidfs_ino): this kernel gave every
+// process it captured an inode, so a handle without one is not to be trusted on the weaker
+// start-ticks proof (docs/decisions/0006).
+Result pidfd_open_verified(const Expected& expected, bool require_group_leader, UniquePidfd* owned);
 
 // One call: pidfd_open, proof, signal through the same pidfd. `signo` 0 is a pure proof.
 Result signal_verified(const Expected& expected, int signo, bool group, GroupFallback fallback);

@@ -141,6 +141,13 @@ export function capabilities(): Capabilities {
   return { ...raw, groupSignalMode };
 }
 
+/** The identity itself says this process does not lead a group: nothing to prove for a group. */
+function notGroupLeader(identity: ExpectedIdentity): boolean {
+  return identity.pgid !== undefined && identity.pgid !== identity.pid;
+}
+
+const NOT_GROUP_LEADER = { outcome: 'identity_mismatch', reason: 'not_group_leader' } as const;
+
 function invalidOutcome(error: unknown): SignalOutcome {
   if (isPidfenceInputError(error)) return { outcome: 'invalid', code: error.code, message: error.message };
   throw error;
@@ -160,10 +167,7 @@ export function signalVerified(expected: ExpectedIdentity, signal: string | numb
   } catch (error) {
     return invalidOutcome(error);
   }
-  if (group && identity.pgid !== undefined && identity.pgid !== identity.pid) {
-    // The identity itself says this process does not lead a group: nothing to prove.
-    return { outcome: 'identity_mismatch', reason: 'not_group_leader' };
-  }
+  if (group && notGroupLeader(identity)) return NOT_GROUP_LEADER;
   const addon = addonGet();
   if (!addon) return { outcome: 'unsupported', reason: unsupportedReason() };
   const verdict = verdictDecode(addon.signalVerified(
@@ -232,7 +236,11 @@ export type GroupHoldOutcome =
   | { readonly outcome: 'held'; readonly hold: GroupHold }
   | Exclude<SignalOutcome, { outcome: 'signalled' }>;
 
-/** Proves `expected` (as signalVerified does) and keeps its pidfd as a GroupHold. */
+/**
+ * Proves `expected` (as signalVerified does with `group: true`) and keeps its pidfd as a
+ * GroupHold. A process that does not lead its own group answers identity_mismatch
+ * (not_group_leader): a hold exists to signal the group the process leads.
+ */
 export function groupHoldAcquire(expected: ExpectedIdentity): GroupHoldOutcome {
   let identity: ExpectedIdentity;
   try {
@@ -240,6 +248,7 @@ export function groupHoldAcquire(expected: ExpectedIdentity): GroupHoldOutcome {
   } catch (error) {
     return invalidOutcome(error) as GroupHoldOutcome;
   }
+  if (notGroupLeader(identity)) return NOT_GROUP_LEADER;
   const addon = addonGet();
   if (!addon || !addon.capabilities().processGroupFlag || forcedFallback()) {
     return { outcome: 'unsupported', reason: addon ? 'the kernel lacks PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+)' : unsupportedReason() };

@@ -3,9 +3,10 @@
 import { constants as osConstants } from 'node:os';
 
 import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
+import { PID_MAX } from '../base/limits';
 
-/** PID_MAX_LIMIT on 64-bit Linux: no PID can be larger. */
-export const PID_MAX = 4_194_304;
+/** PID_MAX_LIMIT on 64-bit Linux: no PID can be larger (one definition, lib/base/limits.ts). */
+export { PID_MAX };
 /** start ticks and pidfs inodes are unsigned 64-bit: at most 20 decimal digits. */
 export const U64_DECIMAL_MAX_DIGITS = 20;
 const U64_MAX = 18_446_744_073_709_551_615n;

@@ -8,6 +8,7 @@ export default {
     // host binaries (sh, sleep) start fine. These files are about node children as a whole.
     '!dist/test/native/prebuilds.test.js', // also checks the arm64 file's digest on the host
     '!dist/test/native/60-no-addon.test.js',
+    '!dist/test/native/70-workers.test.js', // each trial is a `node` child (worker-scenario.js)
   ],
   match: [
     // Spawns `node` as uid 65534 (see above).
@@ -17,7 +18,7 @@ export default {
     // Needs a PID reuse within one 10 ms clock tick; between the fixture's two forks the emulated
     // node must read a line and capture an identity, which takes longer than a tick under qemu
     // (20 of 20 reuses forced and refused by pidfs inode, none in the same tick). It runs on x64.
-    '!a reused PID, even within the same clock tick*',
+    '!gate 8: a reused PID, even within the same clock tick*',
   ],
   // No child processes for workers: one worker thread at a time, tests within a file serially.
   // qemu-user forks a multithreaded guest unsafely: concurrent spawns from several threads left

@@ -6,11 +6,18 @@ import * as path from 'node:path';
 
 import test from 'ava';
 
-import { captureIdentity, readProcessStat, signalVerified, waitExit } from '../../lib/native/index';
+import { capabilities, captureIdentity, readProcessStat, signalVerified, waitExit, type SignalOutcome } from '../../lib/native/index';
 import { delay, receivedSignals, spawnJob, spawnRecorder } from '../helpers/processes';
 
 // Long enough for the recorder's 50 ms sleep loop to run its traps several times over.
 const SETTLE_MS = 400;
+
+// On a kernel with pidfs, a handle of this boot without its inode is refused before anything
+// else is looked at (docs/decisions/0006); elsewhere the start-ticks proof answers.
+const inodeLessRefused = capabilities().pidfsIdentity;
+const inodeLessReason = (otherwise: string) => (inodeLessRefused ? 'pidfs_ino' : otherwise);
+const inodeLessOutcome = (otherwise: SignalOutcome): SignalOutcome =>
+  inodeLessRefused ? { outcome: 'identity_mismatch', reason: 'pidfs_ino' } : otherwise;
 
 test('a correct identity is signalled, and every member of its group receives the signal', async (t) => {
   const job = await spawnRecorder(t);
@@ -46,7 +53,8 @@ test('signal 0 is a pure proof: signalled, nothing delivered', async (t) => {
 });
 
 const mismatches = [
-  { name: 'wrong start ticks', reason: 'start_ticks', change: (id: { startTicks: string }) => ({ startTicks: String(BigInt(id.startTicks) + 1n) }), dropIno: true },
+  // Without the inode; on a pidfs kernel that alone refuses it (see the test below).
+  { name: 'wrong start ticks', reason: capabilities().pidfsIdentity ? 'pidfs_ino' : 'start_ticks', change: (id: { startTicks: string }) => ({ startTicks: String(BigInt(id.startTicks) + 1n) }), dropIno: true },
   { name: 'wrong boot id', reason: 'boot_id', change: () => ({ bootId: '00000000-0000-4000-8000-000000000000' }), dropIno: false },
   { name: 'wrong pidfs inode', reason: 'pidfs_ino', change: (id: { pidfsIno?: string }) => ({ pidfsIno: String(BigInt(id.pidfsIno ?? '1') + 1n) }), dropIno: false },
 ] as const;
@@ -66,6 +74,22 @@ for (const mismatch of mismatches) {
   });
 }
 
+test('gate 8: on a pidfs kernel, a handle of this boot without its inode → identity_mismatch and zero signals; with the inode it is signalled', async (t) => {
+  if (!inodeLessRefused) return t.pass('this kernel has no pidfs: the start-ticks proof is the strongest there is');
+  const job = await spawnRecorder(t);
+  const { pidfsIno: _ino, ...withoutIno } = job.identity;
+  for (const signal of ['SIGUSR1', 'SIGTERM', 'SIGKILL'] as const) {
+    t.deepEqual(signalVerified(withoutIno, signal, { group: true }), { outcome: 'identity_mismatch', reason: 'pidfs_ino' });
+    t.deepEqual(signalVerified(withoutIno, signal), { outcome: 'identity_mismatch', reason: 'pidfs_ino' });
+  }
+  t.deepEqual(await waitExit(withoutIno, 5000), { outcome: 'identity_mismatch', reason: 'pidfs_ino' });
+  await delay(SETTLE_MS);
+  t.deepEqual(receivedSignals(job), []);
+  t.deepEqual(signalVerified(job.identity, 'SIGUSR1', { group: true }), { outcome: 'signalled', mode: 'pidfd-process-group' });
+  await job.waitForLine(/^leader-USR1$/);
+  await job.waitForLine(/^member-USR1$/);
+});
+
 test('a non-leader with group: true → identity_mismatch (not_group_leader) and zero signals', async (t) => {
   const job = await spawnRecorder(t);
   // The member's identity is real, but it does not lead a group: a group signal through it
@@ -75,9 +99,9 @@ test('a non-leader with group: true → identity_mismatch (not_group_leader) and
   const { pgid, pidfsIno, ...viaProc } = member!;
   t.is(pgid, job.identity.pid);
   const viaInode = { ...viaProc, pidfsIno: pidfsIno! };
-  for (const expected of [viaProc, viaInode]) {
-    t.deepEqual(signalVerified(expected, 'SIGUSR1', { group: true }), { outcome: 'identity_mismatch', reason: 'not_group_leader' });
-  }
+  t.deepEqual(signalVerified(member!, 'SIGUSR1', { group: true }), { outcome: 'identity_mismatch', reason: 'not_group_leader' });
+  t.deepEqual(signalVerified(viaInode, 'SIGUSR1', { group: true }), { outcome: 'identity_mismatch', reason: 'not_group_leader' });
+  t.deepEqual(signalVerified(viaProc, 'SIGUSR1', { group: true }), { outcome: 'identity_mismatch', reason: inodeLessReason('not_group_leader') });
   await delay(SETTLE_MS);
   t.deepEqual(receivedSignals(job), []);
 });
@@ -97,7 +121,7 @@ test('a zombie (exited, not yet reaped) → already_exited', async (t) => {
   t.is(readProcessStat(zombiePid)?.state, 'Z');
   t.deepEqual(signalVerified(zombie!, 'SIGTERM'), { outcome: 'already_exited' });
   const { pidfsIno: _ino, ...viaProc } = zombie!;
-  t.deepEqual(signalVerified(viaProc, 'SIGTERM'), { outcome: 'already_exited' });
+  t.deepEqual(signalVerified(viaProc, 'SIGTERM'), inodeLessOutcome({ outcome: 'already_exited' }));
   t.deepEqual(await waitExit(zombie!, 1000), { outcome: 'already_exited' });
 });
 
@@ -107,7 +131,7 @@ test('a reaped process → already_exited', async (t) => {
   await job.exited; // Node has reaped it
   t.deepEqual(signalVerified(job.identity, 'SIGTERM', { group: true }), { outcome: 'already_exited' });
   const { pidfsIno: _ino, ...viaProc } = job.identity;
-  t.deepEqual(signalVerified(viaProc, 'SIGTERM', { group: true }), { outcome: 'already_exited' });
+  t.deepEqual(signalVerified(viaProc, 'SIGTERM', { group: true }), inodeLessOutcome({ outcome: 'already_exited' }));
 });
 
 test('a stopped group receives SIGCONT and the recorder resumes', async (t) => {

@@ -42,3 +42,17 @@ test('a hold refuses to be used after release, and acquiring it proves identity 
   await delay(300);
   t.deepEqual(receivedSignals(job), []);
 });
+
+test('gate 8: a process that does not lead its group gets no hold: identity_mismatch (not_group_leader)', async (t) => {
+  const job = await spawnRecorder(t);
+  const member = captureIdentity(job.memberPid);
+  if (member === null) return t.fail('the member exited');
+  t.not(member.pgid, member.pid, 'the member is in the leader\'s group, not its own');
+  // With pgid the identity itself says so; without it only the kernel-side check can tell.
+  const { pgid: _pgid, ...withoutPgid } = member;
+  for (const expected of [member, withoutPgid]) {
+    t.deepEqual(groupHoldAcquire(expected), { outcome: 'identity_mismatch', reason: 'not_group_leader' });
+  }
+  await delay(300);
+  t.deepEqual(receivedSignals(job), []);
+});
