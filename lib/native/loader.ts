@@ -43,10 +43,23 @@ function candidates(): Array<{ source: AddonSource; file: string }> {
   if (override) return [{ source: 'override', file: path.resolve(override) }];
   const platformArch = `${process.platform}-${process.arch}`;
   return [
-    { source: 'prebuild', file: path.join(packageRoot, 'prebuilds', platformArch, 'pidfence.glibc.node') },
+    { source: 'prebuild', file: path.join(packageRoot, 'prebuilds', platformArch, `pidfence.${runtimeLibc()}.node`) },
     { source: 'prebuild', file: path.join(packageRoot, 'prebuilds', platformArch, 'pidfence.node') },
     { source: 'build', file: path.join(packageRoot, 'build', 'Release', 'pidfence.node') },
   ];
+}
+
+/**
+ * The C library this Node runs on. node-gyp-build tells musl only by /etc/alpine-release, which
+ * OpenWrt lacks; musl's dynamic loader (`ld-musl-<arch>.so.1`) is mapped into every dynamically
+ * linked musl process, and one read of our own maps says so (docs/decisions/0081).
+ */
+export function runtimeLibc(): 'glibc' | 'musl' {
+  try {
+    return fs.readFileSync('/proc/self/maps', 'utf8').includes('/ld-musl-') ? 'musl' : 'glibc';
+  } catch {
+    return 'glibc'; // no /proc: the glibc prebuild is tried, and a local build after it
+  }
 }
 
 function loadAddon(): Loaded {

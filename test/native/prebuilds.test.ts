@@ -25,12 +25,15 @@ test('the current native source digest is a SHA-256', (t) => {
 });
 
 for (const platformArch of shipped) {
-  test(`prebuilds/${platformArch} holds one addon that carries the current source digest`, (t) => {
+  test(`prebuilds/${platformArch} holds its glibc and musl addons, each carrying the current source digest`, (t) => {
     const dir = path.join(root, 'prebuilds', platformArch);
-    t.deepEqual(fs.existsSync(dir) ? fs.readdirSync(dir) : [], ['pidfence.glibc.node'], 'run `npm run prebuilds:all`');
-    // Byte search rather than loading: works for the arm64 file on an x64 host too.
-    const bytes = fs.readFileSync(prebuildFile(platformArch));
-    t.true(bytes.includes(Buffer.from(digest, 'ascii')), rebuild);
+    const files = ['pidfence.glibc.node', 'pidfence.musl.node']; // docs/decisions/0081
+    t.deepEqual(fs.existsSync(dir) ? fs.readdirSync(dir).sort() : [], files, 'run `npm run prebuilds:all`');
+    // Byte search rather than loading: works for the arm64 and musl files on a glibc x64 host too.
+    for (const file of files) {
+      const bytes = fs.readFileSync(path.join(dir, file));
+      t.true(bytes.includes(Buffer.from(digest, 'ascii')), `${file}: ${rebuild}`);
+    }
   });
 }
 

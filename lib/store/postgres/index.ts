@@ -1,6 +1,12 @@
 // pidfence/postgres: the cluster store (DESIGN §7, ADR-0456): migrations by the owner role, the
 // runtime grants, catalog readiness, and the dispatch repository and run store on the caller's
 // pg.Pool or a pool made from a connection string. Never loaded by the root or edge entries.
+import { PidfenceError } from '../../base/errors';
+
+// `pg` is an optional peer dependency (docs/decisions/0080): say how to get it before the imports
+// below fail with a bare "Cannot find module 'pg'". Compiled to CommonJS, this runs first.
+assertPgInstalled();
+
 import { poolFor, type PostgresTarget } from './connection';
 import { PostgresDispatchRepository, type PostgresStoreHooks } from './dispatch-repository';
 import { PostgresExecutionStore } from './execution-store';
@@ -78,4 +84,15 @@ export async function openPostgresStore(target: PostgresTarget, options: Postgre
     sessionUser: () => sessionUserOf(handle.pool),
     close: () => handle.release(),
   };
+}
+
+function assertPgInstalled(): void {
+  try {
+    require.resolve('pg');
+  } catch {
+    throw new PidfenceError(
+      "pidfence/postgres needs the 'pg' package, an optional peer dependency: install it next to pidfence with `npm install pg`.",
+      'ERR_PIDFENCE_PG_MISSING',
+    );
+  }
 }
