@@ -1,0 +1,8 @@
+// pidfence/cluster: remote workers on the pull path (docs/decisions/0100, 0101; DESIGN §10). Loads
+// pg; never loaded by the root, edge or standalone entries.
+export { DispatchAvailability } from './availability';
+export type { AvailabilityState, DispatchFailureCode } from './availability';
+export { CancellationDispatchControl, DispatchFailedClosed } from './dispatch-control';
+export type { ControlledTickAnswer, DispatchControlOptions, DispatchObservation, LeaseControl } from './dispatch-control';
+export { ClusterLeaseStore, REAP_PAGE } from './lease-store';
+export type { Assignment, CompletionOutcome, CompletionReport, LeaseRef, LeaseTickAnswer, PullOutcome, WorkerCaller } from './lease-store';
