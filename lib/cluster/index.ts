@@ -6,3 +6,9 @@ export { CancellationDispatchControl, DispatchFailedClosed } from './dispatch-co
 export type { ControlledTickAnswer, DispatchControlOptions, DispatchObservation, LeaseControl } from './dispatch-control';
 export { ClusterLeaseStore, REAP_PAGE } from './lease-store';
 export type { Assignment, CompletionOutcome, CompletionReport, LeaseRef, LeaseTickAnswer, PullOutcome, WorkerCaller } from './lease-store';
+export { startControlPlane } from './control-plane';
+export type { ControlPlane, ControlPlaneOptions, ControlPlaneTls } from './control-plane';
+export { ControlPlaneClient } from './client';
+export type { ClientReply, ClientTls } from './client';
+export { startWorker } from './worker';
+export type { Worker, WorkerOptions } from './worker';

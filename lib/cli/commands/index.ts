@@ -2,11 +2,13 @@
 import type { CliCommand } from '../command';
 import { blockedCommand } from './blocked';
 import { cancelCommand } from './cancel';
+import { controlPlaneCommand } from './control-plane';
 import { grantCommand } from './grant';
 import { inspectCommand } from './inspect';
 import { rearmCommand } from './rearm';
 import { runCommand } from './run';
 import { statusCommand } from './status';
 import { superviseCommand } from './supervise';
+import { workerCommand } from './worker';
 
-export const commands: readonly CliCommand[] = [runCommand, cancelCommand, superviseCommand, statusCommand, blockedCommand, inspectCommand, rearmCommand, grantCommand];
+export const commands: readonly CliCommand[] = [runCommand, cancelCommand, superviseCommand, statusCommand, blockedCommand, inspectCommand, rearmCommand, grantCommand, controlPlaneCommand, workerCommand];
