@@ -135,7 +135,8 @@ function routesAdd(app: FastifyInstance, services: Services): void {
     if (run === null) throw new PidfenceError(`${runId} does not exist in this store.`, 'ERR_PIDFENCE_RUN_MISSING');
     await authorize(management, principalOf(principalOfRequest(request)), run.projectId, 'run.stop');
     const outcome = await runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
-    return { result: outcome.kind };
+    const endedQueued = outcome.kind === 'requested' || outcome.kind === 'already_requested' ? await leases.cancelIfQueued(runId) : false;
+    return { result: outcome.kind, ...(endedQueued ? { run: 'cancelled' } : {}) };
   });
   app.get('/v1/runs/:runId/dispatch', { schema: SCHEMAS.runParam }, async (request) => plane(request).inspect((request.params as { runId: string }).runId));
   app.post('/v1/runs/:runId/rearm', { schema: SCHEMAS.rearm }, async (request) =>

@@ -10,7 +10,7 @@ import { PidfenceError } from '../base/errors';
 import { validateId, validateLeaseDurationMs, type RunTerminalStatus } from '../contract/index';
 import type { AttemptExit, CompletionCause } from '../store/execution-store';
 import type { PostgresExecutionStore } from '../store/postgres/execution-store';
-import type { LockedRun } from '../store/postgres/run-events';
+import { appendRunEvent, type LockedRun } from '../store/postgres/run-events';
 import { SQL } from '../store/postgres/statements';
 import { inTransaction, type Tx } from '../store/postgres/transaction';
 import { CLUSTER_SQL } from './statements';
@@ -206,6 +206,22 @@ export class ClusterLeaseStore {
     await this.#release(ref);
     if (outcome.kind === 'missing') return { kind: 'lost' };
     return { kind: outcome.kind };
+  }
+
+  /**
+   * A cancelled job that no worker pulled yet ends `cancelled` at once (nothing runs, nothing to
+   * stop); a run that is already running is left to its worker's stop. `queued` is read under the
+   * run lock, which a pull takes first as well, so the two never both win.
+   */
+  async cancelIfQueued(runId: string): Promise<boolean> {
+    const id = validateId(runId, 'runId');
+    return inTransaction(this.#pool, 'cancelIfQueued', async (tx) => {
+      const [run] = await tx.rows<LockedRun>(SQL.lockRun, [id]);
+      if (run === undefined || run.status !== 'queued' || run.cancelRequestedAtMs === null) return false;
+      await tx.rows(SQL.writeRunTerminal, [id, run.version, 'cancelled', run.nowMs]);
+      await appendRunEvent(tx, run, { type: 'run.terminal', eventId: newId('evt'), payload: { status: 'cancelled' } });
+      return true;
+    });
   }
 
   /**

@@ -4,6 +4,7 @@
 // durable cancel intent, so the local lifecycle stops the job through its verified controller with
 // its own durable handle; no PID, handle or command leaves this process.
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
 
 import { PidfenceError } from '../base/errors';
 import type { RunTerminalStatus } from '../contract/index';
@@ -36,6 +37,8 @@ export interface Worker {
 
 interface Held {
   readonly assignment: Assignment;
+  /** The local attempt (the local runner's own id for the same run). */
+  localAttemptId: string | null;
   stopping: boolean;
 }
 
@@ -78,10 +81,11 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const { sessionId } = registered.body;
   const held = new Map<string, Held>();
   const completions: Array<{ runId: string; report: NonNullable<ReturnType<typeof reportOf>> }> = [];
-  const local = openSqliteStore(options.journalFile);
+  const journalFile = path.resolve(options.journalFile);
+  const local = openSqliteStore(journalFile);
   const app: ExecutionApplication = createExecution({
     stores: { runStore: local.runStore, repository: local.repository, executionStore: local.executionStore, runnerStore: local.runnerStore, close: () => local.close() },
-    receiptDirectory: `${options.journalFile}.receipts`,
+    receiptDirectory: `${journalFile}.receipts`,
     runnerKind: 'supervise',
     ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
     onCompleted: (ref, outcome) => {
@@ -96,7 +100,9 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     if (entry.stopping) return;
     entry.stopping = true;
     await local.runStore.requestCancellation({ runId: entry.assignment.runId, reason, eventId: `evt-${randomUUID()}` });
-    // The local lifecycle's next cycle claims the local dispatch and stops the exact group.
+    // The local lifecycle's cycle claims the local dispatch and stops the exact group; a notice
+    // pulls its one timer forward instead of waiting out the period.
+    if (entry.localAttemptId !== null) app.notices.add({ runId: entry.assignment.runId, attemptId: entry.localAttemptId });
   };
 
   const reportCompletions = async (): Promise<void> => {
@@ -131,14 +137,16 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     const reply = await send<PullOutcome>('/v1/assignments/pull', { sessionId });
     if (reply.status !== 200 || reply.body.kind !== 'assigned') return;
     const { assignment } = reply.body;
-    held.set(assignment.runId, { assignment, stopping: false });
+    const entry: Held = { assignment, localAttemptId: null, stopping: false };
+    held.set(assignment.runId, entry);
     const [command, ...args] = assignment.argv;
     const admitted = await app.admit({
       projectId: 'cluster', runId: assignment.runId, command: command as string, args,
       // No local deadline: a task timeout is the control plane's (stop_requested, scope attempt).
       stdio: 'ignore',
     });
-    if (admitted.kind !== 'admitted') completions.push({ runId: assignment.runId, report: { status: 'failed', cause: 'never_started', exit: null } });
+    if (admitted.kind === 'admitted') entry.localAttemptId = admitted.attemptId;
+    else completions.push({ runId: assignment.runId, report: { status: 'failed', cause: 'never_started', exit: null } });
   };
 
   let closed = false;

@@ -81,3 +81,19 @@ test.serial('cluster: bad input is a typed error and changes nothing', async (t)
   await t.throwsAsync(w.leases.tick({ principal: '', sessionId: 'wks-x' }, { runId: 'r', attemptId: 'a', fence: 1 }), { code: 'ERR_PIDFENCE_CLUSTER_PRINCIPAL' });
   await t.throwsAsync(w.leases.tick({ principal: 'CN=a', sessionId: 'wks-x' }, { runId: 'r', attemptId: 'a', fence: 0 }), { code: 'ERR_PIDFENCE_CLUSTER_INVALID_FENCE' });
 });
+
+test.serial('cluster: a cancelled job that no worker pulled ends cancelled at once and is never handed out; a running one is left to its worker', async (t) => {
+  const { world: w } = await ready;
+  const runId = `run-${randomUUID()}`;
+  await w.leases.enqueueJob({ runId, projectId: 'project-c', argv: ['true'] });
+  await w.cancel(runId);
+  t.true(await w.leases.cancelIfQueued(runId));
+  t.is((await w.runStore.getRun(runId))?.status, 'cancelled');
+  t.deepEqual(await w.eventTypes(runId), ['run.cancel_requested', 'run.terminal']);
+  const sessionId = await w.leases.registerSession('CN=worker-q');
+  t.deepEqual(await w.leases.pull({ principal: 'CN=worker-q', sessionId }), { kind: 'none' });
+  const { ref } = await w.assigned();
+  await w.cancel(ref.runId);
+  t.false(await w.leases.cancelIfQueued(ref.runId));
+  t.is((await w.runStore.getRun(ref.runId))?.status, 'running');
+});

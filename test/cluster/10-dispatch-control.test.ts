@@ -137,7 +137,7 @@ test.serial('cluster gate 6: a task timeout (attempt deadline, no run cancel int
 test.serial('cluster gate 7: when the settlement cannot commit, no stop is released; after the replica lease runs out a tick settles it once', async (t) => {
   const { database: db, world: w } = await ready;
   const store = await contractStore(t, db);
-  const replica = w.replica(store.repository, { leaseDurationMs: 200 });
+  const replica = w.replica(store.repository, { leaseDurationMs: 1_500 });
   const { caller, ref } = await w.assigned();
   await w.cancel(ref.runId);
   const restore = await store.injectEventAppendFailure();
@@ -148,7 +148,7 @@ test.serial('cluster gate 7: when the settlement cannot commit, no stop is relea
   t.deepEqual(replica.availability.state(), { ready: false, code: 'ERR_PIDFENCE_CLUSTER_SETTLE_FAILED' });
   // Within the replica's own lease the dispatch is still `leased`: fail closed again, no stop.
   t.is(await failedClosedCode(replica.control.tick(caller, ref)), 'ERR_PIDFENCE_CLUSTER_DISPATCH_LEASED');
-  await sleep(250);
+  await sleep(1_600);
   t.like(await replica.control.tick(caller, ref), { kind: 'stop_requested', tracking: 'dispatched' });
   t.like(await store.repository.getRecord(ref.runId), { status: 'dispatched', lastResult: 'termination_requested', dispatchCount: 2 });
   t.deepEqual(await w.eventTypes(ref.runId), ['run.cancel_requested', 'run.cancel_dispatched']);
