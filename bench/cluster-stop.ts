@@ -46,7 +46,7 @@ async function clusterLatencies(db: { runtimeUrl: string; owner: Pool }, scratch
   const certs = makeCertificates();
   const plane = await startControlPlane({ databaseUrl: db.runtimeUrl, tls: { cert: certs.server.cert, key: certs.server.key, ca: certs.ca.cert } });
   const workerPem = certs.client('bench-worker');
-  const worker = await startWorker({ controlPlaneUrls: [plane.url], tls: { cert: workerPem.cert, key: workerPem.key, ca: certs.ca.cert }, journalFile: path.join(scratch, 'worker.db'), tickMs: 50, capacity: 1 });
+  const worker = await startWorker({ controlPlaneUrls: [plane.url], tls: { cert: workerPem.cert, key: workerPem.key, ca: certs.ca.cert }, journalFile: path.join(scratch, 'worker.db'), tickMs: 50, capacity: 1, ...(process.env.PIDFENCE_BENCH_DEBUG === undefined ? {} : { observe: (event) => process.stderr.write(`${JSON.stringify(event)}\n`) }) });
   await new PostgresGrantAdministration(db.owner).writeGrant({ subject: 'bench-operator', projectId: 'bench', permission: 'run.stop' }, 'bench');
   const operatorPem = certs.client('bench-operator');
   const operator = new ControlPlaneClient(plane.url, { cert: operatorPem.cert, key: operatorPem.key, ca: certs.ca.cert });
@@ -58,7 +58,7 @@ async function clusterLatencies(db: { runtimeUrl: string; owner: Pool }, scratch
       const marker = path.join(scratch, `${runId}.cluster`);
       await operator.send('POST', '/v1/jobs', { runId, projectId: 'bench', argv: job(marker) });
       await until(async () => (await runStore.getRun(runId))?.status === 'running' && worker.held() === 1);
-      await sleep(20); // admitted locally
+      await sleep(300); // admitted locally, and the job's shell has set its trap
       const started = performance.now();
       await operator.send('POST', `/v1/runs/${runId}/cancel`);
       await until(() => existsSync(marker));
@@ -90,7 +90,7 @@ async function localLatencies(scratch: string): Promise<number[]> {
       const [command, ...args] = job(marker);
       const admitted = await app.admit({ projectId: 'bench', command: command as string, args, stdio: 'ignore' });
       if (admitted.kind !== 'admitted') throw new Error('not admitted');
-      await sleep(20);
+      await sleep(300); // the job's shell has set its trap
       const started = performance.now();
       // What `pidfence cancel` writes; the runner's lifecycle stops the job.
       await store.runStore.requestCancellation({ runId: admitted.runId, reason: 'user', eventId: `evt-${randomUUID()}` });
