@@ -26,7 +26,8 @@ const RUNS = Number(process.env.PIDFENCE_BENCH_RUNS ?? 300);
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 function job(marker: string): string[] {
-  return ['sh', '-c', `trap 'echo x > ${marker}; exit 143' TERM; while :; do sleep 0.05; done`];
+  // The trap is set before `.up` appears, so a stop after `.up` always leaves the exit marker.
+  return ['sh', '-c', `trap 'echo x > ${marker}; exit 143' TERM; echo up > ${marker}.up; while :; do sleep 0.05; done`];
 }
 
 async function until(probe: () => boolean | Promise<boolean>, timeoutMs = 30_000): Promise<void> {
@@ -58,7 +59,7 @@ async function clusterLatencies(db: { runtimeUrl: string; owner: Pool }, scratch
       const marker = path.join(scratch, `${runId}.cluster`);
       await operator.send('POST', '/v1/jobs', { runId, projectId: 'bench', argv: job(marker) });
       await until(async () => (await runStore.getRun(runId))?.status === 'running' && worker.held() === 1);
-      await sleep(300); // admitted locally, and the job's shell has set its trap
+      await until(() => existsSync(`${marker}.up`));
       const started = performance.now();
       await operator.send('POST', `/v1/runs/${runId}/cancel`);
       await until(() => existsSync(marker));
@@ -90,7 +91,7 @@ async function localLatencies(scratch: string): Promise<number[]> {
       const [command, ...args] = job(marker);
       const admitted = await app.admit({ projectId: 'bench', command: command as string, args, stdio: 'ignore' });
       if (admitted.kind !== 'admitted') throw new Error('not admitted');
-      await sleep(300); // the job's shell has set its trap
+      await until(() => existsSync(`${marker}.up`));
       const started = performance.now();
       // What `pidfence cancel` writes; the runner's lifecycle stops the job.
       await store.runStore.requestCancellation({ runId: admitted.runId, reason: 'user', eventId: `evt-${randomUUID()}` });
