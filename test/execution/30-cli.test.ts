@@ -8,6 +8,7 @@ import { createExecution } from '../../lib/execution/index';
 import { signalVerified } from '../../lib/native/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { spawnJob } from '../helpers/processes';
+import { grantCancelOnSqlite } from './cli-runs';
 import { handleAlive, until, worldDirectory } from './world';
 
 const CLI = path.resolve(__dirname, '..', '..', 'lib', 'cli', 'main.js');
@@ -38,6 +39,8 @@ test('pidfence cancel from another process stops a foreground pidfence run, whic
   const runner = spawnJob(t, 'sh', ['-c', 'exec "$0" "$@" 2>&1', process.execPath, CLI, 'run', '--db', at.file, '--grace', '300ms', '--', 'sleep', '30']);
   const started = await runner.waitForLine(/run (run-[0-9a-f-]+) started/, 15_000);
   const runId = /run (run-[0-9a-f-]+) started/.exec(started)?.[1] ?? '';
+  t.is(cli(['cancel', '--db', at.file, runId]).status, 4, 'cancel needs run.stop on the run\'s project');
+  await grantCancelOnSqlite(at.file);
   const cancelled = cli(['cancel', '--db', at.file, runId]);
   t.is(cancelled.status, 0);
   t.is(cancelled.stdout, `cancel requested for ${runId}; its runner stops the job\n`);
@@ -46,7 +49,7 @@ test('pidfence cancel from another process stops a foreground pidfence run, whic
   t.true(runner.lines.includes(`pidfence: run ${runId} cancelled`));
   const again = cli(['cancel', '--db', at.file, '--json', runId]);
   t.is(again.status, 4);
-  t.deepEqual(JSON.parse(again.stdout), { runId, result: 'run_terminal' });
+  t.like(JSON.parse(again.stderr), { error: { code: 'ERR_PIDFENCE_RUN_FINISHED', category: 'refused' } });
   t.is(cli(['cancel', '--db', at.file, 'run-missing']).status, 4);
 });
 

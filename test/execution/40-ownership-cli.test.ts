@@ -7,7 +7,7 @@ import { signalVerified } from '../../lib/native/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { groupMembers, handleGroup } from '../helpers/job-groups';
 import { delay } from '../helpers/processes';
-import { cancel, cliProcess, startRun } from './cli-runs';
+import { cancel, cliProcess, grantCancelOnSqlite, startRun } from './cli-runs';
 import { until, worldDirectory } from './world';
 
 /** Ten children that ignore TERM, HUP and INT: only KILL ends them. */
@@ -36,6 +36,7 @@ async function runStatus(file: string, runId: string): Promise<string | undefine
 test.serial('run plus supervise on one store: SIGTERM the supervise and the foreground run\'s job is untouched', async (t) => {
   const at = worldDirectory(t);
   const run = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+  await grantCancelOnSqlite(at.file);
   const supervisor = cliProcess(t, ['supervise', '--db', at.file, '--grace', '300ms']);
   await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
   await delay(1_500); // a few control cycles of the supervisor
@@ -54,6 +55,7 @@ test.serial('run plus a second runner, with cancel: the run exits with the job\'
   const at = worldDirectory(t);
   const supervisor = cliProcess(t, ['supervise', '--db', at.file, '--grace', '300ms']);
   await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
+  await grantCancelOnSqlite(at.file);
   const exits: Array<number | null> = [];
   for (let trial = 0; trial < 40; trial += 1) {
     const run = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
@@ -71,6 +73,7 @@ test.serial('run plus a second runner, with cancel: the run exits with the job\'
 test.serial('SIGKILL the run: its job lives on, a cancel stops it itself and says so; a later supervise adopts the next one', async (t) => {
   const at = worldDirectory(t);
   const first = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+  await grantCancelOnSqlite(at.file);
   await until(() => groupMembers(first.pgid).length === 2, 10_000, 'launcher and job');
   t.is(signalVerified(first.job.identity, 'SIGKILL', { group: false }).outcome, 'signalled');
   await first.job.exited;

@@ -33,8 +33,35 @@ export async function startRun(t: ExecutionContext, db: string, groupOf: (runId:
   return { job: runner, runId, pgid };
 }
 
+/** `pidfence cancel` as its own process; the caller holds run.stop (grantCancelOn…). */
 export function cancel(t: ExecutionContext, file: string, runId: string, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; lines: string[] }> {
   const job = cliProcess(t, ['cancel', '--db', file, runId], env);
   return job.exited.then((exit) => ({ code: exit.code, lines: job.lines }));
 }
 
+
+/**
+ * `pidfence cancel` needs run.stop on the run's project (docs/decisions/0043): grants the OS user
+ * (the SQLite principal) run.read and run.stop on `project` in the store file, idempotently.
+ */
+export async function grantCancelOnSqlite(file: string, project = 'default'): Promise<void> {
+  const { openSqliteStore } = await import('../../lib/store/sqlite/index');
+  const { osPrincipal } = await import('../../lib/cli/os-user');
+  const store = openSqliteStore(file);
+  try {
+    for (const permission of ['run.read', 'run.stop'] as const) await store.management.writeGrant({ subject: osPrincipal(), projectId: project, permission }, 'test');
+  } finally {
+    store.close();
+  }
+}
+
+/** The same on PostgreSQL: written through the owner, for the runtime role (its session_user). */
+export async function grantCancelOnPostgres(ownerUrl: string, runtimeRole: string, project = 'default'): Promise<void> {
+  const { openPostgresGrantAdministration } = await import('../../lib/store/postgres/index');
+  const administration = openPostgresGrantAdministration(ownerUrl);
+  try {
+    for (const permission of ['run.read', 'run.stop'] as const) await administration.writeGrant({ subject: runtimeRole, projectId: project, permission }, 'test');
+  } finally {
+    await administration.close();
+  }
+}

@@ -11,7 +11,7 @@ import test, { type ExecutionContext } from 'ava';
 import { signalVerified } from '../../lib/native/index';
 import { groupMembers, handleGroup } from '../helpers/job-groups';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/pg-store';
-import { cancel, cliProcess, startRun, type CliRun } from './cli-runs';
+import { cancel, cliProcess, grantCancelOnPostgres, startRun, type CliRun } from './cli-runs';
 import { until } from './world';
 
 let database: MigratedDatabase | undefined;
@@ -53,6 +53,7 @@ async function runStatus(db: MigratedDatabase, runId: string): Promise<string | 
 
 test.serial('cluster of two hosts on one database: only the owning host claims a cancellation, a drain stops only its own jobs, nothing is blocked', async (t) => {
   const db = await ready;
+  await grantCancelOnPostgres(db.ownerUrl, db.runtimeRole);
   const envA = hostEnv(t, 'host-a');
   const envB = hostEnv(t, 'host-b');
   const jobA = await orphanedJob(t, db, envA);

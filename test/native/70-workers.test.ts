@@ -24,7 +24,9 @@ function runTrial(scenario: Scenario): Promise<TrialEnd> {
     let output = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
     child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-    child.on('exit', (code, signal) => resolve({ code, signal, output }));
+    // 'close', not 'exit': only then has all of its output been read (on a loaded machine 'exit'
+    // comes first, and a clean trial would look silent).
+    child.on('close', (code, signal) => resolve({ code, signal, output }));
   });
 }
 

@@ -26,7 +26,8 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   dispatch: ['base', 'contract', 'native', 'process', 'store'],
   management: ['base', 'contract', 'dispatch', 'store'],
   execution: ['base', 'contract', 'native', 'process', 'store', 'store/sqlite', 'store/postgres', 'dispatch', 'management'],
-  cli: ['base', 'contract', 'native', 'process', 'store', 'store/sqlite', 'store/postgres', 'dispatch', 'management', 'execution'],
+  cluster: ['base', 'contract', 'native', 'process', 'store', 'store/sqlite', 'store/postgres', 'dispatch', 'management', 'execution'],
+  cli: ['base', 'contract', 'native', 'process', 'store', 'store/sqlite', 'store/postgres', 'dispatch', 'management', 'execution', 'cluster'],
   root: ['base', 'native'],
 };
 

@@ -8,9 +8,11 @@ import type { Command } from 'commander';
 
 import { validateId } from '../../contract/index';
 import { createExecution, type OrphanStop } from '../../execution/index';
-import { storeOptionsAdd, type CliCommand, type CliIo, type StoreOptions } from '../command';
+import { authorizeCancel, ManagementError, runNotVisible } from '../../management/index';
+import type { CliCommand, CliIo } from '../command';
 import { executionTargetOpen } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
+import { actingPrincipal, jsonWrite, managementOptionsAdd, requestedPrincipal, type ManagementOptions } from '../principal';
 import { storeOpen, storeTargetResolve, type StoreTarget } from '../store-target';
 
 /** A cancel that stops an orphan gives its drain this long; then supervise finishes the job. */
@@ -43,24 +45,28 @@ function orphanSentence(runId: string, stop: OrphanStop): string {
   }
 }
 
-async function cancelAction(runIdText: string, options: StoreOptions, io: CliIo): Promise<ExitCode> {
+async function cancelAction(runIdText: string, options: ManagementOptions, io: CliIo): Promise<ExitCode> {
   const runId = validateId(runIdText, 'RUN');
+  const requested = requestedPrincipal(options.as, io.env);
   const target = storeTargetResolve(options.db, io.env);
-  const store = await storeOpen(target);
+  // A cancel never creates a store: a wrong directory must not answer "no such run" from a new file.
+  const store = await storeOpen(target, { create: false });
   let outcome;
   try {
+    const principal = actingPrincipal(requested, await store.authenticatedSubject());
+    // run.stop on the run's project (docs/decisions/0043); another project's run looks missing.
+    await authorizeCancel(store.management, principal, runId, await store.runStore.getRun(runId));
     outcome = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
   } finally {
     await store.close();
   }
+  if (outcome.kind === 'run_missing') throw runNotVisible(runId);
   if (outcome.kind !== 'requested' && outcome.kind !== 'already_requested') {
-    if (options.json === true) io.stdout.write(`${JSON.stringify({ runId, result: outcome.kind })}\n`);
-    else io.stderr.write(`pidfence: ${runId} ${outcome.kind === 'run_missing' ? 'does not exist in this store' : 'has already finished'}\n`);
-    return EXIT.refused;
+    throw new ManagementError(`run ${runId} has already finished; nothing to cancel.`, 'ERR_PIDFENCE_RUN_FINISHED');
   }
   const stop = await stopIfOrphaned(target, runId, io);
   if (options.json === true) {
-    io.stdout.write(`${JSON.stringify({ runId, result: outcome.kind, reason: outcome.run.cancelReason, status: outcome.run.status, runner: stop.kind })}\n`);
+    jsonWrite(io, { runId, result: outcome.kind, reason: outcome.run.cancelReason, status: outcome.run.status, runner: stop.kind });
   } else if (outcome.kind === 'already_requested' && stop.kind === 'owner_alive') {
     io.stdout.write(`${runId} already has a cancel request (${outcome.run.cancelReason ?? 'unknown'}); kept as it is\n`);
   } else {
@@ -71,10 +77,10 @@ async function cancelAction(runIdText: string, options: StoreOptions, io: CliIo)
 
 export const cancelCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    storeOptionsAdd(program.command('cancel'))
-      .description('request the cancellation of a run (durable; its runner stops the exact process, or this command does when that runner is gone)')
+    managementOptionsAdd(program.command('cancel'))
+      .description('request the cancellation of a run (needs run.stop; durable; its runner stops the exact process, or this command does when that runner is gone)')
       .argument('<run>', 'the run id printed by `pidfence run`')
-      .action(async (run: string, options: StoreOptions) => {
+      .action(async (run: string, options: ManagementOptions) => {
         done(await cancelAction(run, options, io));
       });
   },

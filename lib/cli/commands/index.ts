@@ -2,6 +2,7 @@
 import type { CliCommand } from '../command';
 import { blockedCommand } from './blocked';
 import { cancelCommand } from './cancel';
+import { controlPlaneCommand } from './control-plane';
 import { grantCommand } from './grant';
 import { grantRuntimeCommand } from './grant-runtime';
 import { inspectCommand } from './inspect';
@@ -10,5 +11,6 @@ import { rearmCommand } from './rearm';
 import { runCommand } from './run';
 import { statusCommand } from './status';
 import { superviseCommand } from './supervise';
+import { workerCommand } from './worker';
 
-export const commands: readonly CliCommand[] = [runCommand, cancelCommand, superviseCommand, statusCommand, blockedCommand, inspectCommand, rearmCommand, grantCommand, migrateCommand, grantRuntimeCommand];
+export const commands: readonly CliCommand[] = [runCommand, cancelCommand, superviseCommand, statusCommand, blockedCommand, inspectCommand, rearmCommand, grantCommand, migrateCommand, grantRuntimeCommand, controlPlaneCommand, workerCommand];

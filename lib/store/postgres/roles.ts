@@ -22,6 +22,10 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly TablePrivilege
   attempt_events: ['SELECT', 'INSERT', 'UPDATE'],
   receipt_journal: ['SELECT', 'INSERT', 'UPDATE'],
   runners: ['SELECT', 'INSERT', 'UPDATE'],
+  // Cluster delivery (docs/decisions/0100): sessions, jobs and run-dispatch leases.
+  worker_sessions: ['SELECT', 'INSERT', 'UPDATE'],
+  cluster_jobs: ['SELECT', 'INSERT', 'UPDATE'],
+  run_dispatch_leases: ['SELECT', 'INSERT', 'UPDATE'],
   // Grants are written by the owner only (docs/decisions/0040): a runtime replica cannot raise its own.
   management_grants: ['SELECT'],
   // Readiness reads the migration record as the runtime role.

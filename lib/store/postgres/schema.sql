@@ -196,6 +196,15 @@ CREATE TABLE public.attempts (
     CONSTRAINT attempts_status_check CHECK ((status = ANY (ARRAY['claimed'::text, 'starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text, 'timed_out'::text])))
 );
 
+CREATE TABLE public.cluster_jobs (
+    run_id text NOT NULL,
+    argv json NOT NULL,
+    timeout_ms bigint,
+    created_at_ms bigint NOT NULL,
+    CONSTRAINT cluster_jobs_argv_check CHECK (((json_typeof(argv) = 'array'::text) AND (octet_length((argv)::text) <= 8192))),
+    CONSTRAINT cluster_jobs_timeout_ms_check CHECK (((timeout_ms >= 1) AND (timeout_ms <= 86400000)))
+);
+
 CREATE TABLE public.management_audit (
     id text NOT NULL,
     run_id text NOT NULL,
@@ -240,6 +249,20 @@ CREATE TABLE public.receipt_journal (
     CONSTRAINT receipt_journal_action_check CHECK ((action = ANY (ARRAY['delete'::text, 'quarantine'::text]))),
     CONSTRAINT receipt_journal_reason_check CHECK ((reason = ANY (ARRAY['malformed'::text, 'identity'::text, 'token'::text, 'sequence'::text, 'time'::text]))),
     CONSTRAINT receipt_journal_reason_shape CHECK (((action = 'quarantine'::text) = (reason IS NOT NULL)))
+);
+
+CREATE TABLE public.run_dispatch_leases (
+    run_id text NOT NULL,
+    attempt_id text NOT NULL,
+    session_id text NOT NULL,
+    fence bigint NOT NULL,
+    expires_at_ms bigint NOT NULL,
+    released_at_ms bigint,
+    created_at_ms bigint NOT NULL,
+    updated_at_ms bigint NOT NULL,
+    CONSTRAINT run_dispatch_leases_expires_at_ms_check CHECK ((expires_at_ms >= 0)),
+    CONSTRAINT run_dispatch_leases_fence_check CHECK ((fence >= 1)),
+    CONSTRAINT run_dispatch_leases_released_at_ms_check CHECK ((released_at_ms >= 0))
 );
 
 CREATE TABLE public.run_events (
@@ -288,6 +311,17 @@ CREATE TABLE public.runs (
     CONSTRAINT runs_version_check CHECK ((version >= 0))
 );
 
+CREATE TABLE public.worker_sessions (
+    id text NOT NULL,
+    principal text NOT NULL,
+    started_at_ms bigint NOT NULL,
+    last_seen_at_ms bigint NOT NULL,
+    ended_at_ms bigint,
+    CONSTRAINT worker_sessions_id_check CHECK (((length(id) >= 1) AND (length(id) <= 128))),
+    CONSTRAINT worker_sessions_principal_check CHECK (((length(principal) >= 1) AND (length(principal) <= 256))),
+    CONSTRAINT worker_sessions_times_check CHECK (((started_at_ms >= 0) AND (last_seen_at_ms >= started_at_ms) AND ((ended_at_ms IS NULL) OR (ended_at_ms >= started_at_ms))))
+);
+
 ALTER TABLE ONLY public.attempt_events
     ADD CONSTRAINT attempt_events_pkey PRIMARY KEY (attempt_id, seq);
 
@@ -299,6 +333,9 @@ ALTER TABLE ONLY public.attempts
 
 ALTER TABLE ONLY public.cancellation_dispatches
     ADD CONSTRAINT cancellation_dispatches_pkey PRIMARY KEY (run_id);
+
+ALTER TABLE ONLY public.cluster_jobs
+    ADD CONSTRAINT cluster_jobs_pkey PRIMARY KEY (run_id);
 
 ALTER TABLE ONLY public.management_audit
     ADD CONSTRAINT management_audit_pkey PRIMARY KEY (id);
@@ -312,6 +349,9 @@ ALTER TABLE ONLY public.pidfence_migrations
 ALTER TABLE ONLY public.receipt_journal
     ADD CONSTRAINT receipt_journal_pkey PRIMARY KEY (attempt_id, action);
 
+ALTER TABLE ONLY public.run_dispatch_leases
+    ADD CONSTRAINT run_dispatch_leases_pkey PRIMARY KEY (run_id);
+
 ALTER TABLE ONLY public.run_events
     ADD CONSTRAINT run_events_pkey PRIMARY KEY (run_id, seq);
 
@@ -323,6 +363,9 @@ ALTER TABLE ONLY public.runs
 
 ALTER TABLE ONLY public.runs
     ADD CONSTRAINT runs_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY public.worker_sessions
+    ADD CONSTRAINT worker_sessions_pkey PRIMARY KEY (id);
 
 CREATE INDEX attempts_deadline_due ON public.attempts USING btree (deadline_at_ms, run_id, id) WHERE ((deadline_at_ms IS NOT NULL) AND (status = ANY (ARRAY['claimed'::text, 'starting'::text, 'running'::text])));
 
@@ -336,9 +379,13 @@ CREATE INDEX cancellation_dispatches_blocked ON public.cancellation_dispatches U
 
 CREATE INDEX cancellation_dispatches_retry_due ON public.cancellation_dispatches USING btree (next_attempt_at_ms, run_id) WHERE (status = ANY (ARRAY['pending'::text, 'retry_wait'::text]));
 
+CREATE INDEX cluster_jobs_waiting ON public.cluster_jobs USING btree (created_at_ms, run_id);
+
 CREATE INDEX management_audit_by_run ON public.management_audit USING btree (run_id, created_at_ms);
 
 CREATE INDEX receipt_journal_open ON public.receipt_journal USING btree (created_at_ms, attempt_id, action) WHERE (done_at_ms IS NULL);
+
+CREATE INDEX run_dispatch_leases_open ON public.run_dispatch_leases USING btree (expires_at_ms, run_id) WHERE (released_at_ms IS NULL);
 
 CREATE INDEX runs_cancel_open ON public.runs USING btree (cancel_requested_at_ms, id) WHERE ((cancel_requested_at_ms IS NOT NULL) AND (status = ANY (ARRAY['queued'::text, 'running'::text])));
 
@@ -357,11 +404,20 @@ ALTER TABLE ONLY public.cancellation_dispatches
 ALTER TABLE ONLY public.cancellation_dispatches
     ADD CONSTRAINT cancellation_dispatches_run_project_fkey FOREIGN KEY (run_id, project_id) REFERENCES public.runs(id, project_id);
 
+ALTER TABLE ONLY public.cluster_jobs
+    ADD CONSTRAINT cluster_jobs_run_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id);
+
 ALTER TABLE ONLY public.management_audit
     ADD CONSTRAINT management_audit_run_project_fkey FOREIGN KEY (run_id, project_id) REFERENCES public.runs(id, project_id);
 
 ALTER TABLE ONLY public.receipt_journal
     ADD CONSTRAINT receipt_journal_attempt_fkey FOREIGN KEY (run_id, attempt_id) REFERENCES public.attempts(run_id, id);
+
+ALTER TABLE ONLY public.run_dispatch_leases
+    ADD CONSTRAINT run_dispatch_leases_attempt_run_fkey FOREIGN KEY (attempt_id, run_id) REFERENCES public.attempts(id, run_id);
+
+ALTER TABLE ONLY public.run_dispatch_leases
+    ADD CONSTRAINT run_dispatch_leases_session_fkey FOREIGN KEY (session_id) REFERENCES public.worker_sessions(id);
 
 ALTER TABLE ONLY public.run_events
     ADD CONSTRAINT run_events_run_fkey FOREIGN KEY (run_id) REFERENCES public.runs(id);

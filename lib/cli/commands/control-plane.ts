@@ -1,0 +1,82 @@
+// `pidfence control-plane`: one replica of the cluster control plane (docs/decisions/0102): HTTPS
+// with TLS 1.3 and required client certificates of --ca, on the PostgreSQL store of --db (the
+// runtime role). SIGTERM/SIGINT: stop accepting, drain in-flight requests, close the pool.
+import { readFileSync } from 'node:fs';
+
+import type { Command } from 'commander';
+
+import { PidfenceError } from '../../base/errors';
+import type { CliCommand, CliIo } from '../command';
+import { durationParse } from '../duration';
+import { EXIT, type ExitCode } from '../exit-codes';
+
+interface ControlPlaneCliOptions {
+  readonly db?: string;
+  readonly cert: string;
+  readonly key: string;
+  readonly ca: string;
+  readonly host: string;
+  readonly port: string;
+  readonly workerLease: string;
+  readonly replicaId?: string;
+}
+
+/** Reads a PEM file; a missing or unreadable one is a typed error naming the option. */
+export function pemRead(file: string, option: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    throw new PidfenceError(`${option} ${file} cannot be read; give the path of a PEM file this user can read.`, 'ERR_PIDFENCE_CLUSTER_TLS_FILE');
+  }
+}
+
+/** Resolves at SIGTERM or SIGINT, then removes its listeners. */
+export function untilSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    const wake = (): void => {
+      process.removeListener('SIGTERM', wake);
+      process.removeListener('SIGINT', wake);
+      resolve();
+    };
+    process.once('SIGTERM', wake);
+    process.once('SIGINT', wake);
+  });
+}
+
+export const controlPlaneCommand: CliCommand = {
+  register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
+    program.command('control-plane')
+      .description('serve the cluster control plane over HTTPS with client certificates, until SIGTERM/SIGINT')
+      .option('--db <url>', 'postgres:// URL of the runtime role (default: $PIDFENCE_DB)')
+      .requiredOption('--cert <file>', 'server certificate (PEM)')
+      .requiredOption('--key <file>', 'server key (PEM)')
+      .requiredOption('--ca <file>', 'the CA that signs worker and operator certificates (PEM)')
+      .option('--host <address>', 'listen address', '127.0.0.1')
+      .option('--port <n>', 'listen port (0: any free port)', '8443')
+      .option('--worker-lease <duration>', 'the workers\' run-dispatch lease', '15s')
+      .option('--replica-id <id>', 'this replica\'s stable owner id (default: cp-<uuid> per process)')
+      .action(async (options: ControlPlaneCliOptions) => {
+        done(await controlPlaneAction(options, io));
+      });
+  },
+};
+
+async function controlPlaneAction(options: ControlPlaneCliOptions, io: CliIo): Promise<ExitCode> {
+  const databaseUrl = options.db ?? io.env.PIDFENCE_DB ?? '';
+  if (!/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new PidfenceError('the control plane needs a PostgreSQL store: pass --db postgres://… (or set PIDFENCE_DB).', 'ERR_PIDFENCE_CLUSTER_CONFIG');
+  }
+  const port = Number(options.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new PidfenceError('--port must be an integer from 0 to 65535.', 'ERR_PIDFENCE_CLUSTER_CONFIG');
+  const tls = { cert: pemRead(options.cert, '--cert'), key: pemRead(options.key, '--key'), ca: pemRead(options.ca, '--ca') };
+  const { startControlPlane } = await import('../../cluster/index');
+  const plane = await startControlPlane({
+    databaseUrl, tls, host: options.host, port, workerLeaseMs: durationParse(options.workerLease, '--worker-lease'),
+    ...(options.replicaId === undefined ? {} : { replicaOwnerId: options.replicaId }),
+  });
+  io.stdout.write(`pidfence control-plane: listening on ${plane.url}\n`);
+  await untilSignal();
+  await plane.close();
+  io.stdout.write('pidfence control-plane: closed\n');
+  return EXIT.ok;
+}

@@ -1,0 +1,64 @@
+// A control-plane client over HTTPS with the caller's client certificate (docs/decisions/0102):
+// node:https with TLS 1.3 and the cluster CA as the only trust anchor. JSON in, JSON out.
+import { request as httpsRequest, Agent } from 'node:https';
+
+import { PidfenceError } from '../base/errors';
+
+export interface ClientTls {
+  readonly cert: string | Buffer;
+  readonly key: string | Buffer;
+  /** The CA that signed the control plane's server certificate. */
+  readonly ca: string | Buffer;
+}
+
+export interface ClientReply<T> {
+  readonly status: number;
+  readonly body: T;
+}
+
+const REQUEST_TIMEOUT_MS = 10_000;
+
+export class ControlPlaneClient {
+  readonly #base: URL;
+  readonly #agent: Agent;
+
+  constructor(url: string, tls: ClientTls) {
+    this.#base = new URL(url);
+    this.#agent = new Agent({ cert: tls.cert, key: tls.key, ca: tls.ca, minVersion: 'TLSv1.3', keepAlive: true, maxSockets: 4 });
+  }
+
+  /** One request; a non-2xx reply is returned, not thrown. Network failure is ERR_PIDFENCE_CLUSTER_UNREACHABLE. */
+  send<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<ClientReply<T>> {
+    const url = new URL(path, this.#base);
+    const payload = body === undefined ? undefined : JSON.stringify(body);
+    return new Promise((resolve, reject) => {
+      const req = httpsRequest(url, {
+        method, agent: this.#agent, timeout: REQUEST_TIMEOUT_MS,
+        headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+      }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          resolve({ status: res.statusCode ?? 0, body: (text === '' ? null : JSON.parse(text)) as T });
+        });
+        res.on('error', (error) => reject(unreachable(error)));
+      });
+      req.on('timeout', () => req.destroy(new Error('timeout')));
+      req.on('error', (error) => reject(unreachable(error)));
+      req.end(payload);
+    });
+  }
+
+  close(): void {
+    this.#agent.destroy();
+  }
+}
+
+/** The reason is a fixed word (tls, refused, timeout, reset): never the peer's or the system's text. */
+function unreachable(error: Error & { code?: string }): PidfenceError {
+  const code = error.code ?? '';
+  const reason = /CERT|SSL|TLS|ERR_SSL/.test(code) || /alert|certificate/i.test(error.message) ? 'tls'
+    : code === 'ECONNREFUSED' ? 'refused' : error.message === 'timeout' ? 'timeout' : 'reset';
+  return new PidfenceError(`the control plane could not be reached (${reason}); check its URL, that it runs, and the certificates.`, 'ERR_PIDFENCE_CLUSTER_UNREACHABLE', { errno: reason });
+}

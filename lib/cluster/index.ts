@@ -1,0 +1,14 @@
+// pidfence/cluster: remote workers on the pull path (docs/decisions/0100, 0101; DESIGN §10). Loads
+// pg; never loaded by the root, edge or standalone entries.
+export { DispatchAvailability } from './availability';
+export type { AvailabilityState, DispatchFailureCode } from './availability';
+export { CancellationDispatchControl, DispatchFailedClosed } from './dispatch-control';
+export type { ControlledTickAnswer, DispatchControlOptions, DispatchObservation, LeaseControl } from './dispatch-control';
+export { ClusterLeaseStore, REAP_PAGE } from './lease-store';
+export type { Assignment, CompletionOutcome, CompletionReport, LeaseRef, LeaseTickAnswer, PullOutcome, WorkerCaller } from './lease-store';
+export { startControlPlane } from './control-plane';
+export type { ControlPlane, ControlPlaneOptions, ControlPlaneTls } from './control-plane';
+export { ControlPlaneClient } from './client';
+export type { ClientReply, ClientTls } from './client';
+export { startWorker } from './worker';
+export type { Worker, WorkerOptions } from './worker';

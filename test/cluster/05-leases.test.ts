@@ -1,0 +1,99 @@
+// The cluster's PostgreSQL model (docs/decisions/0100): sessions, pull, the run-dispatch lease with
+// its fence, the undecorated tick, completion and the reap of expired leases, as the runtime role.
+import { randomUUID } from 'node:crypto';
+
+import test from 'ava';
+
+import { CLUSTER_SQL } from '../../lib/cluster/statements';
+import { clusterFixture, foreignDispatch } from './world';
+
+const ready = clusterFixture('cluster_leases', 300);
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+test.serial('cluster: a pull grants one attempt under a fence from the database clock; no PID or handle is stored', async (t) => {
+  const { database: db, world: w } = await ready;
+  const { ref } = await w.assigned();
+  const [clock] = (await db.owner.query<{ now: string }>('SELECT floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now')).rows;
+  t.true(ref.fence > 1_600_000_000_000 && ref.fence <= Number(clock?.now));
+  const attempt = await w.runStore.getAttempt(ref.runId, ref.attemptId);
+  t.like(attempt, { status: 'running', pid: null, handle: null });
+  t.is((await w.runStore.getRun(ref.runId))?.status, 'running');
+});
+
+test.serial('cluster: a re-grant on the same run gets a larger fence, and the old fence is lost', async (t) => {
+  const { database: db, world: w } = await ready;
+  const { caller, ref } = await w.assigned();
+  // The owner moves the clock of this lease forward by a day, as if an earlier grant came from a faster clock.
+  await db.owner.query('UPDATE run_dispatch_leases SET fence = fence + 86400000 WHERE run_id = $1', [ref.runId]);
+  // The production grant statement, at the current database time, on the same run.
+  const [{ fence } = { fence: 0 }] = (await db.owner.query<{ fence: number }>(CLUSTER_SQL.grantLease,
+    [ref.runId, ref.attemptId, caller.sessionId, Date.now(), 1_000])).rows;
+  t.is(Number(fence), ref.fence + 86_400_000 + 1, 'above the earlier fence although the clock is lower');
+  t.deepEqual(await w.leases.tick(caller, ref), { kind: 'lost', reason: 'fence' });
+});
+
+test.serial('cluster: wrong fence, another session, another principal are lost; none renews the lease', async (t) => {
+  const { world: w } = await ready;
+  const { caller, ref } = await w.assigned();
+  const other = await w.leases.registerSession('CN=worker-b');
+  t.deepEqual(await w.leases.tick(caller, { ...ref, fence: ref.fence + 1 }), { kind: 'lost', reason: 'fence' });
+  t.deepEqual(await w.leases.tick({ principal: 'CN=worker-b', sessionId: other }, ref), { kind: 'lost', reason: 'fence' });
+  t.deepEqual(await w.leases.tick({ principal: 'CN=worker-b', sessionId: caller.sessionId }, ref), { kind: 'lost', reason: 'session' });
+  t.like(await w.leases.complete(caller, { ...ref, fence: ref.fence - 1, status: 'succeeded', cause: 'receipt', exit: null }), { kind: 'lost' });
+  t.is((await w.runStore.getRun(ref.runId))?.status, 'running');
+});
+
+test.serial('cluster: a worker that stops ticking loses its lease; the next pull ends the run failed and a late tick is told terminal', async (t) => {
+  const { world: w } = await ready;
+  const { caller, ref } = await w.assigned();
+  await sleep(400);
+  const survivor = await w.leases.registerSession('CN=worker-b');
+  await w.leases.enqueueJob({ runId: `run-${randomUUID()}`, projectId: 'project-c', argv: ['true'] });
+  await w.leases.pull({ principal: 'CN=worker-b', sessionId: survivor });
+  const run = await w.runStore.getRun(ref.runId);
+  t.is(run?.status, 'failed');
+  t.deepEqual(await w.eventTypes(ref.runId), ['run.terminal']);
+  t.deepEqual(await w.leases.tick(caller, ref), { kind: 'terminal' });
+});
+
+test.serial('cluster: an expired lease that nobody reaped yet is lost to its holder, not renewed', async (t) => {
+  const { world: w } = await ready;
+  const { caller, ref } = await w.assigned();
+  await sleep(400);
+  t.deepEqual(await w.leases.tick(caller, ref), { kind: 'lost', reason: 'expired' });
+});
+
+test.serial('cluster: a completion from the lease holder ends the run once; a closed session pulls nothing', async (t) => {
+  const { world: w } = await ready;
+  const { caller, ref } = await w.assigned();
+  t.deepEqual(await w.leases.complete(caller, { ...ref, status: 'succeeded', cause: 'receipt', exit: { exitCode: 0, signal: null } }), { kind: 'completed' });
+  t.deepEqual(await w.leases.complete(caller, { ...ref, status: 'failed', cause: 'receipt', exit: { exitCode: 1, signal: null } }), { kind: 'already_terminal' });
+  t.is((await w.runStore.getRun(ref.runId))?.status, 'succeeded');
+  t.true(await w.leases.endSession(caller));
+  t.deepEqual(await w.leases.pull(caller), { kind: 'session_closed' });
+});
+
+test.serial('cluster: bad input is a typed error and changes nothing', async (t) => {
+  const { world: w } = await ready;
+  await t.throwsAsync(w.leases.enqueueJob({ runId: 'run-bad', projectId: 'p', argv: [] }), { code: 'ERR_PIDFENCE_CLUSTER_INVALID_JOB' });
+  t.is(await w.runStore.getRun('run-bad'), null);
+  await t.throwsAsync(w.leases.tick({ principal: '', sessionId: 'wks-x' }, { runId: 'r', attemptId: 'a', fence: 1 }), { code: 'ERR_PIDFENCE_CLUSTER_PRINCIPAL' });
+  await t.throwsAsync(w.leases.tick({ principal: 'CN=a', sessionId: 'wks-x' }, { runId: 'r', attemptId: 'a', fence: 0 }), { code: 'ERR_PIDFENCE_CLUSTER_INVALID_FENCE' });
+});
+
+test.serial('cluster: a cancelled job that no worker pulled ends cancelled at once and is never handed out; a running one is left to its worker', async (t) => {
+  const { world: w } = await ready;
+  const runId = `run-${randomUUID()}`;
+  await w.leases.enqueueJob({ runId, projectId: 'project-c', argv: ['true'] });
+  await w.cancel(runId);
+  t.true(await w.leases.cancelIfQueued(runId));
+  t.is((await w.runStore.getRun(runId))?.status, 'cancelled');
+  t.deepEqual(await w.eventTypes(runId), ['run.cancel_requested', 'run.terminal']);
+  const sessionId = await w.leases.registerSession('CN=worker-q');
+  t.deepEqual(await w.leases.pull({ principal: 'CN=worker-q', sessionId }), { kind: 'none' });
+  const { ref } = await w.assigned();
+  await w.cancel(ref.runId);
+  t.false(await w.leases.cancelIfQueued(ref.runId));
+  t.is((await w.runStore.getRun(ref.runId))?.status, 'running');
+});
