@@ -1,6 +1,6 @@
 // Claim + settle cycles per second through SqliteDispatchRepository vs a hand-written minimal
-// better-sqlite3 cycle in the same run, and WAL bytes per cycle (ADR-0005 §5 edge gap; DESIGN §12);
-// then PostgresDispatchRepository vs a hand-written pg cycle and pg-boss 10.4.2 (ADR-0456).
+// better-sqlite3 cycle in the same run, and WAL bytes per cycle (design/dispatch §5 edge gap; design/architecture §12);
+// then PostgresDispatchRepository vs a hand-written pg cycle and pg-boss 10.4.2 (design/postgres).
 // Run: npm run bench:dispatch   (nice it on a shared machine; PIDFENCE_BENCH_STORES=sqlite|postgres picks one)
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';

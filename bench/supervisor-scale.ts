@@ -1,5 +1,5 @@
 // Supervisor cycle time with 10 due runs among 1k / 100k / 1M non-due dispatch rows (SQLite), and
-// the idle edge runner's RSS and wake-ups per minute (ADR-0005 §2.6, §5 edge gap; issue 05).
+// the idle edge runner's RSS and wake-ups per minute (design/dispatch §2.6, §5 edge gap; issue 05).
 // Run: npm run build && nice -n 10 node dist/bench/supervisor-scale.js
 // Env: PIDFENCE_BENCH_SCALES (default 1000,100000,1000000), PIDFENCE_BENCH_SAMPLES (15),
 //      PIDFENCE_BENCH_IDLE_SECONDS (60), PIDFENCE_BENCH_BACKLOG (1000,10000).

@@ -1,4 +1,4 @@
-// The PostgreSQL rows of bench/dispatch-throughput.ts (ADR-0456; DESIGN §12): claim + settle cycles
+// The PostgreSQL rows of bench/dispatch-throughput.ts (design/postgres; design/architecture §12): claim + settle cycles
 // per second through PostgresDispatchRepository, a hand-written minimal pg cycle with the same fences
 // and lock order, and pg-boss 10.4.2 fetch + complete, each with 1 and 4 clients on one server.
 import { createHash, randomBytes } from 'node:crypto';

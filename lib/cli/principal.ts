@@ -1,4 +1,4 @@
-// The CLI's principal and the plane it acts through (ADR-0458; docs/decisions/0040, 0044): the
+// The CLI's principal and the plane it acts through (design/dispatch §5.1; docs/decisions/0040, 0044): the
 // store's authenticated subject (the OS user on SQLite, session_user on PostgreSQL). `--as` or
 // PIDFENCE_PRINCIPAL act as someone else, which needs grants.write and is audited "A acting as B".
 import type { Command } from 'commander';

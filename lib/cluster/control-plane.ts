@@ -1,4 +1,4 @@
-// The control plane (docs/decisions/0102; DESIGN §10): an HTTPS server on Fastify 5, TLS 1.3 only,
+// The control plane (docs/decisions/0102; design/cluster): an HTTPS server on Fastify 5, TLS 1.3 only,
 // client certificates required and verified against the configured CA during the handshake, so a
 // caller without one, or with a foreign CA's, never reaches a handler. The certificate's subject CN
 // is the principal. It holds the PostgreSQL pool, never a PID: workers run and stop the jobs.

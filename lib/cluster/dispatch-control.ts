@@ -1,4 +1,4 @@
-// The cancellation wrapper around the worker's lease-control tick (docs/decisions/0101; DESIGN §10).
+// The cancellation wrapper around the worker's lease-control tick (docs/decisions/0101; design/cluster).
 // The worker's authenticated tick stays the only trigger: no scanner, timer or queue here. A stop
 // reaches the worker only after its dispatch is durably settled `termination_requested` with its
 // `run.cancel_dispatched` event; anything that cannot prove that fails closed.

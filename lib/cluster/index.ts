@@ -1,4 +1,4 @@
-// pidfence/cluster: remote workers on the pull path (docs/decisions/0100, 0101; DESIGN §10). Loads
+// pidfence/cluster: remote workers on the pull path (docs/decisions/0100, 0101; design/cluster). Loads
 // pg; never loaded by the root, edge or standalone entries.
 export { DispatchAvailability } from './availability';
 export type { AvailabilityState, DispatchFailureCode } from './availability';

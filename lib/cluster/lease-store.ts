@@ -1,7 +1,7 @@
 // The cluster's PostgreSQL model (docs/decisions/0100): worker sessions, waiting jobs, and the
 // run-dispatch lease that binds a run's attempt to one session under a fence that only grows. Every
 // time is the database's; every write transaction locks Run → Attempt → Lease, the order of the
-// dispatch repository (ADR-0456 §7), so a tick and a cancellation claim never deadlock.
+// dispatch repository (design/postgres §D7), so a tick and a cancellation claim never deadlock.
 import { randomUUID } from 'node:crypto';
 
 import type { Pool } from 'pg';

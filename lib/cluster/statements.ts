@@ -1,5 +1,5 @@
 // The cluster tables' statements (docs/decisions/0100), one named place each. Time is only the
-// database's (transaction_timestamp(), ADR-0456 §3); every write transaction locks Run first.
+// database's (transaction_timestamp(), design/postgres §D3); every write transaction locks Run first.
 import { DB_NOW_MS } from '../store/postgres/statements';
 
 const LEASE_COLUMNS = `run_id AS "runId", attempt_id AS "attemptId", session_id AS "sessionId", fence,

@@ -1,4 +1,4 @@
-// The remote worker (docs/decisions/0103; DESIGN §10): registers a session with the control plane,
+// The remote worker (docs/decisions/0103; design/cluster): registers a session with the control plane,
 // pulls jobs, runs each locally with the execution lifecycle on its own SQLite journal, ticks lease
 // control at its cadence and reports completions. A stop from the control plane becomes local
 // durable cancel intent, so the local lifecycle stops the job through its verified controller with

@@ -1,4 +1,4 @@
-// Bounded exponential backoff (ADR-0005 §2.6): min(max, base * 2^(dispatch_count - 1)), exponent
+// Bounded exponential backoff (design/dispatch §2.6): min(max, base * 2^(dispatch_count - 1)), exponent
 // capped. The caller turns the result into `retryDelayMs`; the repository makes it absolute.
 import { PidfenceRangeError } from '../base/errors';
 import {

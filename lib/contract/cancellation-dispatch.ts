@@ -1,4 +1,4 @@
-// The canonical CancellationDispatch contract (ADR-0005 §2.1-2.4, ADR-0456 §1-2): exact-shape
+// The canonical CancellationDispatch contract (design/dispatch §2.1-2.4, design/postgres §D1-D2): exact-shape
 // commands, the record and its state invariants, claim/result outcomes, and the due-page query.
 import { PidfenceRangeError } from '../base/errors';
 import { classifyResult, DISPATCH_RESULTS, DISPATCH_STATUSES, type DispatchResult, type DispatchStatus } from './classification';
@@ -45,7 +45,7 @@ export interface RecordResultCommand {
   readonly retryDelayMs?: number;
 }
 
-/** The durable record (ADR-0005 §2.1 plus project_id and blocked_at_ms); never the raw token. */
+/** The durable record (design/dispatch §2.1 plus project_id and blocked_at_ms); never the raw token. */
 export interface CancellationDispatchRecord {
   readonly runId: string;
   readonly projectId: string;
@@ -64,7 +64,7 @@ export interface CancellationDispatchRecord {
   readonly updatedAtMs: number;
 }
 
-/** Why a run cannot be claimed at all (ADR-0005 §2.2 steps 1-2); low-sensitivity, no identifiers. */
+/** Why a run cannot be claimed at all (design/dispatch §2.2 steps 1-2); low-sensitivity, no identifiers. */
 export type NotEligibleReason =
   | 'run_missing'
   | 'run_not_runtime'
@@ -170,7 +170,7 @@ export function validateDueCursor(value: unknown): DueCursor {
   return { atMs: validateEpochMs(input.atMs, 'cursor atMs'), runId: validateId(input.runId, 'cursor runId') };
 }
 
-/** Normalises a due-page query: the limit defaults to 32 and may never exceed 64 (ADR-0005 §2.6). */
+/** Normalises a due-page query: the limit defaults to 32 and may never exceed 64 (design/dispatch §2.6). */
 export function validateDuePageQuery(value: unknown = {}): { readonly limit: number; readonly after: DueCursor | null; readonly runnerId: string | null } {
   const input = validateExactShape(value, 'due page query', [], ['limit', 'after', 'runnerId']);
   const limit = input.limit === undefined

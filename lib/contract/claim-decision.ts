@@ -1,4 +1,4 @@
-// The claim decision of ADR-0005 §2.2 as pure functions, so both stores apply the same rules to
+// The claim decision of design/dispatch §2.2 as pure functions, so both stores apply the same rules to
 // the rows they read under their own locks: steps 1-2 (eligibility) and 4-5 (existing record).
 import type { CancellationDispatchRecord, ClaimCommand, NotEligibleReason } from './cancellation-dispatch';
 import { ATTEMPT_ACTIVE_STATUSES, runIsActive, type AttemptStatus, type RunOwner, type RunStatus } from './run';

@@ -1,4 +1,4 @@
-// The result-classification table of ADR-0005 §2.4, as data: which dispatch status and which
+// The result-classification table of design/dispatch §2.4, as data: which dispatch status and which
 // RunEvent each controller/dispatch result leads to, and whether it may be retried automatically.
 
 export const DISPATCH_STATUSES = ['pending', 'leased', 'retry_wait', 'dispatched', 'blocked'] as const;
@@ -19,7 +19,7 @@ export type DispatchResult = (typeof DISPATCH_RESULTS)[number];
 
 export type DispatchEventType = 'run.cancel_dispatched' | 'run.cancel_dispatch_blocked' | 'run.cancel_dispatch_failed';
 
-/** The three classes of §2.4; the settled status of each. */
+/** The three classes of design/dispatch §2.4; the settled status of each. */
 export type SettledStatus = 'dispatched' | 'blocked' | 'retry_wait';
 
 export interface ResultClass {

@@ -1,4 +1,4 @@
-// Run event types and their low-sensitivity payloads (ADR-0005 §2.4, DESIGN §6): a dispatch event
+// Run event types and their low-sensitivity payloads (design/dispatch §2.4, design/architecture §6): a dispatch event
 // carries the attempt id, the dispatch count and the result enum, and nothing else can get in.
 import { shapeProblem } from '../base/shape';
 import { PidfenceTypeError } from '../base/errors';
@@ -8,7 +8,7 @@ import { validateCounter, validateDispatchResult, validateId } from './validator
 export type CancelReason = 'user' | 'policy' | 'timeout' | 'shutdown';
 export const CANCEL_REASONS: readonly CancelReason[] = ['user', 'policy', 'timeout', 'shutdown'];
 
-/** `run.cancel_dispatch_rearmed`: an operator moved a blocked dispatch back to a due retry (ADR-0458). */
+/** `run.cancel_dispatch_rearmed`: an operator moved a blocked dispatch back to a due retry (design/dispatch §5.1). */
 export type RunEventType = 'run.cancel_requested' | DispatchEventType | 'run.cancel_dispatch_rearmed' | 'run.terminal';
 
 export interface DispatchEventPayload {

@@ -1,4 +1,4 @@
-// pidfence/contract: the canonical CancellationDispatch contract (ADR-0005 §2, ADR-0456 §1-2).
+// pidfence/contract: the canonical CancellationDispatch contract (design/dispatch §2, design/postgres §D1-D2).
 // Pure code: it imports node:crypto and the project's errors, nothing with I/O.
 export * from './limits';
 export * from './classification';

@@ -1,4 +1,4 @@
-// The management plane's contract (ADR-0005 §5: ADR-0458 to ADR-0461, gates 14-18; DESIGN §9):
+// The management plane's contract (design/dispatch §5, gates 14-18):
 // permissions, the low-sensitivity inspection, the rearm command and outcomes, summary counts and
 // the blocked-page cursor. Pure: no I/O. Nothing here can carry a lease owner, token or digest.
 import { PidfenceError, PidfenceRangeError } from '../base/errors';
@@ -15,19 +15,19 @@ import {
 } from './validators';
 
 /**
- * Per-project permissions (ADR-0458): `run.read` sees diagnostics, `run.stop` may rearm, and
+ * Per-project permissions (design/dispatch §5.1): `run.read` sees diagnostics, `run.stop` may rearm, and
  * `grants.write` may give and take permissions on the project (docs/decisions/0040).
  */
 export const PERMISSIONS = ['run.read', 'run.stop', 'grants.write'] as const;
 export type Permission = (typeof PERMISSIONS)[number];
 
-/** The results that block a dispatch (ADR-0005 §2.4), in table order. */
+/** The results that block a dispatch (design/dispatch §2.4), in table order. */
 export const BLOCKING_RESULTS = DISPATCH_RESULTS.filter((result) => RESULT_CLASSIFICATION[result].status === 'blocked') as readonly BlockingResult[];
 export type BlockingResult = 'identity_mismatch' | 'pid_mismatch' | 'unsupported' | 'invalid';
 
 /**
  * A due dispatch (or an expired lease) older than this means the dispatcher is not keeping up
- * (ADR-0459): the summary says attention_required. The default outlasts the longest lease.
+ * (design/dispatch §5.2): the summary says attention_required. The default outlasts the longest lease.
  */
 export const OVERDUE_AFTER_DEFAULT_MS = LEASE_DURATION_MAX_MS;
 export const OVERDUE_AFTER_MIN_MS = 1_000;
@@ -56,7 +56,7 @@ export const INSPECTION_KEYS = [
   'nextAttemptAtMs', 'blockedAtMs', 'lastDispatchedAtMs', 'updatedAtMs',
 ] as const satisfies ReadonlyArray<keyof CancellationDispatchRecord>;
 
-/** What inspect shows (ADR-0458): low-sensitivity facts only, never lease owner, token or digest. */
+/** What inspect shows (design/dispatch §5.1): low-sensitivity facts only, never lease owner, token or digest. */
 export type DispatchInspection = Pick<CancellationDispatchRecord, (typeof INSPECTION_KEYS)[number]>;
 
 /** The caller's fence for a rearm: exactly the blocked record it inspected. */
@@ -100,7 +100,7 @@ export type RearmOutcome =
 export type StateCounts = Readonly<Record<DispatchStatus, number>>;
 export type BlockingCounts = Readonly<Record<BlockingResult, number>>;
 
-/** The one summary read (ADR-0459): the grant check and every count from one statement. */
+/** The one summary read (design/dispatch §5.2): the grant check and every count from one statement. */
 export interface SummaryCounts {
   /** Whether the subject holds run.read on the project, read by the same statement. */
   readonly permitted: boolean;
@@ -114,7 +114,7 @@ export interface SummaryCounts {
 
 export type Assessment = 'clear' | 'converging' | 'attention_required';
 
-/** A blocked-page row: run identity and blocked time only (ADR-0461). */
+/** A blocked-page row: run identity and blocked time only (design/dispatch §5.4). */
 export interface BlockedItem {
   readonly runId: string;
   readonly blockedAtMs: number;

@@ -1,4 +1,4 @@
-// Runs and attempts as the run store sees them (DESIGN §5, ADR-0005 §2.2 steps 1-2, ADR-0072 §3):
+// Runs and attempts as the run store sees them (design/architecture §5, design/dispatch §2.2 steps 1-2, design/execution §3):
 // exact-shape commands and their validators, shared by the SQLite and PostgreSQL run stores.
 import { HANDLE_MAX_BYTES, PID_MAX } from '../base/limits';
 import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
@@ -25,7 +25,7 @@ export function runIsActive(status: string): boolean {
   return (RUN_ACTIVE_STATUSES as readonly string[]).includes(status);
 }
 
-/** claimed/starting/running are active (ADR-0005 §2.2 step 2); at most one per run. */
+/** claimed/starting/running are active (design/dispatch §2.2 step 2); at most one per run. */
 export const ATTEMPT_ACTIVE_STATUSES = ['claimed', 'starting', 'running'] as const;
 export type AttemptActiveStatus = (typeof ATTEMPT_ACTIVE_STATUSES)[number];
 export type AttemptStatus = AttemptActiveStatus | RunTerminalStatus;
@@ -77,7 +77,7 @@ export interface CreateAttemptCommand {
   readonly attemptId: string;
   /** Relative, like every duration in the contract: the store computes the absolute deadline. */
   readonly timeoutMs?: number;
-  /** SHA-256 of the completion-receipt token (ADR-0072 §2); the raw token never reaches the store. */
+  /** SHA-256 of the completion-receipt token (design/execution §2); the raw token never reaches the store. */
   readonly receiptTokenDigest?: string;
   /** The runner that owns the attempt (docs/decisions/0070); absent for attempts no runner executes. */
   readonly runnerId?: string;
@@ -122,7 +122,7 @@ export type AdvanceAttemptOutcome = { readonly kind: 'advanced'; readonly attemp
 export type EndAttemptOutcome = { readonly kind: 'ended'; readonly attempt: AttemptRecord } | { readonly kind: 'stale' };
 export type RequestCancellationOutcome =
   | { readonly kind: 'requested'; readonly run: RunRecord; readonly event: RunEvent<{ readonly reason: CancelReason }> }
-  /** An existing intent is kept, reason and time unchanged (ADR-0072 §5). */
+  /** An existing intent is kept, reason and time unchanged (design/execution §5). */
   | { readonly kind: 'already_requested'; readonly run: RunRecord }
   | { readonly kind: 'run_missing' | 'run_terminal' };
 export type MarkTerminalOutcome =

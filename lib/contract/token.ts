@@ -1,4 +1,4 @@
-// Lease tokens and their digest (ADR-0005 §2.2 step 6, ADR-0456 §4): the raw token is a one-time
+// Lease tokens and their digest (design/dispatch §2.2 step 6, design/postgres §D4): the raw token is a one-time
 // write capability returned only by a successful claim; stores keep only the domain-separated digest.
 import { createHash, randomBytes } from 'node:crypto';
 

@@ -1,4 +1,4 @@
-// Field validators shared by every command of the contract (ADR-0456 §2): exact shapes, typed
+// Field validators shared by every command of the contract (design/postgres §D2): exact shapes, typed
 // errors with stable codes, and messages that say what to pass, never echoing a secret value.
 import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 import { TOKEN_PATTERN } from '../base/limits';
@@ -93,7 +93,7 @@ export function validateBoundedInteger(value: unknown, what: string, min: number
 
 export function validateDispatchResult(value: unknown): DispatchResult {
   if (!isDispatchResult(value)) {
-    throw new PidfenceTypeError('result must be one of the ADR-0005 §2.4 results (termination_requested, already_exited, identity_mismatch, ...).', 'ERR_PIDFENCE_INVALID_RESULT');
+    throw new PidfenceTypeError('result must be one of the design/dispatch §2.4 results (termination_requested, already_exited, identity_mismatch, ...).', 'ERR_PIDFENCE_INVALID_RESULT');
   }
   return value;
 }

@@ -1,4 +1,4 @@
-// Which controller stops a handle (ADR-0005 §2.3): platform → TerminationController. The local
+// Which controller stops a handle (design/dispatch §2.3): platform → TerminationController. The local
 // controller (pidfence/controller) satisfies the interface structurally; remote ones come later.
 import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 import { PLATFORM_PATTERN, type TerminationOutcome, type TerminationRequest } from '../process/index';
@@ -11,7 +11,7 @@ export interface TerminationController {
   readonly platform: string;
   /** The longest one requestTermination call with this grace can take; a lease must outlast it. */
   boundMs(graceMs: number): number;
-  /** Re-verifies the handle before every signal; never signals a bare PID (ADR-0005 §2.3). */
+  /** Re-verifies the handle before every signal; never signals a bare PID (design/dispatch §2.3). */
   requestTermination(request: TerminationRequest): Promise<TerminationOutcome>;
 }
 

@@ -1,4 +1,4 @@
-// The bounded diagnostics channel of the lifecycle runner (ADR-0005 §2.6): low-sensitivity
+// The bounded diagnostics channel of the lifecycle runner (design/dispatch §2.6): low-sensitivity
 // records `{ code, count }` only, at most N per minute, the rest folded into one suppressed count.
 
 /** A stable error code and how many times it happened; never a message, path, PID or SQL. */

@@ -1,4 +1,4 @@
-// Dispatcher (ADR-0005 §2.2-2.5): for one due run — claim, call the controller registered for the
+// Dispatcher (design/dispatch §2.2-2.5): for one due run — claim, call the controller registered for the
 // handle's platform outside any transaction, record the result with the exact fence of the claim.
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -41,7 +41,7 @@ export interface DispatchFence {
 
 /**
  * TEST ONLY. Lets a crash-window test stop the process between the signal and the result commit
- * (ADR-0005 §2.5). A hook that never resolves holds the dispatch there; production code passes none.
+ * (design/dispatch §2.5). A hook that never resolves holds the dispatch there; production code passes none.
  */
 export interface DispatcherTestHooks {
   /** After a successful claim, before the controller is called. */
@@ -146,7 +146,7 @@ export class Dispatcher {
     return { kind: 'recorded', result, status: recorded.record.status as SettledStatus, dispatchCount: recorded.record.dispatchCount };
   }
 
-  /** §2.3-2.4: the controller's verdict, or the retryable result that stands for its absence or failure. */
+  /** design/dispatch §2.3-2.4: the controller's verdict, or the retryable result that stands for its absence or failure. */
   async #callController(target: DispatchTarget): Promise<DispatchResult> {
     const attempt = await this.#runStore.getAttempt(target.runId, target.attemptId);
     if (attempt === null || attempt.handle === null || attempt.pid === null) return 'handle_missing';

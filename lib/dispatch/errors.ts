@@ -1,4 +1,4 @@
-// Typed errors of the dispatch layer (ADR-0005 §2.5-2.6): stable codes, messages that say what to do.
+// Typed errors of the dispatch layer (design/dispatch §2.5-2.6): stable codes, messages that say what to do.
 import { PidfenceError } from '../base/errors';
 
 export type SupervisorCycleFailure =
@@ -17,7 +17,7 @@ export class SupervisorCycleError extends PidfenceError {
   }
 }
 
-/** start() while a timed-out cycle of an earlier run is still running (ADR-0005 §2.6). */
+/** start() while a timed-out cycle of an earlier run is still running (design/dispatch §2.6). */
 export class RunnerDrainingError extends PidfenceError {
   constructor() {
     super('the lifecycle runner cannot start while a cycle from before stop() is still running; await runner.drained() (or retry later) and call start() again.', 'ERR_PIDFENCE_RUNNER_DRAINING');

@@ -1,4 +1,4 @@
-// pidfence/dispatch: Dispatcher, bounded Supervisor and LifecycleRunner (ADR-0005 §2.3-2.6, DESIGN §8).
+// pidfence/dispatch: Dispatcher, bounded Supervisor and LifecycleRunner (design/dispatch §2.3-2.6).
 // Imports process, contract and the store interfaces only; a concrete store is wired by the caller.
 export { ControllerRegistry, validatePlatform, type TerminationController } from './controller-registry';
 export { handlePlatform } from '../process/index';

@@ -1,4 +1,4 @@
-// LifecycleRunner (ADR-0005 §2.6): a Supervisor on the one CycleTimer, for embedders that use the
+// LifecycleRunner (design/dispatch §2.6): a Supervisor on the one CycleTimer, for embedders that use the
 // dispatch layer alone: explicit start()/stop(); only start() creates a timer (unref'd); the next
 // cycle is scheduled only after the previous one ended; errors go to bounded diagnostics.
 import { PidfenceError, PidfenceRangeError } from '../base/errors';

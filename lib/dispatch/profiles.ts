@@ -1,4 +1,4 @@
-// Deployment profiles (ADR-0005 §2.6, ADR-0072 §4, DESIGN §8): one table of named presets for every
+// Deployment profiles (design/dispatch §2.6, design/execution §4): one table of named presets for every
 // periodic loop of the package: how often the one timer fires and how much each wake may look at.
 // Profiles change how often and how much is looked at, never the lease/fencing rules.
 import { PidfenceRangeError } from '../base/errors';
@@ -32,7 +32,7 @@ export const PROFILES: Readonly<Record<ProfileName, Profile>> = Object.freeze({
     name: 'edge', periodMs: 5_000, pageSize: 4, pagesPerCycle: 1, stopTimeoutMs: 2_000, diagnosticsPerMinute: 2,
     cleanupPeriodMs: 5 * 60_000, cleanupPage: 8, drainPages: 2,
   }),
-  // One server: the ADR's defaults (32 × 4 per cycle), once a second.
+  // One server: the defaults of design/dispatch §2.6 (32 × 4 per cycle), once a second.
   standalone: Object.freeze({
     name: 'standalone', periodMs: 1_000, pageSize: 32, pagesPerCycle: 4, stopTimeoutMs: 5_000, diagnosticsPerMinute: 6,
     cleanupPeriodMs: 60_000, cleanupPage: 32, drainPages: 8,

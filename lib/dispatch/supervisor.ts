@@ -1,4 +1,4 @@
-// Supervisor (ADR-0005 §2.6): one bounded cycle per call over the store's due pages, keyset
+// Supervisor (design/dispatch §2.6): one bounded cycle per call over the store's due pages, keyset
 // cursor from the store, fail closed on a page that breaks the contract. Owns no timer or thread.
 import {
   DUE_PAGE_DEFAULT,

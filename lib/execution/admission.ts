@@ -1,4 +1,4 @@
-// Admission (ADR-0072 §1-2, §5): creates the run and a `claimed` attempt with its receipt-token
+// Admission (design/execution §1-2, §5): creates the run and a `claimed` attempt with its receipt-token
 // digest, marks it `starting`, starts the launcher as a process-group leader and stores its durable
 // handle (`running`). The command, arguments and environment never reach the store, an event or a
 // log. The launcher's exit reaches the lifecycle only as a coalesced notice (no completion Promise).

@@ -1,4 +1,4 @@
-// The composition root of the local execution lifecycle (ADR-0072 §1, §4-5): one admission, one
+// The composition root of the local execution lifecycle (design/execution §1, §4-5): one admission, one
 // completion processor, one control lifecycle with its one timer (deadlines, dispatch, receipts,
 // cleanup), startup recovery and the admission-first drain, over the stores the caller opened.
 // The application is one runner (docs/decisions/0070): it acts only on the attempts it owns, and

@@ -1,4 +1,4 @@
-// The one completion processor (ADR-0072 §1-3), shared by online completion, the periodic page,
+// The one completion processor (design/execution §1-3), shared by online completion, the periodic page,
 // the shutdown drain and startup recovery: reread attempt and run, authenticate the exact receipt,
 // commit attempt and run terminal states with their events in one transaction, and only then
 // delete the receipt. A late or repeated receipt never rewrites a terminal state; an invalid one is

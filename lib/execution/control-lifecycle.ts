@@ -1,4 +1,4 @@
-// LocalExecutionControlLifecycle (ADR-0072 §4): the application's one periodic timer. Each serial,
+// LocalExecutionControlLifecycle (design/execution §4): the application's one periodic timer. Each serial,
 // non-overlapping cycle first consumes completions (the notices, one page of this runner's active
 // attempts, the attempts it watches for its caller), then turns one page of due deadlines into
 // durable timeout intent, then runs one dispatch cycle (cancellations → exact stops), and every

@@ -1,4 +1,4 @@
-// Deadlines (ADR-0072 §3): a due deadline first becomes durable `timeout` cancel intent (cancel
+// Deadlines (design/execution §3): a due deadline first becomes durable `timeout` cancel intent (cancel
 // reason, time and `run.cancel_requested` in one transaction); only the dispatch path, which reads
 // durable intent, may then stop the process. A store failure rejects: no intent, so no signal.
 import { randomUUID } from 'node:crypto';

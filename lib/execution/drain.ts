@@ -1,4 +1,4 @@
-// Shutdown drain (ADR-0072 §5), admission first: stop admitting, stop the one timer, consume the
+// Shutdown drain (design/execution §5), admission first: stop admitting, stop the one timer, consume the
 // completions of this runner's active attempts, then write `shutdown` intent for those still
 // running that have none (an existing user/policy/timeout reason is kept) and stop the exact
 // processes through the dispatch path, a bounded number at once and none after the deadline; then

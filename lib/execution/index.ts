@@ -1,4 +1,4 @@
-// pidfence/execution: the local execution lifecycle (ADR-0072): admission and the launcher,
+// pidfence/execution: the local execution lifecycle (design/execution): admission and the launcher,
 // completion receipts and the one completion processor, deadlines, the one control timer, the
 // admission-first shutdown drain and startup recovery. Concrete stores are wired by the caller.
 export { adoptGoneRunners, stopOrphanedRun, type OrphanStop } from './adoption';

@@ -1,4 +1,4 @@
-// The launcher (ADR-0072 §2, docs/decisions/0050, 0071): the group leader that starts the job in
+// The launcher (design/execution §2, docs/decisions/0050, 0071): the group leader that starts the job in
 // its own process group, waits for it, writes the completion receipt atomically and exits with the
 // job's status. It outlives nothing but the job; it ignores TERM/INT/HUP so a group stop reaches the
 // job while the launcher stays to record how the job ended (a group KILL ends both: no receipt).

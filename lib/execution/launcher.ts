@@ -1,8 +1,8 @@
-// Starting an attempt's launcher as the group leader (ADR-0072 §2-3): the launcher's durable handle
+// Starting an attempt's launcher as the group leader (design/execution §2-3): the launcher's durable handle
 // is the attempt's handle (a group stop reaches launcher and job). The job's command, arguments and
 // the receipt token travel over a pipe that only the launcher reads (docs/decisions/0071), never in
 // its argv or environment: /proc/<pid>/cmdline is readable by every local user. The exit Promise
-// stays inside the execution layer (ADR-0072 §2).
+// stays inside the execution layer (design/execution §2).
 import * as path from 'node:path';
 import type { Writable } from 'node:stream';
 

@@ -1,4 +1,4 @@
-// Completion notices (ADR-0072 §2): when a launcher exits, only its attempt identity reaches the
+// Completion notices (design/execution §2): when a launcher exits, only its attempt identity reaches the
 // composition root, coalesced in a bounded in-process set. Not a durable fact: a lost notice is
 // made up for by the periodic active-attempt page and by startup recovery.
 export const NOTICES_MAX = 64;

@@ -1,4 +1,4 @@
-// Completion receipts (ADR-0072 §2): the only normal completion fact. One file per attempt at an
+// Completion receipts (design/execution §2): the only normal completion fact. One file per attempt at an
 // exact path, written atomically (temp file, fsync, rename, directory fsync) by the launcher, read
 // and authenticated by the completion processor. The token is a capability: only its digest is stored.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';

@@ -1,4 +1,4 @@
-// Startup recovery (ADR-0072 §1): the same completion processor as online completion. Before
+// Startup recovery (design/execution §1): the same completion processor as online completion. Before
 // admission opens, every active attempt is looked at once (bounded pages): finished jobs are found
 // by their receipts, running ones by their handles; nothing unprovable is signalled or guessed.
 import type { ExecutionStore } from '../store/execution-store';

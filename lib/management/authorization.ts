@@ -1,4 +1,4 @@
-// Authorization of the management plane (ADR-0458, gate 14; docs/decisions/0040): a principal is a
+// Authorization of the management plane (design/dispatch §5.1, gate 14; docs/decisions/0040): a principal is a
 // subject holding per-project permissions stored in the database. Every call checks them; the
 // local CLI operator is a configured principal like any other, never a bypass.
 import { PidfenceRangeError } from '../base/errors';

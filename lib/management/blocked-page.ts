@@ -1,4 +1,4 @@
-// blockedPage(projectId, cursor?) (ADR-0461, gate 18): one fixed page of 16 blocked dispatches,
+// blockedPage(projectId, cursor?) (design/dispatch §5.4, gate 18): one fixed page of 16 blocked dispatches,
 // run id and blocked time only, in (blockedAtMs, runId) order. The cursor pins the first page's
 // database time and its project; pages are read one at a time, on request.
 import {

@@ -1,4 +1,4 @@
-// The management plane's refusals (ADR-0458 to ADR-0461): each a PidfenceError with a stable code
+// The management plane's refusals (design/dispatch §5.1-5.4): each a PidfenceError with a stable code
 // and a sentence that says what to do next. Input mistakes stay PidfenceType/RangeErrors.
 import { PidfenceError } from '../base/errors';
 

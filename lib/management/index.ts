@@ -1,4 +1,4 @@
-// pidfence/management: the management plane (ADR-0005 §5: ADR-0458 to ADR-0461; DESIGN §9) over a
+// pidfence/management: the management plane (design/dispatch §5) over a
 // ManagementStore, acting as one configured principal: inspect, rearm, summary, blocked page.
 import { OVERDUE_AFTER_DEFAULT_MS, validateOverdueAfterMs, type DispatchInspection, type RearmExpectation } from '../contract/index';
 import type { ManagementStore } from '../store/management-store';

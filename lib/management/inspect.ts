@@ -1,4 +1,4 @@
-// inspect(runId) (ADR-0458, gate 14): the low-sensitivity facts of one dispatch for a holder of
+// inspect(runId) (design/dispatch §5.1, gate 14): the low-sensitivity facts of one dispatch for a holder of
 // run.read on its project — never the lease owner, token or digest (the store never selects them).
 import { validateId, type DispatchInspection } from '../contract/index';
 import type { ManagementStore } from '../store/management-store';

@@ -1,4 +1,4 @@
-// rearm(runId, expectation) (ADR-0458, gates 14-15): exact CAS from the blocked record the caller
+// rearm(runId, expectation) (design/dispatch §5.1, gates 14-15): exact CAS from the blocked record the caller
 // inspected to a retry_wait due at the store's now, with its RunEvent and audit row in one
 // transaction. run.stop is checked first and again inside the transaction (authorization drift).
 import { randomUUID } from 'node:crypto';

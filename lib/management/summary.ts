@@ -1,4 +1,4 @@
-// summary(projectId) (ADR-0459, gate 16): counts of the five states and of each blocking result,
+// summary(projectId) (design/dispatch §5.2, gate 16): counts of the five states and of each blocking result,
 // cross-checked, and a three-state assessment. One store statement; no run, attempt or lease
 // identity in the answer. A blocked run raises attention; it does not withdraw global readiness.
 import {

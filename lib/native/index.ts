@@ -1,4 +1,4 @@
-// pidfence/native: the kernel-facing core (ADR-0005 §2.3), validated and typed. Identity proof
+// pidfence/native: the kernel-facing core (design/dispatch §2.3), validated and typed. Identity proof
 // and signal share one pidfd inside one synchronous native call; see docs/decisions/0002.
 import { PidfenceError, isPidfenceInputError } from '../base/errors';
 import type { RawMismatchReason, RawSignalMode } from './addon-contract';

@@ -1,5 +1,5 @@
 // DurableProcessHandle v1: the low-sensitivity text stored with an Attempt that names exactly
-// one process of one boot (ADR-0005 §2.3). No command line, no environment: identity only.
+// one process of one boot (design/dispatch §2.3). No command line, no environment: identity only.
 import { PidfenceRangeError, PidfenceTypeError, isPidfenceInputError } from '../base/errors';
 import { HANDLE_MAX_BYTES } from '../base/limits';
 import { shapeProblem } from '../base/shape';

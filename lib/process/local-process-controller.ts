@@ -1,5 +1,5 @@
-// LocalProcessController: stops the exact process group a durable handle names (ADR-0005 §2.3-2.5,
-// ADR-0072 §3). Every signal is preceded by its own proof; the whole call is bounded.
+// LocalProcessController: stops the exact process group a durable handle names (design/dispatch §2.3-2.5,
+// design/execution §3). Every signal is preceded by its own proof; the whole call is bounded.
 import { PidfenceError, PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 import {
   capabilities,

@@ -1,5 +1,5 @@
 // Starting a job as its own process-group leader with its durable handle captured before the
-// child can be reaped (ADR-0005 §2.3, ADR-0072 §3).
+// child can be reaped (design/dispatch §2.3, design/execution §3).
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 
 import { PidfenceError } from '../base/errors';

@@ -1,5 +1,5 @@
-// The CancellationDispatch repository interface both stores implement (ADR-0005 §2.2, §2.4, §2.6;
-// ADR-0456 §3, §7-8). Promise-returning because PostgreSQL is async; outcomes are values.
+// The CancellationDispatch repository interface both stores implement (design/dispatch §2.2, §2.4, §2.6;
+// design/postgres §D3, §D7-D8). Promise-returning because PostgreSQL is async; outcomes are values.
 import type {
   CancellationDispatchRecord,
   ClaimCommand,
@@ -12,14 +12,14 @@ import type {
 
 export interface DispatchRepository {
   /**
-   * Atomically claims the lease on a run's cancellation (§2.2). The repository reads its own
+   * Atomically claims the lease on a run's cancellation (design/dispatch §2.2). The repository reads its own
    * clock; the raw token comes back only in a `claimed` outcome and is stored only as a digest.
    * Rejects (before any SQL) with a PidfenceTypeError/RangeError when the command is malformed.
    */
   claim(command: ClaimCommand): Promise<ClaimOutcome>;
 
   /**
-   * Settles a lease (§2.4): in one transaction the dispatch moves to the classified status, the
+   * Settles a lease (design/dispatch §2.4): in one transaction the dispatch moves to the classified status, the
    * run version is CAS-advanced to reserve the next event sequence, and the RunEvent is appended.
    * Any fence mismatch (run, attempt, owner, token digest, version) is `stale_fence`.
    */

@@ -1,4 +1,4 @@
-// The steps of claim and recordResult that are the same in every store (ADR-0005 §2.2, §2.4, §2.6):
+// The steps of claim and recordResult that are the same in every store (design/dispatch §2.2, §2.4, §2.6):
 // what to do with the rows read under the store's locks, and how a result settles. Stores add SQL only.
 import {
   claimIneligibility,
@@ -55,7 +55,7 @@ export function planClaim(
   return { kind: 'lease', lease, version: existing.version };
 }
 
-/** How a result settles the record (§2.4 table), with every time made absolute from `nowMs`. */
+/** How a result settles the record (design/dispatch §2.4 table), with every time made absolute from `nowMs`. */
 export interface Settlement {
   readonly status: SettledStatus;
   readonly result: DispatchResult;

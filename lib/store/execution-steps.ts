@@ -1,4 +1,4 @@
-// What the SQLite and PostgreSQL execution stores share (ADR-0072 §2-3): the SQL text (built with
+// What the SQLite and PostgreSQL execution stores share (design/execution §2-3): the SQL text (built with
 // each store's placeholders, clock and index hints), the page and row mappers, the attempt event
 // payload and the terminal-CAS decision. Stores add only the transaction and the driver, like
 // management-steps.ts for the management store.

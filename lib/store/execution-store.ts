@@ -1,9 +1,9 @@
-// The execution store interface both stores implement (ADR-0072 §2-5): bounded keyset pages of
+// The execution store interface both stores implement (design/execution §2-5): bounded keyset pages of
 // active attempts and due deadlines, the receipt-digest lookup, the terminal CAS that writes the
 // attempt and run terminal states with both events in one transaction, and the receipt journal.
 import type { AttemptActiveStatus, AttemptRecord, CancelReason, RunRecord, RunTerminalStatus } from '../contract/index';
 
-/** ADR-0072 §3: a source page never holds more than this. */
+/** design/execution §3: a source page never holds more than this. */
 export const EXECUTION_PAGE_MAX = 64;
 
 export interface ActiveAttempt {
@@ -110,7 +110,7 @@ export interface ExecutionStore {
   /** The attempt a receipt-token digest belongs to, or null. */
   attemptByReceiptDigest(digest: string): Promise<{ readonly runId: string; readonly attemptId: string } | null>;
   /**
-   * ADR-0072 §2: in one transaction, CAS the active attempt to `status` with an `attempt.terminal`
+   * design/execution §2: in one transaction, CAS the active attempt to `status` with an `attempt.terminal`
    * event, then the active run with a `run.terminal` event (and the receipt's delete journal row).
    */
   completeAttempt(command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome>;

@@ -1,4 +1,4 @@
-// Validators of the execution store's queries and commands (ADR-0072 §2-3), shared by both stores:
+// Validators of the execution store's queries and commands (design/execution §2-3), shared by both stores:
 // exact shapes, page limits ≤ 64, the terminal status and cause enums.
 import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 import { SIGNAL_NAME_PATTERN } from '../base/limits';

@@ -1,4 +1,4 @@
-// What the SQLite and PostgreSQL management stores share (ADR-0005 §5, ADR-0458 to ADR-0461): the
+// What the SQLite and PostgreSQL management stores share (design/dispatch §5): the
 // SQL text (built with each store's placeholders and clock), the row mappers and the rearm decision.
 // Stores add only the transaction and the driver, like dispatch-steps.ts for the dispatch repository.
 import {
@@ -36,7 +36,7 @@ const BLOCKING_ALIASES: Readonly<Record<string, string>> = { identity_mismatch: 
 const countWhere = (condition: string, alias: string): string => `COALESCE(SUM(CASE WHEN ${condition} THEN 1 ELSE 0 END), 0) AS "${alias}"`;
 
 /**
- * ADR-0459/0460: one statement returns the subject's run.read, the database time and every count,
+ * design/dispatch §5.2-5.3: one statement returns the subject's run.read, the database time and every count,
  * so `pidfence status` sends exactly one query. Blocking results are counted among blocked rows only,
  * which is what makes the cross-check (they add up to `blocked`) meaningful.
  */
@@ -53,7 +53,7 @@ export function summarySql(p: SqlParams<'subject' | 'projectId' | 'overdueAfterM
 }
 
 /**
- * ADR-0461: one keyset page from the per-project partial index `cancellation_dispatches_blocked`
+ * design/dispatch §5.4: one keyset page from the per-project partial index `cancellation_dispatches_blocked`
  * (project_id, blocked_at_ms, run_id) WHERE status = 'blocked'; rows blocked after the pinned
  * time never appear. `from` is the table reference (SQLite adds INDEXED BY).
  */
@@ -66,7 +66,7 @@ export function blockedPageSql(from: string, p: SqlParams<'projectId' | 'asOfMs'
     LIMIT ${p.limit}`;
 }
 
-/** The rearm CAS (ADR-0458): the whole expectation in the WHERE clause; due at the store's now. */
+/** The rearm CAS (design/dispatch §5.1): the whole expectation in the WHERE clause; due at the store's now. */
 export function rearmSql(p: SqlParams<'runId' | 'expectedVersion' | 'expectedResult' | 'nowMs'>): string {
   return `UPDATE cancellation_dispatches
     SET status = 'retry_wait', version = version + 1, next_attempt_at_ms = ${p.nowMs}, blocked_at_ms = NULL, updated_at_ms = ${p.nowMs}

@@ -1,4 +1,4 @@
-// The management store interface both stores implement (ADR-0005 §5: ADR-0458 to ADR-0461; DESIGN §9):
+// The management store interface both stores implement (design/dispatch §5):
 // the reads and the one write (rearm) the management plane needs, and the owner-only grant writes.
 // The store is the time authority here too: no method takes "now".
 import type {
@@ -26,14 +26,14 @@ export interface ManagementStore {
   /** The low-sensitivity facts of a run's dispatch, or null when it has none. */
   inspectDispatch(runId: string): Promise<DispatchInspection | null>;
   /**
-   * Exact CAS from `blocked` to a `retry_wait` due at the store's now (ADR-0458), in one transaction
+   * Exact CAS from `blocked` to a `retry_wait` due at the store's now (design/dispatch §5.1), in one transaction
    * with a `run.cancel_dispatch_rearmed` event and a management-audit row. The subject's `run.stop`
    * is re-read inside that transaction; any mismatch is an outcome and nothing is written.
    */
   rearm(command: RearmCommand): Promise<RearmOutcome>;
-  /** Every count of the project and the subject's `run.read`, from one statement (ADR-0459/0460). */
+  /** Every count of the project and the subject's `run.read`, from one statement (design/dispatch §5.2-5.3). */
   summaryCounts(subject: string, projectId: string, overdueAfterMs: number): Promise<SummaryCounts>;
-  /** One keyset page of the project's blocked dispatches from the per-project partial index (ADR-0461). */
+  /** One keyset page of the project's blocked dispatches from the per-project partial index (design/dispatch §5.4). */
   blockedRows(projectId: string, position: BlockedPosition, limit: number): Promise<BlockedRows>;
 }
 

@@ -1,4 +1,4 @@
-// Numbered SQL migrations with recorded checksums, shared by both stores (DESIGN §5, ADR-0456 §6):
+// Numbered SQL migrations with recorded checksums, shared by both stores (design/architecture §5, design/postgres §D6):
 // list the files, hash them, compare with what a database recorded, and fail readiness on drift.
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';

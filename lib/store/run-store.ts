@@ -1,4 +1,4 @@
-// The run store interface both stores implement (DESIGN §5, ADR-0005 §2.2 steps 1-2, ADR-0072):
+// The run store interface both stores implement (design/architecture §5, design/dispatch §2.2 steps 1-2, design/execution):
 // runs, attempts with their durable handle, durable cancel intent and terminal states.
 import type {
   AdvanceAttemptCommand,

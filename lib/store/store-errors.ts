@@ -1,4 +1,4 @@
-// How a store reports its own failure (DESIGN §6: exceptions for bugs and broken databases only):
+// How a store reports its own failure (design/architecture §6: exceptions for bugs and broken databases only):
 // one PidfenceError code, the driver's error code as `errno`, never a value from the command.
 import { PidfenceError, PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 

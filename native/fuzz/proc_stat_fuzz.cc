@@ -1,4 +1,4 @@
-// libFuzzer harness for proc_stat_parse (native/proc_stat.cc; DESIGN.md §3). Every input is
+// libFuzzer harness for proc_stat_parse (native/proc_stat.cc; design/architecture §3). Every input is
 // also read by a small, independent reference below; any disagreement traps:
 //  - the parser accepts a line the reference calls malformed, or reports other values;
 //  - the parser refuses a line the reference calls canonical (what a kernel writes).

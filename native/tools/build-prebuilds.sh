@@ -2,7 +2,7 @@
 # Rebuilds the committed N-API prebuilds, stripped, and checks each one's architecture and baked-in
 # source digest: prebuilds/linux-{x64,arm64}/pidfence.glibc.node (g++, arm64 cross-compiled) and
 # prebuilds/linux-{x64,arm64}/pidfence.musl.node (Zig's clang for *-linux-musl, libc++ linked in
-# statically). Every run rebuilds all four from scratch. DESIGN.md §3; docs/decisions/0003, 0081.
+# statically). Every run rebuilds all four from scratch. design/architecture §3; docs/decisions/0003, 0081.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=native/tools/ensure-tool.sh

@@ -1,4 +1,4 @@
-// ADR-0457's eight wrapper cases (docs/decisions/0101) on a real PostgreSQL, as the runtime role:
+// design/cluster's eight wrapper cases (docs/decisions/0101) on a real PostgreSQL, as the runtime role:
 // the lease-control tick of a pulled assignment, wrapped by one replica's CancellationDispatchControl.
 import test from 'ava';
 

@@ -1,4 +1,4 @@
-// ADR-0005 gate 13 end to end (docs/decisions/0103): two `pidfence control-plane` processes on one
+// design/dispatch §6 gate 13 end to end (docs/decisions/0103): two `pidfence control-plane` processes on one
 // PostgreSQL and two `pidfence worker` processes, mutual TLS with certificates made by openssl. A
 // run-level stop reaches the job only after its dispatch settled (one run.cancel_dispatched, even
 // with the worker alternating between replicas); a task timeout stops the job with no run

@@ -1,4 +1,4 @@
-// Unit tests of the pure contract (ADR-0005 §2.2-2.6, ADR-0456 §2): every validator's rejections,
+// Unit tests of the pure contract (design/dispatch §2.2-2.6, design/postgres §D2): every validator's rejections,
 // backoff bounds, the digest vector, the classification table and the event payload builder.
 import test from 'ava';
 import fc from 'fast-check';
@@ -139,7 +139,7 @@ test('tokens come from the CSPRNG: 43 base64url characters, never repeated', (t)
   for (const value of tokens) t.regex(value, /^[A-Za-z0-9_-]{43}$/);
 });
 
-test('the classification table is ADR-0005 §2.4 exactly and covers every result', (t) => {
+test('the classification table is design/dispatch §2.4 exactly and covers every result', (t) => {
   const byStatus = (status: string) => DISPATCH_RESULTS.filter((r) => RESULT_CLASSIFICATION[r].status === status);
   t.deepEqual(byStatus('dispatched'), ['termination_requested', 'already_exited']);
   t.deepEqual(byStatus('blocked'), ['identity_mismatch', 'pid_mismatch', 'unsupported', 'invalid']);

@@ -1,4 +1,4 @@
-// DESIGN §2: dispatch imports process, contract and the store interfaces — never a concrete store —
+// design/architecture §2: dispatch imports process, contract and the store interfaces — never a concrete store —
 // and nothing below it imports dispatch. Loading pidfence/dispatch loads neither pg nor SQLite.
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';

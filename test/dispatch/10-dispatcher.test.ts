@@ -1,4 +1,4 @@
-// Dispatcher (ADR-0005 §2.3-2.5, §6 gates 1, 7, 10) on every store of stores.ts, with real
+// Dispatcher (design/dispatch §2.3-2.5, §6 gates 1, 7, 10) on every store of stores.ts, with real
 // processes behind the real LocalProcessController.
 import test from 'ava';
 

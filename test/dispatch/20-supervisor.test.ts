@@ -1,4 +1,4 @@
-// Supervisor (ADR-0005 §2.6, §6 gates 5, 6, 7, 9): bounded cycles over the real store's due pages,
+// Supervisor (design/dispatch §2.6, §6 gates 5, 6, 7, 9): bounded cycles over the real store's due pages,
 // failing closed on a page that breaks the keyset contract; idle cycles write nothing.
 import test from 'ava';
 

@@ -1,4 +1,4 @@
-// LifecycleRunner and profiles (ADR-0005 §2.6): explicit start/stop, one unref'd timer, no
+// LifecycleRunner and profiles (design/dispatch §2.6): explicit start/stop, one unref'd timer, no
 // overlapping cycles, bounded diagnostics, bounded drain, and a refused start while draining.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
@@ -159,10 +159,10 @@ test('profiles are named presets within the hard limits; edge is the slowest and
   }
   t.true(profile('edge').periodMs > profile('standalone').periodMs);
   t.true(profile('edge').pageSize * profile('edge').pagesPerCycle < profile('standalone').pageSize * profile('standalone').pagesPerCycle);
-  t.deepEqual([profile('standalone').pageSize, profile('standalone').pagesPerCycle], [32, 4], 'the ADR defaults');
+  t.deepEqual([profile('standalone').pageSize, profile('standalone').pagesPerCycle], [32, 4], 'the design/dispatch §2.6 defaults');
   t.throws(() => profile('huge' as never), { code: 'ERR_PIDFENCE_INVALID_PROFILE' } as never);
   t.throws(() => profile('cluster', LOCAL_PROFILES), { code: 'ERR_PIDFENCE_INVALID_PROFILE' } as never, 'the local lifecycle is edge or standalone');
-  t.deepEqual([profile('edge').pageSize, profile('standalone').pageSize], [4, 32], 'one table: the execution pages (ADR-0072 §4) are the dispatch pages');
+  t.deepEqual([profile('edge').pageSize, profile('standalone').pageSize], [4, 32], 'one table: the execution pages (design/execution §4) are the dispatch pages');
   t.throws(() => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 99 }), { code: 'ERR_PIDFENCE_INVALID_CADENCE' } as never);
   t.throws(() => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 1000, stopTimeoutMs: 60_001 }), { code: 'ERR_PIDFENCE_INVALID_STOP_TIMEOUT' } as never);
   t.throws(() => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 1000, diagnosticsPerMinute: 61 }), { code: 'ERR_PIDFENCE_INVALID_DIAGNOSTICS_LIMIT' } as never);

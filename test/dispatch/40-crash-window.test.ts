@@ -1,4 +1,4 @@
-// The crash window of ADR-0005 §2.5, for real: a dispatcher in a child process signals and is
+// The crash window of design/dispatch §2.5, for real: a dispatcher in a child process signals and is
 // killed before its result commits; a second dispatcher in this process takes over only after the
 // lease expired, re-verifies, and settles; the dead owner's result, replayed late, is fenced.
 import path from 'node:path';

@@ -1,4 +1,4 @@
-// Child process of the crash-window test (ADR-0005 §2.5): one dispatcher against the shared store,
+// Child process of the crash-window test (design/dispatch §2.5): one dispatcher against the shared store,
 // with the TEST-ONLY hooks reporting its fence and holding the dispatch after the controller call,
 // so the parent can kill this process (verified SIGKILL) before the result commits.
 import { ControllerRegistry, Dispatcher } from '../../lib/dispatch/index';

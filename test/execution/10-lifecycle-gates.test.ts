@@ -1,4 +1,4 @@
-// ADR-0072 "验证" 1-8 as named tests, on real processes and a real SQLite file.
+// design/execution §Verification 1-8 as named tests, on real processes and a real SQLite file.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';

@@ -1,4 +1,4 @@
-// Runner crash and restart (ADR-0072 §1, issue 07 item 6), and a job that ignores TERM on timeout.
+// Runner crash and restart (design/execution §1, issue 07 item 6), and a job that ignores TERM on timeout.
 import path from 'node:path';
 
 import test from 'ava';

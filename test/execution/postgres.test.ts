@@ -1,4 +1,4 @@
-// The local execution lifecycle (ADR-0072) on a real PostgreSQL server, the store connected as the
+// The local execution lifecycle (design/execution) on a real PostgreSQL server, the store connected as the
 // runtime role: admission, receipts into terminal states in one transaction, late receipts, durable
 // timeout intent before any signal, the shutdown drain, and `pidfence run --db postgres://…`.
 // Serial: a drain with scope `all` stops every active attempt of the database the tests share.

@@ -1,4 +1,4 @@
-// A child process for the two-process claim race (ADR-0005 §6 gate 1): it opens the SQLite file
+// A child process for the two-process claim race (design/dispatch §6 gate 1): it opens the SQLite file
 // itself, then for each `<runId> <attemptId> <cancelRequestedAtMs>` line on stdin claims once.
 import { createInterface } from 'node:readline';
 

@@ -1,4 +1,4 @@
-// Reading a layer's import specifiers for the layering tests (DESIGN §2: arrows point one way).
+// Reading a layer's import specifiers for the layering tests (design/architecture §2: arrows point one way).
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 

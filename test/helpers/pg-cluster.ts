@@ -1,4 +1,4 @@
-// Throw-away PostgreSQL clusters for tests (DESIGN §7, ADR-0456 HA gate): initdb / pg_ctl on free
+// Throw-away PostgreSQL clusters for tests (design/architecture §7, design/postgres §Verification, HA gate): initdb / pg_ctl on free
 // loopback ports, streaming standbys via pg_basebackup -R, promotion. Server binaries refuse to run as
 // root, so as root every server command runs as the `postgres` user through runuser.
 import { constants as osConstants } from 'node:os';

@@ -1,4 +1,4 @@
-// The committed PostgreSQL schema dump (ADR-0456 §6 "reviewed SQL ... in lockstep"): pg_dump of a
+// The committed PostgreSQL schema dump (design/postgres §D6 "reviewed SQL ... in lockstep"): pg_dump of a
 // freshly migrated database, normalised so only the schema itself is compared. Regenerate with
 // `npm run schema:postgres`; test/store/postgres.test.ts fails when migrations and dump disagree.
 import { spawnSync } from 'node:child_process';

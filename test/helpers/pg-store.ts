@@ -1,4 +1,4 @@
-// PostgreSQL store fixtures for tests (DESIGN §7, docs/decisions/0004): a provisioned database
+// PostgreSQL store fixtures for tests (design/architecture §7, docs/decisions/0004): a provisioned database
 // migrated by its owner with the runtime grants, and contract stores connected as the runtime role.
 import { randomBytes } from 'node:crypto';
 

@@ -1,5 +1,5 @@
 // The PostgreSQL test harness against real servers (docs/decisions/0004): per-file databases and
-// roles, throw-away clusters, a streaming standby with promotion (ADR-0456 HA gate), the wrapper.
+// roles, throw-away clusters, a streaming standby with promotion (design/postgres §Verification, HA gate), the wrapper.
 import { spawn } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';

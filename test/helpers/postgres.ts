@@ -1,4 +1,4 @@
-// A fresh database per test file with the two roles of DESIGN §7 / ADR-0456 §6: a migration owner
+// A fresh database per test file with the two roles of design/architecture §7 / design/postgres §D6: a migration owner
 // (owns database and schema, holds DDL) and a runtime role (LOGIN only; the store grants it
 // SELECT/INSERT/UPDATE). Names are unique per process and call, because ava runs files in parallel.
 import { randomBytes } from 'node:crypto';

@@ -1,6 +1,6 @@
 // `node dist/test/helpers/with-postgres.js <command> [args...]`: runs the command with a PostgreSQL
 // server at PIDFENCE_TEST_DATABASE_URL, starting (and afterwards removing) a throw-away cluster when
-// none answers there, so `npm test` passes on a fresh machine (DESIGN §7, docs/decisions/0004).
+// none answers there, so `npm test` passes on a fresh machine (design/architecture §7, docs/decisions/0004).
 import { captureIdentity, signalVerified } from '../../lib/native/index';
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';

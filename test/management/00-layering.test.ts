@@ -1,4 +1,4 @@
-// DESIGN §2: management imports base, contract and the store interfaces (never a concrete store),
+// design/architecture §2: management imports base, contract and the store interfaces (never a concrete store),
 // and nothing below it (native, process, contract, store, dispatch) imports management.
 import path from 'node:path';
 

@@ -1,5 +1,5 @@
-// `pidfence status | blocked | inspect | rearm | grant` as a real child process (ADR-0005 gates 17
-// and 18, ADR-0460/0461): exit codes, text and JSON from the same facts, usage errors, an
+// `pidfence status | blocked | inspect | rearm | grant` as a real child process (design/dispatch §6 gates 17
+// and 18, design/dispatch §5.3-5.4): exit codes, text and JSON from the same facts, usage errors, an
 // unreachable store, and the principal that must hold grants like any other.
 import path from 'node:path';
 

@@ -1,4 +1,4 @@
-// The management gates of ADR-0005 §6 (14-16, 18, and the one-query half of 17) as one suite run
+// The management gates of design/dispatch §6 (14-16, 18, and the one-query half of 17) as one suite run
 // unchanged against every store, like the dispatch contract suite: real SQLite files, a real
 // PostgreSQL as the runtime role, real processes where a dispatch is driven end to end.
 import { randomUUID } from 'node:crypto';

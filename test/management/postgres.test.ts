@@ -1,4 +1,4 @@
-// The management suite (ADR-0005 gates 14-18) on a real PostgreSQL as the runtime role, grants
+// The management suite (design/dispatch §6 gates 14-18) on a real PostgreSQL as the runtime role, grants
 // written by the migration owner; plus the plan of the blocked page on a table large enough for
 // the planner to choose freely (gate 18: the per-project partial index, no other project's rows).
 import test from 'ava';

@@ -1,4 +1,4 @@
-// The management suite (ADR-0005 gates 14-18) on a real SQLite file with an injected clock, plus
+// The management suite (design/dispatch §6 gates 14-18) on a real SQLite file with an injected clock, plus
 // what only SQLite shows here: a corrupted row makes the summary an error, not a number.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,4 +1,4 @@
-// The summary cross-checks and the assessment mapping (ADR-0459, gate 16) on counts given directly.
+// The summary cross-checks and the assessment mapping (design/dispatch §5.2, gate 16) on counts given directly.
 import test from 'ava';
 
 import { PidfenceError } from '../../lib/base/errors';

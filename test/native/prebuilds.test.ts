@@ -1,4 +1,4 @@
-// The committed prebuilds (DESIGN.md §3, docs/decisions/0003) are built from the current
+// The committed prebuilds (design/architecture §3, docs/decisions/0003) are built from the current
 // native sources: a change to binding.gyp or native/*.{cc,h} without `npm run prebuilds:all`
 // fails here. Excluded from the arm64 run (it spawns a node child; see test-arm64.sh).
 import { spawnSync } from 'node:child_process';

@@ -1,4 +1,4 @@
-// DESIGN §2 / ADR-0456 §9: the root and edge entries never load `pg` or the PostgreSQL store. Each
+// design/architecture §2 / design/postgres §D9: the root and edge entries never load `pg` or the PostgreSQL store. Each
 // entry is loaded by its package name in a fresh Node process, which then lists every loaded module.
 import { spawnSync } from 'node:child_process';
 

@@ -1,4 +1,4 @@
-// DESIGN §2: imports point one way. Every file under lib/ may import only the layers listed for
+// design/architecture §2: imports point one way. Every file under lib/ may import only the layers listed for
 // its own layer; the two stores never import each other, and nothing below cli imports cli.
 import path from 'node:path';
 
@@ -38,7 +38,7 @@ function importedLayer(file: string, specifier: string): string | null {
   return layerOf(target.endsWith('.ts') ? target : `${target}.ts`);
 }
 
-test('every import under lib/ points down the layer order of DESIGN §2', (t) => {
+test('every import under lib/ points down the layer order of design/architecture §2', (t) => {
   const violations: string[] = [];
   let checked = 0;
   for (const file of sources(LIB)) {

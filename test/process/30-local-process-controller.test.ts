@@ -90,7 +90,7 @@ test('an exited process → already_exited, no signal', async (t) => {
   t.deepEqual(await controller.requestTermination({ attemptPid: job.identity.pid, handle, graceMs: 100 }), { result: 'already_exited', escalated: false, exitObserved: true });
 });
 
-// ADR-0005 gate 8: identity / PID / process-group mismatch → zero signals.
+// design/dispatch §6 gate 8: identity / PID / process-group mismatch → zero signals.
 const gate8: Array<[string, (identity: ReturnType<typeof captureIdentity> & object, memberPid: number) => { attemptPid: number; handle: string }, string]> = [
   ['wrong start ticks', (id) => {
     const { pidfsIno: _ino, ...viaProc } = id;

@@ -1,5 +1,5 @@
-// The one contract suite for every DispatchRepository + RunStore (ADR-0005 §6 gates 1-7, 9, 10 at
-// the repository level; ADR-0456 §7-8). Stores differ in SQL and clock only, so this runs unchanged.
+// The one contract suite for every DispatchRepository + RunStore (design/dispatch §6 gates 1-7, 9, 10 at
+// the repository level; design/postgres §D7-D8). Stores differ in SQL and clock only, so this runs unchanged.
 import { randomUUID } from 'node:crypto';
 
 import test, { type ExecutionContext } from 'ava';
@@ -313,7 +313,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
     t.deepEqual(await store.repository.getRecord(run.runId), before);
   });
 
-  storeTest('claim refuses runs that are not eligible (ADR-0005 §2.2 steps 1-2) and writes nothing', async (t, store) => {
+  storeTest('claim refuses runs that are not eligible (design/dispatch §2.2 steps 1-2) and writes nothing', async (t, store) => {
     const run = await cancelledRun(store);
     const expect = async (command: ClaimCommand, reason: string) => {
       t.deepEqual(await store.repository.claim(command), { kind: 'not_eligible', reason });

@@ -1,4 +1,4 @@
-// ADR-0005 gate 11 and ADR-0456 "验证" on a real PostgreSQL server: racing connections get exactly
+// design/dispatch §6 gate 11 and design/postgres §Verification on a real PostgreSQL server: racing connections get exactly
 // one claim winner per round, the raw token reaches neither pg_dump nor the WAL, the runtime role
 // cannot delete, truncate or change the schema, and a lock wait ends after the lock timeout, typed.
 import { readdirSync, readFileSync } from 'node:fs';

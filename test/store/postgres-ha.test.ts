@@ -1,4 +1,4 @@
-// The PostgreSQL HA gate (ADR-0456 "验证", ADR-0005 gate 12, docs/decisions/0060): a throw-away primary
+// The PostgreSQL HA gate (design/postgres §Verification, design/dispatch §6 gate 12, docs/decisions/0060): a throw-away primary
 // and a streaming standby of its own; dispatch facts reach the standby through WAL, survive promotion
 // (timeline 1 → 2), stay fenced on the new primary, and an in-flight result leaves nothing half-written.
 import { createHash, randomBytes } from 'node:crypto';
@@ -208,7 +208,7 @@ test.before(async () => {
     ledger: new Map(),
     secrets: new Set(),
     owners: { a: `ha-owner-a-${nonce}`, b: `ha-owner-b-${nonce}` },
-    report: { gate: 'pg gate ha', covers: ['ADR-0456 验证 (HA gate)', 'ADR-0005 gate 12'], serverVersion: version, setupMs: Date.now() - startedAtMs },
+    report: { gate: 'pg gate ha', covers: ['design/postgres §Verification (HA gate)', 'design/dispatch §6 gate 12'], serverVersion: version, setupMs: Date.now() - startedAtMs },
     startedAtMs,
     settled: [],
   };

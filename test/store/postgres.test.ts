@@ -1,4 +1,4 @@
-// The PostgreSQL store (ADR-0456; ADR-0005 §6; DESIGN §5, §7) on a real server: the shared contract
+// The PostgreSQL store (design/postgres; design/dispatch §6; design/architecture §5, §7) on a real server: the shared contract
 // suite as the runtime role, plus what only PostgreSQL shows — the database clock, migrations and
 // readiness from the catalog, CHECKs, the schema dump, bad input and dropped connections.
 import test from 'ava';

@@ -1,4 +1,4 @@
-// The SQLite store (ADR-0005 §2.2, §6; DESIGN §5, §7) on real files: the shared contract suite plus
+// The SQLite store (design/dispatch §2.2, §6; design/architecture §5, §7) on real files: the shared contract suite plus
 // what only a file can show — two racing processes, restart, WAL bytes, schema CHECKs and readiness.
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';

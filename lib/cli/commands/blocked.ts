@@ -1,4 +1,4 @@
-// `pidfence blocked --project <id> [--cursor <next>]` (ADR-0461, gate 18): one fixed page of 16
+// `pidfence blocked --project <id> [--cursor <next>]` (design/dispatch §5.4, gate 18): one fixed page of 16
 // blocked runs (run id, blocked time), the first page's database time pinned in the cursor.
 import type { Command } from 'commander';
 

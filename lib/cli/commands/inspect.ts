@@ -1,4 +1,4 @@
-// `pidfence inspect <runId>` (ADR-0458, gate 14): a run's dispatch facts, never lease owner,
+// `pidfence inspect <runId>` (design/dispatch §5.1, gate 14): a run's dispatch facts, never lease owner,
 // token or digest (needs run.read on the run's project).
 import type { Command } from 'commander';
 

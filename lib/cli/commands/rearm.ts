@@ -1,4 +1,4 @@
-// `pidfence rearm <runId> --expect-version <n> --expect-result <result>` (ADR-0458, gate 15): exact
+// `pidfence rearm <runId> --expect-version <n> --expect-result <result>` (design/dispatch §5.1, gate 15): exact
 // CAS from the blocked record you inspected to a retry due now (needs run.stop on the project).
 import { InvalidArgumentError, type Command } from 'commander';
 

@@ -1,4 +1,4 @@
-// `pidfence status --project <id>` (ADR-0460, gate 17): the project summary as a one-shot status
+// `pidfence status --project <id>` (design/dispatch §5.3, gate 17): the project summary as a one-shot status
 // card, text or --json from the same facts, exit 0 / 10 / 20 for clear / converging / attention.
 import type { Command } from 'commander';
 

@@ -1,4 +1,4 @@
-// `pidfence supervise`: the long-lived runner of a store on this host (ADR-0072 §4-5): readiness
+// `pidfence supervise`: the long-lived runner of a store on this host (design/execution §4-5): readiness
 // first (schema and migration checksums, store write access, native capabilities; any failure
 // refuses to start with the reason), then startup recovery, which takes over the jobs of runners of
 // this host that are proved gone (docs/decisions/0070), then the one control timer. It acts only on

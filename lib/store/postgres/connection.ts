@@ -1,4 +1,4 @@
-// Where the PostgreSQL store's connections come from (ADR-0456 §9): the caller's pg.Pool, left open,
+// Where the PostgreSQL store's connections come from (design/postgres §D9): the caller's pg.Pool, left open,
 // or a pool made from a connection string, ended by whoever made it. Nothing here starts a timer.
 // A pool made here waits a bounded time for everything (docs/decisions/0045): connecting, each
 // answer (transaction.ts), and a dead peer found by TCP keepalive.

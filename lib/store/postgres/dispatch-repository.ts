@@ -1,4 +1,4 @@
-// PostgresDispatchRepository (ADR-0005 §2.2, §2.4, §2.6; ADR-0456 §3, §7-8; DESIGN §7): claim and
+// PostgresDispatchRepository (design/dispatch §2.2, §2.4, §2.6; design/postgres §D3, §D7-D8; design/architecture §7): claim and
 // recordResult as short transactions that lock Run → Attempt → Dispatch and read time only from
 // transaction_timestamp(); the bounded due page; the record read.
 import type { Pool } from 'pg';
@@ -44,7 +44,7 @@ export interface PostgresStoreHooks {
 export interface PostgresRepositoryOptions {
   /**
    * Accepted so one factory can build either store, and ignored: the database is the only clock
-   * (ADR-0456 §3). A test passes a clock ten years off to prove it.
+   * (design/postgres §D3). A test passes a clock ten years off to prove it.
    */
   readonly clock?: () => number;
   /** Test-only, see PostgresStoreHooks. */
@@ -79,7 +79,7 @@ export class PostgresDispatchRepository implements DispatchRepository {
     this.#prepared = options.preparedStatements ?? true;
   }
 
-  /** ADR-0005 §2.2 in one round trip: pidfence_claim locks, decides and writes (migration 0007). */
+  /** design/dispatch §2.2 in one round trip: pidfence_claim locks, decides and writes (migration 0007). */
   async claim(command: ClaimCommand): Promise<ClaimOutcome> {
     const valid = validateClaimCommand(command);
     const outcome = await this.#call('claim', 'claimCall', [
@@ -91,7 +91,7 @@ export class PostgresDispatchRepository implements DispatchRepository {
     throw storeFailure('postgres', 'claim', new Error('unknown claim outcome'));
   }
 
-  /** ADR-0005 §2.4 in one round trip: pidfence_record_result settles, reserves the sequence, appends. */
+  /** design/dispatch §2.4 in one round trip: pidfence_record_result settles, reserves the sequence, appends. */
   async recordResult(command: RecordResultCommand): Promise<RecordResultOutcome> {
     const valid = validateRecordResultCommand(command);
     if (this.#hooks.afterDispatchUpdate !== undefined) {

@@ -1,4 +1,4 @@
-// The PostgreSQL execution store's statements (ADR-0072 §2-3), one named place each, built from the
+// The PostgreSQL execution store's statements (design/execution §2-3), one named place each, built from the
 // shared text in ../execution-steps.ts with positional parameters and transaction_timestamp() as the
 // only clock; the terminal CAS reuses the run store's statements (statements.ts) for the run lock,
 // the run's terminal state and its event.

@@ -1,6 +1,6 @@
-// PostgresExecutionStore (ADR-0072 §2-3): keyset pages of active attempts and due deadlines on the
+// PostgresExecutionStore (design/execution §2-3): keyset pages of active attempts and due deadlines on the
 // partial indexes, the terminal CAS with attempt and run events in one transaction (locks Run →
-// Attempt), and the receipt journal; transaction_timestamp() is the only clock (ADR-0456 §3).
+// Attempt), and the receipt journal; transaction_timestamp() is the only clock (design/postgres §D3).
 import type { Pool } from 'pg';
 
 import { validateDigest, validateId, type AttemptRecord } from '../../contract/index';
@@ -90,7 +90,7 @@ export class PostgresExecutionStore implements ExecutionStore {
     if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
     const [ended] = await tx.rows<AttemptRecord>(SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
     if (ended === undefined) return { kind: 'already_terminal', attempt };
-    // Attempt event first, then the run's terminal state and event (ADR-0072 §2 order).
+    // Attempt event first, then the run's terminal state and event (design/execution §2 order).
     const [next] = await tx.rows<{ seq: number }>(EXECUTION_SQL.nextAttemptEventSeq, [valid.attemptId]);
     await tx.rows(EXECUTION_SQL.insertAttemptEvent, [valid.runId, valid.attemptId, next?.seq ?? 1, valid.attemptEventId, attemptTerminalPayload(valid), run.nowMs]);
     await tx.rows(SQL.writeRunTerminal, [valid.runId, run.version, valid.status, run.nowMs]);

@@ -1,4 +1,4 @@
-// pidfence/postgres: the cluster store (DESIGN §7, ADR-0456): migrations by the owner role, the
+// pidfence/postgres: the cluster store (design/architecture §7, design/postgres): migrations by the owner role, the
 // runtime grants, catalog readiness, and the dispatch repository and run store on the caller's
 // pg.Pool or a pool made from a connection string. Never loaded by the root or edge entries.
 import { PidfenceError } from '../../base/errors';
@@ -35,7 +35,7 @@ export type { DispatchRepository } from '../dispatch-repository';
 export type { RunStore } from '../run-store';
 
 export interface PostgresStoreOptions {
-  /** Accepted and ignored: the database is the only clock (ADR-0456 §3). */
+  /** Accepted and ignored: the database is the only clock (design/postgres §D3). */
   readonly clock?: () => number;
   /** Check readiness (as the connected role) before handing out the store; default true. */
   readonly checkReadiness?: boolean;
@@ -50,7 +50,7 @@ export interface PostgresStoreOptions {
 export interface PostgresStore {
   readonly repository: PostgresDispatchRepository;
   readonly runStore: PostgresRunStore;
-  /** The local execution lifecycle's store (ADR-0072): active/deadline pages, the terminal CAS, the receipt journal. */
+  /** The local execution lifecycle's store (design/execution): active/deadline pages, the terminal CAS, the receipt journal. */
   readonly executionStore: PostgresExecutionStore;
   readonly runnerStore: PostgresRunnerStore;
   /** The management plane's store (reads grants; writes only dispatch, event and audit rows). */

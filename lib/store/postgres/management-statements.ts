@@ -1,4 +1,4 @@
-// The PostgreSQL management store's statements (ADR-0458 to ADR-0461), one named place each, built
+// The PostgreSQL management store's statements (design/dispatch §5.1-5.4), one named place each, built
 // from the shared text in ../management-steps.ts with positional parameters and transaction_timestamp().
 import { blockedPageSql, hasGrantSql, insertAuditSql, inspectSql, rearmSql, summarySql } from '../management-steps';
 import { DB_NOW_MS } from './statements';

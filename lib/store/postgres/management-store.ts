@@ -1,4 +1,4 @@
-// PostgresManagementStore (ADR-0005 §5: ADR-0458 to ADR-0461; DESIGN §9): inspect, the rearm
+// PostgresManagementStore (design/dispatch §5): inspect, the rearm
 // transaction (run lock → dispatch lock, grant re-read, CAS, RunEvent, audit), the one-statement
 // summary and the blocked keyset page, with transaction_timestamp() as the only clock. Grant writes
 // run on the migration owner's connection (PostgresGrantAdministration).

@@ -1,4 +1,4 @@
-// Numbered SQL migrations for PostgreSQL, applied by the migration owner (ADR-0456 §5-6; DESIGN §5):
+// Numbered SQL migrations for PostgreSQL, applied by the migration owner (design/postgres §D5-D6; design/architecture §5):
 // one transaction under an advisory lock, each file recorded with its sha256 (lib/store/migrations.ts).
 import { loadMigrations, migrationsDirectory, pendingMigrations, type AppliedMigration, type MigrationFile } from '../migrations';
 import { withPool, type PostgresTarget } from './connection';

@@ -1,4 +1,4 @@
-// Readiness of a PostgreSQL database for the runtime role (ADR-0456 §6; DESIGN §5, §7): every
+// Readiness of a PostgreSQL database for the runtime role (design/postgres §D6; design/architecture §5, §7): every
 // migration applied with its recorded checksum, and the runtime role holding exactly its privileges,
 // read from the catalog. Works as the runtime role itself. Each failure names what to do.
 import { PidfenceError } from '../../base/errors';

@@ -1,4 +1,4 @@
-// The runtime role's privileges (ADR-0456 §6; DESIGN §7): SELECT, INSERT, UPDATE on the pidfence
+// The runtime role's privileges (design/postgres §D6; design/architecture §7): SELECT, INSERT, UPDATE on the pidfence
 // tables and read-only access to the migration record; never DELETE, TRUNCATE, REFERENCES, TRIGGER
 // or CREATE. grantRuntime() is run by the migration owner; readiness checks the same table.
 import { escapeIdentifier } from 'pg';

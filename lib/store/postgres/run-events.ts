@@ -1,4 +1,4 @@
-// Appending a RunEvent inside an open PostgreSQL transaction (ADR-0005 §2.4 steps 2-3): CAS on the
+// Appending a RunEvent inside an open PostgreSQL transaction (design/dispatch §2.4 steps 2-3): CAS on the
 // run version read under the run lock reserves the next sequence, then the event row is written.
 import { PidfenceError } from '../../base/errors';
 import type { RunEvent, RunEventType, RunRecord } from '../../contract/index';

@@ -1,4 +1,4 @@
-// PostgresRunStore (DESIGN §5, ADR-0005 §2.2 steps 1-2, ADR-0072 §3): runs, attempts with their
+// PostgresRunStore (design/architecture §5, design/dispatch §2.2 steps 1-2, design/execution §3): runs, attempts with their
 // durable handle, durable cancel intent with its event, and terminal states; database time only.
 import type { Pool } from 'pg';
 
@@ -42,7 +42,7 @@ function withoutNow({ nowMs: _nowMs, ...run }: LockedRun): RunRecord {
 }
 
 export interface PostgresRunStoreOptions {
-  /** Accepted and ignored: the database is the only clock (ADR-0456 §3). */
+  /** Accepted and ignored: the database is the only clock (design/postgres §D3). */
   readonly clock?: () => number;
 }
 

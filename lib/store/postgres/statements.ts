@@ -1,6 +1,6 @@
 // Every SQL statement of the PostgreSQL store, each in one named place (graphile-worker style), with
-// the fences in the SQL itself (ADR-0005 §2.2 step 6, §2.4) and transaction_timestamp() as the only
-// clock (ADR-0456 §3). Row locks are always taken Run → Attempt → Dispatch (ADR-0456 §7-8).
+// the fences in the SQL itself (design/dispatch §2.2 step 6, §2.4) and transaction_timestamp() as the only
+// clock (design/postgres §D3). Row locks are always taken Run → Attempt → Dispatch (design/postgres §D7-D8).
 
 /**
  * Database time in epoch ms. transaction_timestamp() is fixed for the whole transaction, so every
@@ -59,7 +59,7 @@ export const SQL = {
         OR (status = 'leased' AND lease_expires_at_ms <= $6))
     RETURNING ${RECORD_COLUMNS}`,
 
-  /** §2.4: the whole fence in the WHERE clause; no row back means stale_fence. */
+  /** design/dispatch §2.4: the whole fence in the WHERE clause; no row back means stale_fence. */
   settleDispatch: `UPDATE cancellation_dispatches
     SET status = $6, version = version + 1, last_result = $7, next_attempt_at_ms = $8,
         blocked_at_ms = $9, lease_owner = NULL, lease_token_digest = NULL, lease_expires_at_ms = NULL,
@@ -119,7 +119,7 @@ export const SQL = {
     WHERE id = $1 AND version = $2 AND cancel_requested_at_ms IS NULL`,
   writeRunTerminal: `UPDATE runs SET status = $3, updated_at_ms = $4
     WHERE id = $1 AND version = $2 AND status IN ('queued', 'running')`,
-  /** §2.4 step 2: CAS on the run version read under the lock reserves the next event sequence. */
+  /** design/dispatch §2.4 step 2: CAS on the run version read under the lock reserves the next event sequence. */
   reserveEventSeq: `UPDATE runs SET version = version + 1, next_event_seq = next_event_seq + 1, updated_at_ms = $3
     WHERE id = $1 AND version = $2
     RETURNING next_event_seq - 1 AS seq, ${RUN_COLUMNS}`,

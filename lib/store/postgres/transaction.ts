@@ -1,4 +1,4 @@
-// The one place that talks to a pg connection for the PostgreSQL store (ADR-0456 §3, §7-8; DESIGN §7):
+// The one place that talks to a pg connection for the PostgreSQL store (design/postgres §D3, §D7-D8; design/architecture §7):
 // BEGIN with the SET LOCAL limits, COMMIT / ROLLBACK, bigint parsing, and pg errors mapped to typed
 // PidfenceErrors whose messages carry a stable code and advice, never SQL text or parameters.
 import type { CustomTypesConfig, Pool, PoolClient, QueryConfig, QueryResultRow } from 'pg';
@@ -8,7 +8,7 @@ import { PidfenceError } from '../../base/errors';
 import { storeFailure } from '../store-errors';
 
 /**
- * ADR-0456 "资源、安全与部署影响": statement 5 s, lock 1 s, idle in transaction 10 s bound every
+ * design/postgres §Impact: statement 5 s, lock 1 s, idle in transaction 10 s bound every
  * lock wait. One simple-protocol round trip opens the transaction with all three.
  */
 export const STATEMENT_TIMEOUT = '5s';

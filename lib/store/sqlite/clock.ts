@@ -1,4 +1,4 @@
-// The SQLite store's time authority (ADR-0005 §2.2): an injected clock, Date.now by default.
+// The SQLite store's time authority (design/dispatch §2.2): an injected clock, Date.now by default.
 // Its reading is validated so a broken clock fails loudly instead of writing nonsense deadlines.
 import { PidfenceError } from '../../base/errors';
 import { EPOCH_MS_MAX } from '../../contract/index';

@@ -1,4 +1,4 @@
-// Opening a pidfence SQLite database (DESIGN §7, ADR-0005 §2.2): WAL, foreign keys, a busy
+// Opening a pidfence SQLite database (design/architecture §7, design/dispatch §2.2): WAL, foreign keys, a busy
 // timeout for the second process, numbered migrations with checksums, and the readiness check.
 import { closeSync, constants as fsConstants, accessSync, openSync, statSync } from 'node:fs';
 import path from 'node:path';

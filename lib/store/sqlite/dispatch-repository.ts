@@ -1,4 +1,4 @@
-// SqliteDispatchRepository (ADR-0005 §2.2, §2.4, §2.6; DESIGN §7): claim, recordResult and the
+// SqliteDispatchRepository (design/dispatch §2.2, §2.4, §2.6; design/architecture §7): claim, recordResult and the
 // bounded due page on better-sqlite3 12, each write one short BEGIN IMMEDIATE transaction.
 import {
   buildDispatchEventPayload,
@@ -81,7 +81,7 @@ export class SqliteDispatchRepository implements DispatchRepository {
     return row === undefined ? null : validateDispatchRecord(row);
   }
 
-  /** ADR-0005 §2.2, inside BEGIN IMMEDIATE: the clock is read after the write lock is held. */
+  /** design/dispatch §2.2, inside BEGIN IMMEDIATE: the clock is read after the write lock is held. */
   #claimLocked(command: ClaimCommand): ClaimOutcome {
     const nowMs = readClock(this.#clock);
     const run = this.#statements.selectRun.get(command.runId) as (RunRecord & ClaimRunFacts) | undefined;
@@ -99,7 +99,7 @@ export class SqliteDispatchRepository implements DispatchRepository {
     return { kind: 'claimed', record: validateDispatchRecord(written), token: command.token };
   }
 
-  /** ADR-0005 §2.4, inside BEGIN IMMEDIATE: fence-checked settle, run version CAS, event append. */
+  /** design/dispatch §2.4, inside BEGIN IMMEDIATE: fence-checked settle, run version CAS, event append. */
   #recordResultLocked(command: RecordResultCommand): RecordResultOutcome {
     const settlement = settlementOf(command, readClock(this.#clock));
     const settled = this.#statements.settleDispatch.get({

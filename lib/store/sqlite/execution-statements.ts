@@ -1,4 +1,4 @@
-// The SQL of the SQLite execution store (ADR-0072 §2-3), each statement in one named place, built
+// The SQL of the SQLite execution store (design/execution §2-3), each statement in one named place, built
 // from the shared text in ../execution-steps.ts with named parameters and INDEXED BY hints; the
 // terminal CAS reuses the run store's statements (statements.ts) for the run and its event.
 import type Database from 'better-sqlite3';

@@ -1,4 +1,4 @@
-// SqliteExecutionStore (ADR-0072 §2-3): keyset pages of active attempts and due deadlines on the
+// SqliteExecutionStore (design/execution §2-3): keyset pages of active attempts and due deadlines on the
 // existing partial indexes, the terminal CAS with attempt and run events in one BEGIN IMMEDIATE
 // transaction, and the receipt journal.
 import {
@@ -102,7 +102,7 @@ export class SqliteExecutionStore implements ExecutionStore {
       if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
       const ended = this.#run.endAttempt.get({ runId: valid.runId, attemptId: valid.attemptId, status: valid.status, nowMs }) as AttemptRecord | undefined;
       if (ended === undefined) return { kind: 'already_terminal', attempt };
-      // Attempt event first, then the run's terminal state and event (ADR-0072 §2 order).
+      // Attempt event first, then the run's terminal state and event (design/execution §2 order).
       const seq = (this.#sql.nextAttemptEventSeq.get(valid.attemptId) as { seq: number }).seq;
       this.#sql.insertAttemptEvent.run({
         runId: valid.runId, attemptId: valid.attemptId, seq, eventId: valid.attemptEventId,

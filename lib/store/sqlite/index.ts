@@ -1,4 +1,4 @@
-// pidfence/sqlite: the edge/standalone store (DESIGN §7): open a WAL database, apply the numbered
+// pidfence/sqlite: the edge/standalone store (design/architecture §7): open a WAL database, apply the numbered
 // migrations, check readiness, and hand out the dispatch repository and the run store.
 import { readClock, type Clock } from './clock';
 import { checkSqliteReadiness, migrateSqliteDatabase, openSqliteDatabase, type SqliteDatabase, type SqliteOpenOptions } from './database';

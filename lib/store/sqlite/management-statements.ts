@@ -1,4 +1,4 @@
-// The SQLite management store's statements (ADR-0458 to ADR-0461), one named place each, built from
+// The SQLite management store's statements (design/dispatch §5.1-5.4), one named place each, built from
 // the shared text in ../management-steps.ts with SQLite's named parameters and injected clock.
 import type Database from 'better-sqlite3';
 

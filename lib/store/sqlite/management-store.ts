@@ -1,4 +1,4 @@
-// SqliteManagementStore (ADR-0005 §5: ADR-0458 to ADR-0461; DESIGN §9): inspect, the rearm
+// SqliteManagementStore (design/dispatch §5): inspect, the rearm
 // transaction (BEGIN IMMEDIATE: grant re-read, CAS, RunEvent, audit), the one-statement summary,
 // the blocked keyset page, and the owner's grant writes. The injected clock is the time authority.
 import {

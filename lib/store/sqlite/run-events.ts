@@ -1,4 +1,4 @@
-// Appending a RunEvent inside an open SQLite transaction (ADR-0005 §2.4 steps 2-3): CAS on the run
+// Appending a RunEvent inside an open SQLite transaction (design/dispatch §2.4 steps 2-3): CAS on the run
 // version reserves the next sequence, then the low-sensitivity event row is written.
 import { PidfenceError } from '../../base/errors';
 import type { RunEvent, RunEventType } from '../../contract/index';

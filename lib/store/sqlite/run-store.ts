@@ -1,4 +1,4 @@
-// SqliteRunStore (DESIGN §5, ADR-0005 §2.2 steps 1-2, ADR-0072 §3): runs, attempts with their
+// SqliteRunStore (design/architecture §5, design/dispatch §2.2 steps 1-2, design/execution §3): runs, attempts with their
 // durable handle, durable cancel intent with its event, and terminal states, on better-sqlite3.
 import {
   validateAdvanceAttemptCommand,

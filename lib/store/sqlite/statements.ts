@@ -1,5 +1,5 @@
 // Every SQL statement of the SQLite store, each in one named place (graphile-worker style), with
-// the fences written into the SQL itself (ADR-0005 §2.2 step 6, §2.4).
+// the fences written into the SQL itself (design/dispatch §2.2 step 6, §2.4).
 import type Database from 'better-sqlite3';
 
 import type { DueSource } from '../../contract/index';
@@ -38,7 +38,7 @@ export const SQL = {
         OR (status = 'leased' AND lease_expires_at_ms <= :nowMs))
     RETURNING ${RECORD_COLUMNS}`,
 
-  /** §2.4: the whole fence in the WHERE clause; no row back means stale_fence. */
+  /** design/dispatch §2.4: the whole fence in the WHERE clause; no row back means stale_fence. */
   settleDispatch: `UPDATE cancellation_dispatches
     SET status = :status, version = version + 1, last_result = :result, next_attempt_at_ms = :nextAttemptAtMs,
         blocked_at_ms = :blockedAtMs, lease_owner = NULL, lease_token_digest = NULL, lease_expires_at_ms = NULL,
@@ -96,7 +96,7 @@ export const SQL = {
     WHERE id = :runId AND version = :version AND cancel_requested_at_ms IS NULL`,
   writeRunTerminal: `UPDATE runs SET status = :status, updated_at_ms = :nowMs
     WHERE id = :runId AND version = :version AND status IN ('queued', 'running')`,
-  /** §2.4 step 2: CAS on the current run version reserves the next event sequence. */
+  /** design/dispatch §2.4 step 2: CAS on the current run version reserves the next event sequence. */
   reserveEventSeq: `UPDATE runs SET version = version + 1, next_event_seq = next_event_seq + 1, updated_at_ms = :nowMs
     WHERE id = :runId AND version = :version
     RETURNING next_event_seq - 1 AS seq`,

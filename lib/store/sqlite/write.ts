@@ -1,5 +1,5 @@
 // One short BEGIN IMMEDIATE write transaction with the clock read under the lock, and a driver
-// failure mapped to the project's store error (DESIGN §7), and the same mapping for reads. Shared by
+// failure mapped to the project's store error (design/architecture §7), and the same mapping for reads. Shared by
 // the SQLite stores.
 import { storeFailure } from '../store-errors';
 import { readClock, type Clock } from './clock';

@@ -1,6 +1,6 @@
--- 0001: runs, attempts and the append-only run events (DESIGN §5; ADR-0005 §2.2, §2.4; ADR-0072 §2-3).
+-- 0001: runs, attempts and the append-only run events (design/architecture §5; design/dispatch §2.2, §2.4; design/execution §2-3).
 -- The same logical schema as lib/store/sqlite/migrations/0001; times are epoch ms as bigint, written
--- only from transaction_timestamp() (ADR-0456 §3).
+-- only from transaction_timestamp() (design/postgres §D3).
 
 CREATE TABLE runs (
   id                      text   NOT NULL,
@@ -52,11 +52,11 @@ CREATE TABLE attempts (
   CONSTRAINT attempts_process_shape CHECK ((pid IS NULL) = (handle IS NULL))
 );
 
--- ADR-0005 §2.2 claims "the unique active attempt": the database makes it unique.
+-- design/dispatch §2.2 claims "the unique active attempt": the database makes it unique.
 CREATE UNIQUE INDEX attempts_one_active ON attempts (run_id)
   WHERE status IN ('claimed', 'starting', 'running');
 
--- ADR-0072 §3: active attempts by deadline, a stable (deadline, run, attempt) keyset.
+-- design/execution §3: active attempts by deadline, a stable (deadline, run, attempt) keyset.
 CREATE INDEX attempts_deadline_due ON attempts (deadline_at_ms, run_id, id)
   WHERE deadline_at_ms IS NOT NULL AND status IN ('claimed', 'starting', 'running');
 

@@ -1,4 +1,4 @@
--- 0002: the durable cancellation dispatch record (ADR-0005 §2.1, §2.4; ADR-0456 §5; DESIGN §5).
+-- 0002: the durable cancellation dispatch record (design/dispatch §2.1, §2.4; design/postgres §D5; design/architecture §5).
 -- One row per run, bound to one attempt of that run and to the run's project; CHECKs hold the
 -- status/lease/retry/terminal shape (the same rules as lib/store/sqlite and checkStateShape()).
 
@@ -11,7 +11,7 @@ CREATE TABLE cancellation_dispatches (
   dispatch_count         bigint NOT NULL,
   next_attempt_at_ms     bigint,
   lease_owner            text,
-  -- Only the domain-separated SHA-256 of the lease token; the raw token is never stored (ADR-0456 §4).
+  -- Only the domain-separated SHA-256 of the lease token; the raw token is never stored (design/postgres §D4).
   lease_token_digest     text,
   lease_expires_at_ms    bigint,
   last_result            text,
@@ -56,6 +56,6 @@ CREATE TABLE cancellation_dispatches (
 CREATE INDEX cancellation_dispatches_retry_due ON cancellation_dispatches (next_attempt_at_ms, run_id)
   WHERE status IN ('pending', 'retry_wait');
 
--- The per-project blocked drill-down, keyset (blocked_at_ms, run_id) (DESIGN §9, ADR-0005 gate 18).
+-- The per-project blocked drill-down, keyset (blocked_at_ms, run_id) (design/dispatch §5, §6 gate 18).
 CREATE INDEX cancellation_dispatches_blocked ON cancellation_dispatches (project_id, blocked_at_ms, run_id)
   WHERE status = 'blocked';

@@ -1,4 +1,4 @@
--- 0004: management grants (ADR-0458; DESIGN §9; docs/decisions/0040): which subject holds which
+-- 0004: management grants (design/dispatch §5.1; §5; docs/decisions/0040): which subject holds which
 -- permission on which project. The runtime role may only SELECT it (lib/store/postgres/roles.ts);
 -- the migration owner writes it. Also admits the `run.cancel_dispatch_rearmed` RunEvent (gate 15).
 

@@ -1,4 +1,4 @@
--- 0005: the local execution lifecycle (ADR-0072 §2-3), the same logical schema as SQLite 0005:
+-- 0005: the local execution lifecycle (design/execution §2-3), the same logical schema as SQLite 0005:
 -- attempt events written with the terminal CAS, the receipt journal (cleanup after commit,
 -- quarantine intent before a move; rows are closed, never deleted) and the receipt-digest lookup.
 

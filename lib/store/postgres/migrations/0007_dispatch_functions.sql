@@ -21,7 +21,7 @@ CREATE FUNCTION pidfence_dispatch_json(d cancellation_dispatches) RETURNS json L
     'blockedAtMs', d.blocked_at_ms, 'createdAtMs', d.created_at_ms, 'updatedAtMs', d.updated_at_ms)
 $$;
 
--- ADR-0005 §2.2 steps 1-6; the checks in the order of claimIneligibility() and existingRecordBlocker().
+-- design/dispatch §2.2 steps 1-6; the checks in the order of claimIneligibility() and existingRecordBlocker().
 CREATE FUNCTION pidfence_claim(p_run_id text, p_attempt_id text, p_cancel_requested_at_ms bigint,
     p_owner text, p_digest text, p_lease_duration_ms bigint) RETURNS json LANGUAGE plpgsql AS $$
 DECLARE
@@ -87,7 +87,7 @@ BEGIN
 END
 $$;
 
--- ADR-0005 §2.4: same lock order; the fenced settle, the run version CAS that reserves the event
+-- design/dispatch §2.4: same lock order; the fenced settle, the run version CAS that reserves the event
 -- sequence, and the event append. p_retry_delay_ms is NULL unless the result is retryable.
 CREATE FUNCTION pidfence_record_result(p_run_id text, p_attempt_id text, p_owner text, p_digest text,
     p_expected_version bigint, p_status text, p_result text, p_retry_delay_ms bigint, p_blocked boolean,

@@ -1,4 +1,4 @@
--- 0008: run_events and management_audit are append-only history (docs/decisions/0047; ADR-0005 gate
+-- 0008: run_events and management_audit are append-only history (docs/decisions/0047; design/dispatch gate
 -- 15). The runtime role keeps SELECT and INSERT on them; UPDATE, DELETE and TRUNCATE granted to any
 -- role by this owner are taken back here, and grantRuntime() no longer grants them.
 DO $$

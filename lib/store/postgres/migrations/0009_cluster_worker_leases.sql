@@ -1,6 +1,6 @@
 -- 0009 (cluster; PostgreSQL only): remote worker sessions, the jobs a control plane hands out, and
 -- the run-dispatch lease that binds one run's attempt to one worker session under a fence that only
--- grows (docs/decisions/0100). Times are epoch ms from transaction_timestamp() (ADR-0456 §3). The
+-- grows (docs/decisions/0100). Times are epoch ms from transaction_timestamp() (design/postgres §D3). The
 -- control plane stores no PID or handle: attempts pulled by workers keep pid/handle NULL.
 
 CREATE TABLE worker_sessions (

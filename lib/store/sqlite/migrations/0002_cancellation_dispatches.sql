@@ -1,4 +1,4 @@
--- 0002: the durable cancellation dispatch record (ADR-0005 §2.1, §2.4; ADR-0456 §5; DESIGN §5).
+-- 0002: the durable cancellation dispatch record (design/dispatch §2.1, §2.4; design/postgres §D5; design/architecture §5).
 -- One row per run, bound to one attempt; CHECKs hold the status/lease/retry/terminal shape.
 
 CREATE TABLE cancellation_dispatches (
@@ -45,6 +45,6 @@ CREATE TABLE cancellation_dispatches (
 CREATE INDEX cancellation_dispatches_retry_due ON cancellation_dispatches (next_attempt_at_ms, run_id)
   WHERE status IN ('pending', 'retry_wait');
 
--- The per-project blocked drill-down, keyset (blocked_at_ms, run_id) (DESIGN §9, ADR-0005 gate 18).
+-- The per-project blocked drill-down, keyset (blocked_at_ms, run_id) (design/dispatch §5, §6 gate 18).
 CREATE INDEX cancellation_dispatches_blocked ON cancellation_dispatches (project_id, blocked_at_ms, run_id)
   WHERE status = 'blocked';

@@ -1,4 +1,4 @@
--- 0003: the management audit trail (DESIGN §5, §9; ADR-0005 gate 15): who rearmed which run, when,
+-- 0003: the management audit trail (design/architecture §5, design/dispatch §5; §6 gate 15): who rearmed which run, when,
 -- against which expected fence. Written in the same transaction as the rearm and its RunEvent.
 
 CREATE TABLE management_audit (

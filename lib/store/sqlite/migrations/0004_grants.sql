@@ -1,6 +1,6 @@
--- 0004: management grants (ADR-0458; DESIGN §9; docs/decisions/0040): which subject holds which
+-- 0004: management grants (design/dispatch §5.1; §5; docs/decisions/0040): which subject holds which
 -- permission on which project. Written only by the store owner; every management call reads it.
--- Also admits the `run.cancel_dispatch_rearmed` RunEvent written by rearm (ADR-0005 gate 15).
+-- Also admits the `run.cancel_dispatch_rearmed` RunEvent written by rearm (design/dispatch §6 gate 15).
 
 CREATE TABLE management_grants (
   subject        TEXT    NOT NULL CHECK (length(subject) BETWEEN 1 AND 128),

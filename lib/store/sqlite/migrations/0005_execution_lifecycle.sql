@@ -1,4 +1,4 @@
--- 0005: the local execution lifecycle (ADR-0072 §2-3): attempt events written with the terminal
+-- 0005: the local execution lifecycle (design/execution §2-3): attempt events written with the terminal
 -- CAS, the receipt journal (cleanup after commit, quarantine intent before a move), and the
 -- receipt-token digest lookup. New tables only: run_events keeps its 0001 shape.
 
@@ -14,7 +14,7 @@ CREATE TABLE attempt_events (
   FOREIGN KEY (run_id, attempt_id) REFERENCES attempts (run_id, id)
 ) STRICT, WITHOUT ROWID;
 
--- ADR-0072 §2: a receipt is deleted only after its terminal commit (action 'delete', written in
+-- design/execution §2: a receipt is deleted only after its terminal commit (action 'delete', written in
 -- that transaction), and an invalid one is moved only after its intent is saved ('quarantine').
 CREATE TABLE receipt_journal (
   attempt_id     TEXT    NOT NULL,
