@@ -51,7 +51,8 @@ function main(): void {
   };
   // Same process group (no detached): a stop of the launcher's group reaches the job.
   const child = spawn(order.command, order.args, { stdio: 'inherit', env: process.env });
-  child.once('error', () => finish(127, null, true));
+  // The statuses shells use: 126 found but not executable, 127 not found (or not startable at all).
+  child.once('error', (error: NodeJS.ErrnoException) => finish(['EACCES', 'EPERM', 'ENOEXEC'].includes(error.code ?? '') ? 126 : 127, null, true));
   child.once('exit', (code, signal) => finish(code, signal, false));
 }
 

@@ -13,10 +13,11 @@ import type { HeldGroups } from './held-groups';
 export type GroupLiveness = 'alive' | 'gone' | 'unproven';
 
 /**
- * Whether any process may use `pgid` as its group id now (one pass over /proc; rare path only). A
- * process whose stat cannot be read counts as a member: doubt never proves a group empty.
+ * Whether any live process may use `pgid` as its group id now (one pass over /proc; only when the
+ * leader is gone). Zombies are dead and do not count; a process whose stat cannot be read counts
+ * as a member: doubt never proves a group empty.
  */
-function groupMayHaveMembers(pgid: number): boolean {
+function groupMayHaveLiveMembers(pgid: number): boolean {
   for (const entry of readdirSync('/proc')) {
     const pid = Number(entry);
     if (!Number.isInteger(pid) || pid <= 0) continue;
@@ -26,22 +27,26 @@ function groupMayHaveMembers(pgid: number): boolean {
     } catch {
       return true;
     }
-    if (stat !== null && stat.pgid === pgid) return true;
+    if (stat !== null && stat.pgid === pgid && stat.state !== 'Z') return true;
   }
   return false;
 }
 
 export function groupLiveness(handle: string, held: HeldGroups): GroupLiveness {
-  const probe = held.probe(handle);
-  if (probe !== null) {
-    if (probe.outcome === 'already_exited') return 'gone';
-    return probe.outcome === 'signalled' ? 'alive' : 'unproven';
-  }
   let expected;
   try {
     expected = handleExpectedIdentity(parseHandle(handle));
   } catch {
     return 'unproven';
+  }
+  const probe = held.probe(handle);
+  if (probe !== null) {
+    if (probe.outcome === 'already_exited') return 'gone';
+    if (probe.outcome !== 'signalled') return 'unproven';
+    // The held group still answers; if its leader is gone, what answers may be only the leader's
+    // zombie, not yet reaped by its parent: that is no live member.
+    const leaderGone = signalVerified(expected, 0, { group: false }).outcome === 'already_exited';
+    return leaderGone && !groupMayHaveLiveMembers(expected.pid) ? 'gone' : 'alive';
   }
   const leader = signalVerified(expected, 0, { group: false });
   switch (leader.outcome) {
@@ -54,7 +59,7 @@ export function groupLiveness(handle: string, held: HeldGroups): GroupLiveness {
       // prove the old group empty, but only if the handle is genuine: stay on the safe side.
       return leader.reason === 'boot_id' ? 'gone' : 'unproven';
     case 'already_exited':
-      return groupMayHaveMembers(expected.pid) ? 'unproven' : 'gone';
+      return groupMayHaveLiveMembers(expected.pid) ? 'unproven' : 'gone';
     default:
       return 'unproven';
   }

@@ -1,5 +1,6 @@
 // The execution verbs of the CLI as real child processes on a real SQLite file (issue 07 item 7).
 import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 import test from 'ava';
@@ -23,7 +24,7 @@ test('pidfence run exits with the job\'s status and keeps command, arguments and
   const result = cli(['run', '--db', at.file, '--project', 'p1', '--', 'sh', '-c', 'echo job-output; exit 7', 'secret-arg-7f3'], { JOB_SECRET: 'hunter2-env' });
   t.is(result.status, 7);
   t.is(result.stdout, 'job-output\n', 'the job\'s own output only');
-  t.regex(result.stderr, /^pidfence: run run-[0-9a-f-]+ started \(stop it with: pidfence cancel run-[0-9a-f-]+\)\npidfence: run run-[0-9a-f-]+ failed\n$/);
+  t.regex(result.stderr, /^pidfence: run run-[0-9a-f-]+ started \(stop it with: pidfence cancel run-[0-9a-f-]+ --db \S+\)\npidfence: run run-[0-9a-f-]+ failed\n$/);
   t.false(/secret-arg|hunter2|job-output|sh -c/.test(result.stderr));
   const store = openSqliteStore(at.file);
   t.teardown(() => store.close());
@@ -31,6 +32,21 @@ test('pidfence run exits with the job\'s status and keeps command, arguments and
   t.false(/secret-arg|hunter2|job-output|sh -c/.test(dump));
   t.regex(dump, /"status":"failed"/);
   t.is(cli(['run', '--db', at.file, '--timeout', 'soon', '--', 'true']).status, 2, 'a bad duration is a usage error');
+});
+
+test('pidfence run: a missing command exits 127, a non-executable one 126, a run that timed out never exits 0, and the stop hint names --db', (t) => {
+  const at = worldDirectory(t);
+  const missing = cli(['run', '--db', at.file, '--', 'no-such-command-7f3']);
+  t.is(missing.status, 127);
+  const notExecutable = path.join(at.dir, 'not-executable.sh');
+  writeFileSync(notExecutable, '#!/bin/sh\nexit 0\n', { mode: 0o644 });
+  t.is(cli(['run', '--db', at.file, '--', notExecutable]).status, 126);
+  // TERM ends the shell's wait; the job then exits 0 on its own, after its deadline.
+  const timedOut = cli(['run', '--db', at.file, '--timeout', '300ms', '--grace', '5s', '--', 'sh', '-c', 'trap "exit 0" TERM; sleep 30 & wait']);
+  t.is(timedOut.status, 124, timedOut.stderr);
+  t.regex(timedOut.stderr, /timed_out\n$/);
+  t.regex(timedOut.stderr, new RegExp(`stop it with: pidfence cancel run-[0-9a-f-]+ --db ${at.file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\)`));
+  t.regex(cli(['run', '--db', at.file, '--grace', '2m', '--', 'true']).stderr, /--grace must be from 0\.001s to 30s; you gave 2m \(120s\)/);
 });
 
 test('pidfence cancel from another process stops a foreground pidfence run, which exits with the job\'s status', async (t) => {

@@ -11,7 +11,10 @@ import type { Command } from 'commander';
 
 import { createExecution, type CompletionOutcome } from '../../execution/index';
 import { storeOptionsAdd, type CliCommand, type CliIo, type StoreOptions } from '../command';
-import { durationParse } from '../duration';
+import { capabilities } from '../../native/index';
+import { GRACE_MS_MAX } from '../../process/index';
+import { durationParse, durationWithin } from '../duration';
+import { stopHint } from '../job-messages';
 import { executionTargetOpen } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
 import { storeTargetResolve } from '../store-target';
@@ -22,8 +25,17 @@ interface RunOptions extends StoreOptions {
   readonly grace: string;
 }
 
+/** What `timeout(1)` answers for a command it timed out: a run that timed out never exits 0. */
+export const TIMED_OUT_EXIT = 124;
+
 /** The job's status as a shell reports it: its exit code, or 128 + the signal that ended it. */
 export function exitStatusOf(outcome: CompletionOutcome): number {
+  const status = jobExitStatus(outcome);
+  const timedOut = (outcome.kind === 'completed' || outcome.kind === 'terminal') && outcome.status === 'timed_out';
+  return timedOut && status === 0 ? TIMED_OUT_EXIT : status;
+}
+
+function jobExitStatus(outcome: CompletionOutcome): number {
   if (outcome.kind === 'terminal') return outcome.status === 'succeeded' ? EXIT.ok : EXIT.failure;
   if (outcome.kind !== 'completed') return EXIT.failure;
   if (outcome.exitCode !== null) return outcome.exitCode;
@@ -34,7 +46,7 @@ export function exitStatusOf(outcome: CompletionOutcome): number {
 
 async function runAction(command: string, args: readonly string[], options: RunOptions, io: CliIo): Promise<ExitCode | number> {
   const timeoutMs = options.timeout === undefined ? undefined : durationParse(options.timeout, '--timeout');
-  const graceMs = durationParse(options.grace, '--grace');
+  const graceMs = durationWithin(options.grace, '--grace', GRACE_MS_MAX);
   const target = await executionTargetOpen(storeTargetResolve(options.db, io.env), io.env);
   let finished: ((outcome: CompletionOutcome) => void) | undefined;
   const completion = new Promise<CompletionOutcome>((resolve) => { finished = resolve; });
@@ -73,7 +85,10 @@ async function runAction(command: string, args: readonly string[], options: RunO
       return EXIT.refused;
     }
     runId = admitted.runId;
-    io.stderr.write(`pidfence: run ${runId} started (stop it with: pidfence cancel ${runId})\n`);
+    io.stderr.write(`pidfence: run ${runId} started (stop it with: ${stopHint(runId, options.db)})\n`);
+    if (capabilities().groupSignalMode === 'unsupported') {
+      io.stderr.write('pidfence: warning: this kernel or build cannot prove process identities, so neither --timeout nor cancel can stop this job; it runs to its own end.\n');
+    }
     app.start();
     const outcome = await completion;
     io.stderr.write(`pidfence: run ${runId} ${outcome.kind === 'completed' || outcome.kind === 'terminal' ? outcome.status : 'did not converge before the drain timed out'}\n`);

@@ -4,19 +4,17 @@
 // this host that are proved gone (docs/decisions/0070), then the one control timer. It acts only on
 // the jobs it owns. SIGTERM/SIGINT drain it; a failure while running (CYCLE_FAILURE_LIMIT failed
 // cycles) drains it too, within its bound.
-import { accessSync, constants as fsConstants } from 'node:fs';
-import * as path from 'node:path';
-
 import type { Command } from 'commander';
 
 import { PidfenceError } from '../../base/errors';
 import { createExecution, type ControlCycleReport } from '../../execution/index';
 import { capabilities } from '../../native/index';
 import { storeOptionsAdd, type CliCommand, type CliIo, type StoreOptions } from '../command';
-import { durationParse } from '../duration';
+import { GRACE_MS_MAX } from '../../process/index';
+import { durationWithin } from '../duration';
 import { executionTargetOpen } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { storeTargetResolve, type StoreTarget } from '../store-target';
+import { storeTargetResolve } from '../store-target';
 
 interface SuperviseOptions extends StoreOptions {
   readonly profile: string;
@@ -24,16 +22,10 @@ interface SuperviseOptions extends StoreOptions {
 }
 
 /** The checks that need no store connection; the store's own (schema, checksums) run on open. */
-function readinessRefusal(target: StoreTarget): string | null {
+function readinessRefusal(): string | null {
   const caps = capabilities();
   if (caps.groupSignalMode === 'unsupported') return 'this kernel or build cannot prove process identities (native capabilities: group signal unsupported); nothing could be stopped safely.';
-  if (target.kind === 'sqlite') {
-    try {
-      accessSync(path.dirname(target.file), fsConstants.W_OK);
-    } catch {
-      return 'the store directory is not writable by this user (store privileges).';
-    }
-  }
+  // A missing or unwritable store directory is the store's own one-sentence refusal (exit 3) on open.
   return null;
 }
 
@@ -50,9 +42,9 @@ export const superviseCommand: CliCommand = {
 };
 
 async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<ExitCode> {
-  const graceMs = durationParse(options.grace, '--grace');
+  const graceMs = durationWithin(options.grace, '--grace', GRACE_MS_MAX);
   const storeTarget = storeTargetResolve(options.db, io.env);
-  const refusal = readinessRefusal(storeTarget);
+  const refusal = readinessRefusal();
   if (refusal !== null) {
     io.stderr.write(`pidfence: supervise refused to start: ${refusal}\n`);
     return EXIT.refused;
