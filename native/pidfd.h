@@ -1,4 +1,4 @@
-// pidfd: open, prove, signal; capability probes. ADR-0005 §2.3: identity is re-proved
+// pidfd: open, prove, signal; capability probes. design/dispatch §2.3: identity is re-proved
 // before every signal, and the signal goes through the same kernel handle as the proof.
 #ifndef PIDFENCE_PIDFD_H
 #define PIDFENCE_PIDFD_H

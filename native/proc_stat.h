@@ -1,5 +1,5 @@
 // /proc/<pid>/stat: one read() into a fixed buffer, parsed from the LAST ')'.
-// ADR-0005 §2.3 (start ticks and process-group leadership are identity facts).
+// design/dispatch §2.3 (start ticks and process-group leadership are identity facts).
 #ifndef PIDFENCE_PROC_STAT_H
 #define PIDFENCE_PROC_STAT_H
 
