@@ -3,6 +3,7 @@
 // host may take over its attempts only once that identity proves it gone. PID reuse cannot fool the
 // proof: a reused PID carries another start time and pidfs inode (identity_mismatch), and another
 // boot id means every process of the old boot is gone.
+import { PidfenceError } from '../base/errors';
 import { bootId, capabilities, captureIdentity, signalVerified, type ExpectedIdentity } from '../native/index';
 import type { AdoptionProof, RunnerKind, RunnerRecord, RunnerStore } from '../store/runner-store';
 
@@ -12,9 +13,19 @@ export interface RunnerSelf {
   readonly kind: RunnerKind;
 }
 
+/**
+ * This process's identity as JSON; `{}` where identities cannot be proved (no addon, old kernel):
+ * such a runner can then be taken over only once it ended cleanly, never on a guess.
+ */
 function ownIdentityText(): string {
-  const identity = captureIdentity(process.pid);
-  if (identity === null) throw new Error('unreachable: this process is running');
+  let identity;
+  try {
+    identity = captureIdentity(process.pid);
+  } catch (error) {
+    if (error instanceof PidfenceError && error.code === 'ERR_PIDFENCE_UNSUPPORTED') return '{}';
+    throw error;
+  }
+  if (identity === null) throw new PidfenceError('this process has no identity of its own; /proc is not what it should be.', 'ERR_PIDFENCE_SYSCALL');
   const { pid, bootId: boot, startTicks, pidfsIno } = identity;
   return JSON.stringify(pidfsIno === undefined ? { pid, bootId: boot, startTicks } : { pid, bootId: boot, startTicks, pidfsIno });
 }

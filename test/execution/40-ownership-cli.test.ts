@@ -118,3 +118,21 @@ for (const signals of [['SIGHUP'], ['SIGTERM'], ['SIGINT', 'SIGINT']] as const) 
     t.is(await runStatus(at.file, run.runId), 'cancelled');
   });
 }
+
+test.serial('an unknown stop result writes no false terminal: without the addon a timed-out job runs to its own end, warned about, and the run then exits 124', async (t) => {
+  const at = worldDirectory(t);
+  const run = cliProcess(t, ['run', '--db', at.file, '--timeout', '300ms', '--', 'sleep', '2'], { PIDFENCE_NO_ADDON: '1' });
+  const started = await run.waitForLine(/run (run-[0-9a-f-]+) started/, 15_000);
+  const runId = /run (run-[0-9a-f-]+) started/.exec(started)?.[1] ?? '';
+  await run.waitForLine(/warning: .*neither --timeout nor cancel can stop this job/, 5_000);
+  await delay(1_200);
+  const store = openSqliteStore(at.file);
+  try {
+    t.like(await store.runStore.getRun(runId), { status: 'running', cancelReason: 'timeout' }, 'intent, but no terminal state while the job runs');
+    t.false((await store.runStore.listEvents(runId)).some((event) => event.type === 'run.terminal'));
+  } finally {
+    store.close();
+  }
+  t.is((await run.exited).code, 124);
+  t.true(run.lines.includes(`pidfence: run ${runId} timed_out`));
+});
