@@ -1,13 +1,15 @@
 // Issue 13 items 3-6, 8 and 9 on a real SQLite store with real jobs: launcher death is not job death
 // (docs/decisions/0071), every drain has a hard bound, completions come before stops, `timed_out`
 // end to end, the launcher's argv holds no command, and the admission undo.
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 
 import test from 'ava';
 
 import { captureIdentity, signalVerified } from '../../lib/native/index';
 import { parseHandle } from '../../lib/process/index';
-import { runnerGoneProof } from '../../lib/execution/index';
+import { resolveHostId, runnerGoneProof } from '../../lib/execution/index';
 import { receiptTokenDigest, receiptWriteAtomic } from '../../lib/execution/receipts';
 import type { RunnerRecord } from '../../lib/store/runner-store';
 import { groupMembers, reapGroupAtEnd } from '../helpers/job-groups';
@@ -198,4 +200,20 @@ test('a runner is proved gone only by a clean end, its exit, a reused PID or ano
   await child.stop();
   t.is(runnerGoneProof(record(childIdentity), self), 'exited');
   t.is(runnerGoneProof(record(childIdentity, { runnerId: 'rnr-self' }), self), null, 'never itself');
+});
+
+test('the host id: the machine id never as it is, PIDFENCE_HOST_ID when set, else one id created once in the state directory', (t) => {
+  const state = mkdtempSync(path.join(tmpdir(), 'pidfence-host-'));
+  t.teardown(() => rmSync(state, { recursive: true, force: true }));
+  const fromMachine = resolveHostId({});
+  t.regex(fromMachine, /^h-[0-9a-f]{32}$/);
+  t.false(fromMachine.includes(readFileSync('/etc/machine-id', 'utf8').trim()), 'never the machine id itself');
+  t.is(resolveHostId({ PIDFENCE_HOST_ID: 'rack-7.node-3' }), 'rack-7.node-3');
+  t.throws(() => resolveHostId({ PIDFENCE_HOST_ID: 'two words' }), { code: 'ERR_PIDFENCE_INVALID_HOST_ID' } as never);
+  // No machine id (a container image): one random id, created once and then read back.
+  const first = resolveHostId({ XDG_STATE_HOME: state }, []);
+  t.regex(first, /^h-[0-9a-f]{32}$/);
+  t.not(first, fromMachine);
+  t.is(resolveHostId({ XDG_STATE_HOME: state }, []), first, 'stable across runs');
+  t.is((statSync(path.join(state, 'pidfence', 'host-id')).mode & 0o777), 0o600);
 });
