@@ -135,7 +135,11 @@ export class ControlLifecycle {
     for (const ref of noticed) completed += this.#report(ref, await processor.process(ref));
     const page = await this.#activePage();
     for (const item of page.items) completed += this.#report(item, await processor.process(item));
-    for (const ref of [...(this.#options.watched?.() ?? [])]) completed += this.#report(ref, await processor.process(ref));
+    // Watched attempts the page just looked at need no second look this cycle.
+    const looked = new Set(page.items.map((item) => item.attemptId));
+    for (const ref of [...(this.#options.watched?.() ?? [])]) {
+      if (!looked.has(ref.attemptId)) completed += this.#report(ref, await processor.process(ref));
+    }
     const deadlines = await this.#options.deadlines.runPage();
     const dispatch = await this.#options.dispatch.runCycle();
     const cleaned = await this.#cleanupIfDue();
