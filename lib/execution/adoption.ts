@@ -53,7 +53,9 @@ export async function stopOrphanedRun(request: OrphanStopRequest): Promise<Orpha
   if (owner.runner.hostId !== runner.hostId) return { kind: 'owner_elsewhere' };
   const proof = owner.runner.runnerId === runner.runnerId ? null : runnerGoneProof(owner.runner, runner);
   if (proof === null) return { kind: 'owner_alive' };
-  await runnerStore.adoptAttempts({ fromRunnerId: owner.runner.runnerId, toRunnerId: runner.runnerId, proof, runId });
+  // A second `cancel` racing for the same orphan loses the CAS: the winner, alive, stops it.
+  const adopted = await runnerStore.adoptAttempts({ fromRunnerId: owner.runner.runnerId, toRunnerId: runner.runnerId, proof, runId });
+  if (adopted === 0) return { kind: 'owner_alive' };
   const ref = { runId, attemptId: owner.attemptId };
   request.watch(ref);
   const deadline = Date.now() + request.boundMs;

@@ -136,3 +136,20 @@ test.serial('an unknown stop result writes no false terminal: without the addon 
   t.is((await run.exited).code, 124);
   t.true(run.lines.includes(`pidfence: run ${runId} timed_out`));
 });
+
+test.serial('two cancels race for one orphan: one takes it over and stops it, the other says its runner stops it', async (t) => {
+  const at = worldDirectory(t);
+  const run = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+  await grantCancelOnSqlite(at.file);
+  await until(() => groupMembers(run.pgid).length === 2, 10_000, 'launcher and job');
+  t.is(signalVerified(run.job.identity, 'SIGKILL', { group: false }).outcome, 'signalled');
+  await run.job.exited;
+  const [first, second] = await Promise.all([cancel(t, at.file, run.runId), cancel(t, at.file, run.runId)]);
+  t.deepEqual([first.code, second.code], [0, 0]);
+  const lines = [...first.lines, ...second.lines];
+  t.is(lines.length, 2, lines.join('\n'));
+  t.is(lines.filter((line) => line.includes('this command stopped the job itself (cancelled)')).length, 1, 'exactly one took it over');
+  t.true(lines.some((line) => line === `${run.runId} already has a cancel request (user); kept as it is` || line === `cancel requested for ${run.runId}; its runner stops the job`), lines.join('\n'));
+  t.is(groupMembers(run.pgid).length, 0);
+  t.is(await runStatus(at.file, run.runId), 'cancelled');
+});

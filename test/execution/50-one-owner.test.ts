@@ -9,7 +9,7 @@ import test from 'ava';
 
 import { captureIdentity, signalVerified } from '../../lib/native/index';
 import { parseHandle } from '../../lib/process/index';
-import { resolveHostId, runnerGoneProof } from '../../lib/execution/index';
+import { resolveHostId, runnerGoneProof, stopOrphanedRun } from '../../lib/execution/index';
 import { receiptTokenDigest, receiptWriteAtomic } from '../../lib/execution/receipts';
 import type { RunnerRecord } from '../../lib/store/runner-store';
 import { groupMembers, reapGroupAtEnd } from '../helpers/job-groups';
@@ -216,4 +216,32 @@ test('the host id: the machine id never as it is, PIDFENCE_HOST_ID when set, els
   t.not(first, fromMachine);
   t.is(resolveHostId({ XDG_STATE_HOME: state }, []), first, 'stable across runs');
   t.is((statSync(path.join(state, 'pidfence', 'host-id')).mode & 0o777), 0o600);
+});
+
+test('a cancel that loses the takeover of an orphan to another runner does not claim to have stopped it', async (t) => {
+  const world = openWorld(t);
+  const other = openWorld(t, { at: { dir: world.dir, file: world.file, receipts: world.receipts } });
+  const winner = await world.app.open();
+  const loser = await other.app.open();
+  const gone = spawnJob(t, 'sleep', ['30']);
+  const { pgid: _pgid, ...goneIdentity } = gone.identity;
+  await gone.stop();
+  await world.store.runnerStore.registerRunner({ runnerId: 'rnr-gone', hostId: winner.hostId, kind: 'run', identity: JSON.stringify(goneIdentity) });
+  await world.store.runStore.createRun({ runId: 'run-orphan', projectId: 'p1' });
+  await world.store.runStore.createAttempt({ runId: 'run-orphan', attemptId: 'run-orphan-a1', runnerId: 'rnr-gone' });
+  await world.store.runStore.requestCancellation({ runId: 'run-orphan', reason: 'user', eventId: 'evt-orphan' });
+  // The winner takes the orphan over between the loser's look at its owner and the loser's takeover.
+  const racedStore = overriding(other.store.runnerStore, {
+    activeAttemptOwner: async (runId: string) => {
+      const owner = await other.store.runnerStore.activeAttemptOwner(runId);
+      await world.store.runnerStore.adoptAttempts({ fromRunnerId: 'rnr-gone', toRunnerId: winner.runnerId, proof: 'exited', runId });
+      return owner;
+    },
+  });
+  const outcome = await stopOrphanedRun({
+    runnerStore: racedStore, runner: loser, runId: 'run-orphan', lifecycle: other.app.lifecycle, processor: other.app.processor,
+    boundMs: 1_000, watch: () => undefined, onCompleted: () => undefined,
+  });
+  t.deepEqual(outcome, { kind: 'owner_alive' });
+  t.like(await world.store.runStore.getAttempt('run-orphan', 'run-orphan-a1'), { status: 'claimed' }, 'the loser ended nothing');
 });
