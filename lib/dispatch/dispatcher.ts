@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 
+import { monotonicNow, secondsSince } from '../base/elapsed';
 import { PidfenceRangeError } from '../base/errors';
 import { GRACE_MS_MAX, handlePlatform, type TerminationResult } from '../process/index';
 import {
@@ -23,6 +24,7 @@ import {
 import type { DispatchRepository } from '../store/dispatch-repository';
 import type { RunStore } from '../store/run-store';
 import type { ControllerRegistry } from './controller-registry';
+import { observerOf, type DispatchObserver } from './observer';
 
 /**
  * Time the result transaction may still need after the controller returned. The lease must cover
@@ -62,6 +64,8 @@ export interface DispatcherOptions {
   /** Stable lease-owner id of this dispatcher (a replica id); defaultOwnerId() when omitted. */
   readonly owner?: string;
   readonly backoff?: BackoffPolicy;
+  /** Told of claims, answers, results and stale fences (metrics, docs/decisions/0110); default: nothing. */
+  readonly observer?: Partial<DispatchObserver>;
   /** TEST ONLY, see DispatcherTestHooks. */
   readonly testHooks?: DispatcherTestHooks;
 }
@@ -95,6 +99,7 @@ export class Dispatcher {
   readonly #controllers: ControllerRegistry;
   readonly #backoff: BackoffPolicy;
   readonly #hooks: DispatcherTestHooks;
+  readonly #observer: DispatchObserver;
 
   constructor(options: DispatcherOptions) {
     this.owner = validateOwner(options.owner ?? defaultOwnerId());
@@ -115,11 +120,13 @@ export class Dispatcher {
     this.#repository = options.repository;
     this.#runStore = options.runStore;
     this.#hooks = options.testHooks ?? {};
+    this.#observer = observerOf(options.observer);
   }
 
   /** Claim → controller → recordResult for one due run. Store failures reject; controller failures are results. */
   async dispatch(target: DispatchTarget): Promise<DispatchOutcome> {
     const token = createLeaseToken();
+    const claimStarted = monotonicNow();
     const claim = await this.#repository.claim({
       runId: target.runId,
       attemptId: target.attemptId,
@@ -128,21 +135,29 @@ export class Dispatcher {
       token,
       leaseDurationMs: this.leaseDurationMs,
     });
+    const claimSeconds = secondsSince(claimStarted);
+    this.#observer.onClaim(claim.kind);
     if (claim.kind !== 'claimed') return { kind: 'not_claimed', claim: claim.kind };
 
     const fence: DispatchFence = { runId: target.runId, attemptId: target.attemptId, owner: this.owner, token, expectedVersion: claim.record.version };
     await this.#hooks.afterClaim?.(fence);
     const result = await this.#callController(target);
+    this.#observer.onControllerAnswer(result);
     await this.#hooks.afterControllerCall?.(fence, result);
 
     const retryable = classifyResult(result).retryable;
+    const settleStarted = monotonicNow();
     const recorded = await this.#repository.recordResult({
       ...fence,
       result,
       eventId: `evt-${randomUUID()}`,
       ...(retryable ? { retryDelayMs: backoffDelayMs(claim.record.dispatchCount, this.#backoff) } : {}),
     });
-    if (recorded.kind === 'stale_fence') return { kind: 'stale_fence', result };
+    if (recorded.kind === 'stale_fence') {
+      this.#observer.onStaleFence();
+      return { kind: 'stale_fence', result };
+    }
+    this.#observer.onSettled(result, claimSeconds + secondsSince(settleStarted));
     return { kind: 'recorded', result, status: recorded.record.status as SettledStatus, dispatchCount: recorded.record.dispatchCount };
   }
 

@@ -5,7 +5,10 @@
 // takes over those of runners of its host that are proved gone.
 import { randomUUID } from 'node:crypto';
 
-import { ControllerRegistry, Dispatcher, LEASE_SETTLE_MARGIN_MS, LOCAL_PROFILES, Supervisor, profile as profileNamed, type DiagnosticsCallback, type DispatchOutcome, type DispatchTarget } from '../dispatch/index';
+import {
+  ControllerRegistry, Dispatcher, LEASE_SETTLE_MARGIN_MS, LOCAL_PROFILES, Supervisor, observerOf, profile as profileNamed,
+  type DiagnosticsCallback, type DispatchObserver, type DispatchOutcome, type DispatchTarget,
+} from '../dispatch/index';
 import { diagnosticCode } from '../dispatch/diagnostics';
 import { HeldGroups, LocalProcessController } from '../process/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
@@ -58,6 +61,8 @@ export interface ExecutionOptions {
   readonly onStopped?: (ref: AttemptRef, result: string) => void;
   /** Dispatch lease owner id (default: host/pid/random). */
   readonly owner?: string;
+  /** Told of claims, results, cycles, signals and cancel-to-exit times (metrics, docs/decisions/0110). */
+  readonly observer?: Partial<DispatchObserver>;
 }
 
 export interface ExecutionApplication {
@@ -94,14 +99,16 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
   const runner: RunnerSelf = { runnerId: `rnr-${randomUUID()}`, hostId: resolveHostId(options.env), kind: options.runnerKind ?? 'supervise' };
   const { runnerId } = runner;
   const heldGroups = new HeldGroups();
-  const controller = new LocalProcessController({ heldGroups });
+  const observer = observerOf(options.observer);
+  const controller = new LocalProcessController({ heldGroups, onSignal: (signal) => observer.onSignal(signal) });
   const dispatcher = new Dispatcher({
     repository, runStore, controllers: new ControllerRegistry([controller]), graceMs,
     leaseDurationMs: controller.boundMs(graceMs) + LEASE_SETTLE_MARGIN_MS + 1_000,
     owner: options.owner ?? runnerId,
+    observer,
   });
   const notices = new CompletionNotices();
-  const processor = new CompletionProcessor({ runStore, executionStore, receiptDirectory, heldGroups });
+  const processor = new CompletionProcessor({ runStore, executionStore, receiptDirectory, heldGroups, observer });
   const completeFirst = async (ref: AttemptRef): Promise<boolean> => {
     const outcome = await processor.process(ref);
     if (outcome.kind === 'completed') completed(ref, outcome);
@@ -121,7 +128,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
       return outcome;
     },
   };
-  const supervisor = new Supervisor({ repository, dispatcher: stops, pageSize: profile.pageSize, pagesPerCycle: 1, runnerId, completeFirst });
+  const supervisor = new Supervisor({ repository, dispatcher: stops, pageSize: profile.pageSize, pagesPerCycle: 1, runnerId, completeFirst, observer });
   const admission = new Admission({ runStore, notices, receiptDirectory, runnerId, heldGroups });
   const admitted = new Map<string, AttemptRef>();
   const completed = (ref: AttemptRef, outcome: CompletionOutcome): void => {
