@@ -110,6 +110,8 @@ export interface SummaryCounts {
   readonly blockingResults: BlockingCounts;
   /** Due (or lease-expired) records older than the overdue bound. */
   readonly overdue: number;
+  /** The project's attempts whose job is running (a count, never which). */
+  readonly running: number;
 }
 
 export type Assessment = 'clear' | 'converging' | 'attention_required';

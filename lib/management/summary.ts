@@ -24,6 +24,8 @@ export interface ProjectSummary {
   /** Due or lease-expired dispatches older than overdueAfterMs: the dispatcher is not keeping up. */
   readonly overdue: number;
   readonly overdueAfterMs: number;
+  /** Jobs of the project running now (attempts in `running`). */
+  readonly running: number;
   readonly assessment: Assessment;
 }
 
@@ -51,6 +53,7 @@ export function checkedSummary(projectId: string, counts: SummaryCounts, overdue
     blockingResults: { ...counts.blockingResults },
     overdue: counts.overdue,
     overdueAfterMs,
+    running: counts.running,
     assessment,
   };
 }
@@ -62,4 +65,13 @@ export async function projectSummary(store: ManagementStore, principal: Principa
   if (!counts.permitted) throw notPermitted(principal.subject, 'run.read', id);
   await authorizeImpersonation(store, principal, id);
   return checkedSummary(id, counts, overdueAfterMs);
+}
+
+/**
+ * The summary of a project the process's operator listed for metrics (docs/decisions/0112): read
+ * with no principal and no grant, because the operator who starts the server chose to export it.
+ */
+export async function exportedSummary(store: Pick<ManagementStore, 'summaryCounts'>, projectId: string, overdueAfterMs: number): Promise<ProjectSummary> {
+  const id = validateId(projectId, 'projectId');
+  return checkedSummary(id, await store.summaryCounts(null, id, overdueAfterMs), overdueAfterMs);
 }

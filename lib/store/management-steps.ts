@@ -36,7 +36,8 @@ const BLOCKING_ALIASES: Readonly<Record<string, string>> = { identity_mismatch: 
 const countWhere = (condition: string, alias: string): string => `COALESCE(SUM(CASE WHEN ${condition} THEN 1 ELSE 0 END), 0) AS "${alias}"`;
 
 /**
- * design/dispatch §5.2-5.3: one statement returns the subject's run.read, the database time and every count,
+ * design/dispatch §5.2-5.3: one statement returns the subject's run.read (none for a null subject: the
+ * operator's metrics allowlist, docs/decisions/0112), the database time and every count,
  * so `pidfence status` sends exactly one query. Blocking results are counted among blocked rows only,
  * which is what makes the cross-check (they add up to `blocked`) meaningful.
  */
@@ -48,8 +49,19 @@ export function summarySql(p: SqlParams<'subject' | 'projectId' | 'overdueAfterM
     COUNT(*) AS "total",
     ${DISPATCH_STATUSES.map((status) => countWhere(`status = '${status}'`, STATE_ALIASES[status] ?? status)).join(',\n    ')},
     ${BLOCKING_RESULTS.map((result) => countWhere(`status = 'blocked' AND last_result = '${result}'`, BLOCKING_ALIASES[result] ?? result)).join(',\n    ')},
-    ${countWhere(`(status IN ('pending', 'retry_wait') AND next_attempt_at_ms < ${overdueBefore}) OR (status = 'leased' AND lease_expires_at_ms < ${overdueBefore})`, 'overdue')}
+    ${countWhere(`(status IN ('pending', 'retry_wait') AND next_attempt_at_ms < ${overdueBefore}) OR (status = 'leased' AND lease_expires_at_ms < ${overdueBefore})`, 'overdue')},
+    (${runningJobsSql(p.projectId)}) AS "running"
   FROM cancellation_dispatches WHERE project_id = ${p.projectId}`;
+}
+
+/**
+ * The project's running jobs: its attempts in `running`. The repeated active-status term lets both
+ * databases read the partial index of active attempts (as many rows as jobs are alive, whatever the
+ * history), then each run by its key.
+ */
+function runningJobsSql(projectId: string): string {
+  return `SELECT COUNT(*) FROM attempts JOIN runs ON runs.id = attempts.run_id
+      WHERE attempts.status IN ('claimed', 'starting', 'running') AND attempts.status = 'running' AND runs.project_id = ${projectId}`;
 }
 
 /**
@@ -95,7 +107,9 @@ function count(row: Readonly<Record<string, unknown>>, alias: string): number {
 export function summaryCountsOf(row: Readonly<Record<string, unknown>>): SummaryCounts {
   const states = Object.fromEntries(DISPATCH_STATUSES.map((status) => [status, count(row, STATE_ALIASES[status] ?? status)])) as unknown as StateCounts;
   const blockingResults = Object.fromEntries(BLOCKING_RESULTS.map((result) => [result, count(row, BLOCKING_ALIASES[result] ?? result)])) as unknown as BlockingCounts;
-  return { permitted: count(row, 'permitted') > 0, asOfMs: count(row, 'asOfMs'), total: count(row, 'total'), states, blockingResults, overdue: count(row, 'overdue') };
+  return {
+    permitted: count(row, 'permitted') > 0, asOfMs: count(row, 'asOfMs'), total: count(row, 'total'), states, blockingResults, overdue: count(row, 'overdue'), running: count(row, 'running'),
+  };
 }
 
 /**

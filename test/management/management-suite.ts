@@ -243,8 +243,9 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const summary = await plane.summary(project);
     t.deepEqual(summary.states, { pending: 0, leased: 1, retry_wait: 1, dispatched: 1, blocked: 3 });
     t.deepEqual(summary.blockingResults, { identity_mismatch: 2, pid_mismatch: 0, unsupported: 0, invalid: 1 });
-    t.like(summary, { projectId: project, total: 6, overdue: 0, assessment: 'attention_required' });
-    t.deepEqual(Object.keys(summary).sort(), ['asOfMs', 'assessment', 'blockingResults', 'overdue', 'overdueAfterMs', 'projectId', 'states', 'total']);
+    // Every fixture's job is still running (nothing completed its attempt); the other project's is not counted.
+    t.like(summary, { projectId: project, total: 6, overdue: 0, running: 6, assessment: 'attention_required' });
+    t.deepEqual(Object.keys(summary).sort(), ['asOfMs', 'assessment', 'blockingResults', 'overdue', 'overdueAfterMs', 'projectId', 'running', 'states', 'total']);
     t.false(/"run-|worker-7/.test(JSON.stringify(summary)), 'no run, attempt or lease identity');
   });
 

@@ -73,3 +73,13 @@ test('the blocked page statement is bound to the per-project partial index (INDE
   t.true(plan.some((row) => /USING (COVERING )?INDEX cancellation_dispatches_blocked \(project_id=\? AND /.test(row.detail)), JSON.stringify(plan));
   t.false(plan.some((row) => /^SCAN cancellation_dispatches\b(?! USING)/.test(row.detail)));
 });
+
+test('the summary counts running jobs from the partial index of active attempts, never a scan of every attempt [sqlite]', async (t) => {
+  const world = await openWorld();
+  t.teardown(() => world.close());
+  const { MANAGEMENT_SQL } = await import('../../lib/store/sqlite/management-statements');
+  const plan = (world.database.prepare(`EXPLAIN QUERY PLAN ${MANAGEMENT_SQL.summary}`).all({ subject: null, projectId: 'p', overdueAfterMs: 1, nowMs: 1 }) as Array<{ detail: string }>).map((row) => row.detail);
+  t.true(plan.some((detail) => /attempts USING (COVERING )?INDEX attempts_one_active/.test(detail)), plan.join('; '));
+  t.false(plan.some((detail) => /^SCAN attempts\b(?! USING)/.test(detail)));
+  t.true(plan.some((detail) => /^SEARCH runs USING/.test(detail)), 'each run is found by its key');
+});

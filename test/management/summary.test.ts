@@ -12,6 +12,7 @@ const counts = (overrides: Partial<SummaryCounts> = {}): SummaryCounts => ({
   states: { pending: 0, leased: 0, retry_wait: 0, dispatched: 0, blocked: 0 },
   blockingResults: { identity_mismatch: 0, pid_mismatch: 0, unsupported: 0, invalid: 0 },
   overdue: 0,
+  running: 0,
   ...overrides,
 });
 

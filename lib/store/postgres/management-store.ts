@@ -70,7 +70,7 @@ export class PostgresManagementStore implements ManagementStore {
     return { kind: 'rearmed', inspection, event };
   }
 
-  async summaryCounts(subject: string, projectId: string, overdueAfterMs: number): Promise<SummaryCounts> {
+  async summaryCounts(subject: string | null, projectId: string, overdueAfterMs: number): Promise<SummaryCounts> {
     const [row] = await inTransaction(this.#pool, 'summary', (tx) => tx.rows(MANAGEMENT_SQL.summary, [subject, projectId, overdueAfterMs]));
     if (row === undefined) throw new Error('the summary statement returned no row');
     return summaryCountsOf(row);

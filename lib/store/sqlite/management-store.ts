@@ -87,7 +87,7 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
     return { kind: 'rearmed', inspection, event };
   }
 
-  async summaryCounts(subject: string, projectId: string, overdueAfterMs: number): Promise<SummaryCounts> {
+  async summaryCounts(subject: string | null, projectId: string, overdueAfterMs: number): Promise<SummaryCounts> {
     return this.#guard('summary', () => summaryCountsOf(this.#sql.summary.get({ subject, projectId, overdueAfterMs, nowMs: readClock(this.#clock) }) as Record<string, unknown>));
   }
 
