@@ -5,33 +5,13 @@ import test from 'ava';
 
 import { signalVerified } from '../../lib/native/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
-import { groupMembers, handleGroup } from '../helpers/job-groups';
+import { groupMembers } from '../helpers/job-groups';
 import { delay } from '../helpers/processes';
-import { cancel, cliProcess, grantCancelOnSqlite, startRun } from './cli-runs';
+import { cancel, cliProcess, grantCancelOnSqlite, orphanedRun, runStatus, sqliteHandle, startRun } from './cli-runs';
 import { until, worldDirectory } from './world';
 
 /** Ten children that ignore TERM, HUP and INT: only KILL ends them. */
 const STUBBORN_JOB = ['sh', '-c', 'trap "" TERM HUP INT; for i in 1 2 3 4 5 6 7 8 9 10; do sleep 30 & done; wait'];
-
-function sqliteHandle(file: string): (runId: string) => Promise<number> {
-  return async (runId) => {
-    const store = openSqliteStore(file);
-    try {
-      return handleGroup((await store.runStore.getAttempt(runId, `${runId}-a1`))?.handle ?? '');
-    } finally {
-      store.close();
-    }
-  };
-}
-
-async function runStatus(file: string, runId: string): Promise<string | undefined> {
-  const store = openSqliteStore(file);
-  try {
-    return (await store.runStore.getRun(runId))?.status;
-  } finally {
-    store.close();
-  }
-}
 
 test.serial('run plus supervise on one store: SIGTERM the supervise and the foreground run\'s job is untouched', async (t) => {
   const at = worldDirectory(t);
@@ -72,11 +52,8 @@ test.serial('run plus a second runner, with cancel: the run exits with the job\'
 
 test.serial('SIGKILL the run: its job lives on, a cancel stops it itself and says so; a later supervise adopts the next one', async (t) => {
   const at = worldDirectory(t);
-  const first = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+  const first = await orphanedRun(t, at.file);
   await grantCancelOnSqlite(at.file);
-  await until(() => groupMembers(first.pgid).length === 2, 10_000, 'launcher and job');
-  t.is(signalVerified(first.job.identity, 'SIGKILL', { group: false }).outcome, 'signalled');
-  await first.job.exited;
   t.is(groupMembers(first.pgid).length, 2, 'the launcher and the job outlive their runner');
   const cancelled = await cancel(t, at.file, first.runId);
   t.is(cancelled.code, 0);
@@ -84,10 +61,7 @@ test.serial('SIGKILL the run: its job lives on, a cancel stops it itself and say
   t.is(groupMembers(first.pgid).length, 0);
   t.is(await runStatus(at.file, first.runId), 'cancelled');
 
-  const second = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
-  await until(() => groupMembers(second.pgid).length === 2, 10_000, 'launcher and job');
-  t.is(signalVerified(second.job.identity, 'SIGKILL', { group: false }).outcome, 'signalled');
-  await second.job.exited;
+  const second = await orphanedRun(t, at.file);
   const supervisor = cliProcess(t, ['supervise', '--db', at.file, '--grace', '300ms']);
   await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
   const store = openSqliteStore(at.file);

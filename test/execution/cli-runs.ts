@@ -4,8 +4,10 @@ import path from 'node:path';
 
 import type { ExecutionContext } from 'ava';
 
-import { reapGroupAtEnd } from '../helpers/job-groups';
+import { signalVerified } from '../../lib/native/index';
+import { groupMembers, handleGroup, reapGroupAtEnd } from '../helpers/job-groups';
 import { spawnJob, type Job } from '../helpers/processes';
+import { until } from './world';
 
 /** The CLI under test; PIDFENCE_TEST_CLI points another build at the same tests. */
 export const CLI = process.env.PIDFENCE_TEST_CLI ?? path.resolve(__dirname, '..', '..', 'lib', 'cli', 'main.js');
@@ -64,4 +66,38 @@ export async function grantCancelOnPostgres(ownerUrl: string, runtimeRole: strin
   } finally {
     await administration.close();
   }
+}
+
+/** The job group of a run on a SQLite store, read from its only attempt's handle (for startRun). */
+export function sqliteHandle(file: string): (runId: string) => Promise<number> {
+  return async (runId) => {
+    const { openSqliteStore } = await import('../../lib/store/sqlite/index');
+    const store = openSqliteStore(file);
+    try {
+      return handleGroup((await store.runStore.getAttempt(runId, `${runId}-a1`))?.handle ?? '');
+    } finally {
+      store.close();
+    }
+  };
+}
+
+/** The status of a run on a SQLite store. */
+export async function runStatus(file: string, runId: string): Promise<string | undefined> {
+  const { openSqliteStore } = await import('../../lib/store/sqlite/index');
+  const store = openSqliteStore(file);
+  try {
+    return (await store.runStore.getRun(runId))?.status;
+  } finally {
+    store.close();
+  }
+}
+
+/** A `pidfence run` of `sleep 30` whose runner was SIGKILLed: its job lives on, orphaned (docs/decisions/0070). */
+export async function orphanedRun(t: ExecutionContext, file: string): Promise<CliRun> {
+  const run = await startRun(t, file, sqliteHandle(file), ['sleep', '30']);
+  await until(() => groupMembers(run.pgid).length === 2, 10_000, 'launcher and job');
+  const killed = signalVerified(run.job.identity, 'SIGKILL', { group: false }).outcome;
+  if (killed !== 'signalled') throw new Error(`the runner could not be killed: ${killed}`);
+  await run.job.exited;
+  return run;
 }

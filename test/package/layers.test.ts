@@ -1,5 +1,6 @@
 // design/architecture §2: imports point one way. Every file under lib/ may import only the layers listed for
 // its own layer; the two stores never import each other, and nothing below cli imports cli.
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import test from 'ava';
@@ -26,8 +27,12 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   dispatch: ['base', 'contract', 'native', 'process', 'store'],
   management: ['base', 'contract', 'dispatch', 'store'],
   execution: ['base', 'contract', 'native', 'process', 'store', 'store/sqlite', 'store/postgres', 'dispatch', 'management'],
-  cluster: ['base', 'contract', 'native', 'process', 'store', 'store/sqlite', 'store/postgres', 'dispatch', 'management', 'execution'],
-  cli: ['base', 'contract', 'native', 'process', 'store', 'store/sqlite', 'store/postgres', 'dispatch', 'management', 'execution', 'cluster'],
+  // prom-client's only home (docs/decisions/0110): fed by the dispatch observer, loaded on demand.
+  metrics: ['base', 'contract', 'dispatch'],
+  // The status page and the supervise metrics server (docs/decisions/0111): reads through management.
+  web: ['base', 'contract', 'store', 'management'],
+  cluster: ['base', 'contract', 'native', 'process', 'store', 'store/sqlite', 'store/postgres', 'dispatch', 'management', 'execution', 'metrics', 'web'],
+  cli: ['base', 'contract', 'native', 'process', 'store', 'store/sqlite', 'store/postgres', 'dispatch', 'management', 'execution', 'cluster', 'metrics', 'web'],
   root: ['base', 'native'],
 };
 
@@ -65,4 +70,22 @@ test('the rule is live: an upward import would be reported', (t) => {
   t.false(ALLOWED.native?.includes('process'));
   t.is(importedLayer(path.join(LIB, 'store', 'sqlite', 'index.ts'), '../postgres/index'), 'store/postgres');
   t.false(ALLOWED['store/sqlite']?.includes('store/postgres'));
+});
+
+test('lib/metrics (prom-client) is only ever imported on demand: no static import of it outside its folder (docs/decisions/0110)', (t) => {
+  const staticImports: string[] = [];
+  let dynamic = 0;
+  for (const file of sources(LIB)) {
+    if (layerOf(file) === 'metrics') continue;
+    const text = readFileSync(file, 'utf8');
+    for (const match of text.matchAll(/\b(?:import|export)(\s+type)?\s[^;]*?\bfrom\s+'([^']+)'|\bimport\(\s*'([^']+)'\s*\)/g)) {
+      const specifier = match[2] ?? match[3] ?? '';
+      if (importedLayer(file, specifier) !== 'metrics' && specifier !== 'prom-client') continue;
+      // `import type` is erased by the compiler: it loads nothing.
+      if (match[3] !== undefined) dynamic++;
+      else if (match[1] === undefined) staticImports.push(`${path.relative(LIB, file)}: ${specifier}`);
+    }
+  }
+  t.deepEqual(staticImports, []);
+  t.true(dynamic >= 2, `the control plane and supervise load metrics on demand (${dynamic} found)`);
 });
