@@ -55,6 +55,8 @@ const ALLOWED = [
   /^native\/tools\/source-digest\.js$/,
   /^prebuilds\/linux-(x64|arm64)\/pidfence\.(glibc|musl)\.node$/,
   /^docs\/(benchmarks|gates)\.md$/,
+  /^docs\/prometheus-rules\.yml$/,
+  /^docs\/status-page\.png$/,
   /^docs\/decisions\/\d{4}-[a-z0-9-]+\.md$/,
   /^docs\/design\/[a-zA-Z0-9-]+\.md$/,
 ];
