@@ -40,7 +40,7 @@ a { color: #1f5fbf; } .muted { color: #5b6475; font-size: .9rem; } .none { color
 .count { flex: 1 1 7rem; border: 1px solid #e6e9ef; border-radius: 8px; padding: .5rem .75rem; background: #fbfcfd; }
 .count b { display: block; font-size: 1.5rem; } .count span { color: #5b6475; font-size: .85rem; }
 table { border-collapse: collapse; width: 100%; background: #fff; } th, td { text-align: left; padding: .4rem .6rem; border-bottom: 1px solid #e6e9ef; }
-th { font-size: .85rem; color: #5b6475; font-weight: 600; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+th { font-size: .85rem; color: #5b6475; font-weight: 600; } .n { text-align: right; font-variant-numeric: tabular-nums; }
 .pager { margin: 1rem 0; display: flex; gap: 1rem; align-items: center; }
 form input { font: inherit; padding: .3rem .5rem; } form button { font: inherit; padding: .3rem .8rem; }
 code { background: #eef1f5; padding: .1rem .3rem; border-radius: 4px; font-size: .85rem; }
