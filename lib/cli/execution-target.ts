@@ -7,14 +7,14 @@ import * as path from 'node:path';
 
 import type { ExecutionStores } from '../execution/index';
 import type { ManagementStore } from '../store/management-store';
-import { sqliteOpen, type StoreTarget } from './store-target';
+import { openSqlite, type StoreTarget } from './store-target';
 
 export interface ExecutionTarget {
   readonly stores: ExecutionStores;
   /** Where the completion receipts of this store live on this host. */
   readonly receiptDirectory: string;
   /** The store's management reads (supervise's metrics and status page); closed with `stores`. */
-  readonly management: ManagementStore;
+  readonly managementStore: ManagementStore;
 }
 
 /** Overrides where a PostgreSQL store's receipts live on this host. */
@@ -35,21 +35,21 @@ export function postgresReceiptDirectory(url: string, env: NodeJS.ProcessEnv = p
   return path.join(path.resolve(stateHome), 'pidfence', 'receipts', `pg-${digest}`);
 }
 
-export async function executionTargetOpen(target: StoreTarget, env: NodeJS.ProcessEnv = process.env): Promise<ExecutionTarget> {
+export async function openExecutionTarget(target: StoreTarget, env: NodeJS.ProcessEnv = process.env): Promise<ExecutionTarget> {
   if (target.kind === 'postgres') {
     const { openPostgresStore } = await import('../store/postgres/index');
     const store = await openPostgresStore(target.url);
     return {
-      stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
+      stores: { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
       receiptDirectory: postgresReceiptDirectory(target.url, env),
-      management: store.management,
+      managementStore: store.managementStore,
     };
   }
   // run and supervise may create the store; its trouble is a sentence and exit 3 like every command's.
-  const store = await sqliteOpen(target.file, { create: true });
+  const store = await openSqlite(target.file, { create: true });
   return {
-    stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
+    stores: { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
     receiptDirectory: `${target.file}.receipts`,
-    management: store.management,
+    managementStore: store.managementStore,
   };
 }

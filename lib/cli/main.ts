@@ -19,7 +19,7 @@ export const CATEGORY_EXIT: Readonly<Record<ErrorCategory, ExitCode>> = {
   internal: EXIT.failure,
 };
 
-export function programBuild(io: CliIo, done: (code: ExitCode) => void): Command {
+export function buildProgram(io: CliIo, done: (code: ExitCode) => void): Command {
   const program = new Command('pidfence')
     .description('Stop job processes safely and provably; inspect and repair durable cancellation.')
     .version(packageVersion(), '-V, --version', 'print the pidfence version')
@@ -44,7 +44,7 @@ function codeOf(error: unknown): string | undefined {
 }
 
 /** Under --json an error is one JSON document on stderr: its code, category and sentence, never its cause. */
-function jsonErrorWrite(io: CliIo, code: string, category: ErrorCategory, message: string): void {
+function writeJsonError(io: CliIo, code: string, category: ErrorCategory, message: string): void {
   io.stderr.write(`${JSON.stringify({ error: { code, category, message } })}\n`);
 }
 
@@ -63,16 +63,16 @@ function errorExitCode(error: unknown, io: CliIo, json: boolean, argv: readonly 
   }
   const category = errorCategory(code);
   const message = (error as Error).message;
-  if (json) jsonErrorWrite(io, code, category, message);
+  if (json) writeJsonError(io, code, category, message);
   else if (category === 'input' && isPidfenceInputError(error)) io.stderr.write(`pidfence: ${message}\n${usageLines()}`);
   else if (category === 'internal') io.stderr.write(`pidfence: ${message} (${code}); this is a pidfence bug or a damaged store, please report it.\n`);
   else io.stderr.write(`pidfence: ${message} (${code})\n`);
   return CATEGORY_EXIT[category];
 }
 
-export async function cliRun(argv: readonly string[], io: CliIo): Promise<ExitCode> {
+export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   let code: ExitCode | undefined;
-  const program = programBuild(io, (value) => (code = value));
+  const program = buildProgram(io, (value) => (code = value));
   activeCommand = undefined;
   program.hook('preAction', (_program, action) => {
     activeCommand = action;
@@ -90,7 +90,7 @@ export async function cliRun(argv: readonly string[], io: CliIo): Promise<ExitCo
 }
 
 if (require.main === module) {
-  void cliRun(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env }).then((code) => {
+  void runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env }).then((code) => {
     process.exitCode = code;
   });
 }

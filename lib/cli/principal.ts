@@ -5,8 +5,8 @@ import type { Command } from 'commander';
 
 import { PidfenceRangeError } from '../base/errors';
 import { ManagementPlane, principalOf, type Principal } from '../management/index';
-import { storeOptionsAdd, type CliIo, type StoreOptions } from './command';
-import { storeOpen, storeTargetResolve } from './store-target';
+import { addStoreOptions, type CliIo, type StoreOptions } from './command';
+import { openStore, resolveStoreTarget } from './store-target';
 
 export const PRINCIPAL_ENV = 'PIDFENCE_PRINCIPAL';
 
@@ -28,8 +28,8 @@ export function actingPrincipal(requested: string | undefined, authenticated: st
 }
 
 /** --db, --json and --as: every management subcommand. */
-export function managementOptionsAdd(command: Command): Command {
-  return storeOptionsAdd(command).option('--as <subject>', `act as another subject (also $${PRINCIPAL_ENV}); needs grants.write on the project, and is audited`);
+export function addManagementOptions(command: Command): Command {
+  return addStoreOptions(command).option('--as <subject>', `act as another subject (also $${PRINCIPAL_ENV}); needs grants.write on the project, and is audited`);
 }
 
 export function projectRequired(options: ManagementOptions): string {
@@ -42,10 +42,10 @@ export async function withManagementPlane<T>(options: ManagementOptions, io: Cli
   // A malformed principal is a usage error, found before the database is touched.
   const requested = requestedPrincipal(options.as, io.env);
   // Reads never create a database: a missing SQLite file is an unreachable store, not an empty one.
-  const store = await storeOpen(storeTargetResolve(options.db, io.env), { create: false });
+  const store = await openStore(resolveStoreTarget(options.db, io.env), { create: false });
   try {
     const principal = actingPrincipal(requested, await store.authenticatedSubject());
-    const plane = new ManagementPlane({ store: store.management, principal: principal.subject, ...(principal.authenticated === undefined ? {} : { authenticatedAs: principal.authenticated }) });
+    const plane = new ManagementPlane({ store: store.managementStore, principal: principal.subject, ...(principal.authenticated === undefined ? {} : { authenticatedAs: principal.authenticated }) });
     return await use(plane);
   } finally {
     await store.close();
@@ -63,6 +63,6 @@ export function timeText(ms: number | null): string | null {
   return ms === null ? null : `${ms} (${new Date(ms).toISOString()})`;
 }
 
-export function jsonWrite(io: CliIo, value: unknown): void {
+export function writeJson(io: CliIo, value: unknown): void {
   io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }

@@ -10,12 +10,12 @@ import { Pool } from 'pg';
 
 import { PidfenceError } from '../base/errors';
 import { OVERDUE_AFTER_DEFAULT_MS, validateId, validateOwner } from '../contract/index';
-import { authorize, exportedSummary, ManagementPlane, principalOf } from '../management/index';
+import { authorize, readExportedSummary, ManagementPlane, principalOf } from '../management/index';
 import { PostgresDispatchRepository, PostgresExecutionStore, PostgresManagementStore, PostgresRunStore, postgresReadiness } from '../store/postgres/index';
 import { DispatchAvailability } from './availability';
 import { CancellationDispatchControl, DispatchFailedClosed, type DispatchObservation } from './dispatch-control';
 import { ClusterLeaseStore, type WorkerCaller } from './lease-store';
-import { STATUS_ROOT, statusPageReply } from '../web/status-page';
+import { STATUS_ROOT, answerStatusPage } from '../web/status-page';
 import { SCHEMAS } from './schemas';
 
 export interface ControlPlaneTls {
@@ -104,13 +104,13 @@ interface Services {
   readonly leases: ClusterLeaseStore;
   readonly control: CancellationDispatchControl;
   readonly runStore: PostgresRunStore;
-  readonly management: PostgresManagementStore;
+  readonly managementStore: PostgresManagementStore;
   readonly availability: DispatchAvailability;
   readonly pool: Pool;
 }
 
-function routesAdd(app: FastifyInstance, services: Services): void {
-  const { leases, control, runStore, management, availability, pool, metrics } = services;
+function addRoutes(app: FastifyInstance, services: Services): void {
+  const { leases, control, runStore, managementStore: management, availability, pool, metrics } = services;
   const caller = (request: FastifyRequest): WorkerCaller => ({ principal: principalOfRequest(request), sessionId: (request.body as { sessionId: string }).sessionId });
   const plane = (request: FastifyRequest): ManagementPlane => new ManagementPlane({ store: management, principal: principalOfRequest(request) });
 
@@ -132,7 +132,7 @@ function routesAdd(app: FastifyInstance, services: Services): void {
   }
   // The status page (docs/decisions/0111): HTML through the management plane, as the certificate's subject.
   const statusPage = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
-    const page = await statusPageReply(request.url, () => plane(request));
+    const page = await answerStatusPage(request.url, () => plane(request));
     return reply.code(page.status).headers(page.headers).send(page.body);
   };
   app.get(STATUS_ROOT, statusPage);
@@ -189,7 +189,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     const dispatchLeaseMs = options.dispatchLeaseMs ?? 10_000;
     const availability = new DispatchAvailability(dispatchLeaseMs);
     const management = new PostgresManagementStore(pool);
-    const metrics = options.metrics === undefined ? undefined : await metricsCreate(management, options.metrics);
+    const metrics = options.metrics === undefined ? undefined : await createMetricsEndpoint(management, options.metrics);
     const leases = new ClusterLeaseStore(pool, new PostgresExecutionStore(pool), { leaseDurationMs: options.workerLeaseMs ?? 15_000 });
     const control = new CancellationDispatchControl(leases, new PostgresDispatchRepository(pool), {
       replicaOwnerId, leaseDurationMs: dispatchLeaseMs, availability, ...(options.observe === undefined ? {} : { observe: options.observe }),
@@ -200,7 +200,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
       handled++;
     });
     app.setErrorHandler((error, _request, reply) => replyError(reply, error));
-    routesAdd(app, { leases, control, runStore: new PostgresRunStore(pool), management, availability, pool, metrics });
+    addRoutes(app, { leases, control, runStore: new PostgresRunStore(pool), managementStore: management, availability, pool, metrics });
     await app.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 0 });
     const address = app.server.address();
     const port = typeof address === 'object' && address !== null ? address.port : 0;
@@ -213,10 +213,10 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
 }
 
 /** prom-client is loaded here, on demand, and nowhere else in the control plane (docs/decisions/0110). */
-async function metricsCreate(management: PostgresManagementStore, options: NonNullable<ControlPlaneOptions['metrics']>): Promise<MetricsEndpoint & { readonly observer: import('../dispatch/index').DispatchObserver }> {
+async function createMetricsEndpoint(management: PostgresManagementStore, options: NonNullable<ControlPlaneOptions['metrics']>): Promise<MetricsEndpoint & { readonly observer: import('../dispatch/index').DispatchObserver }> {
   const { createMetrics } = await import('../metrics/index');
   const overdueAfterMs = options.overdueAfterMs ?? OVERDUE_AFTER_DEFAULT_MS;
-  return createMetrics({ projects: options.projects ?? [], overdueAfterMs, readProject: (projectId) => exportedSummary(management, projectId, overdueAfterMs) });
+  return createMetrics({ projects: options.projects ?? [], overdueAfterMs, readProject: (projectId) => readExportedSummary(management, projectId, overdueAfterMs) });
 }
 
 function closer(app: FastifyInstance, pool: Pool, drainTimeoutMs: number): () => Promise<void> {

@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 
-import { monotonicNow, secondsSince } from '../base/elapsed';
+import { monotonicNow, secondsSince } from '../base/time';
 import { PidfenceRangeError } from '../base/errors';
 import { GRACE_MS_MAX, handlePlatform, type TerminationResult } from '../process/index';
 import {

@@ -71,7 +71,7 @@ export async function projectSummary(store: ManagementStore, principal: Principa
  * The summary of a project the process's operator listed for metrics (docs/decisions/0112): read
  * with no principal and no grant, because the operator who starts the server chose to export it.
  */
-export async function exportedSummary(store: Pick<ManagementStore, 'summaryCounts'>, projectId: string, overdueAfterMs: number): Promise<ProjectSummary> {
+export async function readExportedSummary(store: Pick<ManagementStore, 'summaryCounts'>, projectId: string, overdueAfterMs: number): Promise<ProjectSummary> {
   const id = validateId(projectId, 'projectId');
   return checkedSummary(id, await store.summaryCounts(null, id, overdueAfterMs), overdueAfterMs);
 }

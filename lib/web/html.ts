@@ -8,7 +8,7 @@ export function escapeHtml(value: string | number): string {
 }
 
 /** An epoch-ms time as the reader sees it (UTC, to the second), with the number in a tooltip. */
-export function timeHtml(ms: number | null): string {
+export function renderTime(ms: number | null): string {
   if (ms === null) return '<span class="none">–</span>';
   return `<time datetime="${new Date(ms).toISOString()}" title="${ms}">${new Date(ms).toISOString().replace('T', ' ').replace(/\.\d{3}Z$/, ' UTC')}</time>`;
 }
@@ -46,7 +46,7 @@ form input { font: inherit; padding: .3rem .5rem; } form button { font: inherit;
 code { background: #eef1f5; padding: .1rem .3rem; border-radius: 4px; font-size: .85rem; }
 `;
 
-export function pageHtml(status: number, title: string, content: string): HtmlReply {
+export function renderPage(status: number, title: string, content: string): HtmlReply {
   const body = `<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${escapeHtml(title)} · pidfence</title><style>${STYLE}</style></head>

@@ -7,9 +7,9 @@ import type { AddressInfo, Socket } from 'node:net';
 
 import { PidfenceError } from '../base/errors';
 import { ManagementPlane, type ManagementStore } from '../management/index';
-import { isLoopback, loopbackPeerUid, peerUnknown, UidSubjects } from './loopback-peer';
-import { STATUS_ROOT, statusPageReply, type HtmlReply } from './status-page';
-import { escapeHtml, pageHtml } from './html';
+import { isLoopback, findLoopbackPeerUid, peerUnknown, UidSubjects } from './loopback-peer';
+import { STATUS_ROOT, answerStatusPage, type HtmlReply } from './status-page';
+import { escapeHtml, renderPage } from './html';
 
 /** What /metrics serves (lib/metrics); the server itself never loads prom-client. */
 export interface MetricsSource {
@@ -42,8 +42,8 @@ function send(response: ServerResponse, reply: HtmlReply, head: boolean): void {
   response.end(head ? undefined : reply.body);
 }
 
-function plainPage(status: number, message: string, code: string): HtmlReply {
-  return pageHtml(status, 'refused', `<section class="card"><h1>${status === 404 ? 'Not found' : 'Refused'}</h1><p data-fact="error">${escapeHtml(message)}</p><p class="muted"><code data-fact="code">${escapeHtml(code)}</code></p></section>`);
+function renderPlainPage(status: number, message: string, code: string): HtmlReply {
+  return renderPage(status, 'refused', `<section class="card"><h1>${status === 404 ? 'Not found' : 'Refused'}</h1><p data-fact="error">${escapeHtml(message)}</p><p class="muted"><code data-fact="code">${escapeHtml(code)}</code></p></section>`);
 }
 
 export async function startLocalServer(options: LocalServerOptions): Promise<LocalServer> {
@@ -51,13 +51,13 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
   const statusReply = async (request: IncomingMessage): Promise<HtmlReply> => {
     const { management } = options;
     if (management === null) {
-      return plainPage(404, 'this store is PostgreSQL, where a principal is a database role, not an OS user: its status page is served by `pidfence control-plane`.', 'ERR_PIDFENCE_STATUS_NOT_HERE');
+      return renderPlainPage(404, 'this store is PostgreSQL, where a principal is a database role, not an OS user: its status page is served by `pidfence control-plane`.', 'ERR_PIDFENCE_STATUS_NOT_HERE');
     }
     const socket = request.socket;
-    const uid = isLoopback(socket.remoteAddress) ? loopbackPeerUid(socket) : null;
+    const uid = isLoopback(socket.remoteAddress) ? findLoopbackPeerUid(socket) : null;
     // The subject is resolved before the page renders; a refusal is a page, never a thrown error.
     const subject = uid === null ? null : await subjects.subjectOf(uid);
-    return statusPageReply(request.url ?? STATUS_ROOT, () => {
+    return answerStatusPage(request.url ?? STATUS_ROOT, () => {
       if (subject === null) throw peerUnknown();
       return new ManagementPlane({ store: management, principal: subject, ...(options.overdueAfterMs === undefined ? {} : { overdueAfterMs: options.overdueAfterMs }) });
     });
@@ -65,7 +65,7 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const head = request.method === 'HEAD';
     if (request.method !== 'GET' && !head) {
-      send(response, { ...plainPage(405, 'only GET and HEAD are served here.', 'ERR_PIDFENCE_STATUS_METHOD'), headers: { 'content-type': 'text/html; charset=utf-8', allow: 'GET, HEAD' } }, head);
+      send(response, { ...renderPlainPage(405, 'only GET and HEAD are served here.', 'ERR_PIDFENCE_STATUS_METHOD'), headers: { 'content-type': 'text/html; charset=utf-8', allow: 'GET, HEAD' } }, head);
       return;
     }
     const path = (request.url ?? '/').split('?')[0] ?? '/';
@@ -79,11 +79,11 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
       send(response, await statusReply(request), head);
       return;
     }
-    send(response, plainPage(404, `nothing here: ${STATUS_ROOT} is the status page, /metrics the metrics.`, 'ERR_PIDFENCE_STATUS_NO_PAGE'), head);
+    send(response, renderPlainPage(404, `nothing here: ${STATUS_ROOT} is the status page, /metrics the metrics.`, 'ERR_PIDFENCE_STATUS_NO_PAGE'), head);
   };
   const server = createServer((request, response) => {
     handle(request, response).catch(() => {
-      if (!response.headersSent) send(response, plainPage(500, 'the request failed.', 'ERR_PIDFENCE_STATUS_PAGE_FAILED'), false);
+      if (!response.headersSent) send(response, renderPlainPage(500, 'the request failed.', 'ERR_PIDFENCE_STATUS_PAGE_FAILED'), false);
       else response.destroy();
     });
   });

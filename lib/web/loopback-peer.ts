@@ -32,7 +32,7 @@ function wordBytes(hex: string): number[] {
 }
 
 /** `0100007F:1F90` → `127.0.0.1:8080`; IPv6 addresses as `::1` or `::ffff:127.0.0.1`, else their full hex. */
-export function procAddress(field: string): string {
+export function parseProcAddress(field: string): string {
   const [hex = '', portHex = ''] = field.split(':');
   const port = Number.parseInt(portHex, 16);
   if (hex.length === 8) return `${wordBytes(hex).join('.')}:${port}`;
@@ -44,7 +44,7 @@ export function procAddress(field: string): string {
 }
 
 /** The uid that owns the client end of this accepted loopback connection, or null when none is found. */
-export function loopbackPeerUid(socket: SocketEnds, tables: readonly string[] = ['/proc/net/tcp', '/proc/net/tcp6']): number | null {
+export function findLoopbackPeerUid(socket: SocketEnds, tables: readonly string[] = ['/proc/net/tcp', '/proc/net/tcp6']): number | null {
   const { remoteAddress, remotePort, localAddress, localPort } = socket;
   if (!isLoopback(remoteAddress) || remotePort === undefined || localAddress === undefined || localPort === undefined) return null;
   // The client's end: its local address is our remote one, and its remote address ours.
@@ -60,7 +60,7 @@ export function loopbackPeerUid(socket: SocketEnds, tables: readonly string[] = 
     for (const line of text.split('\n').slice(1)) {
       const fields = line.trim().split(/\s+/);
       if (fields.length < 8 || fields[3] !== ESTABLISHED) continue;
-      if (procAddress(fields[1] ?? '') === clientEnd && procAddress(fields[2] ?? '') === serverEnd) {
+      if (parseProcAddress(fields[1] ?? '') === clientEnd && parseProcAddress(fields[2] ?? '') === serverEnd) {
         const uid = Number(fields[7]);
         return Number.isSafeInteger(uid) && uid >= 0 ? uid : null;
       }

@@ -5,7 +5,7 @@
 import { errorCategory } from '../base/error-registry';
 import { BLOCKING_RESULTS, DISPATCH_STATUSES, type DispatchInspection } from '../contract/index';
 import type { BlockedPage, ManagementPlane, ProjectSummary } from '../management/index';
-import { escapeHtml, pageHtml, redirectTo, timeHtml, type HtmlReply } from './html';
+import { escapeHtml, renderPage, redirectTo, renderTime, type HtmlReply } from './html';
 
 export type { HtmlReply } from './html';
 
@@ -41,7 +41,7 @@ function minutes(ms: number): string {
   return ms % 60_000 === 0 ? `${ms / 60_000} min` : `${ms / 1_000} s`;
 }
 
-export function cardHtml(summary: ProjectSummary, subject: string | null): HtmlReply {
+export function renderCard(summary: ProjectSummary, subject: string | null): HtmlReply {
   const { projectId } = summary;
   const states = DISPATCH_STATUSES.map((state) => count(state.replace('_', ' '), summary.states[state], `state-${state}`)).join('');
   const blocking = BLOCKING_RESULTS.map((result) => `<tr><td>${escapeHtml(result)}</td><td class="n" data-fact="blocked-by-${result}">${summary.blockingResults[result]}</td></tr>`).join('');
@@ -49,7 +49,7 @@ export function cardHtml(summary: ProjectSummary, subject: string | null): HtmlR
 <section class="card" aria-label="status card">
 <h1>Project <span data-fact="project">${escapeHtml(projectId)}</span></h1>
 <div class="assessment ${summary.assessment}" data-fact="assessment" data-value="${summary.assessment}">${ASSESSMENT_TEXT[summary.assessment]}</div>
-<p class="muted">as of ${timeHtml(summary.asOfMs)} (database time) · ${summary.total} dispatch record(s)</p>
+<p class="muted">as of ${renderTime(summary.asOfMs)} (database time) · ${summary.total} dispatch record(s)</p>
 <h2>Dispatches by state</h2>
 <div class="grid">${states}</div>
 <h2>Attention</h2>
@@ -58,34 +58,34 @@ export function cardHtml(summary: ProjectSummary, subject: string | null): HtmlR
 <table><thead><tr><th>blocked by</th><th class="n">runs</th></tr></thead><tbody>${blocking}</tbody></table>
 <p><a href="${projectPath(projectId)}/blocked" data-link="blocked">Blocked runs (${summary.states.blocked}) →</a></p>
 </section>`;
-  return pageHtml(200, `${projectId}: ${ASSESSMENT_TEXT[summary.assessment]}`, content);
+  return renderPage(200, `${projectId}: ${ASSESSMENT_TEXT[summary.assessment]}`, content);
 }
 
-export function blockedHtml(page: BlockedPage, pageNumber: number, subject: string | null): HtmlReply {
-  const rows = page.items.map((item) => `<tr data-row="blocked"><td><a href="${runPath(item.runId)}">${escapeHtml(item.runId)}</a></td><td>${timeHtml(item.blockedAtMs)}</td></tr>`).join('');
+export function renderBlockedPage(page: BlockedPage, pageNumber: number, subject: string | null): HtmlReply {
+  const rows = page.items.map((item) => `<tr data-row="blocked"><td><a href="${runPath(item.runId)}">${escapeHtml(item.runId)}</a></td><td>${renderTime(item.blockedAtMs)}</td></tr>`).join('');
   const next = page.next === null
     ? '<span class="muted" data-fact="last-page">last page</span>'
     : `<a rel="next" data-link="next" href="${projectPath(page.projectId)}/blocked?cursor=${encodeURIComponent(page.next)}&amp;page=${pageNumber + 1}">Next 16 →</a>`;
   const first = pageNumber > 1 ? `<a href="${projectPath(page.projectId)}/blocked" data-link="first">← First page</a>` : '';
   const content = `${nav(subject, page.projectId)}
 <h1>Blocked runs of ${escapeHtml(page.projectId)}</h1>
-<p class="muted">Page <span data-fact="page">${pageNumber}</span>, oldest first, as blocked by ${timeHtml(page.asOfMs)}: a run blocked later never slips into this walk. Each needs a diagnosis, then <code>pidfence rearm</code>.</p>
+<p class="muted">Page <span data-fact="page">${pageNumber}</span>, oldest first, as blocked by ${renderTime(page.asOfMs)}: a run blocked later never slips into this walk. Each needs a diagnosis, then <code>pidfence rearm</code>.</p>
 <table><thead><tr><th>run</th><th>blocked at</th></tr></thead><tbody>${rows || '<tr><td colspan="2" class="none">nothing is blocked</td></tr>'}</tbody></table>
 <div class="pager">${first}${next}</div>`;
-  return pageHtml(200, `blocked runs of ${page.projectId}`, content);
+  return renderPage(200, `blocked runs of ${page.projectId}`, content);
 }
 
-export function inspectionHtml(inspection: DispatchInspection, subject: string | null): HtmlReply {
+export function renderInspection(inspection: DispatchInspection, subject: string | null): HtmlReply {
   const facts: Array<[string, string]> = [
     ['status', escapeHtml(inspection.status)],
     ['version', escapeHtml(inspection.version)],
     ['attempt', escapeHtml(inspection.attemptId)],
     ['dispatch count', escapeHtml(inspection.dispatchCount)],
     ['last result', inspection.lastResult === null ? '<span class="none">–</span>' : escapeHtml(inspection.lastResult)],
-    ['next due', timeHtml(inspection.nextAttemptAtMs)],
-    ['blocked at', timeHtml(inspection.blockedAtMs)],
-    ['last dispatched', timeHtml(inspection.lastDispatchedAtMs)],
-    ['updated', timeHtml(inspection.updatedAtMs)],
+    ['next due', renderTime(inspection.nextAttemptAtMs)],
+    ['blocked at', renderTime(inspection.blockedAtMs)],
+    ['last dispatched', renderTime(inspection.lastDispatchedAtMs)],
+    ['updated', renderTime(inspection.updatedAtMs)],
   ];
   const rearm = inspection.status === 'blocked' && inspection.lastResult !== null
     ? `<p>Once the cause is understood: <code>pidfence rearm ${escapeHtml(inspection.runId)} --expect-version ${inspection.version} --expect-result ${escapeHtml(inspection.lastResult)}</code> (needs run.stop).</p>`
@@ -94,22 +94,22 @@ export function inspectionHtml(inspection: DispatchInspection, subject: string |
 <section class="card"><h1>Run ${escapeHtml(inspection.runId)}</h1>
 <table><tbody>${facts.map(([label, value]) => `<tr><th>${escapeHtml(label)}</th><td data-fact="${escapeHtml(label.replace(/ /g, '-'))}">${value}</td></tr>`).join('')}</tbody></table>
 ${rearm}</section>`;
-  return pageHtml(200, `run ${inspection.runId}`, content);
+  return renderPage(200, `run ${inspection.runId}`, content);
 }
 
-function indexHtml(): HtmlReply {
-  return pageHtml(200, 'status', `${nav(null)}
+function renderIndex(): HtmlReply {
+  return renderPage(200, 'status', `${nav(null)}
 <section class="card"><h1>pidfence status</h1>
 <form method="get" action="${STATUS_ROOT}"><label>Project <input name="project" required maxlength="128" autofocus></label> <button>Show</button></form>
 <p class="muted">Needs run.read on the project, as <code>pidfence status</code> does.</p></section>`);
 }
 
-function errorHtml(status: number, message: string, code: string): HtmlReply {
-  return pageHtml(status, 'refused', `${nav(null)}<section class="card"><h1>${status === 404 ? 'Not found' : status < 500 ? 'Refused' : 'Unavailable'}</h1><p data-fact="error">${escapeHtml(message)}</p><p class="muted"><code data-fact="code">${escapeHtml(code)}</code></p></section>`);
+function renderError(status: number, message: string, code: string): HtmlReply {
+  return renderPage(status, 'refused', `${nav(null)}<section class="card"><h1>${status === 404 ? 'Not found' : status < 500 ? 'Refused' : 'Unavailable'}</h1><p data-fact="error">${escapeHtml(message)}</p><p class="muted"><code data-fact="code">${escapeHtml(code)}</code></p></section>`);
 }
 
 /** The HTTP status of a refusal: its category decides, a few codes are more precise. */
-function statusOfError(code: string): number {
+function httpStatusOf(code: string): number {
   if (code === 'ERR_PIDFENCE_RUN_NOT_FOUND') return 404;
   switch (errorCategory(code)) {
     case 'input':
@@ -123,19 +123,19 @@ function statusOfError(code: string): number {
   }
 }
 
-function replyOfError(error: unknown): HtmlReply {
+function answerError(error: unknown): HtmlReply {
   const code = (error as { code?: unknown } | null)?.code;
   if (!(error instanceof Error) || typeof code !== 'string' || !code.startsWith('ERR_PIDFENCE_')) {
-    return errorHtml(500, 'the page failed; try again, then report it.', 'ERR_PIDFENCE_STATUS_PAGE_FAILED');
+    return renderError(500, 'the page failed; try again, then report it.', 'ERR_PIDFENCE_STATUS_PAGE_FAILED');
   }
-  const status = statusOfError(code);
+  const status = httpStatusOf(code);
   // A 5xx says only its code: a store's message may carry database detail.
-  return errorHtml(status, status >= 500 ? 'the store did not answer; try again shortly.' : error.message, code);
+  return renderError(status, status >= 500 ? 'the store did not answer; try again shortly.' : error.message, code);
 }
 
-const NOT_FOUND = (): HtmlReply => errorHtml(404, 'there is no such page; start from the project form.', 'ERR_PIDFENCE_STATUS_NO_PAGE');
+const NOT_FOUND = (): HtmlReply => renderError(404, 'there is no such page; start from the project form.', 'ERR_PIDFENCE_STATUS_NO_PAGE');
 
-function pageNumberOf(value: string | null): number {
+function parsePageNumber(value: string | null): number {
   const number = Number(value ?? '1');
   return Number.isSafeInteger(number) && number >= 1 && number <= 1_000_000 ? number : 1;
 }
@@ -144,7 +144,7 @@ function pageNumberOf(value: string | null): number {
  * One request under STATUS_ROOT: `url` is the request target (path and query). Never throws; every
  * refusal is a page with its code.
  */
-export async function statusPageReply(url: string, planeOf: PlaneOf): Promise<HtmlReply> {
+export async function answerStatusPage(url: string, planeOf: PlaneOf): Promise<HtmlReply> {
   let parsed: URL;
   let segments: string[];
   try {
@@ -158,25 +158,25 @@ export async function statusPageReply(url: string, planeOf: PlaneOf): Promise<Ht
   try {
     if (kind === undefined) {
       const project = parsed.searchParams.get('project');
-      return project === null || project.trim() === '' ? indexHtml() : redirectTo(projectPath(project.trim()));
+      return project === null || project.trim() === '' ? renderIndex() : redirectTo(projectPath(project.trim()));
     }
     if (id === undefined || rest.length > 0) return NOT_FOUND();
     if (kind === 'projects' && sub === undefined) {
       const plane = planeOf();
-      return cardHtml(await plane.summary(id), plane.subject);
+      return renderCard(await plane.summary(id), plane.subject);
     }
     if (kind === 'projects' && sub === 'blocked') {
       const plane = planeOf();
       const cursor = parsed.searchParams.get('cursor');
       const page = await plane.blockedPage(id, cursor === null || cursor === '' ? undefined : cursor);
-      return blockedHtml(page, cursor === null ? 1 : pageNumberOf(parsed.searchParams.get('page')), plane.subject);
+      return renderBlockedPage(page, cursor === null ? 1 : parsePageNumber(parsed.searchParams.get('page')), plane.subject);
     }
     if (kind === 'runs' && sub === undefined) {
       const plane = planeOf();
-      return inspectionHtml(await plane.inspect(id), plane.subject);
+      return renderInspection(await plane.inspect(id), plane.subject);
     }
     return NOT_FOUND();
   } catch (error) {
-    return replyOfError(error);
+    return answerError(error);
   }
 }

@@ -7,7 +7,7 @@ import type { ExecutionContext } from 'ava';
 import { signalVerified } from '../../lib/native/index';
 import { groupMembers, handleGroup, reapGroupAtEnd } from '../helpers/job-groups';
 import { spawnJob, type Job } from '../helpers/processes';
-import { until } from './world';
+import { until } from '../helpers/wait';
 
 /** The CLI under test; PIDFENCE_TEST_CLI points another build at the same tests. */
 export const CLI = process.env.PIDFENCE_TEST_CLI ?? path.resolve(__dirname, '..', '..', 'lib', 'cli', 'main.js');
@@ -51,7 +51,7 @@ export async function grantCancelOnSqlite(file: string, project = 'default'): Pr
   const { osPrincipal } = await import('../../lib/cli/os-user');
   const store = openSqliteStore(file);
   try {
-    for (const permission of ['run.read', 'run.stop'] as const) await store.management.writeGrant({ subject: osPrincipal(), projectId: project, permission }, 'test');
+    for (const permission of ['run.read', 'run.stop'] as const) await store.managementStore.writeGrant({ subject: osPrincipal(), projectId: project, permission }, 'test');
   } finally {
     store.close();
   }
@@ -95,8 +95,8 @@ export async function runStatus(file: string, runId: string): Promise<string | u
 /** A `pidfence run` of `sleep 30` whose runner was SIGKILLed: its job lives on, orphaned (docs/decisions/0070). */
 export async function orphanedRun(t: ExecutionContext, file: string): Promise<CliRun> {
   const run = await startRun(t, file, sqliteHandle(file), ['sleep', '30']);
-  await until(() => groupMembers(run.pgid).length === 2, 10_000, 'launcher and job');
-  const killed = signalVerified(run.job.identity, 'SIGKILL', { group: false }).outcome;
+  await until(() => groupMembers(run.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
+  const killed = signalVerified(run.job.identity, 'SIGKILL', { group: false }).kind;
   if (killed !== 'signalled') throw new Error(`the runner could not be killed: ${killed}`);
   await run.job.exited;
   return run;

@@ -1,7 +1,6 @@
 // The management gates of design/dispatch §6 (14-16, 18, and the one-query half of 17) as one suite run
 // unchanged against every store, like the dispatch contract suite: real SQLite files, a real
 // PostgreSQL as the runtime role, real processes where a dispatch is driven end to end.
-import { randomUUID } from 'node:crypto';
 
 import test, { type ExecutionContext } from 'ava';
 
@@ -12,6 +11,7 @@ import { formatHandle, handleFromIdentity } from '../../lib/process/index';
 import type { DispatchRepository } from '../../lib/store/dispatch-repository';
 import type { RunStore } from '../../lib/store/run-store';
 import { CountingController, dispatcherFor, startJob } from '../dispatch/world';
+import { uniqueId } from '../helpers/unique-id';
 
 export interface ManagementWorld {
   readonly runStore: RunStore;
@@ -38,10 +38,6 @@ export interface ManagementWorldFactory {
 const OWNER = 'worker-7:pid-4242';
 const PROJECT = 'project-a';
 const OTHER_PROJECT = 'project-b';
-
-export function uniqueId(prefix: string): string {
-  return `${prefix}-${randomUUID().slice(0, 12)}`;
-}
 
 async function cancelledRun(world: ManagementWorld, projectId: string): Promise<{ runId: string; attemptId: string; cancelRequestedAtMs: number }> {
   const runId = uniqueId('run');

@@ -37,8 +37,8 @@ async function openWorld(): Promise<ManagementWorld> {
   const grants = openPostgresGrantAdministration(db.ownerUrl);
   return {
     runStore: store.runStore,
-    repository: store.repository,
-    management: store.management,
+    repository: store.dispatchRepository,
+    management: store.managementStore,
     grants,
     advanceTime: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
     statementsOf: async (work) => {

@@ -22,9 +22,9 @@ async function openWorld(): Promise<ManagementWorld & { database: ReturnType<typ
   return {
     database: store.database,
     runStore: store.runStore,
-    repository: store.repository,
-    management: store.management,
-    grants: store.management,
+    repository: store.dispatchRepository,
+    management: store.managementStore,
+    grants: store.managementStore,
     advanceTime: async (ms) => { now += ms; },
     statementsOf: async (work) => {
       recording = [];

@@ -5,11 +5,12 @@
 import test from 'ava';
 
 import { OVERDUE_AFTER_DEFAULT_MS } from '../../lib/contract/index';
-import { exportedSummary } from '../../lib/management/index';
+import { readExportedSummary } from '../../lib/management/index';
 import { createMetrics, type Metrics } from '../../lib/metrics/index';
 import { capabilities } from '../../lib/native/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
-import { until, worldDirectory, worldOver } from '../execution/world';
+import { worldDirectory, worldOver } from '../execution/world';
+import { until } from '../helpers/wait';
 import { labelProblems, parseExposition, type Exposition } from '../helpers/exposition';
 
 const PROJECT = 'p-metrics';
@@ -22,8 +23,8 @@ async function scrape(metrics: Metrics): Promise<{ text: string; exposition: Exp
 test('a real cancel moves the counters and histograms; the gauges follow the store; no label holds a run, attempt or PID', async (t) => {
   const at = worldDirectory(t);
   const store = openSqliteStore(at.file);
-  const metrics = createMetrics({ projects: [PROJECT], overdueAfterMs: OVERDUE_AFTER_DEFAULT_MS, readProject: (project) => exportedSummary(store.management, project, OVERDUE_AFTER_DEFAULT_MS) });
-  const stores = { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() };
+  const metrics = createMetrics({ projects: [PROJECT], overdueAfterMs: OVERDUE_AFTER_DEFAULT_MS, readProject: (project) => readExportedSummary(store.managementStore, project, OVERDUE_AFTER_DEFAULT_MS) });
+  const stores = { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() };
   const { app, completed } = worldOver(t, stores, at.receipts, { observer: metrics.observer });
 
   const before = (await scrape(metrics)).exposition;
@@ -38,7 +39,7 @@ test('a real cancel moves the counters and histograms; the gauges follow the sto
   const admitted = await app.admit({ projectId: PROJECT, command: 'sleep', args: ['30'] });
   if (admitted.kind !== 'admitted') throw new Error(`admission: ${admitted.kind}`);
   app.start();
-  await until(async () => (await scrape(metrics)).exposition.value('pidfence_running_jobs', { project: PROJECT }) === 1, 10_000, 'the job to be counted running');
+  await until(async () => (await scrape(metrics)).exposition.value('pidfence_running_jobs', { project: PROJECT }) === 1, { timeoutMs: 10_000, what: 'the job to be counted running' });
   const cancelled = await store.runStore.requestCancellation({ runId: admitted.runId, reason: 'user', eventId: `evt-${admitted.runId}` });
   t.is(cancelled.kind, 'requested');
   t.like(await completed(admitted.runId), { kind: 'completed', status: 'cancelled' });
@@ -72,7 +73,7 @@ test('a store that does not answer removes the project gauges and says so; the n
     projects: [PROJECT, 'p-other'], overdueAfterMs: OVERDUE_AFTER_DEFAULT_MS,
     readProject: async (project) => {
       if (down) throw new Error('store down');
-      return exportedSummary(store.management, project, OVERDUE_AFTER_DEFAULT_MS);
+      return readExportedSummary(store.managementStore, project, OVERDUE_AFTER_DEFAULT_MS);
     },
   });
   const up = (await scrape(metrics)).exposition;

@@ -10,7 +10,8 @@ import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { startLocalServer } from '../../lib/web/local-server';
 import { NO_PASSWD_UID } from '../cli/pidfence-process';
 import { cancel, cliProcess, grantCancelOnSqlite, orphanedRun, runStatus } from '../execution/cli-runs';
-import { until, worldDirectory } from '../execution/world';
+import { worldDirectory } from '../execution/world';
+import { until } from '../helpers/wait';
 import { labelProblems, parseExposition } from '../helpers/exposition';
 import { groupMembers } from '../helpers/job-groups';
 
@@ -47,7 +48,7 @@ test.serial('a job supervise took over and stopped moves its counters, scraped o
 
   t.deepEqual((await cancel(t, at.file, run.runId)).lines, [`cancel requested for ${run.runId}; its runner stops the job`]);
   await supervisor.waitForLine(new RegExp(`^pidfence supervise: stopped ${run.runId} \\(termination_requested\\)$`), 15_000);
-  await until(async () => (await runStatus(at.file, run.runId)) === 'cancelled', 15_000, 'the adopted job to be cancelled');
+  await until(async () => (await runStatus(at.file, run.runId)) === 'cancelled', { timeoutMs: 15_000, what: 'the adopted job to be cancelled' });
   const scraped = await getAs(`${url}/metrics`);
   t.is(scraped.status, 200);
   const after = parseExposition(scraped.body);
@@ -62,7 +63,7 @@ test.serial('a job supervise took over and stopped moves its counters, scraped o
   t.deepEqual(labelProblems(after, ['default']), []);
   t.false(scraped.body.includes(run.runId), 'no run id in the text');
   t.is(groupMembers(run.pgid).length, 0);
-  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).kind, 'signalled');
   t.is((await supervisor.exited).code, 0);
 });
 
@@ -86,13 +87,13 @@ test.serial('the status page of supervise answers the OS user on the other end o
   t.regex(unnamed.body, new RegExp(`uid-${NO_PASSWD_UID} does not hold run\\.read`), 'a uid without a passwd entry is uid-N, as for the CLI');
 
   const store = openSqliteStore(at.file);
-  await store.management.writeGrant({ subject: 'nobody', projectId: 'default', permission: 'run.read' }, 'root');
+  await store.managementStore.writeGrant({ subject: 'nobody', projectId: 'default', permission: 'run.read' }, 'root');
   store.close();
   const granted = await getAs(card, 65_534);
   t.is(granted.status, 200);
   t.regex(granted.body, /data-fact="principal">nobody</);
 
-  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).kind, 'signalled');
   t.is((await supervisor.exited).code, 0);
 });
 

@@ -22,7 +22,7 @@ function modulesLoadedBy(entry: string): string[] {
 
 const POSTGRES_MODULE = /[\\/]node_modules[\\/](pg|pg-[^\\/]+|pgpass|postgres-[^\\/]+)[\\/]|[\\/]lib[\\/]store[\\/]postgres[\\/]/;
 
-for (const entry of ['pidfence', 'pidfence/native', 'pidfence/controller', 'pidfence/contract', 'pidfence/sqlite']) {
+for (const entry of ['pidfence', 'pidfence/native', 'pidfence/process', 'pidfence/controller', 'pidfence/contract', 'pidfence/sqlite']) {
   test(`${entry} loads no pg module and nothing from lib/store/postgres`, (t) => {
     const loaded = modulesLoadedBy(entry);
     t.true(loaded.some((file) => file.includes('dist')), 'the entry itself was loaded from dist');
@@ -62,7 +62,7 @@ async function superviseModules(t: import('ava').ExecutionContext, extra: readon
   const job = spawnJob(t, process.execPath, ['-r', preload, main, 'supervise', '--db', path.join(dir, 'p.db'), ...extra]);
   t.teardown(() => job.stop());
   await job.waitForLine(/^pidfence supervise: ready$/, 20_000);
-  t.is(signalVerified(job.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  t.is(signalVerified(job.identity, 'SIGTERM', { group: false }).kind, 'signalled');
   t.is((await job.exited).code, 0);
   return { modules: JSON.parse(readFileSync(out, 'utf8')) as string[], lines: job.lines };
 }

@@ -41,7 +41,7 @@ let seeded: Seeded | undefined;
 const ready = (async (): Promise<Seeded> => {
   const database = await migratedDatabase('browser');
   const store = await openPostgresStore(database.runtimeUrl);
-  const world = { runStore: store.runStore, repository: store.repository } as unknown as SeedWorld;
+  const world = { runStore: store.runStore, repository: store.dispatchRepository } as unknown as SeedWorld;
   const grants = new PostgresGrantAdministration(database.owner);
   for (const project of ['shop', 'batch']) await grants.writeGrant({ subject: 'viewer', projectId: project, permission: 'run.read' }, 'test-owner');
   // shop: 40 blocked (three kinds of refusal), 3 dispatched, 1 retrying; batch: one retrying only.
@@ -90,7 +90,7 @@ const fact = async (page: Page, name: string): Promise<string> => (await page.lo
 test.serial('the card shows the assessment and every count pidfence status gives, without JavaScript; a screenshot is saved', async (t) => {
   const world = await ready;
   const page = await browserAs(t, world, 'viewer');
-  const summary = await new ManagementPlane({ store: world.store.management, principal: 'viewer' }).summary('shop');
+  const summary = await new ManagementPlane({ store: world.store.managementStore, principal: 'viewer' }).summary('shop');
   t.is(summary.assessment, 'attention_required');
 
   const response = await page.goto(`${world.plane.url}/status/projects/shop`);
@@ -139,7 +139,7 @@ test.serial('the blocked drill-down pages 40 blocked runs as 16 + 16 + 8 by its 
   t.deepEqual(seen, world.blocked, 'every blocked run once, oldest first');
 
   // The same walk through the management plane's cursor API gives the same pages.
-  const plane = new ManagementPlane({ store: world.store.management, principal: 'viewer' });
+  const plane = new ManagementPlane({ store: world.store.managementStore, principal: 'viewer' });
   const walked: string[][] = [];
   for (let cursor: string | undefined, first = true; first || cursor !== undefined; first = false) {
     const blockedPage = await plane.blockedPage('shop', cursor);

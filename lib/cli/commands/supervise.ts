@@ -10,14 +10,14 @@ import type { Command } from 'commander';
 import { PidfenceError, PidfenceRangeError } from '../../base/errors';
 import { OVERDUE_AFTER_DEFAULT_MS } from '../../contract/index';
 import { createExecution, type ControlCycleReport } from '../../execution/index';
-import { exportedSummary } from '../../management/index';
+import { readExportedSummary } from '../../management/index';
 import { capabilities } from '../../native/index';
-import { storeOptionsAdd, type CliCommand, type CliIo, type StoreOptions } from '../command';
+import { addStoreOptions, type CliCommand, type CliIo, type StoreOptions } from '../command';
 import { GRACE_MS_MAX } from '../../process/index';
-import { durationWithin } from '../duration';
-import { executionTargetOpen, type ExecutionTarget } from '../execution-target';
+import { parseDurationWithin } from '../duration';
+import { openExecutionTarget, type ExecutionTarget } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { storeTargetResolve, type StoreTarget } from '../store-target';
+import { resolveStoreTarget, type StoreTarget } from '../store-target';
 
 interface SuperviseOptions extends StoreOptions {
   readonly profile: string;
@@ -34,21 +34,21 @@ interface MetricsServing {
   close(): Promise<void>;
 }
 
-function metricsPortOf(text: string): number {
+function parseMetricsPort(text: string): number {
   const port = Number(text);
   if (!/^\d{1,5}$/.test(text) || port > 65_535) throw new PidfenceRangeError('--metrics-port must be a port number from 0 to 65535 (0: any free port).', 'ERR_PIDFENCE_INVALID_PORT');
   return port;
 }
 
 /** Loads prom-client and the server only now; on a PostgreSQL store the status page is the control plane's. */
-async function metricsServe(options: SuperviseOptions, port: number, target: ExecutionTarget, storeTarget: StoreTarget): Promise<MetricsServing> {
+async function serveMetrics(options: SuperviseOptions, port: number, target: ExecutionTarget, storeTarget: StoreTarget): Promise<MetricsServing> {
   const { createMetrics } = await import('../../metrics/index');
   const { startLocalServer } = await import('../../web/local-server');
   const metrics = createMetrics({
     projects: options.metricsProject, overdueAfterMs: OVERDUE_AFTER_DEFAULT_MS,
-    readProject: (projectId) => exportedSummary(target.management, projectId, OVERDUE_AFTER_DEFAULT_MS),
+    readProject: (projectId) => readExportedSummary(target.managementStore, projectId, OVERDUE_AFTER_DEFAULT_MS),
   });
-  const server = await startLocalServer({ host: options.metricsHost, port, metrics, management: storeTarget.kind === 'sqlite' ? target.management : null });
+  const server = await startLocalServer({ host: options.metricsHost, port, metrics, management: storeTarget.kind === 'sqlite' ? target.managementStore : null });
   return { observer: metrics.observer, url: server.url, close: () => server.close() };
 }
 
@@ -62,7 +62,7 @@ function readinessRefusal(): string | null {
 
 export const superviseCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    storeOptionsAdd(program.command('supervise'))
+    addStoreOptions(program.command('supervise'))
       .description('run the store\'s runner: deadlines, cancellations, receipts and recovery, until SIGTERM/SIGINT')
       .option('--profile <name>', 'edge (5 s, 4 items) or standalone (1 s, 32 items)', 'standalone')
       .option('--grace <duration>', 'TERM grace before KILL when a job is stopped', '5s')
@@ -76,19 +76,19 @@ export const superviseCommand: CliCommand = {
 };
 
 async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<ExitCode> {
-  const graceMs = durationWithin(options.grace, '--grace', GRACE_MS_MAX);
-  const metricsPort = options.metricsPort === undefined ? undefined : metricsPortOf(options.metricsPort);
-  const storeTarget = storeTargetResolve(options.db, io.env);
+  const graceMs = parseDurationWithin(options.grace, '--grace', GRACE_MS_MAX);
+  const metricsPort = options.metricsPort === undefined ? undefined : parseMetricsPort(options.metricsPort);
+  const storeTarget = resolveStoreTarget(options.db, io.env);
   const refusal = readinessRefusal();
   if (refusal !== null) {
     io.stderr.write(`pidfence: supervise refused to start: ${refusal}\n`);
     return EXIT.refused;
   }
   // Schema version and migration checksums: the store refuses to open when they disagree.
-  const target = await executionTargetOpen(storeTarget, io.env);
+  const target = await openExecutionTarget(storeTarget, io.env);
   let serving: MetricsServing | undefined;
   try {
-    serving = metricsPort === undefined ? undefined : await metricsServe(options, metricsPort, target, storeTarget);
+    serving = metricsPort === undefined ? undefined : await serveMetrics(options, metricsPort, target, storeTarget);
   } catch (error) {
     await target.stores.close();
     throw error;
@@ -141,10 +141,10 @@ async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<Ex
   await serving?.close();
   const report = await app.drain();
   if (tty) io.stderr.write('\n');
-  io.stdout.write(`pidfence supervise: drain ${report.outcome} (${report.converged} converged, ${report.remaining} remaining)\n`);
+  io.stdout.write(`pidfence supervise: drain ${report.kind} (${report.converged} converged, ${report.remaining} remaining)\n`);
   if (fatal !== null) {
     io.stderr.write(`pidfence: supervise stopped after repeated failures (${fatal as string}).\n`);
     return EXIT.storeUnavailable;
   }
-  return report.outcome === 'drained' ? EXIT.ok : EXIT.failure;
+  return report.kind === 'drained' ? EXIT.ok : EXIT.failure;
 }
