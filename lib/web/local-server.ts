@@ -8,8 +8,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { PidfenceError } from '../base/errors';
 import { ManagementPlane, type ManagementStore } from '../management/index';
 import { isLoopback, findLoopbackPeerUid, peerUnknown, UidSubjects } from './loopback-peer';
-import { STATUS_ROOT, answerStatusPage, type HtmlReply } from './status-page';
-import { escapeHtml, renderPage } from './html';
+import { STATUS_ROOT, answerStatusPage, renderError, type HtmlReply } from './status-page';
 
 /** What /metrics serves (lib/metrics); the server itself never loads prom-client. */
 export interface MetricsSource {
@@ -42,16 +41,12 @@ function send(response: ServerResponse, reply: HtmlReply, head: boolean): void {
   response.end(head ? undefined : reply.body);
 }
 
-function renderPlainPage(status: number, message: string, code: string): HtmlReply {
-  return renderPage(status, 'refused', `<section class="card"><h1>${status === 404 ? 'Not found' : 'Refused'}</h1><p data-fact="error">${escapeHtml(message)}</p><p class="muted"><code data-fact="code">${escapeHtml(code)}</code></p></section>`);
-}
-
 export async function startLocalServer(options: LocalServerOptions): Promise<LocalServer> {
   const subjects = new UidSubjects();
   const statusReply = async (request: IncomingMessage): Promise<HtmlReply> => {
     const { management } = options;
     if (management === null) {
-      return renderPlainPage(404, 'this store is PostgreSQL, where a principal is a database role, not an OS user: its status page is served by `pidfence control-plane`.', 'ERR_PIDFENCE_STATUS_NOT_HERE');
+      return renderError(404, 'this store is PostgreSQL, where a principal is a database role, not an OS user: its status page is served by `pidfence control-plane`.', 'ERR_PIDFENCE_STATUS_NOT_HERE');
     }
     const socket = request.socket;
     const uid = isLoopback(socket.remoteAddress) ? findLoopbackPeerUid(socket) : null;
@@ -65,7 +60,8 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const head = request.method === 'HEAD';
     if (request.method !== 'GET' && !head) {
-      send(response, { ...renderPlainPage(405, 'only GET and HEAD are served here.', 'ERR_PIDFENCE_STATUS_METHOD'), headers: { 'content-type': 'text/html; charset=utf-8', allow: 'GET, HEAD' } }, head);
+      const refused = renderError(405, 'only GET and HEAD are served here.', 'ERR_PIDFENCE_STATUS_METHOD');
+      send(response, { ...refused, headers: { ...refused.headers, allow: 'GET, HEAD' } }, head);
       return;
     }
     const path = (request.url ?? '/').split('?')[0] ?? '/';
@@ -79,11 +75,11 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
       send(response, await statusReply(request), head);
       return;
     }
-    send(response, renderPlainPage(404, `nothing here: ${STATUS_ROOT} is the status page, /metrics the metrics.`, 'ERR_PIDFENCE_STATUS_NO_PAGE'), head);
+    send(response, renderError(404, `nothing here: ${STATUS_ROOT} is the status page, /metrics the metrics.`, 'ERR_PIDFENCE_STATUS_NO_PAGE'), head);
   };
   const server = createServer((request, response) => {
     handle(request, response).catch(() => {
-      if (!response.headersSent) send(response, renderPlainPage(500, 'the request failed.', 'ERR_PIDFENCE_STATUS_PAGE_FAILED'), false);
+      if (!response.headersSent) send(response, renderError(500, 'the request failed.', 'ERR_PIDFENCE_STATUS_PAGE_FAILED'), false);
       else response.destroy();
     });
   });

@@ -104,7 +104,8 @@ function renderIndex(): HtmlReply {
 <p class="muted">Needs run.read on the project, as <code>pidfence status</code> does.</p></section>`);
 }
 
-function renderError(status: number, message: string, code: string): HtmlReply {
+/** A refusal as a page: its sentence and its stable code. */
+export function renderError(status: number, message: string, code: string): HtmlReply {
   return renderPage(status, 'refused', `${nav(null)}<section class="card"><h1>${status === 404 ? 'Not found' : status < 500 ? 'Refused' : 'Unavailable'}</h1><p data-fact="error">${escapeHtml(message)}</p><p class="muted"><code data-fact="code">${escapeHtml(code)}</code></p></section>`);
 }
 
