@@ -10,6 +10,7 @@ import type { CliIo } from './command';
 import { commands } from './commands/index';
 import { EXIT, type ExitCode } from './exit-codes';
 import { jsonRequested, unknownOptionHint } from './options';
+import { jsonErrorWrite } from './output';
 import { packageVersion } from './version';
 
 export const CATEGORY_EXIT: Readonly<Record<ErrorCategory, ExitCode>> = {
@@ -41,11 +42,6 @@ function usageLines(): string {
 function codeOf(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' && code.startsWith('ERR_PIDFENCE_') ? code : undefined;
-}
-
-/** Under --json an error is one JSON document on stderr: its code, category and sentence, never its cause. */
-function jsonErrorWrite(io: CliIo, code: string, category: ErrorCategory, message: string): void {
-  io.stderr.write(`${JSON.stringify({ error: { code, category, message } })}\n`);
 }
 
 function errorExitCode(error: unknown, io: CliIo, json: boolean, argv: readonly string[]): ExitCode {

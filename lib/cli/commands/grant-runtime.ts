@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import { PidfenceRangeError } from '../../base/errors';
 import { storeOptionsAdd, type CliCommand, type CliIo, type StoreOptions } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { jsonWrite } from '../principal';
+import { jsonWrite } from '../output';
 import { storeTargetResolve } from '../store-target';
 
 export const grantRuntimeCommand: CliCommand = {

@@ -9,7 +9,8 @@ import { auditActor, authorizeImpersonation, notPermitted, type Principal } from
 import type { GrantAdministration } from '../../store/management-store';
 import type { CliCommand, CliIo } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { actingPrincipal, jsonWrite, managementOptionsAdd, requestedPrincipal, type ManagementOptions } from '../principal';
+import { jsonWrite } from '../output';
+import { actingPrincipal, managementOptionsAdd, requestedPrincipal, type ManagementOptions } from '../principal';
 import { grantAdministrationOpen, storeTargetResolve } from '../store-target';
 
 interface GrantOptions extends ManagementOptions {

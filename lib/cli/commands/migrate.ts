@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 
 import { storeOptionsAdd, type CliCommand, type CliIo, type StoreOptions } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { jsonWrite } from '../principal';
+import { jsonWrite } from '../output';
 import { storeTargetResolve, type StoreTarget } from '../store-target';
 
 async function applyMigrations(target: StoreTarget): Promise<readonly string[]> {

@@ -6,7 +6,8 @@ import { PidfenceRangeError } from '../../base/errors';
 import type { BlockingResult } from '../../contract/index';
 import type { CliCommand, CliIo } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { jsonWrite, managementOptionsAdd, withManagementPlane, type ManagementOptions } from '../principal';
+import { jsonWrite } from '../output';
+import { managementOptionsAdd, withManagementPlane, type ManagementOptions } from '../principal';
 import { inspectionText } from './inspect';
 
 function versionParse(text: string): number {
