@@ -62,6 +62,12 @@ export interface DispatcherOptions {
   /** Stable lease-owner id of this dispatcher (a replica id); defaultOwnerId() when omitted. */
   readonly owner?: string;
   readonly backoff?: BackoffPolicy;
+  /**
+   * Told once a claim is won, just before the controller is asked to stop the process (TERM, then
+   * KILL after graceMs): a foreground runner tells its user why the next seconds are quiet. Run and
+   * attempt id only; a throwing observer changes nothing.
+   */
+  readonly onStopping?: (target: { readonly runId: string; readonly attemptId: string }) => void;
   /** TEST ONLY, see DispatcherTestHooks. */
   readonly testHooks?: DispatcherTestHooks;
 }
@@ -95,6 +101,7 @@ export class Dispatcher {
   readonly #controllers: ControllerRegistry;
   readonly #backoff: BackoffPolicy;
   readonly #hooks: DispatcherTestHooks;
+  readonly #onStopping: DispatcherOptions['onStopping'];
 
   constructor(options: DispatcherOptions) {
     this.owner = validateOwner(options.owner ?? defaultOwnerId());
@@ -115,6 +122,7 @@ export class Dispatcher {
     this.#repository = options.repository;
     this.#runStore = options.runStore;
     this.#hooks = options.testHooks ?? {};
+    this.#onStopping = options.onStopping;
   }
 
   /** Claim → controller → recordResult for one due run. Store failures reject; controller failures are results. */
@@ -132,6 +140,11 @@ export class Dispatcher {
 
     const fence: DispatchFence = { runId: target.runId, attemptId: target.attemptId, owner: this.owner, token, expectedVersion: claim.record.version };
     await this.#hooks.afterClaim?.(fence);
+    try {
+      this.#onStopping?.({ runId: target.runId, attemptId: target.attemptId });
+    } catch {
+      // an observer must not change a stop
+    }
     const result = await this.#callController(target);
     await this.#hooks.afterControllerCall?.(fence, result);
 
