@@ -79,7 +79,7 @@ async function localLatencies(scratch: string): Promise<number[]> {
   const file = path.join(scratch, 'local.db');
   const store = openSqliteStore(file);
   const app = createExecution({
-    stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
+    stores: { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
     receiptDirectory: `${file}.receipts`,
   });
   await app.recover();

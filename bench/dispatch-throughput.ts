@@ -60,9 +60,9 @@ async function measureRepository(synchronous: SqliteSynchronous): Promise<Measur
     const started = process.hrtime.bigint();
     for (const run of runs) {
       const token = createLeaseToken();
-      const claim = await store.repository.claim({ ...run, owner: 'bench-worker', token, leaseDurationMs: 60_000 });
+      const claim = await store.dispatchRepository.claim({ ...run, owner: 'bench-worker', token, leaseDurationMs: 60_000 });
       if (claim.kind !== 'claimed') throw new Error(`bench: claim was ${claim.kind}`);
-      const settled = await store.repository.recordResult({
+      const settled = await store.dispatchRepository.recordResult({
         runId: run.runId, attemptId: run.attemptId, owner: 'bench-worker', token, expectedVersion: claim.record.version,
         result: 'termination_requested', eventId: `${run.runId}-e2`,
       });

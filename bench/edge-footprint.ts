@@ -50,7 +50,7 @@ function productionDependencyDirs(): string[] {
 function main(): void {
   const lines: string[] = ['## Edge footprint', '', machineHeader([`idle period ${IDLE_MS} ms, 3 processes per row`]), ''];
   lines.push('| entry | modules loaded | packages from node_modules |', '| --- | ---: | --- |');
-  for (const entry of ['pidfence', 'pidfence/native', 'pidfence/controller', 'pidfence/contract', 'pidfence/sqlite', 'pidfence/dispatch']) {
+  for (const entry of ['pidfence', 'pidfence/native', 'pidfence/process', 'pidfence/contract', 'pidfence/sqlite', 'pidfence/dispatch']) {
     const loaded = modulesLoaded(entry);
     lines.push(`| \`${entry}\` | ${loaded.files} | ${loaded.packages.join(', ') || '—'} |`);
   }

@@ -87,7 +87,7 @@ function spawnLeader(): Leader {
 /** Clean-up goes through the product's own verified path, never a bare PID. */
 async function killLeader(leader: Leader): Promise<void> {
   const outcome = signalVerified(leader.identity, 'SIGKILL', { group: true });
-  if (outcome.outcome !== 'signalled' && outcome.outcome !== 'already_exited') {
+  if (outcome.kind !== 'signalled' && outcome.kind !== 'already_exited') {
     throw new Error(`bench: clean-up of a child answered ${JSON.stringify(outcome)}`);
   }
   await leader.exited;
@@ -126,7 +126,7 @@ function verifiedOp(identity: ProcessIdentity, signal: string | number): () => v
   return () => {
     // Checking the outcome keeps the call observable and is what every real caller does.
     const outcome = signalVerified(identity, signal, { group: true });
-    if (outcome.outcome !== 'signalled') throw new Error(`bench: signalVerified answered ${JSON.stringify(outcome)}`);
+    if (outcome.kind !== 'signalled') throw new Error(`bench: signalVerified answered ${JSON.stringify(outcome)}`);
   };
 }
 
@@ -162,7 +162,7 @@ function callOverheadOp(identity: ProcessIdentity): () => void {
   const otherBoot = { ...identity, bootId: `${identity.bootId.slice(0, -1)}${last === '0' ? '1' : '0'}` };
   return () => {
     const outcome = signalVerified(otherBoot, 0, { group: true });
-    if (outcome.outcome !== 'identity_mismatch') throw new Error(`bench: expected a boot id mismatch, got ${JSON.stringify(outcome)}`);
+    if (outcome.kind !== 'identity_mismatch') throw new Error(`bench: expected a boot id mismatch, got ${JSON.stringify(outcome)}`);
   };
 }
 
@@ -185,7 +185,7 @@ async function exitSeenByWaitExit(): Promise<number> {
   const outcome = signalVerified(leader.identity, 'SIGKILL', { group: true });
   const waited = await seen;
   const elapsed = Number(process.hrtime.bigint() - t0);
-  if (outcome.outcome !== 'signalled' || waited.outcome !== 'exited') {
+  if (outcome.kind !== 'signalled' || waited.kind !== 'exited') {
     throw new Error(`bench: waitExit row answered ${JSON.stringify({ outcome, waited })}`);
   }
   await leader.exited;

@@ -89,11 +89,11 @@ async function addDueRuns(store: SqliteStore): Promise<string[]> {
 
 function supervisorFor(store: SqliteStore): Supervisor {
   const dispatcher = new Dispatcher({
-    repository: store.repository, runStore: store.runStore, controllers: new ControllerRegistry([new ExitedController()]),
+    repository: store.dispatchRepository, runStore: store.runStore, controllers: new ControllerRegistry([new ExitedController()]),
     owner: 'bench', graceMs: 0, leaseDurationMs: 60_000,
   });
   const standalone = profile('standalone');
-  return new Supervisor({ repository: store.repository, dispatcher, pageSize: standalone.pageSize, pagesPerCycle: standalone.pagesPerCycle });
+  return new Supervisor({ repository: store.dispatchRepository, dispatcher, pageSize: standalone.pageSize, pagesPerCycle: standalone.pagesPerCycle });
 }
 
 /** Cycle with 10 due runs (timed), then the runs are finished (untimed) so they leave every index. */
@@ -151,8 +151,8 @@ async function idleChild(file: string, seconds: number): Promise<void> {
   const store = openSqliteStore(file);
   await addDueRuns(store); // something exists; after the first cycle nothing is due
   const edge = profile('edge');
-  const dispatcher = new Dispatcher({ repository: store.repository, runStore: store.runStore, controllers: new ControllerRegistry([new ExitedController()]), graceMs: 0, leaseDurationMs: 60_000 });
-  const supervisor = new Supervisor({ repository: store.repository, dispatcher, pageSize: edge.pageSize, pagesPerCycle: edge.pagesPerCycle });
+  const dispatcher = new Dispatcher({ repository: store.dispatchRepository, runStore: store.runStore, controllers: new ControllerRegistry([new ExitedController()]), graceMs: 0, leaseDurationMs: 60_000 });
+  const supervisor = new Supervisor({ repository: store.dispatchRepository, dispatcher, pageSize: edge.pageSize, pagesPerCycle: edge.pagesPerCycle });
   let wakes = 0;
   const runner = new LifecycleRunner({ supervisor: { runCycle: () => { wakes += 1; return supervisor.runCycle(); } }, cadenceMs: edge.periodMs, stopTimeoutMs: edge.stopTimeoutMs });
   runner.start();

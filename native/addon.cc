@@ -27,7 +27,7 @@ thread_local char expected_boot_id[kBootIdLength + 2];
 
 Napi::Object errno_object(Napi::Env env, const char* status, int error) {
   Napi::Object out = Napi::Object::New(env);
-  out.Set("status", status);
+  out.Set("kind", status);
   const char* name = strerrorname_np(error);
   out.Set("errno", name != nullptr ? name : "EUNKNOWN");
   return out;
@@ -51,7 +51,7 @@ Napi::Value read_process_stat(const Napi::CallbackInfo& info) {
   switch (proc_stat_read(pid, &stat, &error)) {
     case ProcStatRead::gone: {
       Napi::Object out = Napi::Object::New(env);
-      out.Set("status", "gone");
+      out.Set("kind", "gone");
       return out;
     }
     case ProcStatRead::failed:
@@ -60,7 +60,7 @@ Napi::Value read_process_stat(const Napi::CallbackInfo& info) {
       break;
   }
   Napi::Object out = Napi::Object::New(env);
-  out.Set("status", "ok");
+  out.Set("kind", "ok");
   out.Set("pid", Napi::Number::New(env, stat.pid));
   out.Set("state", std::string(1, stat.state));
   out.Set("ppid", Napi::Number::New(env, stat.ppid));
@@ -76,7 +76,7 @@ Napi::Value boot_id(const Napi::CallbackInfo& info) {
   const char* id = boot_id_get(&error);
   if (id == nullptr) return errno_object(env, "error", error);
   Napi::Object out = Napi::Object::New(env);
-  out.Set("status", "ok");
+  out.Set("kind", "ok");
   out.Set("bootId", id);
   return out;
 }
@@ -89,7 +89,7 @@ Napi::Value capture_identity(const Napi::CallbackInfo& info) {
   const Result verdict = identity_capture(pid, &identity);
   if (verdict.outcome != Outcome::verified) return result_to_object(env, verdict);
   Napi::Object out = Napi::Object::New(env);
-  out.Set("outcome", "verified");
+  out.Set("kind", "verified");
   out.Set("pid", Napi::Number::New(env, identity.pid));
   out.Set("bootId", identity.boot_id);
   out.Set("startTicks", std::to_string(identity.start_ticks));
@@ -179,7 +179,7 @@ AddonState& addon_state(Napi::Env env) { return *env.GetInstanceData<AddonState>
 
 Napi::Object result_to_object(Napi::Env env, const Result& result) {
   Napi::Object out = Napi::Object::New(env);
-  out.Set("outcome", outcome_name(result.outcome));
+  out.Set("kind", outcome_name(result.outcome));
   if (result.mismatch != Mismatch::none) out.Set("reason", mismatch_name(result.mismatch));
   if (result.mode != SignalMode::none) out.Set("mode", mode_name(result.mode));
   if (result.outcome == Outcome::failed) {

@@ -161,7 +161,7 @@ Napi::Value exit_watch_start(const Napi::CallbackInfo& info) {
     return failed_object(env, -start_rc);
   }
   Napi::Object out = Napi::Object::New(env);
-  out.Set("outcome", "watching");
+  out.Set("kind", "watching");
   out.Set("id", Napi::Number::New(env, started->id));
   return out;
 }

@@ -33,13 +33,13 @@ struct ExitWatches {
 bool exit_watches_attach(Napi::Env env, ExitWatches* watches);
 
 // JS: exitWatchStart(pid, bootId, startTicks, pidfsIno | "", callback, hold) →
-//   { outcome: "watching", id } | { outcome, reason?, errno? }.
+//   { kind: "watching", id } | { kind, reason?, errno? }.
 // The callback is called once with "exited" (or "error" if the loop reports one). With `hold`
 // the process must lead its group (else identity_mismatch, not_group_leader), and the verified
 // pidfd stays open after the exit until exitWatchCancel(id).
 Napi::Value exit_watch_start(const Napi::CallbackInfo& info);
 
-// JS: exitWatchGroupSignal(id, signo) → { outcome: "signalled" | "already_exited" (group empty)
+// JS: exitWatchGroupSignal(id, signo) → { kind: "signalled" | "already_exited" (group empty)
 //   | "unsupported" | "error" }. Signals the process group of the held pidfd's process.
 Napi::Value exit_watch_group_signal(const Napi::CallbackInfo& info);
 

@@ -21,7 +21,7 @@ export interface StoreOptions {
   readonly json?: boolean;
 }
 
-export function storeOptionsAdd(command: Command): Command {
+export function addStoreOptions(command: Command): Command {
   return command
     .option('--db <path|url>', 'SQLite file, or a postgres:// URL (default: $PIDFENCE_DB, else ./pidfence.db)')
     .option('--json', 'machine-readable output (the same facts as the text)');

@@ -5,7 +5,7 @@ import { PidfenceRangeError } from '../base/errors';
 const DURATION = /^(\d{1,9})(ms|s|m|h)?$/;
 const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
 
-export function durationParse(text: string, what: string): number {
+export function parseDuration(text: string, what: string): number {
   const match = DURATION.exec(text.trim());
   if (match === null) throw new PidfenceRangeError(`${what} must be a duration such as 500ms, 30s, 5m or 2h.`, 'ERR_PIDFENCE_INVALID_DURATION');
   const ms = Number(match[1]) * (UNIT_MS[match[2] ?? 's'] ?? 1_000);
@@ -19,8 +19,8 @@ export function secondsText(ms: number): string {
 }
 
 /** A duration in any unit, refused above `maxMs` with the cap in seconds (e.g. --grace 2m over a 30 s cap). */
-export function durationWithin(text: string, what: string, maxMs: number, minMs = 1): number {
-  const ms = durationParse(text, what);
+export function parseDurationWithin(text: string, what: string, maxMs: number, minMs = 1): number {
+  const ms = parseDuration(text, what);
   if (ms > maxMs || ms < minMs) {
     throw new PidfenceRangeError(`${what} must be from ${secondsText(minMs)} to ${secondsText(maxMs)}; you gave ${text.trim()} (${secondsText(ms)}).`, 'ERR_PIDFENCE_INVALID_DURATION');
   }

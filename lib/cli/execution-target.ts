@@ -6,7 +6,7 @@ import { homedir } from 'node:os';
 import * as path from 'node:path';
 
 import type { ExecutionStores } from '../execution/index';
-import { sqliteOpen, type StoreTarget } from './store-target';
+import { openSqlite, type StoreTarget } from './store-target';
 
 export interface ExecutionTarget {
   readonly stores: ExecutionStores;
@@ -32,19 +32,19 @@ export function postgresReceiptDirectory(url: string, env: NodeJS.ProcessEnv = p
   return path.join(path.resolve(stateHome), 'pidfence', 'receipts', `pg-${digest}`);
 }
 
-export async function executionTargetOpen(target: StoreTarget, env: NodeJS.ProcessEnv = process.env): Promise<ExecutionTarget> {
+export async function openExecutionTarget(target: StoreTarget, env: NodeJS.ProcessEnv = process.env): Promise<ExecutionTarget> {
   if (target.kind === 'postgres') {
     const { openPostgresStore } = await import('../store/postgres/index');
     const store = await openPostgresStore(target.url);
     return {
-      stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
+      stores: { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
       receiptDirectory: postgresReceiptDirectory(target.url, env),
     };
   }
   // run and supervise may create the store; its trouble is a sentence and exit 3 like every command's.
-  const store = await sqliteOpen(target.file, { create: true });
+  const store = await openSqlite(target.file, { create: true });
   return {
-    stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
+    stores: { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
     receiptDirectory: `${target.file}.receipts`,
   };
 }

@@ -10,7 +10,7 @@ import type { CliIo } from './command';
 import { commands } from './commands/index';
 import { EXIT, type ExitCode } from './exit-codes';
 import { jsonRequested, unknownOptionHint } from './options';
-import { jsonErrorWrite } from './output';
+import { writeJsonError } from './output';
 import { packageVersion } from './version';
 
 export const CATEGORY_EXIT: Readonly<Record<ErrorCategory, ExitCode>> = {
@@ -21,7 +21,7 @@ export const CATEGORY_EXIT: Readonly<Record<ErrorCategory, ExitCode>> = {
 };
 
 /** `json`: commander's own error text is held back, and the error is written as JSON instead. */
-export function programBuild(io: CliIo, done: (code: ExitCode) => void, json = false): Command {
+export function buildProgram(io: CliIo, done: (code: ExitCode) => void, json = false): Command {
   const program = new Command('pidfence')
     .description('Stop job processes safely and provably; inspect and repair durable cancellation.')
     .version(packageVersion(), '-V, --version', 'print the pidfence version')
@@ -50,7 +50,7 @@ function errorExitCode(error: unknown, io: CliIo, json: boolean, argv: readonly 
     // --help and --version are "errors" to commander; they already printed what was asked.
     if (error.exitCode === 0) return EXIT.ok;
     const hint = unknownOptionHint(error.code, argv);
-    if (json) jsonErrorWrite(io, 'ERR_PIDFENCE_USAGE', 'input', `${error.message.replace(/^error: /, '')}${hint === undefined ? '' : `; ${hint}`}`);
+    if (json) writeJsonError(io, 'ERR_PIDFENCE_USAGE', 'input', `${error.message.replace(/^error: /, '')}${hint === undefined ? '' : `; ${hint}`}`);
     else if (hint !== undefined) io.stderr.write(`${hint}\n`);
     return EXIT.usage;
   }
@@ -61,17 +61,17 @@ function errorExitCode(error: unknown, io: CliIo, json: boolean, argv: readonly 
   }
   const category = errorCategory(code);
   const message = (error as Error).message;
-  if (json) jsonErrorWrite(io, code, category, message);
+  if (json) writeJsonError(io, code, category, message);
   else if (category === 'input' && isPidfenceInputError(error)) io.stderr.write(`pidfence: ${message}\n${usageLines()}`);
   else if (category === 'internal') io.stderr.write(`pidfence: ${message} (${code}); this is a pidfence bug or a damaged store, please report it.\n`);
   else io.stderr.write(`pidfence: ${message} (${code})\n`);
   return CATEGORY_EXIT[category];
 }
 
-export async function cliRun(argv: readonly string[], io: CliIo): Promise<ExitCode> {
+export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   let code: ExitCode | undefined;
   const json = jsonRequested(argv);
-  const program = programBuild(io, (value) => (code = value), json);
+  const program = buildProgram(io, (value) => (code = value), json);
   activeCommand = undefined;
   program.hook('preAction', (_program, action) => {
     activeCommand = action;
@@ -89,7 +89,7 @@ export async function cliRun(argv: readonly string[], io: CliIo): Promise<ExitCo
 }
 
 if (require.main === module) {
-  void cliRun(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env }).then((code) => {
+  void runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env }).then((code) => {
     process.exitCode = code;
   });
 }

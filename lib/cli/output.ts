@@ -5,7 +5,7 @@ import type { ErrorCategory } from '../base/error-registry';
 import type { CliIo } from './command';
 
 /** The answer of a one-shot command under --json: one document, the same facts as the text. */
-export function jsonWrite(io: CliIo, value: unknown): void {
+export function writeJson(io: CliIo, value: unknown): void {
   io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
@@ -15,7 +15,7 @@ export function jsonLineWrite(io: CliIo, value: unknown): void {
 }
 
 /** Under --json an error is one JSON document on stderr: its code, category and sentence, never its cause. */
-export function jsonErrorWrite(io: CliIo, code: string, category: ErrorCategory, message: string): void {
+export function writeJsonError(io: CliIo, code: string, category: ErrorCategory, message: string): void {
   io.stderr.write(`${JSON.stringify({ error: { code, category, message } })}\n`);
 }
 

@@ -5,9 +5,9 @@ import type { Command } from 'commander';
 
 import { PidfenceRangeError } from '../base/errors';
 import { ManagementPlane, principalOf, RunNotVisibleError, type Principal } from '../management/index';
-import { storeOptionsAdd, type CliIo, type StoreOptions } from './command';
+import { addStoreOptions, type CliIo, type StoreOptions } from './command';
 import { storeName } from './job-messages';
-import { storeOpen, storeTargetResolve, type StoreTarget } from './store-target';
+import { openStore, resolveStoreTarget, type StoreTarget } from './store-target';
 
 export const PRINCIPAL_ENV = 'PIDFENCE_PRINCIPAL';
 
@@ -29,8 +29,8 @@ export function actingPrincipal(requested: string | undefined, authenticated: st
 }
 
 /** --db, --json and --as: every management subcommand. */
-export function managementOptionsAdd(command: Command): Command {
-  return storeOptionsAdd(command).option('--as <subject>', `act as another subject (also $${PRINCIPAL_ENV}); needs grants.write on the project, and is audited`);
+export function addManagementOptions(command: Command): Command {
+  return addStoreOptions(command).option('--as <subject>', `act as another subject (also $${PRINCIPAL_ENV}); needs grants.write on the project, and is audited`);
 }
 
 export function projectRequired(options: ManagementOptions): string {
@@ -43,11 +43,11 @@ export async function withManagementPlane<T>(options: ManagementOptions, io: Cli
   // A malformed principal is a usage error, found before the database is touched.
   const requested = requestedPrincipal(options.as, io.env);
   // Reads never create a database: a missing SQLite file is an unreachable store, not an empty one.
-  const target = storeTargetResolve(options.db, io.env);
-  const store = await storeOpen(target, { create: false });
+  const target = resolveStoreTarget(options.db, io.env);
+  const store = await openStore(target, { create: false });
   try {
     const principal = actingPrincipal(requested, await store.authenticatedSubject());
-    const plane = new ManagementPlane({ store: store.management, principal: principal.subject, ...(principal.authenticated === undefined ? {} : { authenticatedAs: principal.authenticated }) });
+    const plane = new ManagementPlane({ store: store.managementStore, principal: principal.subject, ...(principal.authenticated === undefined ? {} : { authenticatedAs: principal.authenticated }) });
     return await nameStoreInRefusal(target, use(plane));
   } finally {
     await store.close();

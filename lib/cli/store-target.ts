@@ -13,7 +13,7 @@ export const DEFAULT_SQLITE_FILE = 'pidfence.db';
 
 export type StoreTarget = { readonly kind: 'sqlite'; readonly file: string } | { readonly kind: 'postgres'; readonly url: string };
 
-export function storeTargetResolve(option: string | undefined, env: NodeJS.ProcessEnv = process.env): StoreTarget {
+export function resolveStoreTarget(option: string | undefined, env: NodeJS.ProcessEnv = process.env): StoreTarget {
   const value = option ?? env[DB_ENV] ?? DEFAULT_SQLITE_FILE;
   if (/^postgres(ql)?:\/\//.test(value)) return { kind: 'postgres', url: value };
   return { kind: 'sqlite', file: path.resolve(value) };
@@ -22,9 +22,9 @@ export function storeTargetResolve(option: string | undefined, env: NodeJS.Proce
 /** What every command gets: the two store interfaces and a way to close them. */
 export interface OpenStore {
   readonly target: StoreTarget;
-  readonly repository: DispatchRepository;
+  readonly dispatchRepository: DispatchRepository;
   readonly runStore: RunStore;
-  readonly management: ManagementStore;
+  readonly managementStore: ManagementStore;
   /** Who the store authenticated: the OS user on SQLite, the login role (session_user) on PostgreSQL. */
   authenticatedSubject(): Promise<string>;
   close(): Promise<void>;
@@ -42,7 +42,7 @@ function sqliteUnavailable(file: string, error: unknown): Error {
   return new PidfenceError(`cannot open the SQLite database ${file} (${code}); check the path and its permissions, or pass --db.`, 'ERR_PIDFENCE_STORE_UNAVAILABLE', { errno: code, cause: error });
 }
 
-export async function sqliteOpen(file: string, options: StoreOpenOptions): Promise<import('../store/sqlite/index').SqliteStore> {
+export async function openSqlite(file: string, options: StoreOpenOptions): Promise<import('../store/sqlite/index').SqliteStore> {
   const { openSqliteStore } = await import('../store/sqlite/index');
   try {
     return openSqliteStore(file, { create: options.create });
@@ -55,13 +55,13 @@ export async function sqliteOpen(file: string, options: StoreOpenOptions): Promi
  * Grant writes (docs/decisions/0040): on SQLite the file's writer is its owner; on PostgreSQL the
  * URL must be the migration owner's, because the runtime role may only read grants.
  */
-export async function grantAdministrationOpen(target: StoreTarget, options: StoreOpenOptions): Promise<GrantAdministration & { authenticatedSubject(): Promise<string>; close(): Promise<void> }> {
+export async function openGrantAdministration(target: StoreTarget, options: StoreOpenOptions): Promise<GrantAdministration & { authenticatedSubject(): Promise<string>; close(): Promise<void> }> {
   if (target.kind === 'sqlite') {
-    const store = await sqliteOpen(target.file, options);
-    const { management } = store;
+    const store = await openSqlite(target.file, options);
+    const { managementStore: management } = store;
     return {
       hasPermission: (...args) => management.hasPermission(...args),
-      grantCount: () => management.grantCount(),
+      countGrants: () => management.countGrants(),
       writeGrant: (...args) => management.writeGrant(...args),
       revokeGrant: (...args) => management.revokeGrant(...args),
       listGrants: (...args) => management.listGrants(...args),
@@ -74,12 +74,12 @@ export async function grantAdministrationOpen(target: StoreTarget, options: Stor
 }
 
 /** Opens either store; `create` defaults to false, so reading or requesting never makes a database. */
-export async function storeOpen(target: StoreTarget, options: StoreOpenOptions = { create: false }): Promise<OpenStore> {
+export async function openStore(target: StoreTarget, options: StoreOpenOptions = { create: false }): Promise<OpenStore> {
   if (target.kind === 'sqlite') {
-    const store = await sqliteOpen(target.file, options);
-    return { target, repository: store.repository, runStore: store.runStore, management: store.management, authenticatedSubject: async () => osPrincipal(), close: async () => store.close() };
+    const store = await openSqlite(target.file, options);
+    return { target, dispatchRepository: store.dispatchRepository, runStore: store.runStore, managementStore: store.managementStore, authenticatedSubject: async () => osPrincipal(), close: async () => store.close() };
   }
   const { openPostgresStore } = await import('../store/postgres/index');
   const store = await openPostgresStore(target.url);
-  return { target, repository: store.repository, runStore: store.runStore, management: store.management, authenticatedSubject: () => store.sessionUser(), close: () => store.close() };
+  return { target, dispatchRepository: store.dispatchRepository, runStore: store.runStore, managementStore: store.managementStore, authenticatedSubject: () => store.sessionUser(), close: () => store.close() };
 }

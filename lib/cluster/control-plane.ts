@@ -91,13 +91,13 @@ interface Services {
   readonly leases: ClusterLeaseStore;
   readonly control: CancellationDispatchControl;
   readonly runStore: PostgresRunStore;
-  readonly management: PostgresManagementStore;
+  readonly managementStore: PostgresManagementStore;
   readonly availability: DispatchAvailability;
   readonly pool: Pool;
 }
 
-function routesAdd(app: FastifyInstance, services: Services): void {
-  const { leases, control, runStore, management, availability, pool } = services;
+function addRoutes(app: FastifyInstance, services: Services): void {
+  const { leases, control, runStore, managementStore: management, availability, pool } = services;
   const caller = (request: FastifyRequest): WorkerCaller => ({ principal: principalOfRequest(request), sessionId: (request.body as { sessionId: string }).sessionId });
   const plane = (request: FastifyRequest): ManagementPlane => new ManagementPlane({ store: management, principal: principalOfRequest(request) });
 
@@ -172,7 +172,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
       handled++;
     });
     app.setErrorHandler((error, _request, reply) => replyError(reply, error));
-    routesAdd(app, { leases, control, runStore: new PostgresRunStore(pool), management: new PostgresManagementStore(pool), availability, pool });
+    addRoutes(app, { leases, control, runStore: new PostgresRunStore(pool), managementStore: new PostgresManagementStore(pool), availability, pool });
     await app.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 0 });
     const address = app.server.address();
     const port = typeof address === 'object' && address !== null ? address.port : 0;

@@ -17,7 +17,7 @@ export type ControlledTickAnswer =
 
 /** Only fixed states, codes and the scope: never a run, worker, attempt, token or error text. */
 export interface DispatchObservation {
-  readonly outcome: 'bypass' | 'settled' | 'replayed' | 'untracked' | 'failed_closed';
+  readonly kind: 'bypass' | 'settled' | 'replayed' | 'untracked' | 'failed_closed';
   readonly code: DispatchFailureCode | null;
   readonly scope: 'run' | 'attempt' | null;
 }
@@ -87,7 +87,7 @@ export class CancellationDispatchControl implements LeaseControl {
   async tick(caller: WorkerCaller, ref: LeaseRef): Promise<ControlledTickAnswer> {
     const answer = await this.#inner.tick(caller, ref);
     if (answer.kind !== 'stop_requested') {
-      this.#emit({ outcome: 'bypass', code: null, scope: null });
+      this.#emit({ kind: 'bypass', code: null, scope: null });
       return answer;
     }
     return this.#deliverStop(ref, answer);
@@ -127,15 +127,15 @@ export class CancellationDispatchControl implements LeaseControl {
     }
   }
 
-  #release(stop: Extract<LeaseTickAnswer, { kind: 'stop_requested' }>, tracking: 'dispatched' | 'untracked', outcome: DispatchObservation['outcome']): ControlledTickAnswer {
+  #release(stop: Extract<LeaseTickAnswer, { kind: 'stop_requested' }>, tracking: 'dispatched' | 'untracked', kind: DispatchObservation['kind']): ControlledTickAnswer {
     this.#availability.restore();
-    this.#emit({ outcome, code: null, scope: stop.scope });
+    this.#emit({ kind, code: null, scope: stop.scope });
     return { ...stop, tracking };
   }
 
   #failClosed(code: DispatchFailureCode, scope: 'run' | 'attempt'): DispatchFailedClosed {
     this.#availability.withdraw(code);
-    this.#emit({ outcome: 'failed_closed', code, scope });
+    this.#emit({ kind: 'failed_closed', code, scope });
     return new DispatchFailedClosed(code);
   }
 

@@ -84,7 +84,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   const journalFile = path.resolve(options.journalFile);
   const local = openSqliteStore(journalFile);
   const app: ExecutionApplication = createExecution({
-    stores: { runStore: local.runStore, repository: local.repository, executionStore: local.executionStore, runnerStore: local.runnerStore, close: () => local.close() },
+    stores: { runStore: local.runStore, repository: local.dispatchRepository, executionStore: local.executionStore, runnerStore: local.runnerStore, close: () => local.close() },
     receiptDirectory: `${journalFile}.receipts`,
     runnerKind: 'supervise',
     ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),

@@ -1,5 +1,5 @@
 // Which controller stops a handle (design/dispatch §2.3): platform → TerminationController. The local
-// controller (pidfence/controller) satisfies the interface structurally; remote ones come later.
+// controller (pidfence/process) satisfies the interface structurally; remote ones come later.
 import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 import { PLATFORM_PATTERN, type TerminationOutcome, type TerminationRequest } from '../process/index';
 

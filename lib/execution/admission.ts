@@ -78,7 +78,7 @@ export class Admission {
   killGroup(attemptId: string): boolean {
     const handle = this.#handles.get(attemptId);
     const hold = handle === undefined ? null : this.#held?.get(handle) ?? null;
-    return hold !== null && hold.signalGroup('SIGKILL').outcome === 'signalled';
+    return hold !== null && hold.signalGroup('SIGKILL').kind === 'signalled';
   }
 
   get open(): boolean {

@@ -2,6 +2,7 @@
 // host, only on proof (a clean end, an exit, a reused PID, another boot), each attempt moved by a
 // CAS on its old owner with an `attempt.adopted` event. A `cancel` whose run's runner is gone takes
 // over just that run and stops it through the same claim/dispatch path a runner uses.
+import { delay } from '../base/time';
 import type { RunnerStore } from '../store/runner-store';
 import type { CompletionOutcome, CompletionProcessor } from './completion-processor';
 import type { ControlLifecycle } from './control-lifecycle';
@@ -64,6 +65,6 @@ export async function stopOrphanedRun(request: OrphanStopRequest): Promise<Orpha
     const outcome = await request.processor.process(ref);
     if (outcome.kind === 'completed' || outcome.kind === 'terminal') return { kind: 'stopped', outcome };
     if (Date.now() >= deadline) return { kind: 'stopping' };
-    await new Promise((resolve) => setTimeout(resolve, ORPHAN_RECHECK_MS));
+    await delay(ORPHAN_RECHECK_MS);
   }
 }

@@ -20,7 +20,7 @@ import { DeadlineSource } from './deadlines';
 import { ExecutionDrain, type DrainReport } from './drain';
 import { resolveHostId } from './host-id';
 import { CompletionNotices, type AttemptRef } from './notices';
-import { receiptDirectoryEnsure, validateReceiptDirectory } from './receipts';
+import { ensureReceiptDirectory, validateReceiptDirectory } from './receipts';
 import { recoverExecutions, type RecoveryReport } from './recovery';
 import { registerRunner, type RunnerSelf } from './runner';
 
@@ -89,7 +89,7 @@ export interface ExecutionApplication {
 
 export function createExecution(options: ExecutionOptions): ExecutionApplication {
   const receiptDirectory = validateReceiptDirectory(options.receiptDirectory);
-  receiptDirectoryEnsure(receiptDirectory);
+  ensureReceiptDirectory(receiptDirectory);
   const profile = profileNamed(options.profile ?? 'standalone', LOCAL_PROFILES);
   const { runStore, repository, executionStore, runnerStore } = options.stores;
   const graceMs = options.graceMs ?? STOP_GRACE_DEFAULT_MS;

@@ -14,9 +14,9 @@ import {
   RECEIPT_CALLBACK_SEQ,
   RECEIPT_CLOCK_SKEW_MS,
   digestsEqual,
-  receiptDelete,
-  receiptQuarantine,
-  receiptRead,
+  deleteReceipt,
+  quarantineReceipt,
+  readReceipt,
   receiptTokenDigest,
   type CompletionReceipt,
 } from './receipts';
@@ -123,7 +123,7 @@ export class CompletionProcessor {
   }
 
   async #fromReceipt(attempt: AttemptRecord, run: RunRecord): Promise<CompletionOutcome | null> {
-    const read = receiptRead(this.#directory, attempt.attemptId);
+    const read = readReceipt(this.#directory, attempt.attemptId);
     if (read.kind === 'absent') return null;
     if (read.kind === 'malformed') return this.#quarantine(attempt, 'malformed');
     const reason = await this.#authenticate(read.receipt, attempt);
@@ -133,7 +133,7 @@ export class CompletionProcessor {
     const outcome = await this.#commit(attempt, statusForReceipt(receipt, run), 'receipt', receipt, true);
     if (outcome.kind === 'terminal') return this.#cleanLate(attempt, outcome.status);
     if (outcome.kind === 'completed') {
-      receiptDelete(this.#directory, attempt.attemptId);
+      deleteReceipt(this.#directory, attempt.attemptId);
       await this.#store.closeJournalEntry({ attemptId: attempt.attemptId, action: 'delete' });
     }
     return outcome;
@@ -173,14 +173,14 @@ export class CompletionProcessor {
   /** Intent first (a journal row), then the move, then the row is closed. */
   async #quarantine(attempt: AttemptRecord, reason: QuarantineReason): Promise<CompletionOutcome> {
     await this.#store.recordQuarantineIntent({ runId: attempt.runId, attemptId: attempt.attemptId, reason });
-    receiptQuarantine(this.#directory, attempt.attemptId);
+    quarantineReceipt(this.#directory, attempt.attemptId);
     await this.#store.closeJournalEntry({ attemptId: attempt.attemptId, action: 'quarantine' });
     return { kind: 'quarantined', reason };
   }
 
   async #cleanLate(attempt: AttemptRecord, status: RunTerminalStatus): Promise<CompletionOutcome> {
     await this.#store.recordReceiptDeletion({ runId: attempt.runId, attemptId: attempt.attemptId });
-    receiptDelete(this.#directory, attempt.attemptId);
+    deleteReceipt(this.#directory, attempt.attemptId);
     await this.#store.closeJournalEntry({ attemptId: attempt.attemptId, action: 'delete' });
     return { kind: 'terminal', status, lateReceipt: true };
   }

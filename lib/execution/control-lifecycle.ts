@@ -12,7 +12,7 @@ import type { ActiveCursor, ExecutionStore } from '../store/execution-store';
 import type { CompletionOutcome, CompletionProcessor } from './completion-processor';
 import type { DeadlineSource } from './deadlines';
 import type { CompletionNotices } from './notices';
-import { receiptDelete, receiptQuarantine } from './receipts';
+import { deleteReceipt, quarantineReceipt } from './receipts';
 
 /** Consecutive failed cycles after which the lifecycle reports itself failed (onFatal). */
 export const CYCLE_FAILURE_LIMIT = 3;
@@ -180,8 +180,8 @@ export class ControlLifecycle {
 export async function cleanupJournalPage(store: ExecutionStore, receiptDirectory: string, limit: number): Promise<number> {
   const page = await store.openJournalPage({ limit });
   for (const entry of page.items) {
-    if (entry.action === 'delete') receiptDelete(receiptDirectory, entry.attemptId);
-    else receiptQuarantine(receiptDirectory, entry.attemptId);
+    if (entry.action === 'delete') deleteReceipt(receiptDirectory, entry.attemptId);
+    else quarantineReceipt(receiptDirectory, entry.attemptId);
     await store.closeJournalEntry({ attemptId: entry.attemptId, action: entry.action });
   }
   return page.items.length;

@@ -4,6 +4,7 @@
 // processes through the dispatch path, a bounded number at once and none after the deadline; then
 // converge their terminal states with the completion processor and close storage. Bounded by its
 // deadline and idempotent; `timed_out` when it cannot converge, and storage is closed all the same.
+import { delay, settlesWithin } from '../base/time';
 import type { DispatchOutcome, DispatchTarget } from '../dispatch/index';
 import type { ExecutionStore } from '../store/execution-store';
 import type { RunStore } from '../store/run-store';
@@ -17,7 +18,7 @@ export const DRAIN_TIMEOUT_DEFAULT_MS = 30_000;
 export const DRAIN_RECHECK_MS = 50;
 
 export interface DrainReport {
-  readonly outcome: 'drained' | 'timed_out';
+  readonly kind: 'drained' | 'timed_out';
   /** Attempts in scope that were active when the drain began. */
   readonly active: number;
   /** `shutdown` intent written now (the others kept their reason). */
@@ -46,21 +47,6 @@ export interface DrainOptions {
   readonly onCompleted?: (ref: AttemptRef, outcome: CompletionOutcome) => void;
   readonly timeoutMs?: number;
   readonly clock?: () => number;
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Resolves with true when `work` settled, false when `ms` passed first; never rejects. */
-function settledWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), Math.max(0, ms));
-    void work.then(() => true, () => true).then((settled) => {
-      clearTimeout(timer);
-      resolve(settled);
-    });
-  });
 }
 
 export class ExecutionDrain {
@@ -98,9 +84,9 @@ export class ExecutionDrain {
         await delay(Math.min(DRAIN_RECHECK_MS, left()));
       }
       // A stop still waiting out its grace is not waited for past the deadline.
-      await settledWithin(stops, left());
-      const outcome = remaining.length === 0 && !exhausted ? 'drained' : 'timed_out';
-      return { outcome, active: targets.length, shutdownRequested: counts.shutdownRequested, converged: targets.length - remaining.length, remaining: remaining.length, pageBudgetExhausted: exhausted };
+      await settlesWithin(stops, left());
+      const kind = remaining.length === 0 && !exhausted ? 'drained' : 'timed_out';
+      return { kind, active: targets.length, shutdownRequested: counts.shutdownRequested, converged: targets.length - remaining.length, remaining: remaining.length, pageBudgetExhausted: exhausted };
     } finally {
       await o.closeStorage();
     }

@@ -13,11 +13,11 @@ export { CompletionNotices, NOTICES_MAX, type AttemptRef } from './notices';
 export {
   RECEIPT_CALLBACK_SEQ,
   createReceiptToken,
-  receiptParse,
+  parseReceipt,
   receiptPaths,
-  receiptRead,
+  readReceipt,
   receiptTokenDigest,
-  receiptWriteAtomic,
+  writeReceiptAtomic,
   type CompletionReceipt,
 } from './receipts';
 export { HOST_ID_ENV, resolveHostId } from './host-id';

@@ -9,7 +9,7 @@ import { closeSync, readFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 
 import { LAUNCH_ORDER_FD, type LaunchOrder } from './launch-order';
-import { RECEIPT_VERSION, receiptWriteAtomic } from './receipts';
+import { RECEIPT_VERSION, writeReceiptAtomic } from './receipts';
 import { START_FAILURE_STATUS, startFailureOf } from './start-failure';
 
 function readOrder(): LaunchOrder | null {
@@ -40,7 +40,7 @@ function main(): void {
     if (settled) return;
     settled = true;
     try {
-      receiptWriteAtomic(order.receiptDirectory, {
+      writeReceiptAtomic(order.receiptDirectory, {
         v: RECEIPT_VERSION, runId: order.runId, attemptId: order.attemptId, seq: order.seq, token: order.token,
         exitCode, signal, startedAtMs, finishedAtMs: Date.now(), spawnFailed,
       });

@@ -61,7 +61,7 @@ export function receiptPaths(directory: string, attemptId: string): { readonly f
 }
 
 /** Creates the receipt directory (0700: receipts hold a capability) and its quarantine folder. */
-export function receiptDirectoryEnsure(directory: string): void {
+export function ensureReceiptDirectory(directory: string): void {
   fs.mkdirSync(path.join(directory, 'quarantine'), { recursive: true, mode: 0o700 });
 }
 
@@ -75,7 +75,7 @@ function fsyncDirectory(directory: string): void {
 }
 
 /** temp (O_EXCL, 0600) → write → fsync → rename → fsync(dir): the receipt is whole or absent. */
-export function receiptWriteAtomic(directory: string, receipt: CompletionReceipt): void {
+export function writeReceiptAtomic(directory: string, receipt: CompletionReceipt): void {
   const paths = receiptPaths(directory, receipt.attemptId);
   fs.rmSync(paths.temp, { force: true }); // a launcher that died mid-write left it; the attempt is unique
   const fd = fs.openSync(paths.temp, fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_WRONLY, 0o600);
@@ -101,7 +101,7 @@ function isInt(value: unknown, min: number, max: number): value is number {
 }
 
 /** Exact-shape parse: unknown keys, wrong types or out-of-range values make it malformed. */
-export function receiptParse(text: string): CompletionReceipt | null {
+export function parseReceipt(text: string): CompletionReceipt | null {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -130,7 +130,7 @@ export function receiptParse(text: string): CompletionReceipt | null {
 }
 
 /** Reads the receipt at its exact path (no directory listing), bounded in size. */
-export function receiptRead(directory: string, attemptId: string): ReceiptRead {
+export function readReceipt(directory: string, attemptId: string): ReceiptRead {
   const { final } = receiptPaths(directory, attemptId);
   let fd: number;
   try {
@@ -144,7 +144,7 @@ export function receiptRead(directory: string, attemptId: string): ReceiptRead {
     const buffer = Buffer.alloc(RECEIPT_MAX_BYTES + 1);
     const size = fs.readSync(fd, buffer, 0, buffer.length, 0);
     if (size > RECEIPT_MAX_BYTES) return { kind: 'malformed' };
-    const receipt = receiptParse(buffer.subarray(0, size).toString('utf8'));
+    const receipt = parseReceipt(buffer.subarray(0, size).toString('utf8'));
     return receipt === null ? { kind: 'malformed' } : { kind: 'parsed', receipt };
   } finally {
     fs.closeSync(fd);
@@ -152,14 +152,14 @@ export function receiptRead(directory: string, attemptId: string): ReceiptRead {
 }
 
 /** Deletes the receipt (and a leftover temp file); absent is fine (idempotent cleanup). */
-export function receiptDelete(directory: string, attemptId: string): void {
+export function deleteReceipt(directory: string, attemptId: string): void {
   const paths = receiptPaths(directory, attemptId);
   fs.rmSync(paths.final, { force: true });
   fs.rmSync(paths.temp, { force: true });
 }
 
 /** Moves the receipt into quarantine/ (after its intent was saved); absent is fine. */
-export function receiptQuarantine(directory: string, attemptId: string): void {
+export function quarantineReceipt(directory: string, attemptId: string): void {
   const paths = receiptPaths(directory, attemptId);
   try {
     fs.renameSync(paths.final, paths.quarantined);

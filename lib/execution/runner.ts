@@ -62,8 +62,8 @@ export function runnerGoneProof(runner: RunnerRecord, self: RunnerSelf): Adoptio
   if (identity.pidfsIno === undefined && capabilities().pidfsIdentity) return null;
   if (identity.bootId !== bootId()) return 'rebooted';
   const probe = signalVerified(identity, 0, { group: false });
-  if (probe.outcome === 'already_exited') return 'exited';
+  if (probe.kind === 'already_exited') return 'exited';
   // Only a different process at that PID proves it; any other doubt keeps the runner alive.
-  if (probe.outcome === 'identity_mismatch' && (probe.reason === 'start_ticks' || probe.reason === 'pidfs_ino')) return 'pid_reused';
+  if (probe.kind === 'identity_mismatch' && (probe.reason === 'start_ticks' || probe.reason === 'pidfs_ino')) return 'pid_reused';
   return null;
 }

@@ -1,11 +1,11 @@
 // The raw addon's contract (native/addon.cc), typed once so both sides are checked against it.
 // Only lib/native talks to these functions; everything else uses the validated wrappers.
 
-export type RawErrnoResult = { status: 'error'; errno: string };
+export type RawErrnoResult = { kind: 'error'; errno: string };
 
 export type RawStatResult =
   | {
-      status: 'ok';
+      kind: 'ok';
       pid: number;
       state: string;
       ppid: number;
@@ -13,33 +13,33 @@ export type RawStatResult =
       sid: number;
       startTicks: string;
     }
-  | { status: 'gone' }
+  | { kind: 'gone' }
   | RawErrnoResult;
 
-export type RawBootIdResult = { status: 'ok'; bootId: string } | RawErrnoResult;
+export type RawBootIdResult = { kind: 'ok'; bootId: string } | RawErrnoResult;
 
 export type RawMismatchReason = 'boot_id' | 'start_ticks' | 'pidfs_ino' | 'not_group_leader';
 export type RawSignalMode = 'pidfd' | 'pidfd-process-group' | 'pgid-after-pidfd-check';
 
 export type RawVerdict =
-  | { outcome: 'signalled'; mode: RawSignalMode }
-  | { outcome: 'already_exited' }
-  | { outcome: 'identity_mismatch'; reason: RawMismatchReason }
-  | { outcome: 'unsupported' }
-  | { outcome: 'error'; errno: string };
+  | { kind: 'signalled'; mode: RawSignalMode }
+  | { kind: 'already_exited' }
+  | { kind: 'identity_mismatch'; reason: RawMismatchReason }
+  | { kind: 'unsupported' }
+  | { kind: 'error'; errno: string };
 
 export type RawCaptureResult =
   | {
-      outcome: 'verified';
+      kind: 'verified';
       pid: number;
       bootId: string;
       startTicks: string;
       pgid: number;
       pidfsIno?: string;
     }
-  | Exclude<RawVerdict, { outcome: 'signalled' }>;
+  | Exclude<RawVerdict, { kind: 'signalled' }>;
 
-export type RawWatchResult = { outcome: 'watching'; id: number } | Exclude<RawVerdict, { outcome: 'signalled' }>;
+export type RawWatchResult = { kind: 'watching'; id: number } | Exclude<RawVerdict, { kind: 'signalled' }>;
 
 export interface RawCapabilities {
   pidfdOpen: boolean;
@@ -76,7 +76,7 @@ export interface NativeAddon {
     bootId: string,
     startTicks: string,
     pidfsIno: string,
-    callback: (status: 'exited' | 'error') => void,
+    callback: (kind: 'exited' | 'error') => void,
     hold: boolean,
   ): RawWatchResult;
   exitWatchGroupSignal(id: number, signo: number): RawVerdict;

@@ -2,8 +2,8 @@
 // and signal share one pidfd inside one synchronous native call; see docs/decisions/0002.
 import { PidfenceError, isPidfenceInputError } from '../base/errors';
 import type { RawMismatchReason, RawSignalMode } from './addon-contract';
-import { addonGet, addonRequire, addonStatus } from './loader';
-import { verdictDecode } from './verdict';
+import { getAddon, requireAddon, addonStatus } from './loader';
+import { decodeVerdict } from './verdict';
 import {
   validateExpectedIdentity,
   validatePid,
@@ -54,17 +54,17 @@ export type MismatchReason = RawMismatchReason;
 export type SignalMode = RawSignalMode;
 
 export type SignalOutcome =
-  | { readonly outcome: 'signalled'; readonly mode: SignalMode }
-  | { readonly outcome: 'already_exited' }
-  | { readonly outcome: 'identity_mismatch'; readonly reason: MismatchReason }
-  | { readonly outcome: 'unsupported'; readonly reason: string }
-  | { readonly outcome: 'invalid'; readonly code: string; readonly message: string }
-  | { readonly outcome: 'error'; readonly errno: string };
+  | { readonly kind: 'signalled'; readonly mode: SignalMode }
+  | { readonly kind: 'already_exited' }
+  | { readonly kind: 'identity_mismatch'; readonly reason: MismatchReason }
+  | { readonly kind: 'unsupported'; readonly reason: string }
+  | { readonly kind: 'invalid'; readonly code: string; readonly message: string }
+  | { readonly kind: 'error'; readonly errno: string };
 
 export type WaitExitOutcome =
-  | { readonly outcome: 'exited' }
-  | { readonly outcome: 'timeout' }
-  | Exclude<SignalOutcome, { outcome: 'signalled' }>;
+  | { readonly kind: 'exited' }
+  | { readonly kind: 'timeout' }
+  | Exclude<SignalOutcome, { kind: 'signalled' }>;
 
 function forcedFallback(): boolean {
   return process.env[FORCE_GROUP_FALLBACK_ENV] === '1';
@@ -82,16 +82,16 @@ function unsupportedReason(): string {
 /** Reads /proc/<pid>/stat with one read(); null when the process does not exist. */
 export function readProcessStat(pid: number): ProcessStat | null {
   const checkedPid = validatePid(pid);
-  const result = addonRequire().readProcessStat(checkedPid);
-  if (result.status === 'gone') return null;
-  if (result.status === 'error') throw syscallError('reading /proc/<pid>/stat', result.errno);
+  const result = requireAddon().readProcessStat(checkedPid);
+  if (result.kind === 'gone') return null;
+  if (result.kind === 'error') throw syscallError('reading /proc/<pid>/stat', result.errno);
   return { pid: result.pid, state: result.state, ppid: result.ppid, pgid: result.pgid, sid: result.sid, startTicks: result.startTicks };
 }
 
 /** The boot id UUID (read once by the addon, then cached). */
 export function bootId(): string {
-  const result = addonRequire().bootId();
-  if (result.status === 'error') throw syscallError('reading the boot id', result.errno);
+  const result = requireAddon().bootId();
+  if (result.kind === 'error') throw syscallError('reading the boot id', result.errno);
   return result.bootId;
 }
 
@@ -101,12 +101,12 @@ export function bootId(): string {
  */
 export function captureIdentity(pid: number): ProcessIdentity | null {
   const checkedPid = validatePid(pid);
-  const addon = addonGet();
+  const addon = getAddon();
   if (!addon) {
     throw new PidfenceError(`cannot capture a process identity: ${unsupportedReason()}.`, 'ERR_PIDFENCE_UNSUPPORTED');
   }
   const result = addon.captureIdentity(checkedPid);
-  switch (result.outcome) {
+  switch (result.kind) {
     case 'verified': {
       const { pid: capturedPid, bootId: capturedBootId, startTicks, pgid, pidfsIno } = result;
       // Frozen: an identity is a fact about one process; frozen ones are validated only once.
@@ -122,13 +122,13 @@ export function captureIdentity(pid: number): ProcessIdentity | null {
       throw new PidfenceError(`cannot capture a process identity: ${unsupportedReason()}.`, 'ERR_PIDFENCE_UNSUPPORTED');
     case 'identity_mismatch':
     case 'error':
-      throw syscallError('capturing a process identity', result.outcome === 'error' ? result.errno : 'EPROTO');
+      throw syscallError('capturing a process identity', result.kind === 'error' ? result.errno : 'EPROTO');
   }
 }
 
 /** What the running kernel offers, probed once (EINVAL/ENOSYS answers, never version strings). */
 export function capabilities(): Capabilities {
-  const addon = addonGet();
+  const addon = getAddon();
   if (!addon) {
     return { pidfdOpen: false, pidfdSendSignal: false, processGroupFlag: false, pidfdGetInfo: false, pidfsIdentity: false, groupSignalMode: 'unsupported' };
   }
@@ -146,10 +146,10 @@ function notGroupLeader(identity: ExpectedIdentity): boolean {
   return identity.pgid !== undefined && identity.pgid !== identity.pid;
 }
 
-const NOT_GROUP_LEADER = { outcome: 'identity_mismatch', reason: 'not_group_leader' } as const;
+const NOT_GROUP_LEADER = { kind: 'identity_mismatch', reason: 'not_group_leader' } as const;
 
 function invalidOutcome(error: unknown): SignalOutcome {
-  if (isPidfenceInputError(error)) return { outcome: 'invalid', code: error.code, message: error.message };
+  if (isPidfenceInputError(error)) return { kind: 'invalid', code: error.code, message: error.message };
   throw error;
 }
 
@@ -168,9 +168,9 @@ export function signalVerified(expected: ExpectedIdentity, signal: string | numb
     return invalidOutcome(error);
   }
   if (group && notGroupLeader(identity)) return NOT_GROUP_LEADER;
-  const addon = addonGet();
-  if (!addon) return { outcome: 'unsupported', reason: unsupportedReason() };
-  const verdict = verdictDecode(addon.signalVerified(
+  const addon = getAddon();
+  if (!addon) return { kind: 'unsupported', reason: unsupportedReason() };
+  const verdict = decodeVerdict(addon.signalVerified(
     identity.pid,
     identity.bootId,
     identity.startTicks,
@@ -179,7 +179,7 @@ export function signalVerified(expected: ExpectedIdentity, signal: string | numb
     group,
     forceGroupFallback || forcedFallback(),
   ));
-  return verdict.outcome === 'unsupported' ? { outcome: 'unsupported', reason: unsupportedReason() } : verdict;
+  return verdict.kind === 'unsupported' ? { kind: 'unsupported', reason: unsupportedReason() } : verdict;
 }
 
 /**
@@ -194,30 +194,30 @@ export function waitExit(expected: ExpectedIdentity, timeoutMs: number): Promise
   } catch (error) {
     return Promise.resolve(invalidOutcome(error) as WaitExitOutcome);
   }
-  const addon = addonGet();
-  if (!addon) return Promise.resolve({ outcome: 'unsupported', reason: unsupportedReason() });
+  const addon = getAddon();
+  if (!addon) return Promise.resolve({ kind: 'unsupported', reason: unsupportedReason() });
   return new Promise<WaitExitOutcome>((resolve) => {
     let timer: NodeJS.Timeout | undefined;
     const started = addon.exitWatchStart(identity.pid, identity.bootId, identity.startTicks, identity.pidfsIno ?? '', (status) => {
       if (timer) clearTimeout(timer);
-      resolve(status === 'exited' ? { outcome: 'exited' } : { outcome: 'error', errno: 'EIO' });
+      resolve(status === 'exited' ? { kind: 'exited' } : { kind: 'error', errno: 'EIO' });
     }, false);
-    if (started.outcome !== 'watching') {
-      resolve(started.outcome === 'unsupported' ? { outcome: 'unsupported', reason: unsupportedReason() } : started);
+    if (started.kind !== 'watching') {
+      resolve(started.kind === 'unsupported' ? { kind: 'unsupported', reason: unsupportedReason() } : started);
       return;
     }
     timer = setTimeout(() => {
-      if (addon.exitWatchCancel(started.id)) resolve({ outcome: 'timeout' });
+      if (addon.exitWatchCancel(started.id)) resolve({ kind: 'timeout' });
     }, timeout);
   });
 }
 
 export type GroupSignalOutcome =
-  | { readonly outcome: 'signalled'; readonly mode: 'pidfd-process-group' }
+  | { readonly kind: 'signalled'; readonly mode: 'pidfd-process-group' }
   /** The group has no members left. */
-  | { readonly outcome: 'already_exited' }
-  | { readonly outcome: 'unsupported'; readonly reason: string }
-  | { readonly outcome: 'error'; readonly errno: string };
+  | { readonly kind: 'already_exited' }
+  | { readonly kind: 'unsupported'; readonly reason: string }
+  | { readonly kind: 'error'; readonly errno: string };
 
 /**
  * A verified pidfd held open (the owner must call release()). It watches the leader's exit and
@@ -233,15 +233,15 @@ export interface GroupHold {
 }
 
 export type GroupHoldOutcome =
-  | { readonly outcome: 'held'; readonly hold: GroupHold }
-  | Exclude<SignalOutcome, { outcome: 'signalled' }>;
+  | { readonly kind: 'held'; readonly hold: GroupHold }
+  | Exclude<SignalOutcome, { kind: 'signalled' }>;
 
 /**
  * Proves `expected` (as signalVerified does with `group: true`) and keeps its pidfd as a
  * GroupHold. A process that does not lead its own group answers identity_mismatch
  * (not_group_leader): a hold exists to signal the group the process leads.
  */
-export function groupHoldAcquire(expected: ExpectedIdentity): GroupHoldOutcome {
+export function acquireGroupHold(expected: ExpectedIdentity): GroupHoldOutcome {
   let identity: ExpectedIdentity;
   try {
     identity = validateExpectedIdentity(expected);
@@ -249,15 +249,15 @@ export function groupHoldAcquire(expected: ExpectedIdentity): GroupHoldOutcome {
     return invalidOutcome(error) as GroupHoldOutcome;
   }
   if (notGroupLeader(identity)) return NOT_GROUP_LEADER;
-  const addon = addonGet();
+  const addon = getAddon();
   if (!addon || !addon.capabilities().processGroupFlag || forcedFallback()) {
-    return { outcome: 'unsupported', reason: addon ? 'the kernel lacks PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+)' : unsupportedReason() };
+    return { kind: 'unsupported', reason: addon ? 'the kernel lacks PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+)' : unsupportedReason() };
   }
   let leaderExited!: () => void;
   const exited = new Promise<void>((resolve) => (leaderExited = resolve));
   const started = addon.exitWatchStart(identity.pid, identity.bootId, identity.startTicks, identity.pidfsIno ?? '', () => leaderExited(), true);
-  if (started.outcome !== 'watching') {
-    return started.outcome === 'unsupported' ? { outcome: 'unsupported', reason: unsupportedReason() } : started;
+  if (started.kind !== 'watching') {
+    return started.kind === 'unsupported' ? { kind: 'unsupported', reason: unsupportedReason() } : started;
   }
   let held = true;
   const hold: GroupHold = {
@@ -266,15 +266,15 @@ export function groupHoldAcquire(expected: ExpectedIdentity): GroupHoldOutcome {
       const signo = validateSignal(signal);
       if (!held) throw new PidfenceError('this GroupHold was released; acquire a new one.', 'ERR_PIDFENCE_HOLD_RELEASED');
       const result = addon.exitWatchGroupSignal(started.id, signo);
-      switch (result.outcome) {
+      switch (result.kind) {
         case 'signalled':
-          return { outcome: 'signalled', mode: 'pidfd-process-group' };
+          return { kind: 'signalled', mode: 'pidfd-process-group' };
         case 'already_exited':
-          return { outcome: 'already_exited' };
+          return { kind: 'already_exited' };
         case 'error':
-          return { outcome: 'error', errno: result.errno };
+          return { kind: 'error', errno: result.errno };
         default:
-          return { outcome: 'unsupported', reason: 'the kernel lacks PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+)' };
+          return { kind: 'unsupported', reason: 'the kernel lacks PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+)' };
       }
     },
     release() {
@@ -282,7 +282,7 @@ export function groupHoldAcquire(expected: ExpectedIdentity): GroupHoldOutcome {
       held = false;
     },
   };
-  return { outcome: 'held', hold };
+  return { kind: 'held', hold };
 }
 
 export interface BuildInfo {
@@ -293,6 +293,6 @@ export interface BuildInfo {
 }
 
 export function buildInfo(): BuildInfo {
-  const { sourceDigest, napiVersion, arch } = addonRequire().buildInfo();
+  const { sourceDigest, napiVersion, arch } = requireAddon().buildInfo();
   return { sourceDigest, napiVersion, arch };
 }

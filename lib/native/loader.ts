@@ -101,7 +101,7 @@ function state(): Loaded {
 }
 
 /** The raw addon, or null when it is unavailable. Only lib/native uses this. */
-export function addonGet(): NativeAddon | null {
+export function getAddon(): NativeAddon | null {
   return state().addon;
 }
 
@@ -110,7 +110,7 @@ export function addonStatus(): AddonStatus {
 }
 
 /** The raw addon, or a PidfenceError saying why there is none (for non-signalling calls). */
-export function addonRequire(): NativeAddon {
+export function requireAddon(): NativeAddon {
   const current = state();
   if (current.addon) return current.addon;
   const reason = current.status.loaded ? '' : current.status.reason;

@@ -19,21 +19,21 @@ function build(code: number): RawVerdict {
   const errno = (code >>> 16) & 0x7fff;
   switch (outcome) {
     case 'signalled':
-      return Object.freeze({ outcome, mode: mode ?? 'pidfd' });
+      return Object.freeze({ kind: outcome, mode: mode ?? 'pidfd' });
     case 'identity_mismatch':
-      return Object.freeze({ outcome, reason: mismatch ?? 'start_ticks' });
+      return Object.freeze({ kind: outcome, reason: mismatch ?? 'start_ticks' });
     case 'already_exited':
     case 'unsupported':
-      return Object.freeze({ outcome });
+      return Object.freeze({ kind: outcome });
     case 'error':
-      return Object.freeze({ outcome, errno: errnoNames.get(errno) ?? `E${errno}` });
+      return Object.freeze({ kind: outcome, errno: errnoNames.get(errno) ?? `E${errno}` });
     default:
       // 'verified' is never returned by signalVerified; an unknown code is a version skew.
-      return Object.freeze({ outcome: 'error', errno: 'EPROTO' });
+      return Object.freeze({ kind: 'error', errno: 'EPROTO' });
   }
 }
 
-export function verdictDecode(code: number): RawVerdict {
+export function decodeVerdict(code: number): RawVerdict {
   let verdict = decoded.get(code);
   if (verdict === undefined) {
     verdict = build(code);

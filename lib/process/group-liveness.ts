@@ -41,15 +41,15 @@ export function groupLiveness(handle: string, held: HeldGroups): GroupLiveness {
   }
   const probe = held.probe(handle);
   if (probe !== null) {
-    if (probe.outcome === 'already_exited') return 'gone';
-    if (probe.outcome !== 'signalled') return 'unproven';
+    if (probe.kind === 'already_exited') return 'gone';
+    if (probe.kind !== 'signalled') return 'unproven';
     // The held group still answers; if its leader is gone, what answers may be only the leader's
     // zombie, not yet reaped by its parent: that is no live member.
-    const leaderGone = signalVerified(expected, 0, { group: false }).outcome === 'already_exited';
+    const leaderGone = signalVerified(expected, 0, { group: false }).kind === 'already_exited';
     return leaderGone && !groupMayHaveLiveMembers(expected.pid) ? 'gone' : 'alive';
   }
   const leader = signalVerified(expected, 0, { group: false });
-  switch (leader.outcome) {
+  switch (leader.kind) {
     case 'signalled':
       // Proved alive now: hold the group from here on, so its members stay reachable.
       held.hold(handle);

@@ -2,7 +2,7 @@
 // taken while its launcher (the group leader) is proved alive and kept until the attempt ends. A
 // held pidfd pins the leader's kernel pid, so the group it names is the job's group even after the
 // launcher died, and a group stop through it can never reach a group that reused the number.
-import { groupHoldAcquire, type GroupHold, type GroupSignalOutcome } from '../native/index';
+import { acquireGroupHold, type GroupHold, type GroupSignalOutcome } from '../native/index';
 import { handleExpectedIdentity, parseHandle } from './durable-handle';
 
 export type HoldResult = 'held' | 'leader_gone' | 'unavailable';
@@ -23,12 +23,12 @@ export class HeldGroups {
     } catch {
       return 'unavailable';
     }
-    const acquired = groupHoldAcquire(expected);
-    if (acquired.outcome === 'held') {
+    const acquired = acquireGroupHold(expected);
+    if (acquired.kind === 'held') {
       this.#holds.set(handle, acquired.hold);
       return 'held';
     }
-    return acquired.outcome === 'already_exited' ? 'leader_gone' : 'unavailable';
+    return acquired.kind === 'already_exited' ? 'leader_gone' : 'unavailable';
   }
 
   get(handle: string): GroupHold | null {

@@ -1,4 +1,4 @@
-// pidfence/controller: durable process handles, group-leader spawn, and the local controller.
+// pidfence/process (also published as the deprecated alias pidfence/controller): durable process handles, group-leader spawn, and the local controller.
 export {
   HANDLE_MAX_BYTES,
   HANDLE_PLATFORM,

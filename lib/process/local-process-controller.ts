@@ -1,9 +1,10 @@
 // LocalProcessController: stops the exact process group a durable handle names (design/dispatch §2.3-2.5,
 // design/execution §3). Every signal is preceded by its own proof; the whole call is bounded.
 import { PidfenceError, PidfenceRangeError, PidfenceTypeError } from '../base/errors';
+import { settlesWithin } from '../base/time';
 import {
   capabilities,
-  groupHoldAcquire,
+  acquireGroupHold,
   signalVerified,
   waitExit,
   type ExpectedIdentity,
@@ -74,22 +75,12 @@ function signalFailure(result: { readonly errno: string }): PidfenceError {
   return new PidfenceError(`signalling failed with ${result.errno}; the dispatch will be retried.`, 'ERR_PIDFENCE_SIGNAL_FAILED', { errno: result.errno });
 }
 
-function settlesWithin(promise: Promise<void>, ms: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), ms);
-    void promise.then(() => {
-      clearTimeout(timer);
-      resolve(true);
-    });
-  });
-}
-
 /** True once the group has no members left (the leader counts until its parent reaps it). */
 async function groupEmptiedBy(hold: GroupHold, deadline: number): Promise<boolean> {
   for (let check = 0; ; check++) {
     const probe = hold.signalGroup(0);
-    if (probe.outcome === 'already_exited') return true;
-    if (probe.outcome === 'error') throw signalFailure(probe);
+    if (probe.kind === 'already_exited') return true;
+    if (probe.kind === 'error') throw signalFailure(probe);
     const left = deadline - Date.now();
     if (left <= 0) return false;
     const step = MEMBER_CHECK_STEPS_MS[check] ?? MEMBER_CHECK_MS;
@@ -143,17 +134,17 @@ export class LocalProcessController {
 
     // The hold is taken before TERM: a leader that dies at once must still leave its group
     // addressable, or members outliving it could not be reached.
-    const held = groupHoldAcquire(expected);
-    if (held.outcome === 'held') {
+    const held = acquireGroupHold(expected);
+    if (held.kind === 'held') {
       try {
         return await this.stopGroup(expected, held.hold, graceMs);
       } finally {
         held.hold.release();
       }
     }
-    const orphaned = held.outcome === 'already_exited' ? this.#heldGroups?.get(request.handle) ?? null : null;
+    const orphaned = held.kind === 'already_exited' ? this.#heldGroups?.get(request.handle) ?? null : null;
     if (orphaned !== null) return this.stopOrphanedGroup(orphaned, graceMs);
-    if (held.outcome !== 'unsupported') return this.firstSignalRefused(held);
+    if (held.kind !== 'unsupported') return this.firstSignalRefused(held);
     // No PIDFD_SIGNAL_PROCESS_GROUP (Linux < 6.9): only the leader can be watched safely.
     return this.stopLeader(expected, graceMs);
   }
@@ -161,10 +152,10 @@ export class LocalProcessController {
   /** TERM then CONT to the group, each after its own proof; null when both went out. */
   private termAndResume(expected: ExpectedIdentity): TerminationOutcome | null {
     const term = signalVerified(expected, 'SIGTERM', { group: true });
-    if (term.outcome !== 'signalled') return this.firstSignalRefused(term);
+    if (term.kind !== 'signalled') return this.firstSignalRefused(term);
     // A stopped group keeps TERM pending until it runs again.
     const resume = signalVerified(expected, 'SIGCONT', { group: true });
-    if (resume.outcome === 'error') throw signalFailure(resume);
+    if (resume.kind === 'error') throw signalFailure(resume);
     return null;
   }
 
@@ -179,12 +170,12 @@ export class LocalProcessController {
     if (await settlesWithin(hold.exited, graceMs)) {
       if (await groupEmptiedBy(hold, deadline)) return outcome('termination_requested', false, true);
       const sweep = hold.signalGroup('SIGKILL');
-      if (sweep.outcome === 'error') throw signalFailure(sweep);
-      return outcome('termination_requested', sweep.outcome === 'signalled', true);
+      if (sweep.kind === 'error') throw signalFailure(sweep);
+      return outcome('termination_requested', sweep.kind === 'signalled', true);
     }
     const kill = signalVerified(expected, 'SIGKILL', { group: true });
-    if (kill.outcome === 'error') throw signalFailure(kill);
-    if (kill.outcome !== 'signalled') return outcome('termination_requested', false, kill.outcome === 'already_exited');
+    if (kill.kind === 'error') throw signalFailure(kill);
+    if (kill.kind !== 'signalled') return outcome('termination_requested', false, kill.kind === 'already_exited');
     return outcome('termination_requested', true, await settlesWithin(hold.exited, KILL_CONFIRM_MS));
   }
 
@@ -194,15 +185,15 @@ export class LocalProcessController {
    */
   private async stopOrphanedGroup(hold: GroupHold, graceMs: number): Promise<TerminationOutcome> {
     const term = hold.signalGroup('SIGTERM');
-    if (term.outcome === 'already_exited') return outcome('already_exited', false, true);
-    if (term.outcome === 'unsupported') return outcome('unsupported');
-    if (term.outcome === 'error') throw signalFailure(term);
+    if (term.kind === 'already_exited') return outcome('already_exited', false, true);
+    if (term.kind === 'unsupported') return outcome('unsupported');
+    if (term.kind === 'error') throw signalFailure(term);
     const resume = hold.signalGroup('SIGCONT');
-    if (resume.outcome === 'error') throw signalFailure(resume);
+    if (resume.kind === 'error') throw signalFailure(resume);
     if (await groupEmptiedBy(hold, Date.now() + graceMs)) return outcome('termination_requested', false, true);
     const kill = hold.signalGroup('SIGKILL');
-    if (kill.outcome === 'error') throw signalFailure(kill);
-    return outcome('termination_requested', kill.outcome === 'signalled', await groupEmptiedBy(hold, Date.now() + KILL_CONFIRM_MS));
+    if (kill.kind === 'error') throw signalFailure(kill);
+    return outcome('termination_requested', kill.kind === 'signalled', await groupEmptiedBy(hold, Date.now() + KILL_CONFIRM_MS));
   }
 
   /** Kernels without the group flag: the leader's exit ends what can be proved. */
@@ -210,17 +201,17 @@ export class LocalProcessController {
     const refused = this.termAndResume(expected);
     if (refused) return refused;
     const waited = await waitExit(expected, graceMs);
-    if (waited.outcome !== 'timeout') return outcome('termination_requested', false, waited.outcome === 'exited' || waited.outcome === 'already_exited');
+    if (waited.kind !== 'timeout') return outcome('termination_requested', false, waited.kind === 'exited' || waited.kind === 'already_exited');
 
     const kill = signalVerified(expected, 'SIGKILL', { group: true });
-    if (kill.outcome === 'error') throw signalFailure(kill);
-    if (kill.outcome !== 'signalled') return outcome('termination_requested', false, kill.outcome === 'already_exited');
+    if (kill.kind === 'error') throw signalFailure(kill);
+    if (kill.kind !== 'signalled') return outcome('termination_requested', false, kill.kind === 'already_exited');
     const killed = await waitExit(expected, KILL_CONFIRM_MS);
-    return outcome('termination_requested', true, killed.outcome === 'exited' || killed.outcome === 'already_exited');
+    return outcome('termination_requested', true, killed.kind === 'exited' || killed.kind === 'already_exited');
   }
 
-  private firstSignalRefused(result: Exclude<SignalOutcome, { outcome: 'signalled' }>): TerminationOutcome {
-    switch (result.outcome) {
+  private firstSignalRefused(result: Exclude<SignalOutcome, { kind: 'signalled' }>): TerminationOutcome {
+    switch (result.kind) {
       case 'already_exited':
         return outcome('already_exited', false, true);
       case 'identity_mismatch':

@@ -123,7 +123,7 @@ export interface GrantChange {
  */
 export interface GrantAdministration extends Pick<ManagementStore, 'hasPermission'> {
   /** How many grants exist at all (bootstrap is allowed only on zero). */
-  grantCount(): Promise<number>;
+  countGrants(): Promise<number>;
   /** `grantedBy` is recorded with the grant. */
   writeGrant(change: GrantChange, grantedBy: string): Promise<'granted' | 'exists'>;
   revokeGrant(change: GrantChange): Promise<'revoked' | 'absent'>;

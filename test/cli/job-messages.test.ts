@@ -2,7 +2,7 @@
 // gets the shell's status (127 / 126) and a sentence; a store is named without its password.
 import test from 'ava';
 
-import { durationWithin } from '../../lib/cli/duration';
+import { parseDurationWithin } from '../../lib/cli/duration';
 import { graceNotice, jobStartFailureMessage, stopHint, storeName } from '../../lib/cli/job-messages';
 import { START_FAILURE_STATUS, startFailureOf } from '../../lib/execution/index';
 
@@ -32,9 +32,9 @@ test('a store is named by its file, or its URL without the password', (t) => {
 });
 
 test('durations in any unit up to a cap, refused with the cap in seconds', (t) => {
-  t.is(durationWithin('2s', '--grace', 30_000, 0), 2_000);
-  t.is(durationWithin('500ms', '--grace', 30_000, 0), 500);
-  const error = t.throws(() => durationWithin('2m', '--grace', 30_000, 0));
+  t.is(parseDurationWithin('2s', '--grace', 30_000, 0), 2_000);
+  t.is(parseDurationWithin('500ms', '--grace', 30_000, 0), 500);
+  const error = t.throws(() => parseDurationWithin('2m', '--grace', 30_000, 0));
   t.is(error?.message, '--grace must be from 0s to 30s; you gave 2m (120s).');
   t.is((error as { code?: string }).code, 'ERR_PIDFENCE_INVALID_DURATION');
 });

@@ -38,7 +38,7 @@ test.serial('cluster gate 1: renewed and terminal bypass the wrapper: no dispatc
   t.is(second.kind, 'renewed');
   if (first.kind === 'renewed' && second.kind === 'renewed') t.true(second.expiresAtMs > first.expiresAtMs);
   t.is(await store.repository.getRecord(ref.runId), null);
-  t.deepEqual(replica.observations.map((o) => o.outcome), ['bypass', 'bypass']);
+  t.deepEqual(replica.observations.map((o) => o.kind), ['bypass', 'bypass']);
 
   await w.leases.complete(caller, { ...ref, status: 'succeeded', cause: 'receipt', exit: { exitCode: 0, signal: null } });
   t.deepEqual(await replica.control.tick(caller, ref), { kind: 'terminal' });
@@ -58,7 +58,7 @@ test.serial('cluster gate 2: stop_requested is settled termination_requested wit
   const record = await store.repository.getRecord(ref.runId);
   t.like(record, { status: 'dispatched', lastResult: 'termination_requested', attemptId: ref.attemptId, dispatchCount: 1 });
   t.deepEqual(await w.eventTypes(ref.runId), ['run.cancel_requested', 'run.cancel_dispatched']);
-  t.deepEqual(replica.observations, [{ outcome: 'settled', code: null, scope: 'run' }]);
+  t.deepEqual(replica.observations, [{ kind: 'settled', code: null, scope: 'run' }]);
 });
 
 test.serial('cluster gate 3: a replayed stop tick gets the same stop from the durable dispatched record and writes no second event', async (t) => {
@@ -77,7 +77,7 @@ test.serial('cluster gate 3: a replayed stop tick gets the same stop from the du
   t.like(again, { kind: 'stop_requested', tracking: 'dispatched' });
   t.is((await store.repository.getRecord(ref.runId))?.version, version);
   t.is((await w.eventTypes(ref.runId)).filter((type) => type === 'run.cancel_dispatched').length, 1);
-  t.deepEqual(replicaB.observations.map((o) => o.outcome), ['replayed']);
+  t.deepEqual(replicaB.observations.map((o) => o.kind), ['replayed']);
 });
 
 test.serial('cluster gate 4: another replica\'s live dispatch lease, or a retry not yet due, fails closed: no stop, a fixed code, readiness withdrawn', async (t) => {
@@ -98,7 +98,7 @@ test.serial('cluster gate 4: another replica\'s live dispatch lease, or a retry 
   t.is(await failedClosedCode(replica.control.tick(waiting.caller, waiting.ref)), 'ERR_PIDFENCE_CLUSTER_DISPATCH_NOT_DUE');
   t.deepEqual(replica.availability.state(), { ready: false, code: 'ERR_PIDFENCE_CLUSTER_DISPATCH_NOT_DUE' });
   t.is((await w.eventTypes(waiting.ref.runId)).filter((type) => type === 'run.cancel_dispatched').length, 0);
-  t.deepEqual(replica.observations.map((o) => [o.outcome, o.code]), [
+  t.deepEqual(replica.observations.map((o) => [o.kind, o.code]), [
     ['failed_closed', 'ERR_PIDFENCE_CLUSTER_DISPATCH_LEASED'], ['failed_closed', 'ERR_PIDFENCE_CLUSTER_DISPATCH_NOT_DUE'],
   ]);
 });
@@ -130,7 +130,7 @@ test.serial('cluster gate 6: a task timeout (attempt deadline, no run cancel int
   t.is(await store.repository.getRecord(ref.runId), null);
   t.is((await w.runStore.getRun(ref.runId))?.cancelRequestedAtMs, null);
   t.deepEqual(await w.eventTypes(ref.runId), []);
-  t.deepEqual(replica.observations, [{ outcome: 'untracked', code: null, scope: 'attempt' }]);
+  t.deepEqual(replica.observations, [{ kind: 'untracked', code: null, scope: 'attempt' }]);
   t.true(replica.availability.state().ready);
 });
 

@@ -14,25 +14,16 @@ import { ControlPlaneClient } from '../../lib/cluster/client';
 import { signalVerified } from '../../lib/native/index';
 import { PostgresGrantAdministration } from '../../lib/store/postgres/index';
 import { CLI, grantCancelOnSqlite } from '../execution/cli-runs';
-import { delay, spawnJob, type Job } from '../helpers/processes';
+import { spawnJob, type Job } from '../helpers/processes';
 import { makeCertificates } from './certificates';
 import { clusterFixture } from './world';
+import { delay, until } from '../helpers/wait';
 
 const ready = clusterFixture('cluster_gate13');
 
 /** A job that records TERM in `marker` and exits; it never exits by itself. */
 function markingJob(marker: string): string[] {
   return ['sh', '-c', `trap 'echo term > ${marker}; exit 143' TERM; while :; do sleep 0.05; done`];
-}
-
-async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs} ms`);
-    await delay(100);
-  }
 }
 
 function terminate(job: Job): Promise<unknown> {
@@ -67,12 +58,12 @@ test.serial('gate 13: two control planes and two workers: a cancel is settled be
   }
   t.like(await operator.send('POST', '/v1/jobs', { runId: 'g13-timeout', projectId: 'project-13', argv: markingJob(marker('g13-timeout')), timeoutMs: 1_500 }), { status: 200 });
   const statusOf = async (runId: string) => (await world.runStore.getRun(runId))?.status;
-  for (const runId of ['g13-cancel-1', 'g13-cancel-2', 'g13-keep']) await until(`${runId} running`, async () => ((await statusOf(runId)) === 'running' ? true : undefined));
+  for (const runId of ['g13-cancel-1', 'g13-cancel-2', 'g13-keep']) await until(async () => (await statusOf(runId)) === 'running', { what: `${runId} running`, timeoutMs: 20_000, intervalMs: 100 });
   await delay(500); // every job has been admitted locally and ticks at least once
 
   for (const runId of ['g13-cancel-1', 'g13-cancel-2']) t.like(await operator.send('POST', `/v1/runs/${runId}/cancel`), { status: 200, body: { result: 'requested' } });
   for (const runId of ['g13-cancel-1', 'g13-cancel-2', 'g13-timeout']) {
-    await until(`${runId} ended`, async () => (['cancelled', 'timed_out'].includes((await statusOf(runId)) ?? '') ? true : undefined));
+    await until(async () => ['cancelled', 'timed_out'].includes((await statusOf(runId)) ?? ''), { what: `${runId} ended`, timeoutMs: 20_000, intervalMs: 100 });
   }
   for (const runId of ['g13-cancel-1', 'g13-cancel-2']) {
     t.is(await statusOf(runId), 'cancelled');
@@ -94,7 +85,7 @@ test.serial('gate 13: two control planes and two workers: a cancel is settled be
   const killed = workers[holder?.principal === 'worker-0' ? 0 : 1] as Job;
   signalVerified(killed.identity, 'SIGKILL', { group: false });
   await killed.exited;
-  await until('g13-keep ended after its lease expired', async () => ((await statusOf('g13-keep')) === 'failed' ? true : undefined));
+  await until(async () => (await statusOf('g13-keep')) === 'failed', { what: 'g13-keep ended after its lease expired', timeoutMs: 20_000, intervalMs: 100 });
   t.deepEqual(await world.eventTypes('g13-keep'), ['run.terminal']);
   // The job itself outlived its worker; on that host the local recovery path stops it (docs/decisions/0070).
   const killedJournal = path.join(scratch, `worker-${killed === workers[0] ? 0 : 1}.db`);

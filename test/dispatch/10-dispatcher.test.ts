@@ -70,7 +70,7 @@ for (const factory of dispatchStoreFactories) {
       t.false(JSON.stringify(events).includes('secret'), 'the error text never reaches an event');
       t.false(JSON.stringify(events).includes(SECRET_TEXT.slice(0, 6)));
     }
-    t.is(signalVerified(job.identity, 0, { group: true }).outcome, 'signalled', 'the job was never stopped: it still lives');
+    t.is(signalVerified(job.identity, 0, { group: true }).kind, 'signalled', 'the job was never stopped: it still lives');
   });
 
   test(`a handle that is not a JSON object with a platform is blocked as invalid, without a controller call [${name}]`, async (t) => {

@@ -9,7 +9,8 @@ import { LocalProcessController } from '../../lib/process/index';
 import type { DispatchRepository } from '../../lib/store/dispatch-repository';
 import { timerCensus } from '../helpers/timer-census';
 import { dispatchStoreFactories, openFirstStore, type DispatchTestStore } from './stores';
-import { CountingController, LEASE_MS, ThrowingController, cancelledRun, cancelledRunFor, dispatcherFor, handleOf, startJob, uniqueId } from './world';
+import { CountingController, LEASE_MS, ThrowingController, cancelledRun, cancelledRunFor, dispatcherFor, handleOf, startJob } from './world';
+import { uniqueId } from '../helpers/unique-id';
 
 /** The real repository, with its due pages bent by `bend` (a real delegating object, not a mock). */
 function bentRepository(repository: DispatchRepository, bend: (page: DuePage, call: number) => DuePage): Pick<DispatchRepository, 'duePage'> {
@@ -75,7 +76,7 @@ for (const factory of dispatchStoreFactories) {
     t.like(await store.repository.getRecord(dispatched.runId), { status: 'dispatched', dispatchCount: 1 });
     t.like(await store.repository.getRecord(blocked.runId), { status: 'blocked', lastResult: 'pid_mismatch', dispatchCount: 1 });
     t.is(await store.repository.getRecord(terminal.runId), null, 'a terminal run is never claimed');
-    t.is(signalVerified(blockedJob.identity, 0, { group: true }).outcome, 'signalled', 'the blocked job was never signalled');
+    t.is(signalVerified(blockedJob.identity, 0, { group: true }).kind, 'signalled', 'the blocked job was never signalled');
   });
 
   withStore('gate 7: controller missing, handle missing and a transient error keep their backoff across a restart', async (t, store) => {

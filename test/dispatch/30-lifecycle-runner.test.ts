@@ -15,9 +15,9 @@ import {
   profile,
   type DiagnosticRecord,
 } from '../../lib/dispatch/index';
-import { delay } from '../helpers/processes';
 import { openFirstStore } from './stores';
 import { cancelledRun, dispatcherFor } from './world';
+import { delay, until } from '../helpers/wait';
 
 /** A real supervisor-shaped object whose cycles the test controls. */
 class ScriptedCycles {
@@ -50,19 +50,11 @@ class ScriptedCycles {
   }
 }
 
-async function until(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not reached');
-    await delay(5);
-  }
-}
-
 test('a slow cycle is never overlapped: the next one is scheduled only after it ended', async (t) => {
   const cycles = new ScriptedCycles(() => delay(120));
   const runner = new LifecycleRunner({ supervisor: cycles, cadenceMs: 100 });
   runner.start();
-  await until(() => cycles.finished >= 3);
+  await until(() => cycles.finished >= 3, { intervalMs: 5 });
   await runner.stop();
   t.is(cycles.maxRunning, 1);
   t.true(cycles.started >= 3);
@@ -77,7 +69,7 @@ test('errors go to the diagnostics callback as { code, count } only, rate-limite
   });
   const runner = new LifecycleRunner({ supervisor: cycles, cadenceMs: 100, diagnostics: (record) => { records.push(record); throw new Error('a broken sink'); }, diagnosticsPerMinute: 3 });
   runner.start();
-  await until(() => cycles.finished >= 6);
+  await until(() => cycles.finished >= 6, { intervalMs: 5 });
   await runner.stop();
   t.is(records.length, 3, 'at most diagnosticsPerMinute records in the window');
   for (const record of records) t.deepEqual(Object.keys(record).sort(), ['code', 'count']);
@@ -90,7 +82,7 @@ test('stop() cancels the pending timer at once: no cycle runs after it', async (
   const cycles = new ScriptedCycles(async () => {});
   const runner = new LifecycleRunner({ supervisor: cycles, cadenceMs: 200 });
   runner.start();
-  await until(() => cycles.finished >= 1);
+  await until(() => cycles.finished >= 1, { intervalMs: 5 });
   t.deepEqual(await runner.stop(), { drained: true });
   const count = cycles.started;
   await delay(450);
@@ -102,7 +94,7 @@ test('after a drain timeout the old cycle never schedules again, and start() is 
   const cycles: ScriptedCycles = new ScriptedCycles((): Promise<void> => cycles.hold());
   const runner = new LifecycleRunner({ supervisor: cycles, cadenceMs: 100, stopTimeoutMs: 50 });
   runner.start();
-  await until(() => cycles.started === 1);
+  await until(() => cycles.started === 1, { intervalMs: 5 });
   t.deepEqual(await runner.stop(), { drained: false });
   t.true(runner.cycleRunning);
   const error = t.throws(() => runner.start(), { instanceOf: RunnerDrainingError });
@@ -112,7 +104,7 @@ test('after a drain timeout the old cycle never schedules again, and start() is 
   await delay(300);
   t.is(cycles.started, 1, 'the old cycle ended without scheduling another');
   t.notThrows(() => runner.start());
-  await until(() => cycles.started === 2);
+  await until(() => cycles.started === 2, { intervalMs: 5 });
   cycles.releaseAll();
   t.deepEqual(await runner.stop(), { drained: true });
   t.throws(() => { runner.start(); runner.start(); }, { code: 'ERR_PIDFENCE_RUNNER_STARTED' } as never);

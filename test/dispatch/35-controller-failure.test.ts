@@ -14,7 +14,7 @@ import { LifecycleRunner, Supervisor, type DiagnosticRecord } from '../../lib/di
 import { signalVerified } from '../../lib/native/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { NO_PASSWD_UID, runsAsRoot } from '../cli/pidfence-process';
-import { delay } from '../helpers/processes';
+import { delay } from '../helpers/wait';
 import { dispatchStoreFactories } from './stores';
 import { SECRET_TEXT, ThrowingController, cancelledRunFor, dispatcherFor, startJob } from './world';
 
@@ -35,7 +35,7 @@ for (const factory of dispatchStoreFactories) {
     t.deepEqual(records[0], { code: 'ERR_PIDFENCE_SIGNAL_FAILED', count: 1, errno: 'EPERM' });
     t.false(JSON.stringify(records).includes(SECRET_TEXT.slice(0, 6)), 'never the error text');
     t.like(await store.repository.getRecord(target.runId), { status: 'retry_wait', lastResult: 'dispatch_error' });
-    t.is(signalVerified(job.identity, 0, { group: true }).outcome, 'signalled', 'the job still lives');
+    t.is(signalVerified(job.identity, 0, { group: true }).kind, 'signalled', 'the job still lives');
   });
 }
 
@@ -63,6 +63,6 @@ test('a real EPERM: a dispatcher under another uid than its job gets the kernel\
   t.deepEqual(report.records?.[0], { code: 'ERR_PIDFENCE_SIGNAL_FAILED', count: 1, errno: 'EPERM' });
   const after = openSqliteStore(file, { migrate: false });
   t.teardown(() => after.close());
-  t.like(await after.repository.getRecord(target.runId), { status: 'retry_wait', lastResult: 'dispatch_error' });
-  t.is(signalVerified(job.identity, 0, { group: true }).outcome, 'signalled', 'the job was not stopped');
+  t.like(await after.dispatchRepository.getRecord(target.runId), { status: 'retry_wait', lastResult: 'dispatch_error' });
+  t.is(signalVerified(job.identity, 0, { group: true }).kind, 'signalled', 'the job was not stopped');
 });

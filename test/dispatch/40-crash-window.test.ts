@@ -8,7 +8,8 @@ import test, { type ExecutionContext } from 'ava';
 import type { DispatchFence } from '../../lib/dispatch/index';
 import { spawnJob, spawnRecorder, type Job } from '../helpers/processes';
 import { dispatchStoreFactories, type DispatchTestStore } from './stores';
-import { CountingController, LEASE_MS, cancelledRunFor, dispatcherFor, uniqueId, type Target } from './world';
+import { CountingController, LEASE_MS, cancelledRunFor, dispatcherFor, type Target } from './world';
+import { uniqueId } from '../helpers/unique-id';
 
 const CHILD = path.resolve(__dirname, 'crash-dispatcher.js');
 

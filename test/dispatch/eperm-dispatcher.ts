@@ -12,9 +12,9 @@ async function main(): Promise<void> {
   const store = openSqliteStore(file, { migrate: false });
   const records: DiagnosticRecord[] = [];
   const dispatcher = new Dispatcher({
-    repository: store.repository, runStore: store.runStore, controllers: new ControllerRegistry([new LocalProcessController()]), graceMs: GRACE_MS, leaseDurationMs: LEASE_MS,
+    repository: store.dispatchRepository, runStore: store.runStore, controllers: new ControllerRegistry([new LocalProcessController()]), graceMs: GRACE_MS, leaseDurationMs: LEASE_MS,
   });
-  const runner = new LifecycleRunner({ supervisor: new Supervisor({ repository: store.repository, dispatcher }), cadenceMs: 100, diagnostics: (record) => records.push(record) });
+  const runner = new LifecycleRunner({ supervisor: new Supervisor({ repository: store.dispatchRepository, dispatcher }), cadenceMs: 100, diagnostics: (record) => records.push(record) });
   runner.start();
   const deadline = Date.now() + 10_000;
   while (records.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));

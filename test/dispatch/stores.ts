@@ -42,7 +42,7 @@ export interface DispatchStoreFactory {
 }
 
 function sqliteConnection(store: SqliteStore): StoreConnection {
-  return { repository: store.repository, runStore: store.runStore, close: async () => store.close() };
+  return { repository: store.dispatchRepository, runStore: store.runStore, close: async () => store.close() };
 }
 
 const sqliteFactory: DispatchStoreFactory = {
@@ -58,7 +58,7 @@ const sqliteFactory: DispatchStoreFactory = {
     let main = openMain();
     const others: SqliteStore[] = [];
     return {
-      get repository() { return main.repository; },
+      get repository() { return main.dispatchRepository; },
       get runStore() { return main.runStore; },
       location: file,
       advanceTime: async (ms) => { offsetMs += ms; },
@@ -86,7 +86,7 @@ const sqliteFactory: DispatchStoreFactory = {
 };
 
 function postgresConnection(store: PostgresStore): StoreConnection {
-  return { repository: store.repository, runStore: store.runStore, close: () => store.close() };
+  return { repository: store.dispatchRepository, runStore: store.runStore, close: () => store.close() };
 }
 
 const TABLES = ['runs', 'attempts', 'run_events', 'cancellation_dispatches', 'management_audit'] as const;
@@ -103,7 +103,7 @@ const postgresFactory: DispatchStoreFactory = {
     let main = await openPostgresStore(url);
     const others: PostgresStore[] = [];
     return {
-      get repository() { return main.repository; },
+      get repository() { return main.dispatchRepository; },
       get runStore() { return main.runStore; },
       location: url,
       advanceTime: (ms) => testClock.advance(ms),

@@ -1,6 +1,5 @@
 // Building blocks of the dispatch tests: cancelled runs bound to real processes, and real
 // controller wrappers that count calls (delegating), throw, or stand in for a missing one.
-import { randomUUID } from 'node:crypto';
 
 import type { ExecutionContext } from 'ava';
 
@@ -9,6 +8,7 @@ import { LocalProcessController, formatHandle, handleFromIdentity, type Terminat
 import type { RunStore } from '../../lib/store/run-store';
 import { spawnJob, type Job } from '../helpers/processes';
 import type { DispatchTestStore } from './stores';
+import { uniqueId } from '../helpers/unique-id';
 
 /** A grace short enough for tests; the lease below outlasts boundMs(GRACE_MS) + settle margin. */
 export const GRACE_MS = 200;
@@ -18,10 +18,6 @@ export interface Target {
   readonly runId: string;
   readonly attemptId: string;
   readonly cancelRequestedAtMs: number;
-}
-
-export function uniqueId(prefix: string): string {
-  return `${prefix}-${randomUUID().slice(0, 12)}`;
 }
 
 export function handleOf(job: Job): string {

@@ -6,16 +6,17 @@ import path from 'node:path';
 import test, { type ExecutionContext } from 'ava';
 
 import { PROFILES } from '../../lib/dispatch/index';
-import { CompletionNotices, receiptTokenDigest, receiptWriteAtomic, createReceiptToken, type CompletionReceipt, type ExecutionApplication, type ExecutionStores } from '../../lib/execution/index';
+import { CompletionNotices, receiptTokenDigest, writeReceiptAtomic, createReceiptToken, type CompletionReceipt, type ExecutionApplication, type ExecutionStores } from '../../lib/execution/index';
 import type { ProcessIdentity } from '../../lib/native/index';
 import { formatHandle, handleFromIdentity } from '../../lib/process/index';
 import type { ExecutionStore } from '../../lib/store/execution-store';
 import { openPostgresStore } from '../../lib/store/postgres/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { migratedDatabase, runtimeUrlNamed, uniqueApplicationName } from '../helpers/pg-store';
-import { delay, spawnJob } from '../helpers/processes';
+import { spawnJob } from '../helpers/processes';
 import { timerCensus } from '../helpers/timer-census';
-import { handleAlive, openWorld, overriding, receiptExists, shutdownDrainGate, until, worldDirectory, worldOver, type World } from './world';
+import { handleAlive, openWorld, overriding, receiptExists, shutdownDrainGate, worldDirectory, worldOver, type World } from './world';
+import { delay, until } from '../helpers/wait';
 
 const LIB = path.resolve(__dirname, '..', '..', '..', 'lib');
 
@@ -250,11 +251,11 @@ test('lifecycle gate 6: startup recovery and online completion share one process
   // `late`: cancelled before it started; then its success receipt arrives.
   await runStore.requestCancellation({ runId: 'run-late', reason: 'user', eventId: 'evt-late' });
   t.like(await world.app.processor.process({ runId: 'run-late', attemptId: 'run-late-a1' }), { kind: 'completed', status: 'cancelled', cause: 'never_started' });
-  receiptWriteAtomic(world.receipts, receiptFor('run-late', 'run-late-a1', tokens.get('late') ?? ''));
+  writeReceiptAtomic(world.receipts, receiptFor('run-late', 'run-late-a1', tokens.get('late') ?? ''));
   // `fresh`: a valid receipt waiting; `forged`: the wrong token; `replay`: a sequence never issued.
-  receiptWriteAtomic(world.receipts, receiptFor('run-fresh', 'run-fresh-a1', tokens.get('fresh') ?? '', { exitCode: 0 }));
-  receiptWriteAtomic(world.receipts, receiptFor('run-forged', 'run-forged-a1', createReceiptToken()));
-  receiptWriteAtomic(world.receipts, receiptFor('run-replay', 'run-replay-a1', tokens.get('replay') ?? '', { seq: 3 }));
+  writeReceiptAtomic(world.receipts, receiptFor('run-fresh', 'run-fresh-a1', tokens.get('fresh') ?? '', { exitCode: 0 }));
+  writeReceiptAtomic(world.receipts, receiptFor('run-forged', 'run-forged-a1', createReceiptToken()));
+  writeReceiptAtomic(world.receipts, receiptFor('run-replay', 'run-replay-a1', tokens.get('replay') ?? '', { seq: 3 }));
 
   // The application's own recovery: every item it looks at goes through the application's one
   // processor (the calls are counted on that very object), never one the test hands in.
@@ -299,7 +300,7 @@ async function oneTimerAcrossAdmissionAndFiredCycles(t: ExecutionContext, app: E
   const createdBeforeStart = census.createdFromOrigin;
   const cyclesBefore = app.lifecycle.cycles;
   app.start();
-  await until(() => app.lifecycle.cycles >= cyclesBefore + FIRED_CYCLES, 20_000, 'fired control cycles');
+  await until(() => app.lifecycle.cycles >= cyclesBefore + FIRED_CYCLES, { timeoutMs: 20_000, what: 'fired control cycles' });
   const fired = app.lifecycle.cycles - cyclesBefore;
   const armed = census.createdFromOrigin - createdBeforeStart;
   await delay(50);
@@ -325,7 +326,7 @@ test.serial('lifecycle gate 7: on PostgreSQL, whose cycles really wait on the ne
   const database = await migratedDatabase('gate7');
   t.teardown(() => database.dispose());
   const store = await openPostgresStore(runtimeUrlNamed(database, uniqueApplicationName('pidfence_gate7')), { maxConnections: 2 });
-  const stores: ExecutionStores = { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() };
+  const stores: ExecutionStores = { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() };
   const { app } = worldOver(t, stores, worldDirectory(t).receipts);
   // A cycle on this store yields to the event loop while PostgreSQL answers: its store calls are
   // network round trips (counted here as the sessions the server shows for this store).
@@ -336,7 +337,7 @@ test.serial('lifecycle gate 7: on PostgreSQL, whose cycles really wait on the ne
 
 test('lifecycle gate 8: the execution entry imports only its allowed layers, the launcher stays small, and SQLite use loads no pg', (t) => {
   const importsOf = (file: string) => [...readFileSync(file, 'utf8').matchAll(/\bfrom\s+'([^']+)'|\bimport\(\s*'([^']+)'\s*\)|require\(\s*'([^']+)'\s*\)/g)].map((m) => m[1] ?? m[2] ?? m[3] ?? '');
-  const allowed = [/^node:/, /^\.\/[a-z-]+$/, /^\.\.\/base\/(errors|limits|shape)$/, /^\.\.\/(contract|native|process|dispatch)\/index$/, /^\.\.\/dispatch\/diagnostics$/, /^\.\.\/store\/(execution-store|run-store|runner-store|dispatch-repository)$/];
+  const allowed = [/^node:/, /^\.\/[a-z-]+$/, /^\.\.\/base\/(errors|limits|shape|time)$/, /^\.\.\/(contract|native|process|dispatch)\/index$/, /^\.\.\/dispatch\/diagnostics$/, /^\.\.\/store\/(execution-store|run-store|runner-store|dispatch-repository)$/];
   const files = readdirSync(path.join(LIB, 'execution')).filter((name) => name.endsWith('.ts'));
   t.true(files.length >= 10);
   for (const name of files) {

@@ -6,7 +6,8 @@ import test from 'ava';
 import { signalVerified, waitExit } from '../../lib/native/index';
 import { formatHandle, handleFromIdentity } from '../../lib/process/index';
 import { spawnJob } from '../helpers/processes';
-import { handleAlive, openWorld, receiptExists, until, worldDirectory } from './world';
+import { handleAlive, openWorld, receiptExists, worldDirectory } from './world';
+import { until } from '../helpers/wait';
 
 test('runner crash: a restarted runner finds finished jobs by their receipts and running ones by their handles, and signals nothing it cannot prove', async (t) => {
   const at = worldDirectory(t);
@@ -18,10 +19,10 @@ test('runner crash: a restarted runner finds finished jobs by their receipts and
   t.is(short?.[3], 'running');
 
   // SIGKILL the runner through its proved identity (never a bare PID); its launchers live on.
-  t.is(signalVerified(runner.identity, 'SIGKILL', { group: true }).outcome, 'signalled');
+  t.is(signalVerified(runner.identity, 'SIGKILL', { group: true }).kind, 'signalled');
   await waitExit(runner.identity, 5_000);
   await runner.exited;
-  await until(() => receiptExists(at.receipts, shortAttempt), 10_000, 'the short job\'s receipt');
+  await until(() => receiptExists(at.receipts, shortAttempt), { timeoutMs: 10_000, what: 'the short job\'s receipt' });
 
   const world = openWorld(t, { at });
   // An attempt whose handle names a live process under another identity: nothing may touch it.
@@ -50,7 +51,7 @@ test('runner crash: a restarted runner finds finished jobs by their receipts and
   await world.store.runStore.requestCancellation({ runId: longRun, reason: 'user', eventId: 'evt-cancel-long' });
   await world.store.runStore.requestCancellation({ runId: 'run-unproven', reason: 'user', eventId: 'evt-cancel-unproven' });
   await world.app.lifecycle.runCycle();
-  await until(async () => (await world.store.runStore.getRun(longRun))?.status !== 'running' || (await world.app.lifecycle.runCycle(), false), 10_000, 'the long job to converge');
+  await until(async () => (await world.store.runStore.getRun(longRun))?.status !== 'running' || (await world.app.lifecycle.runCycle(), false), { timeoutMs: 10_000, what: 'the long job to converge' });
   t.like(await world.store.runStore.getRun(longRun), { status: 'cancelled', cancelReason: 'user' });
   t.false(handleAlive(longHandle));
   t.is(bystander.child.exitCode, null, 'the unprovable process was never signalled');

@@ -10,7 +10,8 @@ import { signalVerified } from '../../lib/native/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { spawnJob } from '../helpers/processes';
 import { grantCancelOnSqlite } from './cli-runs';
-import { handleAlive, until, worldDirectory } from './world';
+import { handleAlive, worldDirectory } from './world';
+import { until } from '../helpers/wait';
 
 const CLI = path.resolve(__dirname, '..', '..', 'lib', 'cli', 'main.js');
 
@@ -97,7 +98,7 @@ test('pidfence supervise converges another runner\'s deadline and drains on SIGT
   // Jobs admitted by this test process as a runner that then goes away without draining.
   const store = openSqliteStore(at.file);
   const app = createExecution({
-    stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
+    stores: { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
     receiptDirectory: `${at.file}.receipts`,
   });
   const timed = await app.admit({ projectId: 'p1', command: 'sleep', args: ['30'], timeoutMs: 200 });
@@ -109,9 +110,9 @@ test('pidfence supervise converges another runner\'s deadline and drains on SIGT
 
   const supervisor = spawnJob(t, process.execPath, [CLI, 'supervise', '--db', at.file, '--grace', '300ms']);
   await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
-  await until(async () => (await store.runStore.getRun(timed.runId))?.status === 'timed_out', 15_000, 'the deadline to converge');
+  await until(async () => (await store.runStore.getRun(timed.runId))?.status === 'timed_out', { timeoutMs: 15_000, what: 'the deadline to converge' });
   t.true(handleAlive(plainHandle));
-  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).kind, 'signalled');
   const exit = await supervisor.exited;
   t.is(exit.code, 0);
   t.true(supervisor.lines.includes('pidfence supervise: drain drained (1 converged, 0 remaining)'));
@@ -153,7 +154,7 @@ test('pidfence supervise --json: every stdout line is one JSON event (recovered,
   const store = openSqliteStore(at.file);
   t.teardown(() => store.close());
   const app = createExecution({
-    stores: { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: async () => undefined },
+    stores: { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: async () => undefined },
     receiptDirectory: `${at.file}.receipts`,
   });
   const job = await app.admit({ projectId: 'p1', command: 'sleep', args: ['30'] });
@@ -165,7 +166,7 @@ test('pidfence supervise --json: every stdout line is one JSON event (recovered,
   await supervisor.waitForLine(/"event":"ready"/, 15_000);
   await store.runStore.requestCancellation({ runId: job.runId, reason: 'user', eventId: 'evt-json-cancel' });
   await supervisor.waitForLine(/"event":"stopped"/, 15_000);
-  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).kind, 'signalled');
   t.is((await supervisor.exited).code, 0);
   const events = supervisor.lines.map((line) => JSON.parse(line) as Record<string, unknown>);
   t.deepEqual(events.map((event) => event.event), ['recovered', 'ready', 'stopped', 'drained']);

@@ -6,9 +6,9 @@ import test from 'ava';
 import { signalVerified } from '../../lib/native/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { groupMembers } from '../helpers/job-groups';
-import { delay } from '../helpers/processes';
 import { cancel, cliProcess, grantCancelOnSqlite, sqliteJobGroup, startRun } from './cli-runs';
-import { until, worldDirectory } from './world';
+import { worldDirectory } from './world';
+import { delay, until } from '../helpers/wait';
 
 /** Ten children that ignore TERM, HUP and INT: only KILL ends them. */
 const STUBBORN_JOB = ['sh', '-c', 'trap "" TERM HUP INT; for i in 1 2 3 4 5 6 7 8 9 10; do sleep 30 & done; wait'];
@@ -29,7 +29,7 @@ test.serial('run plus supervise on one store: SIGTERM the supervise and the fore
   const supervisor = cliProcess(t, ['supervise', '--db', at.file, '--grace', '300ms']);
   await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
   await delay(1_500); // a few control cycles of the supervisor
-  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).kind, 'signalled');
   t.is((await supervisor.exited).code, 0);
   t.true(supervisor.lines.includes('pidfence supervise: drain drained (0 converged, 0 remaining)'), supervisor.lines.join('\n'));
   t.is(groupMembers(run.pgid).length, 2, 'launcher and sleep still run');
@@ -54,7 +54,7 @@ test.serial('run plus a second runner, with cancel: the run exits with the job\'
     exits.push(exit.code);
   }
   t.deepEqual(exits, Array.from({ length: 40 }, () => 143));
-  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).kind, 'signalled');
   await supervisor.exited;
   t.false(supervisor.lines.some((line) => line.startsWith('pidfence supervise: stopped')), 'the supervisor stopped none of them');
 });
@@ -63,8 +63,8 @@ test.serial('SIGKILL the run: its job lives on, a cancel stops it itself and say
   const at = worldDirectory(t);
   const first = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
   await grantCancelOnSqlite(at.file);
-  await until(() => groupMembers(first.pgid).length === 2, 10_000, 'launcher and job');
-  t.is(signalVerified(first.job.identity, 'SIGKILL', { group: false }).outcome, 'signalled');
+  await until(() => groupMembers(first.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
+  t.is(signalVerified(first.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');
   await first.job.exited;
   t.is(groupMembers(first.pgid).length, 2, 'the launcher and the job outlive their runner');
   const cancelled = await cancel(t, at.file, first.runId);
@@ -74,8 +74,8 @@ test.serial('SIGKILL the run: its job lives on, a cancel stops it itself and say
   t.is(await runStatus(at.file, first.runId), 'cancelled');
 
   const second = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
-  await until(() => groupMembers(second.pgid).length === 2, 10_000, 'launcher and job');
-  t.is(signalVerified(second.job.identity, 'SIGKILL', { group: false }).outcome, 'signalled');
+  await until(() => groupMembers(second.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
+  t.is(signalVerified(second.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');
   await second.job.exited;
   const supervisor = cliProcess(t, ['supervise', '--db', at.file, '--grace', '300ms']);
   await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
@@ -85,9 +85,9 @@ test.serial('SIGKILL the run: its job lives on, a cancel stops it itself and say
   const again = await cancel(t, at.file, second.runId);
   t.deepEqual(again.lines, [`cancel requested for ${second.runId}; its runner stops the job`]);
   await supervisor.waitForLine(new RegExp(`^pidfence supervise: stopped ${second.runId} \\(termination_requested\\)$`), 15_000);
-  await until(async () => (await store.runStore.getRun(second.runId))?.status === 'cancelled', 15_000, 'the adopted job to be cancelled');
+  await until(async () => (await store.runStore.getRun(second.runId))?.status === 'cancelled', { timeoutMs: 15_000, what: 'the adopted job to be cancelled' });
   t.is(groupMembers(second.pgid).length, 0);
-  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).kind, 'signalled');
   t.is((await supervisor.exited).code, 0);
 });
 
@@ -95,11 +95,11 @@ for (const signals of [['SIGHUP'], ['SIGTERM'], ['SIGINT', 'SIGINT']] as const) 
   test.serial(`pidfence run on ${signals.join(' then ')}: no process of the job survives and the run converges`, async (t) => {
     const at = worldDirectory(t);
     const run = await startRun(t, at.file, sqliteJobGroup(at.file), STUBBORN_JOB);
-    await until(() => groupMembers(run.pgid).length === 12, 10_000, 'launcher, shell and ten children');
-    t.is(signalVerified(run.job.identity, signals[0], { group: false }).outcome, 'signalled');
+    await until(() => groupMembers(run.pgid).length === 12, { timeoutMs: 10_000, what: 'launcher, shell and ten children' });
+    t.is(signalVerified(run.job.identity, signals[0], { group: false }).kind, 'signalled');
     if (signals.length === 2) {
       await delay(300);
-      t.is(signalVerified(run.job.identity, signals[1], { group: false }).outcome, 'signalled');
+      t.is(signalVerified(run.job.identity, signals[1], { group: false }).kind, 'signalled');
     }
     const exit = await run.job.exited;
     t.is(groupMembers(run.pgid).length, 0, 'survivors');
@@ -130,8 +130,8 @@ test.serial('two cancels race for one orphan: one takes it over and stops it, th
   const at = worldDirectory(t);
   const run = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
   await grantCancelOnSqlite(at.file);
-  await until(() => groupMembers(run.pgid).length === 2, 10_000, 'launcher and job');
-  t.is(signalVerified(run.job.identity, 'SIGKILL', { group: false }).outcome, 'signalled');
+  await until(() => groupMembers(run.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
+  t.is(signalVerified(run.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');
   await run.job.exited;
   const [first, second] = await Promise.all([cancel(t, at.file, run.runId), cancel(t, at.file, run.runId)]);
   t.deepEqual([first.code, second.code], [0, 0]);

@@ -10,11 +10,12 @@ import test from 'ava';
 import { captureIdentity, signalVerified } from '../../lib/native/index';
 import { parseHandle } from '../../lib/process/index';
 import { resolveHostId, runnerGoneProof, stopOrphanedRun } from '../../lib/execution/index';
-import { receiptTokenDigest, receiptWriteAtomic } from '../../lib/execution/receipts';
+import { receiptTokenDigest, writeReceiptAtomic } from '../../lib/execution/receipts';
 import type { RunnerRecord } from '../../lib/store/runner-store';
 import { groupMembers, reapGroupAtEnd } from '../helpers/job-groups';
-import { delay, spawnJob } from '../helpers/processes';
-import { openWorld, overriding, receiptExists, until, type World } from './world';
+import { spawnJob } from '../helpers/processes';
+import { openWorld, overriding, receiptExists, type World } from './world';
+import { delay, until } from '../helpers/wait';
 
 async function admitted(world: World, args: readonly string[], extra: { timeoutMs?: number } = {}): Promise<{ runId: string; attemptId: string; handle: string; pgid: number }> {
   const outcome = await world.app.admit({ projectId: 'p1', command: 'sh', args: ['-c', ...args], ...extra });
@@ -45,7 +46,7 @@ function killLauncherOnly(handle: string): void {
   const launcher = parseHandle(handle);
   const identity = captureIdentity(launcher.pid);
   if (identity === null || identity.startTicks !== launcher.startTicks) throw new Error('the launcher is not the one admitted');
-  if (signalVerified(identity, 'SIGKILL', { group: false }).outcome !== 'signalled') throw new Error('the launcher could not be killed');
+  if (signalVerified(identity, 'SIGKILL', { group: false }).kind !== 'signalled') throw new Error('the launcher could not be killed');
 }
 
 for (const [name, script] of [
@@ -57,15 +58,15 @@ for (const [name, script] of [
     const bystander = spawnJob(t, 'sleep', ['30']);
     const job = await admitted(world, [script]);
     reapGroupAtEnd(t, job.pgid);
-    await until(() => groupMembers(job.pgid).length >= 4, 10_000, 'launcher, shell and children');
+    await until(() => groupMembers(job.pgid).length >= 4, { timeoutMs: 10_000, what: 'launcher, shell and children' });
     killLauncherOnly(job.handle);
-    await until(() => groupMembers(job.pgid).every((member) => member.pid !== job.pgid), 5_000, 'the launcher gone');
+    await until(() => groupMembers(job.pgid).every((member) => member.pid !== job.pgid), { timeoutMs: 5_000, what: 'the launcher gone' });
     await cycles(world, 3);
     const survivors = groupMembers(job.pgid).length;
     t.true(survivors >= 3, 'the job\'s processes still run');
     t.is((await world.store.runStore.getRun(job.runId))?.status, 'running', 'no terminal state while the group lives');
     await world.store.runStore.requestCancellation({ runId: job.runId, reason: 'user', eventId: `evt-${job.runId}-c` });
-    await until(async () => (await world.store.runStore.getRun(job.runId))?.status !== 'running' || (await world.app.lifecycle.runCycle(), false), 15_000, 'the run to converge');
+    await until(async () => (await world.store.runStore.getRun(job.runId))?.status !== 'running' || (await world.app.lifecycle.runCycle(), false), { timeoutMs: 15_000, what: 'the run to converge' });
     t.like(await world.store.runStore.getRun(job.runId), { status: 'cancelled', cancelReason: 'user' });
     t.is(groupMembers(job.pgid).length, 0, 'no survivor');
     t.is(bystander.child.exitCode, null, 'no innocent was signalled');
@@ -83,11 +84,11 @@ test('every drain has a hard bound: 20 TERM-ignoring jobs, 5 s grace, 3 s budget
   for (let i = 0; i < 20; i += 1) jobs.push(await admitted(world, ['trap "" TERM; sleep 30']));
   for (const job of jobs) reapGroupAtEnd(t, job.pgid);
   // Every job has set its trap: a TERM before that would end it and prove nothing.
-  await until(() => jobs.every((job) => groupMembers(job.pgid).length === 3), 30_000, 'twenty launchers, shells and sleeps');
+  await until(() => jobs.every((job) => groupMembers(job.pgid).length === 3), { timeoutMs: 30_000, what: 'twenty launchers, shells and sleeps' });
   const started = Date.now();
   const report = await world.app.drain();
   const tookMs = Date.now() - started;
-  t.like(report, { outcome: 'timed_out', active: 20, remaining: 20 });
+  t.like(report, { kind: 'timed_out', active: 20, remaining: 20 });
   t.true(tookMs <= 4_000, `the drain returned after ${tookMs} ms`);
   t.is(closed, 1, 'storage closed');
 });
@@ -96,7 +97,7 @@ test('completions before stops: a job that exited with its receipt on disk, then
   for (const path of ['cycle', 'drain'] as const) {
     const world = openWorld(t);
     const job = await admitted(world, ['exit 4']);
-    await until(() => receiptExists(world.receipts, job.attemptId), 10_000, 'the receipt');
+    await until(() => receiptExists(world.receipts, job.attemptId), { timeoutMs: 10_000, what: 'the receipt' });
     world.app.notices.take(); // the notice is not durable: the periodic page must find the receipt
     await world.store.runStore.requestCancellation({ runId: job.runId, reason: 'user', eventId: `evt-${job.runId}-c` });
     if (path === 'cycle') await world.app.lifecycle.runCycle();
@@ -128,12 +129,12 @@ test('timed_out end to end: the drain keeps timeout and policy reasons, and a la
   await world.store.runStore.requestCancellation({ runId: 'run-late', reason: 'timeout', eventId: 'evt-late-timeout' });
   t.like(await world.app.processor.process({ runId: 'run-late', attemptId: 'run-late-a1' }), { kind: 'completed', status: 'timed_out', cause: 'never_started' });
   const now = Date.now();
-  receiptWriteAtomic(world.receipts, { v: 1, runId: 'run-late', attemptId: 'run-late-a1', seq: 1, token, exitCode: 0, signal: null, startedAtMs: now, finishedAtMs: now, spawnFailed: false });
+  writeReceiptAtomic(world.receipts, { v: 1, runId: 'run-late', attemptId: 'run-late-a1', seq: 1, token, exitCode: 0, signal: null, startedAtMs: now, finishedAtMs: now, spawnFailed: false });
   t.like(await world.app.processor.process({ runId: 'run-late', attemptId: 'run-late-a1' }), { kind: 'terminal', status: 'timed_out', lateReceipt: true });
   t.is((await world.store.runStore.getRun('run-late'))?.status, 'timed_out');
 
   const report = await world.app.drain();
-  t.is(report.outcome, 'drained');
+  t.is(report.kind, 'drained');
   const reopened = (await import('../../lib/store/sqlite/index')).openSqliteStore(world.file);
   t.teardown(() => reopened.close());
   t.like(await reopened.runStore.getRun(timed.runId), { status: 'timed_out', cancelReason: 'timeout' });
@@ -149,7 +150,7 @@ test('the launcher\'s argv and environment hold neither the job\'s command nor t
   t.regex(cmdline, /launcher-main\.js/);
   t.false(cmdline.includes('secret-arg-5c1') || cmdline.includes('sleep'), 'no command in the launcher\'s argv');
   t.false(/PIDFENCE_RECEIPT_TOKEN/.test(environ), 'no token in its environment');
-  await until(() => groupMembers(job.pgid).length === 3, 10_000, 'launcher, shell, sleep');
+  await until(() => groupMembers(job.pgid).length === 3, { timeoutMs: 10_000, what: 'launcher, shell, sleep' });
 });
 
 test('admission undo: a handle the store could not keep leaves no process and no intent; a kept handle runs', async (t) => {

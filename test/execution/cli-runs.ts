@@ -62,7 +62,7 @@ export async function grantCancelOnSqlite(file: string, project = 'default'): Pr
   const { osPrincipal } = await import('../../lib/cli/os-user');
   const store = openSqliteStore(file);
   try {
-    for (const permission of ['run.read', 'run.stop'] as const) await store.management.writeGrant({ subject: osPrincipal(), projectId: project, permission }, 'test');
+    for (const permission of ['run.read', 'run.stop'] as const) await store.managementStore.writeGrant({ subject: osPrincipal(), projectId: project, permission }, 'test');
   } finally {
     store.close();
   }

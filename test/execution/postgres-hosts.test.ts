@@ -10,19 +10,11 @@ import test, { type ExecutionContext } from 'ava';
 
 import { signalVerified } from '../../lib/native/index';
 import { groupMembers, handleGroup } from '../helpers/job-groups';
-import { migratedDatabase, type MigratedDatabase } from '../helpers/pg-store';
+import { migratedDatabaseForFile, type MigratedDatabase } from '../helpers/pg-store';
 import { cancel, cliProcess, grantCancelOnPostgres, startRun, type CliRun } from './cli-runs';
-import { until } from './world';
+import { until } from '../helpers/wait';
 
-let database: MigratedDatabase | undefined;
-const ready: Promise<MigratedDatabase> = migratedDatabase('pghosts').then((created) => {
-  database = created;
-  return created;
-});
-ready.catch(() => undefined);
-test.after.always(async () => {
-  await database?.dispose();
-});
+const ready = migratedDatabaseForFile(test, 'pghosts');
 
 function hostEnv(t: ExecutionContext, host: string): NodeJS.ProcessEnv {
   const receipts = mkdtempSync(path.join(tmpdir(), `pidfence-${host}-`));
@@ -41,8 +33,8 @@ function groupOf(db: MigratedDatabase): (runId: string) => Promise<number> {
 /** A job of `host` whose `run` was killed, so that host's supervisor takes it over. */
 async function orphanedJob(t: ExecutionContext, db: MigratedDatabase, env: NodeJS.ProcessEnv): Promise<CliRun> {
   const run = await startRun(t, db.runtimeUrl, groupOf(db), ['sleep', '30'], env);
-  await until(() => groupMembers(run.pgid).length === 2, 10_000, 'launcher and job');
-  t.is(signalVerified(run.job.identity, 'SIGKILL', { group: false }).outcome, 'signalled');
+  await until(() => groupMembers(run.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
+  t.is(signalVerified(run.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');
   await run.job.exited;
   return run;
 }
@@ -70,12 +62,12 @@ test.serial('cluster of two hosts on one database: only the owning host claims a
   const cancelled = await cancel(t, db.runtimeUrl, jobB.runId, envA);
   t.deepEqual(cancelled.lines, [`cancel requested for ${jobB.runId}; its runner on another host stops the job`]);
   await supervisorB.waitForLine(new RegExp(`^pidfence supervise: stopped ${jobB.runId} \\(termination_requested\\)$`), 15_000);
-  await until(async () => (await runStatus(db, jobB.runId)) === 'cancelled', 15_000, 'B\'s job cancelled');
+  await until(async () => (await runStatus(db, jobB.runId)) === 'cancelled', { timeoutMs: 15_000, what: 'B\'s job cancelled' });
   t.false(supervisorA.lines.some((line) => line.includes(jobB.runId)), 'A claimed nothing of B');
   t.is(groupMembers(jobB.pgid).length, 0);
 
   // SIGTERM A: only A's job gets `shutdown`.
-  t.is(signalVerified(supervisorA.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  t.is(signalVerified(supervisorA.identity, 'SIGTERM', { group: false }).kind, 'signalled');
   t.is((await supervisorA.exited).code, 0);
   t.true(supervisorA.lines.includes('pidfence supervise: drain drained (1 converged, 0 remaining)'), supervisorA.lines.join('\n'));
   t.like(await ownerRow(db, 'SELECT status, cancel_reason FROM runs WHERE id = $1', [jobA.runId]), { status: 'cancelled', cancel_reason: 'shutdown' });
@@ -84,7 +76,7 @@ test.serial('cluster of two hosts on one database: only the owning host claims a
   const blocked = await ownerRow<{ n: string }>(db, "SELECT COUNT(*) AS n FROM cancellation_dispatches WHERE status = 'blocked'", []);
   t.is(Number(blocked?.n), 0);
 
-  t.is(signalVerified(supervisorB.identity, 'SIGTERM', { group: false }).outcome, 'signalled');
+  t.is(signalVerified(supervisorB.identity, 'SIGTERM', { group: false }).kind, 'signalled');
   t.is((await supervisorB.exited).code, 0);
   t.like(await ownerRow(db, 'SELECT status, cancel_reason FROM runs WHERE id = $1', [jobB2.runId]), { status: 'cancelled', cancel_reason: 'shutdown' });
 });

@@ -10,25 +10,16 @@ import path from 'node:path';
 import test, { type ExecutionContext } from 'ava';
 
 import { postgresReceiptDirectory } from '../../lib/cli/execution-target';
-import { createReceiptToken, receiptTokenDigest, receiptWriteAtomic, type CompletionReceipt, type ExecutionStores } from '../../lib/execution/index';
+import { createReceiptToken, receiptTokenDigest, writeReceiptAtomic, type CompletionReceipt, type ExecutionStores } from '../../lib/execution/index';
 import { EXECUTION_SQL } from '../../lib/store/postgres/execution-statements';
 import { openPostgresStore, type PostgresStore } from '../../lib/store/postgres/index';
-import { delay } from '../helpers/processes';
-import { migratedDatabase, runtimeUrlNamed, uniqueApplicationName, type MigratedDatabase } from '../helpers/pg-store';
+import { migratedDatabaseForFile, runtimeUrlNamed, uniqueApplicationName, type MigratedDatabase } from '../helpers/pg-store';
 import { handleAlive, overriding, receiptExists, shutdownDrainGate, worldOver, type World, type WorldOptions } from './world';
+import { delay } from '../helpers/wait';
 
 const CLI = path.resolve(__dirname, '..', '..', 'lib', 'cli', 'main.js');
 
-let database: MigratedDatabase | undefined;
-const ready: Promise<MigratedDatabase> = migratedDatabase('pgexec').then((created) => {
-  database = created;
-  return created;
-});
-// A failed provision fails every test that awaits it; nothing is skipped.
-ready.catch(() => undefined);
-test.after.always(async () => {
-  await database?.dispose();
-});
+const ready = migratedDatabaseForFile(test, 'pgexec');
 
 function tempDirectory(t: ExecutionContext): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-pgexec-'));
@@ -43,7 +34,7 @@ async function openPgWorld(t: ExecutionContext, options: WorldOptions & { readon
   const db = await ready;
   const store = await openPostgresStore(runtimeUrlNamed(db, uniqueApplicationName('pidfence_exec')), { maxConnections: 4 });
   const receipts = path.join(tempDirectory(t), 'receipts');
-  const stores: ExecutionStores = { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close(), ...(options.wrap?.(store) ?? {}) };
+  const stores: ExecutionStores = { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close(), ...(options.wrap?.(store) ?? {}) };
   return { store, receipts, db, ...worldOver(t, stores, receipts, options) };
 }
 
@@ -102,10 +93,10 @@ test.serial('postgres: a late or repeated receipt never overwrites a terminal st
   await runStore.requestCancellation({ runId: 'pg-late', reason: 'user', eventId: 'evt-pg-late' });
   t.like(await world.app.processor.process({ runId: 'pg-late', attemptId: 'pg-late-a1' }), { kind: 'completed', status: 'cancelled', cause: 'never_started' });
   // The success receipt arrives after the cancelled commit, twice.
-  receiptWriteAtomic(world.receipts, receiptFor('pg-late', 'pg-late-a1', token));
+  writeReceiptAtomic(world.receipts, receiptFor('pg-late', 'pg-late-a1', token));
   t.like(await world.app.processor.process({ runId: 'pg-late', attemptId: 'pg-late-a1' }), { kind: 'terminal', status: 'cancelled', lateReceipt: true });
   t.false(receiptExists(world.receipts, 'pg-late-a1'));
-  receiptWriteAtomic(world.receipts, receiptFor('pg-late', 'pg-late-a1', token));
+  writeReceiptAtomic(world.receipts, receiptFor('pg-late', 'pg-late-a1', token));
   t.like(await world.app.processor.process({ runId: 'pg-late', attemptId: 'pg-late-a1' }), { kind: 'terminal', status: 'cancelled', lateReceipt: true });
   t.false(receiptExists(world.receipts, 'pg-late-a1'));
   t.like(await runStore.getRun('pg-late'), { status: 'cancelled', cancelReason: 'user' });

@@ -11,7 +11,7 @@ import { handleExpectedIdentity, parseHandle } from '../../lib/process/index';
 import { signalVerified } from '../../lib/native/index';
 import type { RunStore } from '../../lib/store/run-store';
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
-import { delay } from '../helpers/processes';
+import { delay } from '../helpers/wait';
 
 /** Short enough for tests; the lease derived from it outlasts the controller's bound. */
 export const TEST_GRACE_MS = 300;
@@ -77,22 +77,13 @@ export function worldOver(t: ExecutionContext, stores: ExecutionStores, receipts
 export function openWorld(t: ExecutionContext, options: WorldOptions & { readonly at?: { dir: string; file: string; receipts: string }; readonly wrap?: (store: SqliteStore) => Partial<ExecutionStores> } = {}): World {
   const at = options.at ?? worldDirectory(t);
   const store = openSqliteStore(at.file);
-  const stores = { runStore: store.runStore, repository: store.repository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close(), ...(options.wrap?.(store) ?? {}) };
+  const stores = { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close(), ...(options.wrap?.(store) ?? {}) };
   return { ...at, store, ...worldOver(t, stores, at.receipts, options) };
 }
 
 /** Whether the process a stored handle names still runs (a signal-0 proof, never a bare PID). */
 export function handleAlive(handle: string): boolean {
-  return signalVerified(handleExpectedIdentity(parseHandle(handle)), 0, { group: false }).outcome === 'signalled';
-}
-
-/** Waits (bounded) until `predicate` holds; for facts outside the product (a file a child wrote). */
-export async function until(predicate: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await predicate())) {
-    if (Date.now() > deadline) throw new Error(`${what} did not hold within ${timeoutMs} ms`);
-    await delay(25);
-  }
+  return signalVerified(handleExpectedIdentity(parseHandle(handle)), 0, { group: false }).kind === 'signalled';
 }
 
 export function receiptExists(receipts: string, attemptId: string): boolean {
@@ -129,7 +120,7 @@ export async function shutdownDrainGate(
   const plainHandle = (await world.runStore.getAttempt(plain.runId, plain.attemptId))?.handle ?? '';
   await world.runStore.requestCancellation({ runId: user.runId, reason: 'user', eventId: `evt-${user.runId}-user` });
   const report = await world.app.drain();
-  t.like(report, { outcome: 'drained', active: 2, shutdownRequested: 1, converged: 2, remaining: 0 });
+  t.like(report, { kind: 'drained', active: 2, shutdownRequested: 1, converged: 2, remaining: 0 });
   t.deepEqual(activeAtClose, [0], 'no active attempt when storage closed');
   t.false(handleAlive(userHandle));
   t.false(handleAlive(plainHandle));

@@ -12,7 +12,7 @@ const lines = createInterface({ input: process.stdin });
 
 lines.on('line', (line) => {
   const [runId = '', attemptId = '', at = ''] = line.split(' ');
-  store.repository
+  store.dispatchRepository
     .claim({ runId, attemptId, cancelRequestedAtMs: Number(at), owner, token: createLeaseToken(), leaseDurationMs: 60_000 })
     .then((outcome) => process.stdout.write(`${runId} ${outcome.kind}\n`))
     .catch((error: unknown) => process.stdout.write(`${runId} error:${(error as { code?: string }).code ?? 'unknown'}\n`));

@@ -34,7 +34,7 @@ export function handleGroup(handle: string): number {
 
 export function killGroupMembers(pgid: number): number {
   let killed = 0;
-  for (const member of groupMembers(pgid)) if (signalVerified(member, 'SIGKILL', { group: false }).outcome === 'signalled') killed += 1;
+  for (const member of groupMembers(pgid)) if (signalVerified(member, 'SIGKILL', { group: false }).kind === 'signalled') killed += 1;
   return killed;
 }
 

@@ -7,6 +7,7 @@ import { Pool } from 'pg';
 import { grantRuntime, migratePostgres, openPostgresStore, type PostgresStore, type PostgresStoreOptions } from '../../lib/store/postgres/index';
 import type { ContractStore } from '../store/dispatch-contract-suite';
 import { provisionDatabase, type ProvisionedDatabase } from './postgres';
+import { silentPool } from './pg-pool';
 
 export interface MigratedDatabase extends ProvisionedDatabase {
   /** A small pool connected as the migration owner (DDL, test-only writes). */
@@ -15,12 +16,6 @@ export interface MigratedDatabase extends ProvisionedDatabase {
   readonly admin: Pool;
   /** Ends both pools and drops the database and roles. */
   dispose(): Promise<void>;
-}
-
-function silentPool(connectionString: string, max: number): Pool {
-  const pool = new Pool({ connectionString, max });
-  pool.on('error', () => undefined);
-  return pool;
 }
 
 /** The admin URL pointed at this database. */
@@ -40,8 +35,8 @@ export async function migratedDatabase(label: string): Promise<MigratedDatabase>
     await database.drop();
     throw error;
   }
-  const owner = silentPool(database.ownerUrl, 2);
-  const admin = silentPool(adminUrlFor(database), 2);
+  const owner = silentPool(database.ownerUrl);
+  const admin = silentPool(adminUrlFor(database));
   return {
     ...database,
     owner,
@@ -51,6 +46,19 @@ export async function migratedDatabase(label: string): Promise<MigratedDatabase>
       await database.drop();
     },
   };
+}
+
+/**
+ * One migrated database for a whole test file: provisioned once, dropped after the file's last
+ * test. A failed provision fails every test that awaits it; nothing is skipped.
+ */
+export function migratedDatabaseForFile(test: { after: { always(hook: () => Promise<void>): void } }, label: string): Promise<MigratedDatabase> {
+  const ready = migratedDatabase(label);
+  ready.catch(() => undefined);
+  test.after.always(async () => {
+    await ready.then((database) => database.dispose(), () => undefined);
+  });
+  return ready;
 }
 
 /** The runtime URL with a unique application_name, so a test can pick out this store's sessions. */
@@ -91,7 +99,7 @@ export async function openContractStore(
   return {
     store,
     applicationName,
-    repository: store.repository,
+    repository: store.dispatchRepository,
     runStore: store.runStore,
     advanceTime: (ms) => sleep(ms),
     injectEventAppendFailure: async () => {

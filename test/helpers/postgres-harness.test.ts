@@ -22,6 +22,8 @@ import {
   type PgCluster,
 } from './pg-cluster';
 import { provisionDatabase, sweepStaleTestObjects, testDatabaseUrl, testObjectNamesCreate } from './postgres';
+import { until } from './wait';
+import { scalar } from './pg-pool';
 
 /** What the issue calls "a few seconds", with room for 2 shared, busy cores. */
 const CLUSTER_LIFECYCLE_BUDGET_MS = 30_000;
@@ -39,30 +41,20 @@ async function withClient<T>(url: string, use: (client: Client) => Promise<T>): 
   }
 }
 
-async function scalar<T>(url: string, sql: string, params: unknown[] = []): Promise<T> {
-  return withClient(url, async (client) => {
-    const row = (await client.query(sql, params)).rows[0] as Record<string, T> | undefined;
-    if (row === undefined) throw new Error(`no row from ${sql}`);
-    return Object.values(row)[0] as T;
-  });
+function scalarAt<T>(url: string, sql: string, params: unknown[] = []): Promise<T> {
+  return withClient(url, (client) => scalar<T>(client, sql, params));
 }
 
 async function databaseExists(adminUrl: string, name: string): Promise<boolean> {
-  return scalar<boolean>(adminUrl, 'SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)', [name]);
+  return scalarAt<boolean>(adminUrl, 'SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)', [name]);
 }
 
 async function roleExists(adminUrl: string, name: string): Promise<boolean> {
-  return scalar<boolean>(adminUrl, 'SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)', [name]);
+  return scalarAt<boolean>(adminUrl, 'SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)', [name]);
 }
 
-async function eventually(what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`${what}: not within ${timeoutMs} ms`);
-}
+const eventually = (what: string, check: () => Promise<boolean>, timeoutMs: number): Promise<number> =>
+  until(check, { what, timeoutMs, intervalMs: 100, retryErrors: true });
 
 // --- provisioning -------------------------------------------------------------------------------
 
@@ -71,7 +63,7 @@ test('provisioning creates the database, an owner with DDL and a runtime role wi
   t.teardown(() => db.drop());
 
   t.true(await databaseExists(db.adminUrl, db.databaseName));
-  t.is(await scalar<string>(db.adminUrl, 'SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1', [db.databaseName]), db.ownerRole);
+  t.is(await scalarAt<string>(db.adminUrl, 'SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1', [db.databaseName]), db.ownerRole);
   const runtime = await withClient(db.adminUrl, async (c) =>
     (await c.query('SELECT rolcanlogin, rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = $1', [db.runtimeRole])).rows[0],
   );
@@ -171,7 +163,7 @@ test.serial('pg-cluster inits, starts, stops and removes a cluster on a free loo
   const port = await clusterStart(cluster);
   const readyMs = Date.now() - startedAt;
   t.true(await loopbackPortIsOpen(port));
-  t.is(await scalar<number>(clusterUrl(cluster), 'SELECT 1 AS one'), 1);
+  t.is(await scalarAt<number>(clusterUrl(cluster), 'SELECT 1 AS one'), 1);
   t.true(existsSync(join(cluster.socketDir, `.s.PGSQL.${port}`)), 'the unix socket lives in the cluster dir');
 
   await clusterStop(cluster);
@@ -199,20 +191,20 @@ test.serial('a streaming standby made by pg_basebackup -R replicates a row; prom
   const standby = await standbyCreate(primary, { applicationName: 'pidfence_ha' });
   clusters.push(standby);
   await clusterStart(standby);
-  t.true(await scalar<boolean>(clusterUrl(standby), 'SELECT pg_is_in_recovery()'));
+  t.true(await scalarAt<boolean>(clusterUrl(standby), 'SELECT pg_is_in_recovery()'));
   await eventually(
     'primary sees the standby streaming',
-    async () => (await scalar<string>(clusterUrl(primary), "SELECT count(*)::text FROM pg_stat_replication WHERE application_name = 'pidfence_ha' AND state = 'streaming'")) === '1',
+    async () => (await scalarAt<string>(clusterUrl(primary), "SELECT count(*)::text FROM pg_stat_replication WHERE application_name = 'pidfence_ha' AND state = 'streaming'")) === '1',
     REPLICATION_WAIT_MS,
   );
 
   await withClient(clusterUrl(primary), (c) => c.query("INSERT INTO fence VALUES (1, 'written on the primary')"));
   await eventually(
     'the row reaches the standby',
-    async () => (await scalar<string>(clusterUrl(standby), 'SELECT count(*)::text FROM fence WHERE id = 1')) === '1',
+    async () => (await scalarAt<string>(clusterUrl(standby), 'SELECT count(*)::text FROM fence WHERE id = 1')) === '1',
     REPLICATION_WAIT_MS,
   );
-  t.is(await scalar<number>(clusterUrl(standby), 'SELECT timeline_id FROM pg_control_checkpoint()'), 1);
+  t.is(await scalarAt<number>(clusterUrl(standby), 'SELECT timeline_id FROM pg_control_checkpoint()'), 1);
 
   await clusterStop(primary);
   await clusterPromote(standby);

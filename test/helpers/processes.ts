@@ -76,7 +76,7 @@ export function spawnJob(
     },
     async stop() {
       const outcome = signalVerified(identity, 'SIGKILL', { group: true });
-      if (outcome.outcome === 'signalled') await waitExit(identity, 5000);
+      if (outcome.kind === 'signalled') await waitExit(identity, 5000);
       await exited;
     },
   };
@@ -90,10 +90,6 @@ export async function spawnRecorder(t: ExecutionContext): Promise<Job & { member
   await job.waitForLine(/^leader-ready /);
   const memberLine = await job.waitForLine(/^member-ready /);
   return Object.assign(job, { memberPid: Number(memberLine.split(' ')[1]) });
-}
-
-export function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 /** Lines that record a received signal (everything but the ready lines). */

@@ -20,11 +20,11 @@ async function settle(store: SqliteStore, projectId: string, result: DispatchRes
   const cancelled = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `${runId}-e1` });
   const cancelRequestedAtMs = cancelled.kind === 'requested' ? cancelled.run.cancelRequestedAtMs ?? -1 : -1;
   const token = createLeaseToken();
-  const claim = await store.repository.claim({ runId, attemptId, cancelRequestedAtMs, owner: 'cli-test-worker', token, leaseDurationMs: 600_000 });
+  const claim = await store.dispatchRepository.claim({ runId, attemptId, cancelRequestedAtMs, owner: 'cli-test-worker', token, leaseDurationMs: 600_000 });
   if (claim.kind !== 'claimed') throw new Error(`fixture: ${claim.kind}`);
   if (result === 'leased') return runId;
   const base = { runId, attemptId, owner: 'cli-test-worker', token, expectedVersion: claim.record.version, result, eventId: `${runId}-e2` };
-  await store.repository.recordResult(retryDelayMs === undefined ? base : { ...base, retryDelayMs });
+  await store.dispatchRepository.recordResult(retryDelayMs === undefined ? base : { ...base, retryDelayMs });
   return runId;
 }
 
@@ -218,8 +218,8 @@ test('gate 14: the principal is the OS user; --as and $PIDFENCE_PRINCIPAL grant 
   }
   // With grants.write back, root may act as viewer, and the audit says so.
   const reopened = openSqliteStore(db);
-  await reopened.management.writeGrant({ subject: 'root', projectId: 'proj', permission: 'grants.write' }, 'test-owner');
-  await reopened.management.writeGrant({ subject: 'viewer', projectId: 'proj', permission: 'run.stop' }, 'test-owner');
+  await reopened.managementStore.writeGrant({ subject: 'root', projectId: 'proj', permission: 'grants.write' }, 'test-owner');
+  await reopened.managementStore.writeGrant({ subject: 'viewer', projectId: 'proj', permission: 'run.stop' }, 'test-owner');
   reopened.close();
   const inspected = JSON.parse((await pidfence(['inspect', runId, '--db', db, '--json', '--as', 'viewer'])).stdout) as { version: number };
   const rearmed = await pidfence(['rearm', runId, '--db', db, '--as', 'viewer', '--expect-version', String(inspected.version), '--expect-result', 'unsupported']);

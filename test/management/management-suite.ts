@@ -1,7 +1,6 @@
 // The management gates of design/dispatch §6 (14-16, 18, and the one-query half of 17) as one suite run
 // unchanged against every store, like the dispatch contract suite: real SQLite files, a real
 // PostgreSQL as the runtime role, real processes where a dispatch is driven end to end.
-import { randomUUID } from 'node:crypto';
 
 import test, { type ExecutionContext } from 'ava';
 
@@ -13,6 +12,7 @@ import type { DispatchRepository } from '../../lib/store/dispatch-repository';
 import type { ExecutionStore } from '../../lib/store/execution-store';
 import type { RunStore } from '../../lib/store/run-store';
 import { CountingController, dispatcherFor, startJob } from '../dispatch/world';
+import { uniqueId } from '../helpers/unique-id';
 
 export interface ManagementWorld {
   readonly runStore: RunStore;
@@ -42,10 +42,6 @@ const OWNER = 'worker-7:pid-4242';
 const FIXTURE_HANDLE = '{"v":1,"pid":4242}';
 const PROJECT = 'project-a';
 const OTHER_PROJECT = 'project-b';
-
-export function uniqueId(prefix: string): string {
-  return `${prefix}-${randomUUID().slice(0, 12)}`;
-}
 
 async function cancelledRun(world: ManagementWorld, projectId: string): Promise<{ runId: string; attemptId: string; cancelRequestedAtMs: number }> {
   const runId = uniqueId('run');

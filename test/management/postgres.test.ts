@@ -37,9 +37,9 @@ async function openWorld(): Promise<ManagementWorld> {
   const grants = openPostgresGrantAdministration(db.ownerUrl);
   return {
     runStore: store.runStore,
-    repository: store.repository,
+    repository: store.dispatchRepository,
     executionStore: store.executionStore,
-    management: store.management,
+    management: store.managementStore,
     grants,
     advanceTime: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
     statementsOf: async (work) => {

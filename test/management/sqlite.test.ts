@@ -22,10 +22,10 @@ async function openWorld(): Promise<ManagementWorld & { database: ReturnType<typ
   return {
     database: store.database,
     runStore: store.runStore,
-    repository: store.repository,
+    repository: store.dispatchRepository,
     executionStore: store.executionStore,
-    management: store.management,
-    grants: store.management,
+    management: store.managementStore,
+    grants: store.managementStore,
     advanceTime: async (ms) => { now += ms; },
     statementsOf: async (work) => {
       recording = [];

@@ -7,7 +7,8 @@ import * as path from 'node:path';
 import test from 'ava';
 
 import { capabilities, captureIdentity, readProcessStat, signalVerified, waitExit, type SignalOutcome } from '../../lib/native/index';
-import { delay, receivedSignals, spawnJob, spawnRecorder } from '../helpers/processes';
+import { receivedSignals, spawnJob, spawnRecorder } from '../helpers/processes';
+import { delay } from '../helpers/wait';
 
 // Long enough for the recorder's 50 ms sleep loop to run its traps several times over.
 const SETTLE_MS = 400;
@@ -17,12 +18,12 @@ const SETTLE_MS = 400;
 const inodeLessRefused = capabilities().pidfsIdentity;
 const inodeLessReason = (otherwise: string) => (inodeLessRefused ? 'pidfs_ino' : otherwise);
 const inodeLessOutcome = (otherwise: SignalOutcome): SignalOutcome =>
-  inodeLessRefused ? { outcome: 'identity_mismatch', reason: 'pidfs_ino' } : otherwise;
+  inodeLessRefused ? { kind: 'identity_mismatch', reason: 'pidfs_ino' } : otherwise;
 
 test('a correct identity is signalled, and every member of its group receives the signal', async (t) => {
   const job = await spawnRecorder(t);
   const outcome = signalVerified(job.identity, 'SIGUSR1', { group: true });
-  t.deepEqual(outcome, { outcome: 'signalled', mode: 'pidfd-process-group' });
+  t.deepEqual(outcome, { kind: 'signalled', mode: 'pidfd-process-group' });
   await job.waitForLine(/^leader-USR1$/);
   await job.waitForLine(/^member-USR1$/);
   t.pass();
@@ -30,7 +31,7 @@ test('a correct identity is signalled, and every member of its group receives th
 
 test('without group, only the proved process itself is signalled', async (t) => {
   const job = await spawnRecorder(t);
-  t.deepEqual(signalVerified(job.identity, 'SIGUSR2'), { outcome: 'signalled', mode: 'pidfd' });
+  t.deepEqual(signalVerified(job.identity, 'SIGUSR2'), { kind: 'signalled', mode: 'pidfd' });
   await job.waitForLine(/^leader-USR2$/);
   await delay(SETTLE_MS);
   t.deepEqual(receivedSignals(job), ['leader-USR2']);
@@ -39,7 +40,7 @@ test('without group, only the proved process itself is signalled', async (t) => 
 test('the forced pgid-after-pidfd-check fallback reaches the whole group and says so', async (t) => {
   const job = await spawnRecorder(t);
   const outcome = signalVerified(job.identity, 'SIGHUP', { group: true, forceGroupFallback: true });
-  t.deepEqual(outcome, { outcome: 'signalled', mode: 'pgid-after-pidfd-check' });
+  t.deepEqual(outcome, { kind: 'signalled', mode: 'pgid-after-pidfd-check' });
   await job.waitForLine(/^leader-HUP$/);
   await job.waitForLine(/^member-HUP$/);
   t.pass();
@@ -47,7 +48,7 @@ test('the forced pgid-after-pidfd-check fallback reaches the whole group and say
 
 test('signal 0 is a pure proof: signalled, nothing delivered', async (t) => {
   const job = await spawnRecorder(t);
-  t.deepEqual(signalVerified(job.identity, 0, { group: true }), { outcome: 'signalled', mode: 'pidfd-process-group' });
+  t.deepEqual(signalVerified(job.identity, 0, { group: true }), { kind: 'signalled', mode: 'pidfd-process-group' });
   await delay(SETTLE_MS);
   t.deepEqual(receivedSignals(job), []);
 });
@@ -66,11 +67,11 @@ for (const mismatch of mismatches) {
     const base = mismatch.dropIno ? withoutIno : { ...withoutIno, ...(pidfsIno === undefined ? {} : { pidfsIno }) };
     const expected = { ...base, ...mismatch.change(job.identity) };
     for (const signal of ['SIGUSR1', 'SIGTERM', 'SIGKILL'] as const) {
-      t.deepEqual(signalVerified(expected, signal, { group: true }), { outcome: 'identity_mismatch', reason: mismatch.reason });
+      t.deepEqual(signalVerified(expected, signal, { group: true }), { kind: 'identity_mismatch', reason: mismatch.reason });
     }
     await delay(SETTLE_MS);
     t.deepEqual(receivedSignals(job), []);
-    t.deepEqual(signalVerified(job.identity, 0, { group: true }).outcome, 'signalled', 'the job is alive: the refusal was not an exit');
+    t.deepEqual(signalVerified(job.identity, 0, { group: true }).kind, 'signalled', 'the job is alive: the refusal was not an exit');
   });
 }
 
@@ -79,13 +80,13 @@ test('gate 8: on a pidfs kernel, a handle of this boot without its inode → ide
   const job = await spawnRecorder(t);
   const { pidfsIno: _ino, ...withoutIno } = job.identity;
   for (const signal of ['SIGUSR1', 'SIGTERM', 'SIGKILL'] as const) {
-    t.deepEqual(signalVerified(withoutIno, signal, { group: true }), { outcome: 'identity_mismatch', reason: 'pidfs_ino' });
-    t.deepEqual(signalVerified(withoutIno, signal), { outcome: 'identity_mismatch', reason: 'pidfs_ino' });
+    t.deepEqual(signalVerified(withoutIno, signal, { group: true }), { kind: 'identity_mismatch', reason: 'pidfs_ino' });
+    t.deepEqual(signalVerified(withoutIno, signal), { kind: 'identity_mismatch', reason: 'pidfs_ino' });
   }
-  t.deepEqual(await waitExit(withoutIno, 5000), { outcome: 'identity_mismatch', reason: 'pidfs_ino' });
+  t.deepEqual(await waitExit(withoutIno, 5000), { kind: 'identity_mismatch', reason: 'pidfs_ino' });
   await delay(SETTLE_MS);
   t.deepEqual(receivedSignals(job), []);
-  t.deepEqual(signalVerified(job.identity, 'SIGUSR1', { group: true }), { outcome: 'signalled', mode: 'pidfd-process-group' });
+  t.deepEqual(signalVerified(job.identity, 'SIGUSR1', { group: true }), { kind: 'signalled', mode: 'pidfd-process-group' });
   await job.waitForLine(/^leader-USR1$/);
   await job.waitForLine(/^member-USR1$/);
 });
@@ -99,9 +100,9 @@ test('a non-leader with group: true → identity_mismatch (not_group_leader) and
   const { pgid, pidfsIno, ...viaProc } = member!;
   t.is(pgid, job.identity.pid);
   const viaInode = { ...viaProc, pidfsIno: pidfsIno! };
-  t.deepEqual(signalVerified(member!, 'SIGUSR1', { group: true }), { outcome: 'identity_mismatch', reason: 'not_group_leader' });
-  t.deepEqual(signalVerified(viaInode, 'SIGUSR1', { group: true }), { outcome: 'identity_mismatch', reason: 'not_group_leader' });
-  t.deepEqual(signalVerified(viaProc, 'SIGUSR1', { group: true }), { outcome: 'identity_mismatch', reason: inodeLessReason('not_group_leader') });
+  t.deepEqual(signalVerified(member!, 'SIGUSR1', { group: true }), { kind: 'identity_mismatch', reason: 'not_group_leader' });
+  t.deepEqual(signalVerified(viaInode, 'SIGUSR1', { group: true }), { kind: 'identity_mismatch', reason: 'not_group_leader' });
+  t.deepEqual(signalVerified(viaProc, 'SIGUSR1', { group: true }), { kind: 'identity_mismatch', reason: inodeLessReason('not_group_leader') });
   await delay(SETTLE_MS);
   t.deepEqual(receivedSignals(job), []);
 });
@@ -119,28 +120,28 @@ test('a zombie (exited, not yet reaped) → already_exited', async (t) => {
   fs.writeFileSync(go, '');
   for (let i = 0; i < 500 && readProcessStat(zombiePid)?.state !== 'Z'; i++) await delay(10);
   t.is(readProcessStat(zombiePid)?.state, 'Z');
-  t.deepEqual(signalVerified(zombie!, 'SIGTERM'), { outcome: 'already_exited' });
+  t.deepEqual(signalVerified(zombie!, 'SIGTERM'), { kind: 'already_exited' });
   const { pidfsIno: _ino, ...viaProc } = zombie!;
-  t.deepEqual(signalVerified(viaProc, 'SIGTERM'), inodeLessOutcome({ outcome: 'already_exited' }));
-  t.deepEqual(await waitExit(zombie!, 1000), { outcome: 'already_exited' });
+  t.deepEqual(signalVerified(viaProc, 'SIGTERM'), inodeLessOutcome({ kind: 'already_exited' }));
+  t.deepEqual(await waitExit(zombie!, 1000), { kind: 'already_exited' });
 });
 
 test('a reaped process → already_exited', async (t) => {
   const job = spawnJob(t, 'sleep', ['30']);
-  t.is(signalVerified(job.identity, 'SIGKILL', { group: true }).outcome, 'signalled');
+  t.is(signalVerified(job.identity, 'SIGKILL', { group: true }).kind, 'signalled');
   await job.exited; // Node has reaped it
-  t.deepEqual(signalVerified(job.identity, 'SIGTERM', { group: true }), { outcome: 'already_exited' });
+  t.deepEqual(signalVerified(job.identity, 'SIGTERM', { group: true }), { kind: 'already_exited' });
   const { pidfsIno: _ino, ...viaProc } = job.identity;
-  t.deepEqual(signalVerified(viaProc, 'SIGTERM', { group: true }), inodeLessOutcome({ outcome: 'already_exited' }));
+  t.deepEqual(signalVerified(viaProc, 'SIGTERM', { group: true }), inodeLessOutcome({ kind: 'already_exited' }));
 });
 
 test('a stopped group receives SIGCONT and the recorder resumes', async (t) => {
   const job = await spawnRecorder(t);
-  t.is(signalVerified(job.identity, 'SIGSTOP', { group: true }).outcome, 'signalled');
-  t.is(signalVerified(job.identity, 'SIGUSR1', { group: true }).outcome, 'signalled');
+  t.is(signalVerified(job.identity, 'SIGSTOP', { group: true }).kind, 'signalled');
+  t.is(signalVerified(job.identity, 'SIGUSR1', { group: true }).kind, 'signalled');
   await delay(SETTLE_MS);
   t.deepEqual(receivedSignals(job), [], 'a stopped group runs no trap');
-  t.is(signalVerified(job.identity, 'SIGCONT', { group: true }).outcome, 'signalled');
+  t.is(signalVerified(job.identity, 'SIGCONT', { group: true }).kind, 'signalled');
   await job.waitForLine(/^leader-USR1$/);
   t.pass();
 });
@@ -154,7 +155,7 @@ test('an unprivileged caller gets error EPERM, and nothing is delivered', async 
   `;
   const result = spawnSync(process.execPath, ['-e', script], { uid: 65534, gid: 65534, encoding: 'utf8' });
   t.is(result.status, 0, result.stderr);
-  t.deepEqual(JSON.parse(result.stdout), { outcome: 'error', errno: 'EPERM' });
+  t.deepEqual(JSON.parse(result.stdout), { kind: 'error', errno: 'EPERM' });
   await delay(SETTLE_MS);
   t.deepEqual(receivedSignals(job), []);
 });
@@ -162,22 +163,22 @@ test('an unprivileged caller gets error EPERM, and nothing is delivered', async 
 test('waitExit resolves after SIGKILL', async (t) => {
   const job = spawnJob(t, 'sleep', ['30']);
   const waiting = waitExit(job.identity, 5000);
-  t.is(signalVerified(job.identity, 'SIGKILL', { group: true }).outcome, 'signalled');
-  t.deepEqual(await waiting, { outcome: 'exited' });
+  t.is(signalVerified(job.identity, 'SIGKILL', { group: true }).kind, 'signalled');
+  t.deepEqual(await waiting, { kind: 'exited' });
 });
 
 test('waitExit times out while the process lives on, and leaves it alive', async (t) => {
   const job = spawnJob(t, 'sleep', ['30']);
   const started = Date.now();
-  t.deepEqual(await waitExit(job.identity, 150), { outcome: 'timeout' });
+  t.deepEqual(await waitExit(job.identity, 150), { kind: 'timeout' });
   t.true(Date.now() - started >= 140);
-  t.is(signalVerified(job.identity, 0).outcome, 'signalled');
+  t.is(signalVerified(job.identity, 0).kind, 'signalled');
 });
 
 test('waitExit on a process that cannot be proved answers at once', async (t) => {
   const job = spawnJob(t, 'sleep', ['30']);
   const wrong = { ...job.identity, pidfsIno: '1' };
-  t.deepEqual(await waitExit(wrong, 5000), { outcome: 'identity_mismatch', reason: 'pidfs_ino' });
+  t.deepEqual(await waitExit(wrong, 5000), { kind: 'identity_mismatch', reason: 'pidfs_ino' });
   await job.stop();
-  t.deepEqual(await waitExit(job.identity, 5000), { outcome: 'already_exited' });
+  t.deepEqual(await waitExit(job.identity, 5000), { kind: 'already_exited' });
 });

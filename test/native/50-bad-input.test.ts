@@ -4,10 +4,10 @@ import test from 'ava';
 
 import { PidfenceRangeError, PidfenceTypeError } from '../../lib/base/errors';
 import { readProcessStat, captureIdentity, signalVerified, waitExit, bootId } from '../../lib/native/index';
-import { addonGet } from '../../lib/native/loader';
+import { getAddon } from '../../lib/native/loader';
 
 const nativeCalls: string[] = [];
-const addon = addonGet();
+const addon = getAddon();
 if (addon) {
   for (const name of Object.keys(addon) as Array<keyof typeof addon>) {
     const original = addon[name] as (...args: unknown[]) => unknown;
@@ -65,10 +65,10 @@ const badIdentities: Array<[string, () => unknown, string]> = [
 for (const [what, make, code] of badIdentities) {
   test.serial(`signalVerified and waitExit answer invalid for an identity with ${what}`, async (t) => {
     const outcome = signalVerified(make() as never, 'SIGKILL', { group: true });
-    t.is(outcome.outcome, 'invalid');
-    t.is(outcome.outcome === 'invalid' ? outcome.code : '', code);
+    t.is(outcome.kind, 'invalid');
+    t.is(outcome.kind === 'invalid' ? outcome.code : '', code);
     const waited = await waitExit(make() as never, 10);
-    t.is(waited.outcome, 'invalid');
+    t.is(waited.kind, 'invalid');
     t.deepEqual(nativeCalls, []);
   });
 }
@@ -103,8 +103,8 @@ test.serial('a frozen identity is validated too (then remembered): a bad frozen 
   const bad = Object.freeze({ ...valid, startTicks: '012' });
   for (let i = 0; i < 2; i++) {
     const outcome = signalVerified(bad as never, 0);
-    t.is(outcome.outcome, 'invalid');
-    t.is(outcome.outcome === 'invalid' ? outcome.code : '', 'ERR_PIDFENCE_INVALID_START_TICKS');
+    t.is(outcome.kind, 'invalid');
+    t.is(outcome.kind === 'invalid' ? outcome.code : '', 'ERR_PIDFENCE_INVALID_START_TICKS');
   }
   t.deepEqual(nativeCalls, []);
 });

@@ -33,9 +33,9 @@ test('with PIDFENCE_NO_ADDON=1 the package imports and signalling answers unsupp
   t.deepEqual(out.status, { loaded: false, reason: 'disabled by PIDFENCE_NO_ADDON=1' });
   t.is(out.caps.groupSignalMode, 'unsupported');
   t.false(out.caps.pidfdOpen);
-  t.is(out.signal.outcome, 'unsupported');
-  t.is(out.wait.outcome, 'unsupported');
+  t.is(out.signal.kind, 'unsupported');
+  t.is(out.wait.kind, 'unsupported');
   t.is(out.capture, 'ERR_PIDFENCE_UNSUPPORTED');
   // The job was not touched.
-  t.is(require('../../lib/native/index').signalVerified(job.identity, 0, { group: true }).outcome, 'signalled');
+  t.is(require('../../lib/native/index').signalVerified(job.identity, 0, { group: true }).kind, 'signalled');
 });

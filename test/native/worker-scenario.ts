@@ -4,7 +4,7 @@
 import { spawn } from 'node:child_process';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 
-import { captureIdentity, groupHoldAcquire, signalVerified, waitExit, type ProcessIdentity } from '../../lib/native/index';
+import { captureIdentity, acquireGroupHold, signalVerified, waitExit, type ProcessIdentity } from '../../lib/native/index';
 
 export const SCENARIOS = ['concurrent-wait', 'terminate-pending-wait', 'terminate-holding'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
@@ -25,7 +25,7 @@ async function racingWaits(identity: ProcessIdentity): Promise<string[]> {
   const outcomes = new Set<string>();
   for (let round = 0; round < RACING_ROUNDS; round++) {
     const batch = await Promise.all(Array.from({ length: WAITS_PER_ROUND }, (_, i) => waitExit(identity, 1 + (i % 3))));
-    for (const result of batch) outcomes.add(result.outcome);
+    for (const result of batch) outcomes.add(result.kind);
   }
   return [...outcomes];
 }
@@ -38,7 +38,7 @@ async function workerMain({ scenario, identity }: WorkerInput): Promise<void> {
       port.postMessage({ racing: await racingWaits(identity) });
       const final = waitExit(identity, 10_000);
       port.postMessage('waiting');
-      port.postMessage({ final: (await final).outcome });
+      port.postMessage({ final: (await final).kind });
       return;
     }
     case 'terminate-pending-wait':
@@ -46,8 +46,8 @@ async function workerMain({ scenario, identity }: WorkerInput): Promise<void> {
       port.postMessage('waiting');
       return;
     case 'terminate-holding': {
-      const held = groupHoldAcquire(identity);
-      port.postMessage(held.outcome);
+      const held = acquireGroupHold(identity);
+      port.postMessage(held.kind);
       return;
     }
   }
@@ -88,8 +88,8 @@ async function trial(scenario: Scenario): Promise<void> {
       if ((await nextMessage()) !== 'waiting') fail('the worker did not start its last wait');
       const workerFinal = nextMessage();
       const mainFinal = waitExit(identity, 10_000);
-      if (signalVerified(identity, 'SIGKILL', { group: true }).outcome !== 'signalled') fail('the job could not be stopped');
-      const finals = [(await mainFinal).outcome, ((await workerFinal) as { final: string }).final];
+      if (signalVerified(identity, 'SIGKILL', { group: true }).kind !== 'signalled') fail('the job could not be stopped');
+      const finals = [(await mainFinal).kind, ((await workerFinal) as { final: string }).final];
       if (finals.some((outcome) => outcome !== 'exited')) fail(`final waits: ${finals.join(',')}`);
     } else {
       phase = 'awaiting the worker';

@@ -16,7 +16,7 @@ function modulesLoadedBy(entry: string): string[] {
 
 const POSTGRES_MODULE = /[\\/]node_modules[\\/](pg|pg-[^\\/]+|pgpass|postgres-[^\\/]+)[\\/]|[\\/]lib[\\/]store[\\/]postgres[\\/]/;
 
-for (const entry of ['pidfence', 'pidfence/native', 'pidfence/controller', 'pidfence/contract', 'pidfence/sqlite']) {
+for (const entry of ['pidfence', 'pidfence/native', 'pidfence/process', 'pidfence/controller', 'pidfence/contract', 'pidfence/sqlite']) {
   test(`${entry} loads no pg module and nothing from lib/store/postgres`, (t) => {
     const loaded = modulesLoadedBy(entry);
     t.true(loaded.some((file) => file.includes('dist')), 'the entry itself was loaded from dist');

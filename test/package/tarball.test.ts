@@ -92,7 +92,7 @@ const CONSUMER = `import { openSqliteStore, type SqliteStore } from 'pidfence/sq
 import type { PostgresStore, PostgresTarget } from 'pidfence/postgres';
 import { PidfenceError } from 'pidfence';
 import type { RunRecord } from 'pidfence/contract';
-import * as controller from 'pidfence/controller';
+import * as controller from 'pidfence/process';
 import * as native from 'pidfence/native';
 import * as dispatch from 'pidfence/dispatch';
 import * as management from 'pidfence/management';

@@ -41,7 +41,7 @@ test('the handle proves the running job and waitExit sees its end', async (t) =>
   const job = spawnGroupLeader('sleep', ['30'], { stdio: 'ignore' });
   const expected = handleExpectedIdentity(parseHandle(job.handle));
   const exited = waitExit(expected, 5000);
-  t.is(signalVerified(expected, 'SIGTERM', { group: true }).outcome, 'signalled');
-  t.deepEqual(await exited, { outcome: 'exited' });
+  t.is(signalVerified(expected, 'SIGTERM', { group: true }).kind, 'signalled');
+  t.deepEqual(await exited, { kind: 'exited' });
   t.deepEqual(await job.exit, { code: null, signal: 'SIGTERM' });
 });

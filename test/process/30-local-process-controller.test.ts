@@ -7,7 +7,8 @@ import test from 'ava';
 
 import { captureIdentity, signalVerified, waitExit } from '../../lib/native/index';
 import { LocalProcessController, formatHandle, handleFromIdentity, spawnGroupLeader } from '../../lib/process/index';
-import { delay, receivedSignals, spawnJob, spawnRecorder } from '../helpers/processes';
+import { receivedSignals, spawnJob, spawnRecorder } from '../helpers/processes';
+import { delay } from '../helpers/wait';
 
 const controller = new LocalProcessController();
 const SETTLE_MS = 400;
@@ -26,7 +27,7 @@ test('a TERM-ignoring group is KILLed after the grace period', async (t) => {
   t.deepEqual(await job.exited, { code: null, signal: 'SIGKILL' });
   t.true(job.lines.includes('leader-TERM'), 'TERM came first');
   // The member got the same KILL; its exit may trail the leader's by a scheduling slice.
-  t.regex((await waitExit(member, 2000)).outcome, /^(exited|already_exited)$/, 'the group member died too');
+  t.regex((await waitExit(member, 2000)).kind, /^(exited|already_exited)$/, 'the group member died too');
 });
 
 test('a TERM-obeying child exits on TERM and never sees KILL', async (t) => {
@@ -43,7 +44,7 @@ test('grandchildren in the group die with the leader', async (t) => {
   t.is(identities.length, 2);
   const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: handleOf(job.identity), graceMs: 2000 });
   t.is(result.result, 'termination_requested');
-  for (const kid of identities) t.regex((await waitExit(kid, 2000)).outcome, /^(exited|already_exited)$/);
+  for (const kid of identities) t.regex((await waitExit(kid, 2000)).kind, /^(exited|already_exited)$/);
 });
 
 test('group members that outlive a TERM-obeying leader are KILLed when the grace period ends', async (t) => {
@@ -56,7 +57,7 @@ test('group members that outlive a TERM-obeying leader are KILLed when the grace
   t.deepEqual(result, { result: 'termination_requested', escalated: true, exitObserved: true });
   t.true(Date.now() - started >= 400, 'members get the whole grace period');
   t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' }, 'the leader itself obeyed TERM');
-  t.regex((await waitExit(member, 2000)).outcome, /^(exited|already_exited)$/, 'the member was swept');
+  t.regex((await waitExit(member, 2000)).kind, /^(exited|already_exited)$/, 'the member was swept');
 });
 
 test('a child that escaped into its own session is out of reach (docs/decisions/0005)', async (t) => {
@@ -72,12 +73,12 @@ test('a child that escaped into its own session is out of reach (docs/decisions/
   const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: handleOf(job.identity), graceMs: 2000 });
   t.is(result.result, 'termination_requested');
   t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });
-  t.is(signalVerified(escaped!, 0, { group: true }).outcome, 'signalled', 'pinned: a process that left the group is not stopped');
+  t.is(signalVerified(escaped!, 0, { group: true }).kind, 'signalled', 'pinned: a process that left the group is not stopped');
 });
 
 test('a stopped (SIGSTOP) group still terminates', async (t) => {
   const job = spawnJob(t, 'sleep', ['30']);
-  t.is(signalVerified(job.identity, 'SIGSTOP', { group: true }).outcome, 'signalled');
+  t.is(signalVerified(job.identity, 'SIGSTOP', { group: true }).kind, 'signalled');
   const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: handleOf(job.identity), graceMs: 3000 });
   t.deepEqual(result, { result: 'termination_requested', escalated: false, exitObserved: true });
   t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });
@@ -114,7 +115,7 @@ for (const [what, forge, expected] of gate8) {
     t.deepEqual(result, { result: expected as 'identity_mismatch', escalated: false, exitObserved: false });
     await delay(SETTLE_MS);
     t.deepEqual(receivedSignals(job), [], 'neither the leader nor the member received anything');
-    t.is(signalVerified(job.identity, 0, { group: true }).outcome, 'signalled', 'the job still runs');
+    t.is(signalVerified(job.identity, 0, { group: true }).kind, 'signalled', 'the job still runs');
   });
 }
 
@@ -140,7 +141,7 @@ test('a malformed attempt PID → invalid; a bad grace is a typed error', async 
   t.is((await controller.requestTermination({ attemptPid: -1, handle, graceMs: 100 })).result, 'invalid');
   await t.throwsAsync(controller.requestTermination({ attemptPid: job.identity.pid, handle, graceMs: 30_001 }), { code: 'ERR_PIDFENCE_INVALID_GRACE' });
   await t.throwsAsync(controller.requestTermination({ attemptPid: job.identity.pid, handle, graceMs: 1.5 }), { code: 'ERR_PIDFENCE_INVALID_GRACE' });
-  t.is(signalVerified(job.identity, 0).outcome, 'signalled');
+  t.is(signalVerified(job.identity, 0).kind, 'signalled');
 });
 
 test('the call is bounded and exposes its bound', (t) => {
@@ -160,7 +161,7 @@ test('without the addon every request answers unsupported and the job is untouch
   const run = spawnSync(process.execPath, ['-e', script], { env: { ...process.env, PIDFENCE_NO_ADDON: '1' }, encoding: 'utf8' });
   t.is(run.status, 0, run.stderr);
   t.deepEqual(JSON.parse(run.stdout), { result: 'unsupported', escalated: false, exitObserved: false });
-  t.is(signalVerified(job.identity, 0).outcome, 'signalled');
+  t.is(signalVerified(job.identity, 0).kind, 'signalled');
 });
 
 test('results carry no PID, command or handle text', async (t) => {

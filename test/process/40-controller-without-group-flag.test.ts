@@ -5,7 +5,7 @@ process.env.PIDFENCE_FORCE_GROUP_FALLBACK = '1';
 
 import test from 'ava';
 
-import { capabilities, captureIdentity, groupHoldAcquire, signalVerified, waitExit } from '../../lib/native/index';
+import { capabilities, captureIdentity, acquireGroupHold, signalVerified, waitExit } from '../../lib/native/index';
 import { LocalProcessController, formatHandle, handleFromIdentity } from '../../lib/process/index';
 import { spawnJob, spawnRecorder } from '../helpers/processes';
 
@@ -14,7 +14,7 @@ const controller = new LocalProcessController();
 test('the forced fallback is what capabilities report, and no group hold is offered', (t) => {
   t.is(capabilities().groupSignalMode, 'pgid-after-pidfd-check');
   const job = spawnJob(t, 'sleep', ['30']);
-  t.is(groupHoldAcquire(job.identity).outcome, 'unsupported');
+  t.is(acquireGroupHold(job.identity).kind, 'unsupported');
 });
 
 test('without the group flag a TERM-ignoring group is still KILLed after the grace period', async (t) => {
@@ -23,7 +23,7 @@ test('without the group flag a TERM-ignoring group is still KILLed after the gra
   const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: formatHandle(handleFromIdentity(job.identity)), graceMs: 300 });
   t.deepEqual(result, { result: 'termination_requested', escalated: true, exitObserved: true });
   t.deepEqual(await job.exited, { code: null, signal: 'SIGKILL' });
-  t.regex((await waitExit(member, 2000)).outcome, /^(exited|already_exited)$/);
+  t.regex((await waitExit(member, 2000)).kind, /^(exited|already_exited)$/);
 });
 
 test('without the group flag a TERM-obeying job ends on TERM', async (t) => {
@@ -31,5 +31,5 @@ test('without the group flag a TERM-obeying job ends on TERM', async (t) => {
   const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: formatHandle(handleFromIdentity(job.identity)), graceMs: 3000 });
   t.deepEqual(result, { result: 'termination_requested', escalated: false, exitObserved: true });
   t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });
-  t.is(signalVerified(job.identity, 0).outcome, 'already_exited');
+  t.is(signalVerified(job.identity, 0).kind, 'already_exited');
 });

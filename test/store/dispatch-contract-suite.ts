@@ -1,6 +1,5 @@
 // The one contract suite for every DispatchRepository + RunStore (design/dispatch §6 gates 1-7, 9, 10 at
 // the repository level; design/postgres §D7-D8). Stores differ in SQL and clock only, so this runs unchanged.
-import { randomUUID } from 'node:crypto';
 
 import test, { type ExecutionContext } from 'ava';
 
@@ -18,6 +17,7 @@ import {
 } from '../../lib/contract/index';
 import type { DispatchRepository } from '../../lib/store/dispatch-repository';
 import type { RunStore } from '../../lib/store/run-store';
+import { uniqueId } from '../helpers/unique-id';
 
 export interface ContractStore {
   readonly repository: DispatchRepository;
@@ -45,12 +45,6 @@ interface CancelledRun {
   readonly runId: string;
   readonly attemptId: string;
   readonly cancelRequestedAtMs: number;
-}
-
-let sequence = 0;
-function uniqueId(prefix: string): string {
-  sequence += 1;
-  return `${prefix}-${sequence}-${randomUUID().slice(0, 8)}`;
 }
 
 async function cancelledRun(store: ContractStore, projectId = 'project-a'): Promise<CancelledRun> {

@@ -103,7 +103,7 @@ test('a SIGSTOPped server: openPostgresStore and a claim on a warm pool fail typ
   let claimCode = '';
   try {
     await failsWithin(t, openPostgresStore(runtimeUrl), CONNECT_TIMEOUT_S * 1_000, ['ERR_PIDFENCE_STORE_UNAVAILABLE']);
-    const claim = store.repository.claim({ runId, attemptId, cancelRequestedAtMs, owner: 'stopped-test', token: createLeaseToken(), leaseDurationMs: 60_000 });
+    const claim = store.dispatchRepository.claim({ runId, attemptId, cancelRequestedAtMs, owner: 'stopped-test', token: createLeaseToken(), leaseDurationMs: 60_000 });
     claimCode = await failsWithin(t, claim, STATEMENT_TIMEOUT_MS + CLIENT_MARGIN_MS, ['ERR_PIDFENCE_STORE_UNAVAILABLE', 'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN']);
   } finally {
     signalAll(processes, 'SIGCONT');
@@ -114,7 +114,7 @@ test('a SIGSTOPped server: openPostgresStore and a claim on a warm pool fail typ
   // expires and the next claim takes over, so no stop can ever be released from it.
   const after = await openPostgresStore(runtimeUrl);
   t.teardown(() => after.close());
-  const record = await after.repository.getRecord(runId);
+  const record = await after.dispatchRepository.getRecord(runId);
   if (claimCode === 'ERR_PIDFENCE_STORE_UNAVAILABLE') t.is(record, null, 'nothing was committed');
   else t.true(record === null || (record.status === 'leased' && record.leaseOwner === 'stopped-test'), JSON.stringify(record?.status));
 });

@@ -14,21 +14,13 @@ import { PostgresDispatchRepository, PostgresRunStore } from '../../lib/store/po
 import { SQL } from '../../lib/store/postgres/statements';
 import { ensureServerBinaries } from '../helpers/pg-cluster';
 import { pgDump } from '../helpers/pg-schema';
-import { adminUrlFor, migratedDatabase, type MigratedDatabase } from '../helpers/pg-store';
+import { adminUrlFor, migratedDatabaseForFile, type MigratedDatabase } from '../helpers/pg-store';
 
 /** Any fixed past instant: the seeded runs were "cancelled" then. */
 const CANCELLED_AT_MS = 1_700_000_000_000;
 const WAL_FLUSH_WAIT_MS = 10_000;
 
-let database: MigratedDatabase | undefined;
-const ready: Promise<MigratedDatabase> = migratedDatabase('gate11').then((created) => {
-  database = created;
-  return created;
-});
-ready.catch(() => undefined);
-test.after.always(async () => {
-  await database?.dispose();
-});
+const ready = migratedDatabaseForFile(test, 'gate11');
 
 function runtimePool(db: MigratedDatabase, max = 1): Pool {
   const pool = new Pool({ connectionString: db.runtimeUrl, max });

@@ -33,6 +33,8 @@ import {
   type PgCluster,
 } from '../helpers/pg-cluster';
 import { provisionDatabase, type ProvisionedDatabase } from '../helpers/postgres';
+import { until } from '../helpers/wait';
+import { scalar, silentPool } from '../helpers/pg-pool';
 
 /** application_name of the standby's WAL receiver; the primary names it in synchronous_standby_names. */
 const STANDBY_NAME = 'pidfence_ha_standby';
@@ -114,9 +116,8 @@ test.after.always(async () => {
   for (const cluster of clusters.reverse()) await clusterRemove(cluster);
 });
 
-function silentPool(connectionString: string, max = 2): Pool {
-  const pool = new Pool({ connectionString, max, connectionTimeoutMillis: 10_000 });
-  pool.on('error', () => undefined);
+function trackedPool(connectionString: string, max = 2): Pool {
+  const pool = silentPool(connectionString, { max, connectionTimeoutMillis: 10_000 });
   openPools.push(pool);
   return pool;
 }
@@ -134,20 +135,8 @@ function onPort(url: string, port: number | undefined): string {
   return moved.toString();
 }
 
-async function scalar<T>(pool: Pool, sql: string, params: unknown[] = []): Promise<T> {
-  const row = (await pool.query(sql, params)).rows[0] as Record<string, T> | undefined;
-  if (row === undefined) throw new Error('no row');
-  return Object.values(row)[0] as T;
-}
-
-async function eventually(what: string, check: () => Promise<boolean>, timeoutMs = REPLICATION_WAIT_MS): Promise<number> {
-  const startedAt = Date.now();
-  while (Date.now() - startedAt < timeoutMs) {
-    if (await check().catch(() => false)) return Date.now() - startedAt;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`${what}: not within ${timeoutMs} ms`);
-}
+const eventually = (what: string, check: () => Promise<boolean>, timeoutMs = REPLICATION_WAIT_MS): Promise<number> =>
+  until(check, { what, timeoutMs, intervalMs: 50, retryErrors: true });
 
 /** Records a check for the report and asserts it. Never prints values: they may hold digests or owners. */
 function check(t: ExecutionContext, phase: string, name: string, pass: boolean): void {
@@ -192,7 +181,7 @@ test.before(async () => {
   const standby = await standbyCreate(primary, { label: 'ha-standby', applicationName: STANDBY_NAME });
   clusters.push(standby);
   await clusterStart(standby);
-  const primaryAdmin = silentPool(clusterUrl(primary, database.databaseName));
+  const primaryAdmin = trackedPool(clusterUrl(primary, database.databaseName));
   await eventually('the primary sees the standby streaming', async () =>
     (await scalar<string>(primaryAdmin, "SELECT count(*)::text FROM pg_stat_replication WHERE application_name = $1 AND state = 'streaming'", [STANDBY_NAME])) === '1');
 
@@ -219,7 +208,7 @@ test.before(async () => {
 // Store operations that keep the ledger of acknowledged facts.
 
 async function seedCancelledRuns(w: World, prefix: string, count: number): Promise<string[]> {
-  const owner = silentPool(onPort(w.database.ownerUrl, w.primary.port), 1);
+  const owner = trackedPool(onPort(w.database.ownerUrl, w.primary.port), 1);
   try {
     await owner.query(`INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
       SELECT $1 || '-' || g, 'project-ha', 'runtime', 'running', 1, $3::bigint, 'user', 2, $3::bigint, $3::bigint FROM generate_series(1, $2::int) AS g`, [prefix, count, CANCELLED_AT_MS]);
@@ -238,7 +227,7 @@ function claimCommand(w: World, runId: string, owner: string, leaseDurationMs: n
 }
 
 async function claimAcknowledged(t: ExecutionContext, w: World, store: PostgresStore, command: ClaimCommand): Promise<Lease> {
-  const outcome = await store.repository.claim(command);
+  const outcome = await store.dispatchRepository.claim(command);
   if (outcome.kind !== 'claimed') throw new Error(`claim of ${command.runId}: ${outcome.kind}`);
   const previous = w.ledger.get(command.runId);
   if (previous === undefined) w.ledger.set(command.runId, { record: outcome.record, events: [] });
@@ -264,7 +253,7 @@ function resultCommand(lease: Lease, result: DispatchResult, overrides: Partial<
 }
 
 async function resultAcknowledged(w: World, store: PostgresStore, command: RecordResultCommand): Promise<void> {
-  const outcome = await store.repository.recordResult(command);
+  const outcome = await store.dispatchRepository.recordResult(command);
   if (outcome.kind !== 'recorded') throw new Error(`result for ${command.runId}: ${outcome.kind}`);
   const entry = w.ledger.get(command.runId);
   if (entry === undefined) throw new Error('result without a claim in the ledger');
@@ -278,7 +267,7 @@ async function ledgerMatches(t: ExecutionContext, w: World, store: PostgresStore
   let events = 0;
   let mismatches = 0;
   for (const [runId, acknowledged] of w.ledger) {
-    const record = await store.repository.getRecord(runId);
+    const record = await store.dispatchRepository.getRecord(runId);
     const stored = await store.runStore.listEvents(runId);
     if (isDeepStrictEqual(record, acknowledged.record)) records += 1;
     else mismatches += 1;
@@ -356,8 +345,8 @@ phase('pg gate ha: claims and results on the primary reach the streaming standby
     }
   }
 
-  const primaryAdmin = silentPool(clusterUrl(w.primary, w.database.databaseName));
-  const standbyAdmin = silentPool(clusterUrl(w.standby, w.database.databaseName));
+  const primaryAdmin = trackedPool(clusterUrl(w.primary, w.database.databaseName));
+  const standbyAdmin = trackedPool(clusterUrl(w.standby, w.database.databaseName));
   check(t, name, 'the standby is in recovery (a hot standby, read-only)', await scalar<boolean>(standbyAdmin, 'SELECT pg_is_in_recovery()'));
   check(t, name, 'the standby streams from the primary', (await scalar<string>(primaryAdmin, 'SELECT state FROM pg_stat_replication WHERE application_name = $1', [STANDBY_NAME])) === 'streaming');
   const replay = await waitForReplay(primaryAdmin, standbyAdmin);
@@ -382,8 +371,8 @@ phase('pg gate ha: claims and results on the primary reach the streaming standby
 
 phase('pg gate ha: with synchronous replication, acknowledged commits are on the standby; a result in flight when the primary stops fails typed (UNAVAILABLE, or COMMIT_UNKNOWN while its COMMIT waits)', async (t, w) => {
   const name = 'in-flight-stop';
-  const primaryAdmin = silentPool(clusterUrl(w.primary, w.database.databaseName));
-  const standbyAdmin = silentPool(clusterUrl(w.standby, w.database.databaseName));
+  const primaryAdmin = trackedPool(clusterUrl(w.primary, w.database.databaseName));
+  const standbyAdmin = trackedPool(clusterUrl(w.standby, w.database.databaseName));
   // synchronous_commit stays at its default `on`: COMMIT returns once the standby has flushed the WAL.
   await primaryAdmin.query(`ALTER SYSTEM SET synchronous_standby_names = '${STANDBY_NAME}'`);
   await primaryAdmin.query('SELECT pg_reload_conf()');
@@ -420,7 +409,7 @@ phase('pg gate ha: with synchronous replication, acknowledged commits are on the
   const waitingStore = await storeOn(commitWaitUrl.toString());
   const commitCommand = resultCommand(commitLease, 'already_exited');
   w.commitUnknown = { ...commitLease, command: commitCommand };
-  const waitingResult = waitingStore.repository.recordResult(commitCommand);
+  const waitingResult = waitingStore.dispatchRepository.recordResult(commitCommand);
   waitingResult.catch(() => undefined);
   await eventually('the result COMMIT waits for the standby (wait_event SyncRep)', async () =>
     (await scalar<number>(primaryAdmin, "SELECT count(*)::int FROM pg_stat_activity WHERE application_name = $1 AND wait_event = 'SyncRep'", [COMMIT_WAIT_APP])) === 1);
@@ -437,7 +426,7 @@ phase('pg gate ha: with synchronous replication, acknowledged commits are on the
     },
   });
   const startedAt = Date.now();
-  const error = await t.throwsAsync(crashingStore.repository.recordResult(resultCommand(inFlightLease, 'termination_requested')), { instanceOf: PidfenceError });
+  const error = await t.throwsAsync(crashingStore.dispatchRepository.recordResult(resultCommand(inFlightLease, 'termination_requested')), { instanceOf: PidfenceError });
   const failedAfterMs = Date.now() - startedAt;
   check(t, name, 'the primary stopped while the result transaction was open', stoppedInFlight);
   check(t, name, 'the in-flight result fails with ERR_PIDFENCE_STORE_UNAVAILABLE (nothing committed)', error?.code === 'ERR_PIDFENCE_STORE_UNAVAILABLE');
@@ -445,7 +434,7 @@ phase('pg gate ha: with synchronous replication, acknowledged commits are on the
   const commitError = await waitingResult.then(() => undefined, (failure: unknown) => failure);
   check(t, name, 'the result whose COMMIT was waiting for the standby fails with ERR_PIDFENCE_STORE_COMMIT_UNKNOWN',
     commitError instanceof PidfenceError && commitError.code === 'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN');
-  check(t, name, 'a store call on the stopped primary fails typed, too', await primaryStore.repository.getRecord(inFlightRun).then(
+  check(t, name, 'a store call on the stopped primary fails typed, too', await primaryStore.dispatchRepository.getRecord(inFlightRun).then(
     () => false,
     (failure: unknown) => failure instanceof PidfenceError && failure.code === 'ERR_PIDFENCE_STORE_UNAVAILABLE',
   ));
@@ -469,12 +458,12 @@ phase('pg gate ha: with synchronous replication, acknowledged commits are on the
 
 phase('pg gate ha: gate 12 — promotion moves the timeline 1 → 2, every acknowledged fact is readable on the new primary, and the in-flight result left nothing half-written', async (t, w) => {
   const name = 'promotion';
-  const standbyAdmin = silentPool(clusterUrl(w.standby, w.database.databaseName));
+  const standbyAdmin = trackedPool(clusterUrl(w.standby, w.database.databaseName));
   const timelineBefore = await scalar<number>(standbyAdmin, 'SELECT timeline_id FROM pg_control_checkpoint()');
   const startedAt = Date.now();
   await clusterPromote(w.standby);
   const promotedMs = Date.now() - startedAt;
-  const admin = silentPool(clusterUrl(w.standby, w.database.databaseName));
+  const admin = trackedPool(clusterUrl(w.standby, w.database.databaseName));
   check(t, name, 'the new primary has left recovery', !(await scalar<boolean>(admin, 'SELECT pg_is_in_recovery()')));
   await admin.query('CHECKPOINT');
   const timelineAfter = await scalar<number>(admin, 'SELECT timeline_id FROM pg_control_checkpoint()');
@@ -490,13 +479,13 @@ phase('pg gate ha: gate 12 — promotion moves the timeline 1 → 2, every ackno
   const unknown = w.commitUnknown;
   const unknownEntry = unknown === undefined ? undefined : w.ledger.get(unknown.runId);
   if (unknown === undefined || unknownEntry === undefined) throw new Error('no COMMIT_UNKNOWN run');
-  const reread = await store.repository.getRecord(unknown.runId);
+  const reread = await store.dispatchRepository.getRecord(unknown.runId);
   const rereadEvents = await store.runStore.listEvents(unknown.runId);
   check(t, name, 'COMMIT_UNKNOWN run: the re-read finds the result committed exactly once (version +1, dispatched, one event, lease cleared)',
     reread !== null && reread.version === unknown.version + 1 && reread.status === 'dispatched' && reread.lastResult === 'already_exited'
       && reread.leaseTokenDigest === null && rereadEvents.length === 1 && rereadEvents[0]?.id === unknown.command.eventId);
   check(t, name, 'COMMIT_UNKNOWN run: a retry with the same fence is refused (stale_fence), so it cannot apply twice',
-    (await store.repository.recordResult(unknown.command)).kind === 'stale_fence');
+    (await store.dispatchRepository.recordResult(unknown.command)).kind === 'stale_fence');
   if (reread !== null) unknownEntry.record = reread;
   unknownEntry.events.push(...rereadEvents);
 
@@ -507,13 +496,13 @@ phase('pg gate ha: gate 12 — promotion moves the timeline 1 → 2, every ackno
 
   const inFlight = w.inFlight;
   if (inFlight === undefined) throw new Error('no in-flight run');
-  checkSame(t, name, 'in-flight run: the dispatch row is the acknowledged claim (leased, same version and digest)', await store.repository.getRecord(inFlight.runId), w.ledger.get(inFlight.runId)?.record);
+  checkSame(t, name, 'in-flight run: the dispatch row is the acknowledged claim (leased, same version and digest)', await store.dispatchRepository.getRecord(inFlight.runId), w.ledger.get(inFlight.runId)?.record);
   checkSame(t, name, 'in-flight run: the run version and event sequence did not move', await store.runStore.getRun(inFlight.runId), inFlight.run);
   check(t, name, 'in-flight run: no event was appended', (await store.runStore.listEvents(inFlight.runId)).length === 0);
   // Nothing half-written means the old fence is still whole: the same result, retried, settles once.
   await resultAcknowledged(w, store, resultCommand(inFlight, 'termination_requested'));
   check(t, name, 'in-flight run: retried with the same fence on the new primary, the result settles exactly once',
-    (await store.runStore.listEvents(inFlight.runId)).length === 1 && (await store.repository.recordResult(resultCommand(inFlight, 'termination_requested'))).kind === 'stale_fence');
+    (await store.runStore.listEvents(inFlight.runId)).length === 1 && (await store.dispatchRepository.recordResult(resultCommand(inFlight, 'termination_requested'))).kind === 'stale_fence');
 
   w.report['timeline'] = { before: timelineBefore, after: timelineAfter, walFile, promoteMs: promotedMs };
   w.report['promotion'] = { counts, acknowledgedRecords: matched.records, acknowledgedEvents: matched.events };
@@ -523,25 +512,25 @@ phase('pg gate ha: gate 12 — promotion moves the timeline 1 → 2, every ackno
 phase('pg gate ha: gate 12 — the old owner, token and version stay fenced on the new primary; a new owner takes over once the new primary clock passes the lease', async (t, w) => {
   const name = 'fencing';
   const store = await storeOn(onPort(w.database.runtimeUrl, w.standby.port));
-  const admin = silentPool(clusterUrl(w.standby, w.database.databaseName));
+  const admin = trackedPool(clusterUrl(w.standby, w.database.databaseName));
   const takeover = w.takeover;
   if (takeover === undefined) throw new Error('no takeover run');
 
   // Fences settled on the old primary, replayed on the new one.
-  const replays = await Promise.all(w.settled.map((lease) => store.repository.recordResult(resultCommand(lease, 'already_exited', { eventId: `${lease.runId}-replay` }))));
+  const replays = await Promise.all(w.settled.map((lease) => store.dispatchRepository.recordResult(resultCommand(lease, 'already_exited', { eventId: `${lease.runId}-replay` }))));
   check(t, name, `all ${w.settled.length} fences settled on the old primary are stale on the new primary`, replays.every((outcome) => outcome.kind === 'stale_fence'));
 
-  const leasedRecord = await store.repository.getRecord(takeover.runId);
+  const leasedRecord = await store.dispatchRepository.getRecord(takeover.runId);
   const expiresAtMs = leasedRecord?.leaseExpiresAtMs ?? 0;
   const nowBefore = Number(await scalar<string>(admin, `SELECT ${DB_NOW_MS}`));
   check(t, name, 'the takeover lease granted by the old primary is still unexpired by the new primary clock', nowBefore < expiresAtMs);
-  const early = await store.repository.claim(claimCommand(w, takeover.runId, w.owners.b, LONG_LEASE_MS));
+  const early = await store.dispatchRepository.claim(claimCommand(w, takeover.runId, w.owners.b, LONG_LEASE_MS));
   check(t, name, 'before expiry a new owner is refused (leased)', early.kind === 'leased');
-  const wrongToken = await store.repository.recordResult(resultCommand(takeover, 'termination_requested', { token: createLeaseToken() }));
-  const wrongVersion = await store.repository.recordResult(resultCommand(takeover, 'termination_requested', { expectedVersion: takeover.version + 1 }));
-  const wrongOwner = await store.repository.recordResult(resultCommand(takeover, 'termination_requested', { owner: w.owners.b }));
+  const wrongToken = await store.dispatchRepository.recordResult(resultCommand(takeover, 'termination_requested', { token: createLeaseToken() }));
+  const wrongVersion = await store.dispatchRepository.recordResult(resultCommand(takeover, 'termination_requested', { expectedVersion: takeover.version + 1 }));
+  const wrongOwner = await store.dispatchRepository.recordResult(resultCommand(takeover, 'termination_requested', { owner: w.owners.b }));
   check(t, name, 'a wrong token, version or owner cannot settle the old lease', [wrongToken, wrongVersion, wrongOwner].every((outcome) => outcome.kind === 'stale_fence'));
-  checkSame(t, name, 'the refused attempts changed nothing', await store.repository.getRecord(takeover.runId), w.ledger.get(takeover.runId)?.record);
+  checkSame(t, name, 'the refused attempts changed nothing', await store.dispatchRepository.getRecord(takeover.runId), w.ledger.get(takeover.runId)?.record);
 
   const waitedMs = await eventually('the new primary clock passes the lease expiry', async () =>
     Number(await scalar<string>(admin, `SELECT ${DB_NOW_MS}`)) >= expiresAtMs, TAKEOVER_LEASE_MS + 10_000);
@@ -551,9 +540,9 @@ phase('pg gate ha: gate 12 — the old owner, token and version stay fenced on t
   check(t, name, 'after expiry (by the new primary clock) the new owner takes over: version +1, dispatch count 2, its own digest',
     recordB !== undefined && recordB.version === takeover.version + 1 && recordB.dispatchCount === 2 && recordB.leaseOwner === w.owners.b
       && recordB.leaseTokenDigest === leaseTokenDigest(claimB.token) && (recordB.lastDispatchedAtMs ?? 0) >= expiresAtMs);
-  const stale = await store.repository.recordResult(resultCommand(takeover, 'termination_requested'));
+  const stale = await store.dispatchRepository.recordResult(resultCommand(takeover, 'termination_requested'));
   check(t, name, "the old owner's exact fence (owner, token, version) is stale after the takeover", stale.kind === 'stale_fence');
-  checkSame(t, name, "the stale result did not touch the new owner's lease", await store.repository.getRecord(takeover.runId), recordB);
+  checkSame(t, name, "the stale result did not touch the new owner's lease", await store.dispatchRepository.getRecord(takeover.runId), recordB);
   await resultAcknowledged(w, store, resultCommand(leaseB, 'termination_requested'));
   check(t, name, 'the new owner settles its lease on the new primary', w.ledger.get(takeover.runId)?.record.status === 'dispatched');
   const counts = await tableCounts(admin);

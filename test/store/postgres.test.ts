@@ -18,19 +18,10 @@ import {
 import { SQL } from '../../lib/store/postgres/statements';
 import { provisionDatabase } from '../helpers/postgres';
 import { committedSchemaDump, currentSchemaDump, SCHEMA_DUMP_COMMAND } from '../helpers/pg-schema';
-import { migratedDatabase, openContractStore, SUITE_SESSION_SETTINGS, type MigratedDatabase } from '../helpers/pg-store';
+import { migratedDatabase, migratedDatabaseForFile, openContractStore, SUITE_SESSION_SETTINGS, type MigratedDatabase } from '../helpers/pg-store';
 import { registerDispatchContractSuite, type ContractStore } from './dispatch-contract-suite';
 
-let database: MigratedDatabase | undefined;
-const ready: Promise<MigratedDatabase> = migratedDatabase('pgstore').then((created) => {
-  database = created;
-  return created;
-});
-// A failed provision fails every test that awaits it; nothing is skipped.
-ready.catch(() => undefined);
-test.after.always(async () => {
-  await database?.dispose();
-});
+const ready = migratedDatabaseForFile(test, 'pgstore');
 
 /**
  * The suite's leases are 100 ms of real time; with ~20 tests at once on two shared cores a claim
@@ -396,8 +387,8 @@ test.serial('close() ends a pool the store made and leaves a caller\'s pool open
   t.is((await callerPool.query('SELECT 1 AS one')).rows[0]?.one, 1, 'the caller\'s pool still works');
 
   const owned = await openPostgresStore(db.runtimeUrl);
-  await owned.repository.getRecord('x');
+  await owned.dispatchRepository.getRecord('x');
   await owned.close();
-  const error = await t.throwsAsync(owned.repository.getRecord('x'), { instanceOf: PidfenceError });
+  const error = await t.throwsAsync(owned.dispatchRepository.getRecord('x'), { instanceOf: PidfenceError });
   t.is((error as PidfenceError).code, 'ERR_PIDFENCE_STORE_UNAVAILABLE');
 });

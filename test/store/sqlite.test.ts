@@ -1,8 +1,7 @@
 // The SQLite store (design/dispatch §2.2, §6; design/architecture §5, §7) on real files: the shared contract suite plus
 // what only a file can show — two racing processes, restart, WAL bytes, schema CHECKs and readiness.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 
@@ -14,22 +13,18 @@ import { loadMigrations, migrationsDirectory, pendingMigrations } from '../../li
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
 import { SQL } from '../../lib/store/sqlite/statements';
 import { registerDispatchContractSuite, registerRawTokenScan, type ContractStore } from './dispatch-contract-suite';
-
-function tempFile(): { file: string; cleanup(): void } {
-  const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-sqlite-'));
-  return { file: path.join(dir, 'pidfence.db'), cleanup: () => rmSync(dir, { recursive: true, force: true }) };
-}
+import { tempFile } from '../helpers/temp-file';
 
 function fileBytes(file: string): Buffer {
   return Buffer.concat([file, `${file}-wal`].filter((name) => existsSync(name)).map((name) => readFileSync(name)));
 }
 
 async function openContractStore(): Promise<ContractStore & { rawBytes(): Buffer }> {
-  const { file, cleanup } = tempFile();
+  const { file, cleanup } = tempFile('pidfence-sqlite-');
   let now = 1_700_000_000_000;
   const store = openSqliteStore(file, { clock: () => now });
   return {
-    repository: store.repository,
+    repository: store.dispatchRepository,
     runStore: store.runStore,
     advanceTime: async (ms) => { now += ms; },
     injectEventAppendFailure: async () => {
@@ -52,7 +47,7 @@ async function cancelledRun(store: SqliteStore, runId: string): Promise<number> 
 }
 
 test('gate 1: two processes racing claim on one SQLite file for 200 rounds get exactly one winner each round', async (t) => {
-  const { file, cleanup } = tempFile();
+  const { file, cleanup } = tempFile('pidfence-sqlite-');
   t.teardown(cleanup);
   const store = openSqliteStore(file);
   const rounds: Array<[string, number]> = [];
@@ -86,30 +81,30 @@ test('gate 1: two processes racing claim on one SQLite file for 200 rounds get e
 });
 
 test('gate 5: backoff survives closing and reopening the database', async (t) => {
-  const { file, cleanup } = tempFile();
+  const { file, cleanup } = tempFile('pidfence-sqlite-');
   t.teardown(cleanup);
   let now = 1_700_000_000_000;
   const first = openSqliteStore(file, { clock: () => now });
   const at = await cancelledRun(first, 'run-restart');
   const token = createLeaseToken();
   const claim = { runId: 'run-restart', attemptId: 'run-restart-a1', cancelRequestedAtMs: at, owner: 'w', token, leaseDurationMs: 1_000 };
-  const outcome = await first.repository.claim(claim);
+  const outcome = await first.dispatchRepository.claim(claim);
   if (outcome.kind !== 'claimed') return t.fail(outcome.kind);
-  await first.repository.recordResult({ runId: claim.runId, attemptId: claim.attemptId, owner: 'w', token, expectedVersion: outcome.record.version, result: 'dispatch_error', eventId: 'e2', retryDelayMs: 30_000 });
+  await first.dispatchRepository.recordResult({ runId: claim.runId, attemptId: claim.attemptId, owner: 'w', token, expectedVersion: outcome.record.version, result: 'dispatch_error', eventId: 'e2', retryDelayMs: 30_000 });
   first.close();
 
   now += 29_999;
   const second = openSqliteStore(file, { clock: () => now });
   t.teardown(() => second.close());
-  t.deepEqual(await second.repository.claim({ ...claim, token: createLeaseToken() }), { kind: 'not_due' });
+  t.deepEqual(await second.dispatchRepository.claim({ ...claim, token: createLeaseToken() }), { kind: 'not_due' });
   now += 1;
-  const again = await second.repository.claim({ ...claim, token: createLeaseToken() });
+  const again = await second.dispatchRepository.claim({ ...claim, token: createLeaseToken() });
   t.is(again.kind, 'claimed');
   t.is(again.kind === 'claimed' ? again.record.dispatchCount : 0, 2);
 });
 
 test('bad input runs no SQL at all: the statement log stays empty and the file bytes are unchanged', async (t) => {
-  const { file, cleanup } = tempFile();
+  const { file, cleanup } = tempFile('pidfence-sqlite-');
   t.teardown(cleanup);
   const statements: string[] = [];
   const store = openSqliteStore(file, { verbose: (sql) => statements.push(sql) });
@@ -120,17 +115,17 @@ test('bad input runs no SQL at all: the statement log stays empty and the file b
   statements.length = 0;
   const claim = { runId: 'run-bad', attemptId: 'run-bad-a1', cancelRequestedAtMs: at, owner: 'w', token: createLeaseToken(), leaseDurationMs: 1_000 };
   for (const bad of [{ ...claim, leaseDurationMs: 1 }, { ...claim, owner: '' }, { ...claim, extra: 1 }, { ...claim, cancelRequestedAtMs: '1' }]) {
-    const error = await t.throwsAsync(store.repository.claim(bad as never));
+    const error = await t.throwsAsync(store.dispatchRepository.claim(bad as never));
     t.regex((error as PidfenceError).code, /^ERR_PIDFENCE_INVALID_/);
   }
-  await t.throwsAsync(store.repository.recordResult({ ...claim, expectedVersion: 1, result: 'nope', eventId: 'e' } as never));
+  await t.throwsAsync(store.dispatchRepository.recordResult({ ...claim, expectedVersion: 1, result: 'nope', eventId: 'e' } as never));
   await t.throwsAsync(store.runStore.requestCancellation({ runId: 'run-bad', reason: 'x', eventId: 'e' } as never));
   t.deepEqual(statements, [], 'no statement reached SQLite');
   t.true(fileBytes(file).equals(before), 'database file and WAL are byte-for-byte unchanged');
 });
 
 test('a changed applied migration makes readiness fail with a clear error', (t) => {
-  const { file, cleanup } = tempFile();
+  const { file, cleanup } = tempFile('pidfence-sqlite-');
   t.teardown(cleanup);
   openSqliteStore(file).close();
   const reopened = openSqliteStore(file);
@@ -150,7 +145,7 @@ test('a changed applied migration makes readiness fail with a clear error', (t) 
 });
 
 test('CHECK constraints hold the status, lease, retry and terminal shape; project_id must match the run', async (t) => {
-  const { file, cleanup } = tempFile();
+  const { file, cleanup } = tempFile('pidfence-sqlite-');
   t.teardown(cleanup);
   const store = openSqliteStore(file);
   t.teardown(() => store.close());
@@ -183,7 +178,7 @@ test('CHECK constraints hold the status, lease, retry and terminal shape; projec
 });
 
 test('gate 9: the due query is bound to its indexes (no table scan)', (t) => {
-  const { file, cleanup } = tempFile();
+  const { file, cleanup } = tempFile('pidfence-sqlite-');
   t.teardown(cleanup);
   const store = openSqliteStore(file);
   t.teardown(() => store.close());

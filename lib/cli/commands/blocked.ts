@@ -5,8 +5,8 @@ import type { Command } from 'commander';
 import type { BlockedPage } from '../../management/index';
 import type { CliCommand, CliIo } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { jsonWrite, timeText } from '../output';
-import { managementOptionsAdd, projectRequired, withManagementPlane, type ManagementOptions } from '../principal';
+import { writeJson, timeText } from '../output';
+import { addManagementOptions, projectRequired, withManagementPlane, type ManagementOptions } from '../principal';
 
 export function blockedText(page: BlockedPage): string {
   const header = `project ${page.projectId}: ${page.items.length} blocked run(s) on this page, as of ${timeText(page.asOfMs) ?? '-'}`;
@@ -18,14 +18,14 @@ export function blockedText(page: BlockedPage): string {
 
 export const blockedCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    managementOptionsAdd(program.command('blocked'))
+    addManagementOptions(program.command('blocked'))
       .description('one page (16) of the project\'s blocked runs, oldest first (needs run.read)')
       .option('--project <id>', 'the project (required)')
       .option('--cursor <next>', 'the `next` cursor of the previous page')
       .action(async (options: ManagementOptions & { cursor?: string }) => {
         const project = projectRequired(options);
         const page = await withManagementPlane(options, io, (plane) => plane.blockedPage(project, options.cursor));
-        if (options.json === true) jsonWrite(io, page);
+        if (options.json === true) writeJson(io, page);
         else io.stdout.write(blockedText(page));
         done(EXIT.ok);
       });

@@ -10,17 +10,17 @@ import { validateId, type RequestCancellationOutcome } from '../../contract/inde
 import { createExecution, type OrphanStop } from '../../execution/index';
 import { authorizeCancel, ManagementError, runNotVisible } from '../../management/index';
 import type { CliCommand, CliIo } from '../command';
-import { executionTargetOpen } from '../execution-target';
+import { openExecutionTarget } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { jsonWrite } from '../output';
-import { actingPrincipal, managementOptionsAdd, nameStoreInRefusal, requestedPrincipal, type ManagementOptions } from '../principal';
-import { storeOpen, storeTargetResolve, type StoreTarget } from '../store-target';
+import { writeJson } from '../output';
+import { actingPrincipal, addManagementOptions, nameStoreInRefusal, requestedPrincipal, type ManagementOptions } from '../principal';
+import { openStore, resolveStoreTarget, type StoreTarget } from '../store-target';
 
 /** A cancel that stops an orphan gives its drain this long; then supervise finishes the job. */
 const ORPHAN_DRAIN_MS = 2_000;
 
 async function stopIfOrphaned(target: StoreTarget, runId: string, io: CliIo): Promise<OrphanStop> {
-  const execution = await executionTargetOpen(target, io.env);
+  const execution = await openExecutionTarget(target, io.env);
   const app = createExecution({
     stores: execution.stores, receiptDirectory: execution.receiptDirectory, runnerKind: 'cancel', env: io.env, drainTimeoutMs: ORPHAN_DRAIN_MS,
   });
@@ -49,10 +49,10 @@ function orphanSentence(runId: string, stop: OrphanStop): string {
 /** Durable user intent, after run.stop on the run's project (docs/decisions/0043); another project's run looks missing. */
 async function requestCancel(target: StoreTarget, runId: string, requested: string | undefined): Promise<RequestCancellationOutcome> {
   // A cancel never creates a store: a wrong directory must not answer "no such run" from a new file.
-  const store = await storeOpen(target, { create: false });
+  const store = await openStore(target, { create: false });
   try {
     const principal = actingPrincipal(requested, await store.authenticatedSubject());
-    await authorizeCancel(store.management, principal, runId, await store.runStore.getRun(runId));
+    await authorizeCancel(store.managementStore, principal, runId, await store.runStore.getRun(runId));
     const outcome = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
     if (outcome.kind === 'run_missing') throw runNotVisible(runId);
     return outcome;
@@ -64,14 +64,14 @@ async function requestCancel(target: StoreTarget, runId: string, requested: stri
 async function cancelAction(runIdText: string, options: ManagementOptions, io: CliIo): Promise<ExitCode> {
   const runId = validateId(runIdText, 'RUN');
   const requested = requestedPrincipal(options.as, io.env);
-  const target = storeTargetResolve(options.db, io.env);
+  const target = resolveStoreTarget(options.db, io.env);
   const outcome = await nameStoreInRefusal(target, requestCancel(target, runId, requested));
   if (outcome.kind !== 'requested' && outcome.kind !== 'already_requested') {
     throw new ManagementError(`run ${runId} has already finished; nothing to cancel.`, 'ERR_PIDFENCE_RUN_FINISHED');
   }
   const stop = await stopIfOrphaned(target, runId, io);
   if (options.json === true) {
-    jsonWrite(io, { runId, result: outcome.kind, reason: outcome.run.cancelReason, status: outcome.run.status, runner: stop.kind });
+    writeJson(io, { runId, result: outcome.kind, reason: outcome.run.cancelReason, status: outcome.run.status, runner: stop.kind });
   } else if (outcome.kind === 'already_requested' && stop.kind === 'owner_alive') {
     io.stdout.write(`${runId} already has a cancel request (${outcome.run.cancelReason ?? 'unknown'}); kept as it is\n`);
   } else {
@@ -82,7 +82,7 @@ async function cancelAction(runIdText: string, options: ManagementOptions, io: C
 
 export const cancelCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    managementOptionsAdd(program.command('cancel'))
+    addManagementOptions(program.command('cancel'))
       .description('request the cancellation of a run (needs run.stop; durable; its runner stops the exact process, or this command does when that runner is gone)')
       .argument('<run>', 'the run id printed by `pidfence run`')
       .action(async (run: string, options: ManagementOptions) => {

@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 
 import { PidfenceError } from '../../base/errors';
 import type { CliCommand, CliIo } from '../command';
-import { durationParse } from '../duration';
+import { parseDuration } from '../duration';
 import { EXIT, type ExitCode } from '../exit-codes';
 
 interface ControlPlaneCliOptions {
@@ -22,7 +22,7 @@ interface ControlPlaneCliOptions {
 }
 
 /** Reads a PEM file; a missing or unreadable one is a typed error naming the option. */
-export function pemRead(file: string, option: string): string {
+export function readPem(file: string, option: string): string {
   try {
     return readFileSync(file, 'utf8');
   } catch {
@@ -68,10 +68,10 @@ async function controlPlaneAction(options: ControlPlaneCliOptions, io: CliIo): P
   }
   const port = Number(options.port);
   if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new PidfenceError('--port must be an integer from 0 to 65535.', 'ERR_PIDFENCE_CLUSTER_CONFIG');
-  const tls = { cert: pemRead(options.cert, '--cert'), key: pemRead(options.key, '--key'), ca: pemRead(options.ca, '--ca') };
+  const tls = { cert: readPem(options.cert, '--cert'), key: readPem(options.key, '--key'), ca: readPem(options.ca, '--ca') };
   const { startControlPlane } = await import('../../cluster/index');
   const plane = await startControlPlane({
-    databaseUrl, tls, host: options.host, port, workerLeaseMs: durationParse(options.workerLease, '--worker-lease'),
+    databaseUrl, tls, host: options.host, port, workerLeaseMs: parseDuration(options.workerLease, '--worker-lease'),
     ...(options.replicaId === undefined ? {} : { replicaOwnerId: options.replicaId }),
   });
   io.stdout.write(`pidfence control-plane: listening on ${plane.url}\n`);

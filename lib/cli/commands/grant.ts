@@ -9,9 +9,9 @@ import { auditActor, authorizeImpersonation, notPermitted, type Principal } from
 import type { GrantAdministration } from '../../store/management-store';
 import type { CliCommand, CliIo } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { jsonWrite } from '../output';
-import { actingPrincipal, managementOptionsAdd, requestedPrincipal, type ManagementOptions } from '../principal';
-import { grantAdministrationOpen, storeTargetResolve } from '../store-target';
+import { writeJson } from '../output';
+import { actingPrincipal, addManagementOptions, requestedPrincipal, type ManagementOptions } from '../principal';
+import { openGrantAdministration, resolveStoreTarget } from '../store-target';
 
 interface GrantOptions extends ManagementOptions {
   readonly revoke?: boolean;
@@ -35,14 +35,14 @@ async function authorizeGrant(admin: GrantAdministration, actor: Principal, proj
   if (permission !== 'grants.write') {
     throw new PidfenceRangeError('--bootstrap names the first administrator: it grants grants.write only; grant the rest as that subject.', 'ERR_PIDFENCE_USAGE');
   }
-  if ((await admin.grantCount()) > 0) {
+  if ((await admin.countGrants()) > 0) {
     throw new PidfenceError('this database already holds grants, so --bootstrap is closed: ask a holder of grants.write on the project.', 'ERR_PIDFENCE_BOOTSTRAP_CLOSED');
   }
 }
 
 export const grantCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    managementOptionsAdd(program.command('grant'))
+    addManagementOptions(program.command('grant'))
       .description('give (or --revoke) a permission: run.read, run.stop or grants.write on a project (needs grants.write, or --bootstrap)')
       .argument('<subject>', 'who receives the permission')
       .argument('<project>', 'the project')
@@ -53,13 +53,13 @@ export const grantCommand: CliCommand = {
         const change = { subject: validateSubject(subjectArg), projectId: validateId(projectArg, 'project'), permission: validatePermission(permissionArg) };
         const requested = requestedPrincipal(options.as, io.env);
         if (options.bootstrap === true && options.revoke === true) throw new PidfenceRangeError('--bootstrap and --revoke do not go together.', 'ERR_PIDFENCE_USAGE');
-        const admin = await grantAdministrationOpen(storeTargetResolve(options.db, io.env), { create: options.bootstrap === true });
+        const admin = await openGrantAdministration(resolveStoreTarget(options.db, io.env), { create: options.bootstrap === true });
         try {
           const actor = actingPrincipal(requested, await admin.authenticatedSubject());
           await authorizeGrant(admin, actor, change.projectId, change.permission, options.bootstrap === true);
           const by = auditActor(actor);
           const outcome = options.revoke === true ? await admin.revokeGrant(change) : await admin.writeGrant(change, by);
-          if (options.json === true) jsonWrite(io, { ...change, outcome, by });
+          if (options.json === true) writeJson(io, { ...change, outcome, by });
           else io.stdout.write(`${change.subject} ${change.permission} on ${change.projectId}: ${outcome}\n`);
           done(EXIT.ok);
         } catch (error) {

@@ -5,8 +5,8 @@ import type { Command } from 'commander';
 import type { DispatchInspection } from '../../contract/index';
 import type { CliCommand, CliIo } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { factLines, jsonWrite, timeText } from '../output';
-import { managementOptionsAdd, withManagementPlane, type ManagementOptions } from '../principal';
+import { factLines, writeJson, timeText } from '../output';
+import { addManagementOptions, withManagementPlane, type ManagementOptions } from '../principal';
 
 export function inspectionText(inspection: DispatchInspection, headline: string): string {
   return `${headline}\n${factLines([
@@ -25,12 +25,12 @@ export function inspectionText(inspection: DispatchInspection, headline: string)
 
 export const inspectCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    managementOptionsAdd(program.command('inspect'))
+    addManagementOptions(program.command('inspect'))
       .description('a run\'s cancellation dispatch: status, version, results, due and blocked times (needs run.read)')
       .argument('<runId>', 'the run')
       .action(async (runId: string, options: ManagementOptions) => {
         const inspection = await withManagementPlane(options, io, (plane) => plane.inspect(runId));
-        if (options.json === true) jsonWrite(io, inspection);
+        if (options.json === true) writeJson(io, inspection);
         else io.stdout.write(inspectionText(inspection, `run ${inspection.runId}`));
         done(EXIT.ok);
       });

@@ -7,8 +7,8 @@ import { RUN_STATUSES, type RunStatus } from '../../contract/index';
 import { RUN_LIST_PAGE_DEFAULT, RUN_LIST_PAGE_MAX, type RunExit, type RunListItem, type RunListPage } from '../../management/index';
 import type { CliCommand, CliIo } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { jsonWrite, tableLines } from '../output';
-import { managementOptionsAdd, withManagementPlane, type ManagementOptions } from '../principal';
+import { writeJson, tableLines } from '../output';
+import { addManagementOptions, withManagementPlane, type ManagementOptions } from '../principal';
 
 interface ListOptions extends ManagementOptions {
   readonly project: string;
@@ -48,7 +48,7 @@ export function listText(page: RunListPage): string {
 
 export const listCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    managementOptionsAdd(program.command('list').alias('ps'))
+    addManagementOptions(program.command('list').alias('ps'))
       .description('the runs of a project, newest first: state, start, end, exit status and reason (needs run.read)')
       .option('--project <id>', 'the project', 'default')
       .option('--state <state>', `only runs in this state: ${RUN_STATUSES.join(', ')}`)
@@ -62,7 +62,7 @@ export const listCommand: CliCommand = {
           ...(options.limit === undefined ? {} : { limit: options.limit }),
         };
         const page = await withManagementPlane(options, io, (plane) => plane.listRuns(request));
-        if (options.json === true) jsonWrite(io, page);
+        if (options.json === true) writeJson(io, page);
         else io.stdout.write(listText(page));
         done(EXIT.ok);
       });

@@ -3,10 +3,10 @@
 // file is created and migrated (docs/decisions/0048).
 import type { Command } from 'commander';
 
-import { storeOptionsAdd, type CliCommand, type CliIo, type StoreOptions } from '../command';
+import { addStoreOptions, type CliCommand, type CliIo, type StoreOptions } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { jsonWrite } from '../output';
-import { storeTargetResolve, type StoreTarget } from '../store-target';
+import { writeJson } from '../output';
+import { resolveStoreTarget, type StoreTarget } from '../store-target';
 
 async function applyMigrations(target: StoreTarget): Promise<readonly string[]> {
   if (target.kind === 'postgres') {
@@ -27,12 +27,12 @@ async function applyMigrations(target: StoreTarget): Promise<readonly string[]> 
 
 export const migrateCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    storeOptionsAdd(program.command('migrate'))
+    addStoreOptions(program.command('migrate'))
       .description('apply the pending schema migrations (PostgreSQL: with the migration owner\'s URL)')
       .action(async (options: StoreOptions) => {
-        const target = storeTargetResolve(options.db, io.env);
+        const target = resolveStoreTarget(options.db, io.env);
         const applied = await applyMigrations(target);
-        if (options.json === true) jsonWrite(io, { applied });
+        if (options.json === true) writeJson(io, { applied });
         else io.stdout.write(applied.length === 0 ? 'the schema is up to date; nothing to apply\n' : `applied ${applied.length} migration(s): ${applied.join(', ')}\n`);
         done(EXIT.ok);
       });

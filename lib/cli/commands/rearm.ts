@@ -6,11 +6,11 @@ import { PidfenceRangeError } from '../../base/errors';
 import type { BlockingResult } from '../../contract/index';
 import type { CliCommand, CliIo } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { jsonWrite } from '../output';
-import { managementOptionsAdd, withManagementPlane, type ManagementOptions } from '../principal';
+import { writeJson } from '../output';
+import { addManagementOptions, withManagementPlane, type ManagementOptions } from '../principal';
 import { inspectionText } from './inspect';
 
-function versionParse(text: string): number {
+function parseVersion(text: string): number {
   if (!/^\d{1,15}$/.test(text)) throw new InvalidArgumentError('it must be the version number `pidfence inspect` showed.');
   return Number(text);
 }
@@ -23,10 +23,10 @@ interface RearmOptions extends ManagementOptions {
 
 export const rearmCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    managementOptionsAdd(program.command('rearm'))
+    addManagementOptions(program.command('rearm'))
       .description('move a blocked dispatch back to a retry due now, if it is exactly as inspected (needs run.stop)')
       .argument('<runId>', 'the run')
-      .option('--expect-version <n>', 'the dispatch version `pidfence inspect` showed (required)', versionParse)
+      .option('--expect-version <n>', 'the dispatch version `pidfence inspect` showed (required)', parseVersion)
       .option('--expect-result <result>', 'the blocking result `pidfence inspect` showed (required)')
       .option('--expect-status <status>', 'the status you inspected; only blocked can be rearmed', 'blocked')
       .action(async (runId: string, options: RearmOptions) => {
@@ -35,7 +35,7 @@ export const rearmCommand: CliCommand = {
         }
         const expectation = { expectedVersion: options.expectVersion, expectedStatus: options.expectStatus as 'blocked', expectedResult: options.expectResult as BlockingResult };
         const inspection = await withManagementPlane(options, io, (plane) => plane.rearm(runId, expectation));
-        if (options.json === true) jsonWrite(io, inspection);
+        if (options.json === true) writeJson(io, inspection);
         else io.stdout.write(inspectionText(inspection, `run ${inspection.runId} rearmed: its dispatch is due now`));
         done(EXIT.ok);
       });

@@ -14,15 +14,15 @@ import { PidfenceError } from '../../base/errors';
 import type { RunTerminalStatus } from '../../contract/index';
 import { createExecution, type CompletionOutcome, type StartFailure } from '../../execution/index';
 import type { RunExit } from '../../management/index';
-import { storeOptionsAdd, type CliCommand, type CliIo, type StoreOptions } from '../command';
+import { addStoreOptions, type CliCommand, type CliIo, type StoreOptions } from '../command';
 import { capabilities } from '../../native/index';
 import { GRACE_MS_MAX } from '../../process/index';
-import { durationParse, durationWithin } from '../duration';
+import { parseDuration, parseDurationWithin } from '../duration';
 import { graceNotice, jobStartFailureMessage, stopHint } from '../job-messages';
-import { executionTargetOpen } from '../execution-target';
+import { openExecutionTarget } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { jsonWrite } from '../output';
-import { storeTargetResolve } from '../store-target';
+import { writeJson } from '../output';
+import { resolveStoreTarget } from '../store-target';
 
 interface RunOptions extends StoreOptions {
   readonly timeout?: string;
@@ -83,9 +83,9 @@ function endLine(report: RunReport): string {
 }
 
 async function runAction(command: string, args: readonly string[], options: RunOptions, io: CliIo): Promise<ExitCode | number> {
-  const timeoutMs = options.timeout === undefined ? undefined : durationParse(options.timeout, '--timeout');
-  const graceMs = durationWithin(options.grace, '--grace', GRACE_MS_MAX);
-  const target = await executionTargetOpen(storeTargetResolve(options.db, io.env), io.env);
+  const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, '--timeout');
+  const graceMs = parseDurationWithin(options.grace, '--grace', GRACE_MS_MAX);
+  const target = await openExecutionTarget(resolveStoreTarget(options.db, io.env), io.env);
   let finished: ((outcome: CompletionOutcome) => void) | undefined;
   const completion = new Promise<CompletionOutcome>((resolve) => { finished = resolve; });
   let runId: string | null = null;
@@ -136,7 +136,7 @@ async function runAction(command: string, args: readonly string[], options: RunO
     app.start();
     const report = runReportOf(runId, options.project, await completion);
     io.stderr.write(endLine(report));
-    if (options.json === true) jsonWrite(io, report);
+    if (options.json === true) writeJson(io, report);
     return report.exitStatus;
   } finally {
     await app.drain();
@@ -149,7 +149,7 @@ export const RUN_STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM',
 
 export const runCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    storeOptionsAdd(program.command('run'))
+    addStoreOptions(program.command('run'))
       .description('run a job in the foreground as its own process group; exit with its status')
       .option('--timeout <duration>', 'stop the job (TERM, then KILL after the grace) once this has passed, e.g. 30s, 5m')
       .option('--project <id>', 'the project the run belongs to', 'default')

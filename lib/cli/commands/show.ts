@@ -6,8 +6,8 @@ import type { Command } from 'commander';
 import type { RunDetail, RunEventView } from '../../management/index';
 import type { CliCommand, CliIo } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { factLines, jsonWrite, tableLines, timeText } from '../output';
-import { managementOptionsAdd, withManagementPlane, type ManagementOptions } from '../principal';
+import { factLines, writeJson, tableLines, timeText } from '../output';
+import { addManagementOptions, withManagementPlane, type ManagementOptions } from '../principal';
 import { inspectionText } from './inspect';
 import { exitText, isoText, reasonText } from './list';
 
@@ -50,12 +50,12 @@ export function showText(run: RunDetail): string {
 
 export const showCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    managementOptionsAdd(program.command('show'))
+    addManagementOptions(program.command('show'))
       .description('one run: state, times, exit status, attempts, events and cancellation dispatch (needs run.read)')
       .argument('<run>', 'the run id')
       .action(async (runId: string, options: ManagementOptions) => {
         const run = await withManagementPlane(options, io, (plane) => plane.showRun(runId));
-        if (options.json === true) jsonWrite(io, run);
+        if (options.json === true) writeJson(io, run);
         else io.stdout.write(showText(run));
         done(EXIT.ok);
       });

@@ -11,13 +11,13 @@ import { errorCategory } from '../../base/error-registry';
 import { PidfenceError } from '../../base/errors';
 import { createExecution, type ControlCycleReport } from '../../execution/index';
 import { capabilities } from '../../native/index';
-import { storeOptionsAdd, type CliCommand, type CliIo, type StoreOptions } from '../command';
+import { addStoreOptions, type CliCommand, type CliIo, type StoreOptions } from '../command';
 import { GRACE_MS_MAX } from '../../process/index';
-import { durationWithin } from '../duration';
-import { executionTargetOpen } from '../execution-target';
+import { parseDurationWithin } from '../duration';
+import { openExecutionTarget } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { jsonErrorWrite, jsonLineWrite } from '../output';
-import { storeTargetResolve } from '../store-target';
+import { writeJsonError, jsonLineWrite } from '../output';
+import { resolveStoreTarget } from '../store-target';
 
 interface SuperviseOptions extends StoreOptions {
   readonly profile: string;
@@ -34,7 +34,7 @@ function readinessRefusal(): string | null {
 
 export const superviseCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    storeOptionsAdd(program.command('supervise'))
+    addStoreOptions(program.command('supervise'))
       .description('run the store\'s runner: deadlines, cancellations, receipts and recovery, until SIGTERM/SIGINT')
       .option('--profile <name>', 'edge (5 s, 4 items) or standalone (1 s, 32 items)', 'standalone')
       .option('--grace <duration>', 'TERM grace before KILL when a job is stopped', '5s')
@@ -45,12 +45,12 @@ export const superviseCommand: CliCommand = {
 };
 
 async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<ExitCode> {
-  const graceMs = durationWithin(options.grace, '--grace', GRACE_MS_MAX);
-  const storeTarget = storeTargetResolve(options.db, io.env);
+  const graceMs = parseDurationWithin(options.grace, '--grace', GRACE_MS_MAX);
+  const storeTarget = resolveStoreTarget(options.db, io.env);
   const refusal = readinessRefusal();
   if (refusal !== null) throw new PidfenceError(`supervise refused to start: ${refusal}`, 'ERR_PIDFENCE_SUPERVISE_REFUSED');
   // Schema version and migration checksums: the store refuses to open when they disagree.
-  const target = await executionTargetOpen(storeTarget, io.env);
+  const target = await openExecutionTarget(storeTarget, io.env);
   const tty = (io.stderr as NodeJS.WriteStream).isTTY === true;
   // --json: stdout is a stream of one-line JSON documents, one per event (docs/decisions/0141).
   const json = options.json === true;
@@ -96,13 +96,13 @@ async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<Ex
   process.removeListener('SIGINT', onSignal);
   const report = await app.drain();
   if (tty) io.stderr.write('\n');
-  if (json) jsonLineWrite(io, { event: 'drained', outcome: report.outcome, converged: report.converged, remaining: report.remaining });
-  else io.stdout.write(`pidfence supervise: drain ${report.outcome} (${report.converged} converged, ${report.remaining} remaining)\n`);
+  if (json) jsonLineWrite(io, { event: 'drained', outcome: report.kind, converged: report.converged, remaining: report.remaining });
+  else io.stdout.write(`pidfence supervise: drain ${report.kind} (${report.converged} converged, ${report.remaining} remaining)\n`);
   if (fatal !== null) {
     const message = `supervise stopped after repeated failures (${fatal as string}); check the store, then start it again.`;
-    if (json) jsonErrorWrite(io, fatal, errorCategory(fatal), message);
+    if (json) writeJsonError(io, fatal, errorCategory(fatal), message);
     else io.stderr.write(`pidfence: ${message}\n`);
     return EXIT.storeUnavailable;
   }
-  return report.outcome === 'drained' ? EXIT.ok : EXIT.failure;
+  return report.kind === 'drained' ? EXIT.ok : EXIT.failure;
 }

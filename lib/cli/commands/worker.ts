@@ -4,9 +4,9 @@
 import type { Command } from 'commander';
 
 import type { CliCommand, CliIo } from '../command';
-import { durationParse } from '../duration';
+import { parseDuration } from '../duration';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { pemRead, untilSignal } from './control-plane';
+import { readPem, untilSignal } from './control-plane';
 
 interface WorkerCliOptions {
   readonly controlPlane: string[];
@@ -38,11 +38,11 @@ export const workerCommand: CliCommand = {
 };
 
 async function workerAction(options: WorkerCliOptions, io: CliIo): Promise<ExitCode> {
-  const tls = { cert: pemRead(options.cert, '--cert'), key: pemRead(options.key, '--key'), ca: pemRead(options.ca, '--ca') };
+  const tls = { cert: readPem(options.cert, '--cert'), key: readPem(options.key, '--key'), ca: readPem(options.ca, '--ca') };
   const { startWorker } = await import('../../cluster/worker');
   const worker = await startWorker({
     controlPlaneUrls: options.controlPlane, tls, journalFile: options.journal,
-    capacity: Number(options.capacity), tickMs: durationParse(options.tick, '--tick'), graceMs: durationParse(options.grace, '--grace'),
+    capacity: Number(options.capacity), tickMs: parseDuration(options.tick, '--tick'), graceMs: parseDuration(options.grace, '--grace'),
   });
   io.stdout.write('pidfence worker: ready\n');
   await untilSignal();

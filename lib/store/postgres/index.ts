@@ -48,13 +48,13 @@ export interface PostgresStoreOptions {
 }
 
 export interface PostgresStore {
-  readonly repository: PostgresDispatchRepository;
+  readonly dispatchRepository: PostgresDispatchRepository;
   readonly runStore: PostgresRunStore;
   /** The local execution lifecycle's store (design/execution): active/deadline pages, the terminal CAS, the receipt journal. */
   readonly executionStore: PostgresExecutionStore;
   readonly runnerStore: PostgresRunnerStore;
   /** The management plane's store (reads grants; writes only dispatch, event and audit rows). */
-  readonly management: PostgresManagementStore;
+  readonly managementStore: PostgresManagementStore;
   readiness(): Promise<PostgresReadiness>;
   /** The login role of this store's connections (session_user): the authenticated principal. */
   sessionUser(): Promise<string>;
@@ -72,14 +72,14 @@ export async function openPostgresStore(target: PostgresTarget, options: Postgre
     throw error;
   }
   return {
-    repository: new PostgresDispatchRepository(handle.pool, {
+    dispatchRepository: new PostgresDispatchRepository(handle.pool, {
       ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
       ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements }),
     }),
     runStore: new PostgresRunStore(handle.pool),
     executionStore: new PostgresExecutionStore(handle.pool),
     runnerStore: new PostgresRunnerStore(handle.pool),
-    management: new PostgresManagementStore(handle.pool),
+    managementStore: new PostgresManagementStore(handle.pool),
     readiness: () => postgresReadiness(handle.pool),
     sessionUser: () => sessionUserOf(handle.pool),
     close: () => handle.release(),

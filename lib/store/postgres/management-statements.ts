@@ -23,7 +23,7 @@ export const MANAGEMENT_SQL = {
   insertAudit: insertAuditSql({ id: '$1', runId: '$2', projectId: '$3', actor: '$4', expectedVersion: '$5', expectedResult: '$6', nowMs: '$7' }),
 
   // ---- owner-only grant writes (the runtime role holds SELECT only) ----
-  grantCount: 'SELECT COUNT(*) AS n FROM management_grants',
+  countGrants: 'SELECT COUNT(*) AS n FROM management_grants',
   insertGrant: `INSERT INTO management_grants (subject, project_id, permission, granted_by, created_at_ms)
     VALUES ($1, $2, $3, $4, ${DB_NOW_MS}) ON CONFLICT DO NOTHING RETURNING 1 AS inserted`,
   deleteGrant: 'DELETE FROM management_grants WHERE subject = $1 AND project_id = $2 AND permission = $3 RETURNING 1 AS deleted',

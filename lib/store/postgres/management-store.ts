@@ -121,8 +121,8 @@ export class PostgresGrantAdministration implements GrantAdministration {
     return inTransaction(this.#pool, 'hasPermission', (tx) => held(tx, subject, projectId, permission));
   }
 
-  async grantCount(): Promise<number> {
-    const [row] = await inTransaction(this.#pool, 'grantCount', (tx) => tx.rows<{ n: number }>(MANAGEMENT_SQL.grantCount, []));
+  async countGrants(): Promise<number> {
+    const [row] = await inTransaction(this.#pool, 'countGrants', (tx) => tx.rows<{ n: number }>(MANAGEMENT_SQL.countGrants, []));
     return row?.n ?? 0;
   }
 

@@ -42,7 +42,7 @@ import {
   runTerminalPayload,
 } from '../execution-steps';
 import { readClock, type Clock } from './clock';
-import { sqliteRead, sqliteWrite } from './write';
+import { runSqliteRead, runSqliteWrite } from './transaction';
 import type { SqliteDatabase } from './database';
 import { prepareExecutionStatements, type ExecutionStatements } from './execution-statements';
 import { appendRunEvent } from './run-events';
@@ -62,11 +62,11 @@ export class SqliteExecutionStore implements ExecutionStore {
   }
 
   #write<T>(operation: string, work: (nowMs: number) => T): T {
-    return sqliteWrite(this.#database, this.#clock, operation, work);
+    return runSqliteWrite(this.#database, this.#clock, operation, work);
   }
 
   #read<T>(operation: string, work: () => T): T {
-    return sqliteRead(operation, work);
+    return runSqliteRead(operation, work);
   }
 
   async activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor; readonly runnerId?: string }): Promise<Page<ActiveAttempt, ActiveCursor>> {

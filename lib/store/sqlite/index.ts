@@ -30,12 +30,12 @@ export interface SqliteStoreOptions extends SqliteOpenOptions {
 
 export interface SqliteStore {
   readonly database: SqliteDatabase;
-  readonly repository: SqliteDispatchRepository;
+  readonly dispatchRepository: SqliteDispatchRepository;
   readonly runStore: SqliteRunStore;
   readonly executionStore: SqliteExecutionStore;
   readonly runnerStore: SqliteRunnerStore;
   /** The management plane's store; also the owner's grant writes (the file's writer is its owner). */
-  readonly management: SqliteManagementStore;
+  readonly managementStore: SqliteManagementStore;
   close(): void;
 }
 
@@ -48,11 +48,11 @@ export function openSqliteStore(filename: string, options: SqliteStoreOptions = 
     checkSqliteReadiness(database);
     return {
       database,
-      repository: new SqliteDispatchRepository(database, { clock }),
+      dispatchRepository: new SqliteDispatchRepository(database, { clock }),
       runStore: new SqliteRunStore(database, { clock }),
       executionStore: new SqliteExecutionStore(database, { clock }),
       runnerStore: new SqliteRunnerStore(database, { clock }),
-      management: new SqliteManagementStore(database, { clock }),
+      managementStore: new SqliteManagementStore(database, { clock }),
       close: () => database.close(),
     };
   } catch (error) {

@@ -27,7 +27,7 @@ export const MANAGEMENT_SQL = {
   }),
 
   // ---- owner-only grant writes ----
-  grantCount: 'SELECT COUNT(*) AS n FROM management_grants',
+  countGrants: 'SELECT COUNT(*) AS n FROM management_grants',
   insertGrant: `INSERT INTO management_grants (subject, project_id, permission, granted_by, created_at_ms)
     VALUES (:subject, :projectId, :permission, :grantedBy, :nowMs) ON CONFLICT DO NOTHING`,
   deleteGrant: 'DELETE FROM management_grants WHERE subject = :subject AND project_id = :projectId AND permission = :permission',

@@ -125,8 +125,8 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
 
   // ---- GrantAdministration: whoever may write the file is its owner (docs/decisions/0040) ----
 
-  async grantCount(): Promise<number> {
-    return this.#guard('grantCount', () => (this.#sql.grantCount.get() as { n: number }).n);
+  async countGrants(): Promise<number> {
+    return this.#guard('countGrants', () => (this.#sql.countGrants.get() as { n: number }).n);
   }
 
   async writeGrant(change: GrantChange, grantedBy: string): Promise<'granted' | 'exists'> {

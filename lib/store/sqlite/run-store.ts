@@ -28,7 +28,7 @@ import {
 } from '../../contract/index';
 import type { RunStore } from '../run-store';
 import type { Clock } from './clock';
-import { sqliteWrite } from './write';
+import { runSqliteWrite } from './transaction';
 import type { SqliteDatabase } from './database';
 import { appendRunEvent } from './run-events';
 import { prepareStatements, type PreparedStatements } from './statements';
@@ -50,7 +50,7 @@ export class SqliteRunStore implements RunStore {
 
   /** Runs `work` in one BEGIN IMMEDIATE transaction with the clock read under the lock. */
   #write<T>(operation: string, work: (nowMs: number) => T): T {
-    return sqliteWrite(this.#database, this.#clock, operation, work);
+    return runSqliteWrite(this.#database, this.#clock, operation, work);
   }
 
   #run(runId: string): RunRecord | undefined {

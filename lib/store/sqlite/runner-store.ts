@@ -28,7 +28,7 @@ import {
 } from '../runner-steps';
 import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
-import { sqliteRead, sqliteWrite } from './write';
+import { runSqliteRead, runSqliteWrite } from './transaction';
 
 const SQL = {
   registerRunner: registerRunnerSql({ runnerId: ':runnerId', hostId: ':hostId', kind: ':kind', identity: ':identity', nowMs: ':nowMs' }),
@@ -55,11 +55,11 @@ export class SqliteRunnerStore implements RunnerStore {
   }
 
   #write<T>(operation: string, work: (nowMs: number) => T): T {
-    return sqliteWrite(this.#database, this.#clock, operation, work);
+    return runSqliteWrite(this.#database, this.#clock, operation, work);
   }
 
   #read<T>(operation: string, work: () => T): T {
-    return sqliteRead(operation, work);
+    return runSqliteRead(operation, work);
   }
 
   async registerRunner(command: RegisterRunnerCommand): Promise<void> {

@@ -5,7 +5,7 @@ import { storeFailure } from '../store-errors';
 import { readClock, type Clock } from './clock';
 import type { SqliteDatabase } from './database';
 
-export function sqliteWrite<T>(database: SqliteDatabase, clock: Clock, operation: string, work: (nowMs: number) => T): T {
+export function runSqliteWrite<T>(database: SqliteDatabase, clock: Clock, operation: string, work: (nowMs: number) => T): T {
   try {
     return database.transaction(() => work(readClock(clock))).immediate();
   } catch (error) {
@@ -14,7 +14,7 @@ export function sqliteWrite<T>(database: SqliteDatabase, clock: Clock, operation
 }
 
 /** A read outside a transaction, with a driver failure mapped like a write's. */
-export function sqliteRead<T>(operation: string, work: () => T): T {
+export function runSqliteRead<T>(operation: string, work: () => T): T {
   try {
     return work();
   } catch (error) {

@@ -1,0 +1,16 @@
+// Waiting helpers shared by the layers that bound how long they wait.
+
+export function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+}
+
+/** Resolves with true when `work` settled (either way), false when `ms` passed first; never rejects. */
+export function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), Math.max(0, ms));
+    void work.then(() => true, () => true).then(() => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
