@@ -36,7 +36,7 @@ export interface FailureFacts {
   readonly errno: string | null;
 }
 
-export function failureFacts(error: unknown): FailureFacts {
+export function failureFactsOf(error: unknown): FailureFacts {
   const errno = typeof error === 'object' && error !== null ? (error as { errno?: unknown }).errno : undefined;
   return { code: diagnosticCode(error), errno: typeof errno === 'string' && ERRNO_PATTERN.test(errno) ? errno : null };
 }

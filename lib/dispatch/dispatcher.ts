@@ -23,7 +23,7 @@ import {
 import type { DispatchRepository } from '../store/dispatch-repository';
 import type { RunStore } from '../store/run-store';
 import type { ControllerRegistry } from './controller-registry';
-import { failureFacts, type FailureFacts } from './diagnostics';
+import { failureFactsOf, type FailureFacts } from './diagnostics';
 
 /**
  * Time the result transaction may still need after the controller returned. The lease must cover
@@ -184,7 +184,7 @@ export class Dispatcher {
       return { result: 'dispatch_error', failure: { code: CONTROLLER_ANSWER_INVALID, errno: null } };
     } catch (error) {
       // The error text may carry paths: only the enum reaches the event, only code and errno the diagnostics.
-      return { result: 'dispatch_error', failure: failureFacts(error) };
+      return { result: 'dispatch_error', failure: failureFactsOf(error) };
     }
   }
 }

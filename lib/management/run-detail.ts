@@ -4,7 +4,7 @@
 import { validateId, type DispatchInspection } from '../contract/index';
 import type { ManagementStore, RunAttemptRow, RunEventRow } from '../store/management-store';
 import type { Principal } from './authorization';
-import { payloadObject, runExitOf, runListItemOf, type RunExit, type RunListItem } from './run-list';
+import { payloadObjectOf, runExitOf, runListItemOf, type RunExit, type RunListItem } from './run-list';
 import { authorizeRun, runNotVisible } from './visibility';
 
 /** A run normally has one attempt; more are shown up to this many. */
@@ -53,7 +53,7 @@ const DETAIL_KEYS = ['attemptId', 'reason', 'status', 'result', 'dispatchCount',
 const DETAIL_TEXT_MAX = 128;
 
 function detailOf(payload: unknown): Record<string, string | number | null> {
-  const value = payloadObject(payload) ?? {};
+  const value = payloadObjectOf(payload) ?? {};
   const detail: Record<string, string | number | null> = {};
   for (const key of DETAIL_KEYS) {
     const field = value[key];

@@ -76,7 +76,7 @@ export interface RunListPage {
 
 
 /** A stored event payload as an object: SQLite keeps JSON text, PostgreSQL's driver parses it. */
-export function payloadObject(payload: unknown): Readonly<Record<string, unknown>> | null {
+export function payloadObjectOf(payload: unknown): Readonly<Record<string, unknown>> | null {
   let value = payload;
   if (typeof value === 'string') {
     try {
@@ -93,7 +93,7 @@ export function payloadObject(payload: unknown): Readonly<Record<string, unknown
  * checked; anything else in the payload is never passed on.
  */
 export function runExitOf(payload: unknown): RunExit | null {
-  const value = payloadObject(payload);
+  const value = payloadObjectOf(payload);
   if (value === null) return null;
   const { cause, exitCode, signal } = value;
   if (!COMPLETION_CAUSES.includes(cause as CompletionCause)) return null;
