@@ -19,6 +19,12 @@ export const RUN_ACTIVE_STATUSES = ['queued', 'running'] as const;
 export const RUN_TERMINAL_STATUSES = ['succeeded', 'failed', 'cancelled', 'timed_out'] as const;
 export type RunTerminalStatus = (typeof RUN_TERMINAL_STATUSES)[number];
 export type RunStatus = (typeof RUN_ACTIVE_STATUSES)[number] | RunTerminalStatus;
+/** Every run status, active first: what `pidfence list --state` accepts. */
+export const RUN_STATUSES: readonly RunStatus[] = [...RUN_ACTIVE_STATUSES, ...RUN_TERMINAL_STATUSES];
+
+export function validateRunStatus(value: unknown): RunStatus {
+  return validateEnum(value, 'state', RUN_STATUSES, 'ERR_PIDFENCE_INVALID_RUN_STATUS');
+}
 
 /** True while a run can still change (and be cancelled); both stores and the claim rules ask this. */
 export function runIsActive(status: string): boolean {
@@ -29,6 +35,19 @@ export function runIsActive(status: string): boolean {
 export const ATTEMPT_ACTIVE_STATUSES = ['claimed', 'starting', 'running'] as const;
 export type AttemptActiveStatus = (typeof ATTEMPT_ACTIVE_STATUSES)[number];
 export type AttemptStatus = AttemptActiveStatus | RunTerminalStatus;
+
+/** How an attempt ended, as far as pidfence can prove it (low-sensitivity: no PID, command, token). */
+export type CompletionCause =
+  /** An authenticated completion receipt. */
+  | 'receipt'
+  /** Cancelled before any process existed (a `claimed` attempt). */
+  | 'never_started'
+  /** The exact process group was proved gone after a stop, and no receipt exists. */
+  | 'stopped'
+  /** The exact process group was proved gone without a stop or a receipt (the launcher died). */
+  | 'lost';
+
+export const COMPLETION_CAUSES: readonly CompletionCause[] = ['receipt', 'never_started', 'stopped', 'lost'];
 
 /** The durable handle is opaque here (lib/process parses it); this only bounds its size. */
 /** What a stored handle may be at most (the canonical v1 handle); the column allows more. */

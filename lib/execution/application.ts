@@ -59,6 +59,8 @@ export interface ExecutionOptions {
   readonly onCompleted?: (ref: AttemptRef, outcome: CompletionOutcome) => void;
   /** Every stop this runner recorded (cancel, timeout, shutdown): run id and result, low-sensitivity. */
   readonly onStopped?: (ref: AttemptRef, result: string) => void;
+  /** A stop of this runner is about to send TERM and wait out its grace (the dispatcher's onStopping). */
+  readonly onStopping?: (ref: AttemptRef) => void;
   /** Dispatch lease owner id (default: host/pid/random). */
   readonly owner?: string;
   /** Told of claims, results, cycles, signals and cancel-to-exit times (metrics, docs/decisions/0110). */
@@ -106,6 +108,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     leaseDurationMs: controller.boundMs(graceMs) + LEASE_SETTLE_MARGIN_MS + 1_000,
     owner: options.owner ?? runnerId,
     observer,
+    ...(options.onStopping === undefined ? {} : { onStopping: options.onStopping }),
   });
   const notices = new CompletionNotices();
   const processor = new CompletionProcessor({ runStore, executionStore, receiptDirectory, heldGroups, observer });

@@ -1,5 +1,5 @@
 // summary(projectId) (design/dispatch §5.2, gate 16): counts of the five states and of each blocking result,
-// cross-checked, and a three-state assessment. One store statement; no run, attempt or lease
+// cross-checked, the running jobs, and a three-state assessment. One store statement; no run, attempt or lease
 // identity in the answer. A blocked run raises attention; it does not withdraw global readiness.
 import {
   BLOCKING_RESULTS,
@@ -24,7 +24,7 @@ export interface ProjectSummary {
   /** Due or lease-expired dispatches older than overdueAfterMs: the dispatcher is not keeping up. */
   readonly overdue: number;
   readonly overdueAfterMs: number;
-  /** Jobs of the project running now (attempts in `running`). */
+  /** Jobs of the project running now (attempts in `running`): they keep the assessment `converging` (docs/decisions/0140). */
   readonly running: number;
   readonly assessment: Assessment;
 }
@@ -44,7 +44,8 @@ export function checkedSummary(projectId: string, counts: SummaryCounts, overdue
   if (broken.length > 0) {
     throw new ManagementError(`the summary of project ${projectId} does not add up (${broken.join('; ')}); the store holds rows outside the dispatch rules. Run the store's readiness check and inspect the project's dispatches.`, 'ERR_PIDFENCE_SUMMARY_INCONSISTENT');
   }
-  const assessment: Assessment = counts.states.blocked > 0 || counts.overdue > 0 ? 'attention_required' : active > 0 ? 'converging' : 'clear';
+  // docs/decisions/0140: a running job is work in flight like an unsettled stop; blocked or overdue still win.
+  const assessment: Assessment = counts.states.blocked > 0 || counts.overdue > 0 ? 'attention_required' : active > 0 || counts.running > 0 ? 'converging' : 'clear';
   return {
     projectId,
     asOfMs: counts.asOfMs,

@@ -1,7 +1,7 @@
 // The execution store interface both stores implement (design/execution §2-5): bounded keyset pages of
 // active attempts and due deadlines, the receipt-digest lookup, the terminal CAS that writes the
 // attempt and run terminal states with both events in one transaction, and the receipt journal.
-import type { AttemptActiveStatus, AttemptRecord, CancelReason, RunRecord, RunTerminalStatus } from '../contract/index';
+import type { AttemptActiveStatus, AttemptRecord, CancelReason, CompletionCause, RunRecord, RunTerminalStatus } from '../contract/index';
 
 /** design/execution §3: a source page never holds more than this. */
 export const EXECUTION_PAGE_MAX = 64;
@@ -37,16 +37,8 @@ export interface Page<T, C> {
   readonly next: C | null;
 }
 
-/** How the attempt ended, as far as pidfence can prove it (low-sensitivity: no PID, command, token). */
-export type CompletionCause =
-  /** An authenticated completion receipt. */
-  | 'receipt'
-  /** Cancelled before any process existed (a `claimed` attempt). */
-  | 'never_started'
-  /** The exact process group was proved gone after a stop, and no receipt exists. */
-  | 'stopped'
-  /** The exact process group was proved gone without a stop or a receipt (the launcher died). */
-  | 'lost';
+export { COMPLETION_CAUSES } from '../contract/index';
+export type { CompletionCause } from '../contract/index';
 
 export interface AttemptExit {
   readonly exitCode: number | null;

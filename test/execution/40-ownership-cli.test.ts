@@ -6,7 +6,7 @@ import test from 'ava';
 import { signalVerified } from '../../lib/native/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { groupMembers } from '../helpers/job-groups';
-import { cancel, cliProcess, grantCancelOnSqlite, orphanedRun, runStatus, sqliteHandle, startRun } from './cli-runs';
+import { cancel, cliProcess, grantCancelOnSqlite, orphanedRun, runStatus, sqliteJobGroup, startRun } from './cli-runs';
 import { worldDirectory } from './world';
 import { delay, until } from '../helpers/wait';
 
@@ -15,7 +15,7 @@ const STUBBORN_JOB = ['sh', '-c', 'trap "" TERM HUP INT; for i in 1 2 3 4 5 6 7 
 
 test.serial('run plus supervise on one store: SIGTERM the supervise and the foreground run\'s job is untouched', async (t) => {
   const at = worldDirectory(t);
-  const run = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+  const run = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
   await grantCancelOnSqlite(at.file);
   const supervisor = cliProcess(t, ['supervise', '--db', at.file, '--grace', '300ms']);
   await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
@@ -38,7 +38,7 @@ test.serial('run plus a second runner, with cancel: the run exits with the job\'
   await grantCancelOnSqlite(at.file);
   const exits: Array<number | null> = [];
   for (let trial = 0; trial < 40; trial += 1) {
-    const run = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+    const run = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
     const cancelled = await cancel(t, at.file, run.runId);
     t.is(cancelled.code, 0);
     const exit = await Promise.race([run.job.exited, delay(20_000).then(() => ({ code: -1 }))]);
@@ -79,7 +79,7 @@ test.serial('SIGKILL the run: its job lives on, a cancel stops it itself and say
 for (const signals of [['SIGHUP'], ['SIGTERM'], ['SIGINT', 'SIGINT']] as const) {
   test.serial(`pidfence run on ${signals.join(' then ')}: no process of the job survives and the run converges`, async (t) => {
     const at = worldDirectory(t);
-    const run = await startRun(t, at.file, sqliteHandle(at.file), STUBBORN_JOB);
+    const run = await startRun(t, at.file, sqliteJobGroup(at.file), STUBBORN_JOB);
     await until(() => groupMembers(run.pgid).length === 12, { timeoutMs: 10_000, what: 'launcher, shell and ten children' });
     t.is(signalVerified(run.job.identity, signals[0], { group: false }).kind, 'signalled');
     if (signals.length === 2) {
@@ -113,7 +113,7 @@ test.serial('an unknown stop result writes no false terminal: without the addon 
 
 test.serial('two cancels race for one orphan: one takes it over and stops it, the other says its runner stops it', async (t) => {
   const at = worldDirectory(t);
-  const run = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+  const run = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
   await grantCancelOnSqlite(at.file);
   await until(() => groupMembers(run.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
   t.is(signalVerified(run.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');

@@ -35,6 +35,19 @@ export async function startRun(t: ExecutionContext, db: string, groupOf: (runId:
   return { job: runner, runId, pgid };
 }
 
+/** The job group of a run on the SQLite store `file`, read from its attempt's durable handle (for startRun). */
+export function sqliteJobGroup(file: string): (runId: string) => Promise<number> {
+  return async (runId) => {
+    const { openSqliteStore } = await import('../../lib/store/sqlite/index');
+    const store = openSqliteStore(file);
+    try {
+      return handleGroup((await store.runStore.getAttempt(runId, `${runId}-a1`))?.handle ?? '');
+    } finally {
+      store.close();
+    }
+  };
+}
+
 /** `pidfence cancel` as its own process; the caller holds run.stop (grantCancelOn…). */
 export function cancel(t: ExecutionContext, file: string, runId: string, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; lines: string[] }> {
   const job = cliProcess(t, ['cancel', '--db', file, runId], env);
@@ -68,19 +81,6 @@ export async function grantCancelOnPostgres(ownerUrl: string, runtimeRole: strin
   }
 }
 
-/** The job group of a run on a SQLite store, read from its only attempt's handle (for startRun). */
-export function sqliteHandle(file: string): (runId: string) => Promise<number> {
-  return async (runId) => {
-    const { openSqliteStore } = await import('../../lib/store/sqlite/index');
-    const store = openSqliteStore(file);
-    try {
-      return handleGroup((await store.runStore.getAttempt(runId, `${runId}-a1`))?.handle ?? '');
-    } finally {
-      store.close();
-    }
-  };
-}
-
 /** The status of a run on a SQLite store. */
 export async function runStatus(file: string, runId: string): Promise<string | undefined> {
   const { openSqliteStore } = await import('../../lib/store/sqlite/index');
@@ -94,7 +94,7 @@ export async function runStatus(file: string, runId: string): Promise<string | u
 
 /** A `pidfence run` of `sleep 30` whose runner was SIGKILLed: its job lives on, orphaned (docs/decisions/0070). */
 export async function orphanedRun(t: ExecutionContext, file: string): Promise<CliRun> {
-  const run = await startRun(t, file, sqliteHandle(file), ['sleep', '30']);
+  const run = await startRun(t, file, sqliteJobGroup(file), ['sleep', '30']);
   await until(() => groupMembers(run.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
   const killed = signalVerified(run.job.identity, 'SIGKILL', { group: false }).kind;
   if (killed !== 'signalled') throw new Error(`the runner could not be killed: ${killed}`);

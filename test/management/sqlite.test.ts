@@ -23,6 +23,7 @@ async function openWorld(): Promise<ManagementWorld & { database: ReturnType<typ
     database: store.database,
     runStore: store.runStore,
     repository: store.dispatchRepository,
+    executionStore: store.executionStore,
     management: store.managementStore,
     grants: store.managementStore,
     advanceTime: async (ms) => { now += ms; },
@@ -74,12 +75,19 @@ test('the blocked page statement is bound to the per-project partial index (INDE
   t.false(plan.some((row) => /^SCAN cancellation_dispatches\b(?! USING)/.test(row.detail)));
 });
 
-test('the summary counts running jobs from the partial index of active attempts, never a scan of every attempt [sqlite]', async (t) => {
+test('the run list statements are bound to the per-project run indexes and read pages in index order; the running count reads only active attempts [sqlite]', async (t) => {
   const world = await openWorld();
   t.teardown(() => world.close());
   const { MANAGEMENT_SQL } = await import('../../lib/store/sqlite/management-statements');
-  const plan = (world.database.prepare(`EXPLAIN QUERY PLAN ${MANAGEMENT_SQL.summary}`).all({ subject: null, projectId: 'p', overdueAfterMs: 1, nowMs: 1 }) as Array<{ detail: string }>).map((row) => row.detail);
-  t.true(plan.some((detail) => /attempts USING (COVERING )?INDEX attempts_one_active/.test(detail)), plan.join('; '));
-  t.false(plan.some((detail) => /^SCAN attempts\b(?! USING)/.test(detail)));
-  t.true(plan.some((detail) => /^SEARCH runs USING/.test(detail)), 'each run is found by its key');
+  const planOf = (sql: string, params: Record<string, unknown>): string[] => (world.database.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(params) as Array<{ detail: string }>).map((row) => row.detail);
+  const page = { projectId: 'p', beforeAtMs: 1, beforeRunId: '', limit: 21 };
+  const all = planOf(MANAGEMENT_SQL.runPageAll, page);
+  t.regex(all[0] ?? '', /^SEARCH r USING (COVERING )?INDEX runs_by_project \(project_id=\? AND \(created_at_ms,id\)<\(\?,\?\)\)$/, all.join('; '));
+  const byStatus = planOf(MANAGEMENT_SQL.runPageByStatus, { ...page, status: 'failed' });
+  t.regex(byStatus[0] ?? '', /^SEARCH r USING (COVERING )?INDEX runs_by_project_status \(project_id=\? AND status=\? AND \(created_at_ms,id\)<\(\?,\?\)\)$/, byStatus.join('; '));
+  // The only sort is inside the per-run subquery (one run's attempts), never over the page.
+  for (const plan of [all, byStatus]) t.is(plan.filter((detail) => /TEMP B-TREE/.test(detail)).length, 1, plan.join('; '));
+  const summary = planOf(MANAGEMENT_SQL.summary, { subject: 'viewer', projectId: 'p', overdueAfterMs: 1, nowMs: 1 });
+  t.true(summary.some((detail) => /^SCAN attempts USING (COVERING )?INDEX attempts_one_active$/.test(detail)), summary.join('; '));
+  t.false(summary.some((detail) => /runs_by_project/.test(detail)), 'the running count never walks the project\'s run history');
 });

@@ -16,10 +16,14 @@ const counts = (overrides: Partial<SummaryCounts> = {}): SummaryCounts => ({
   ...overrides,
 });
 
-test('gate 16: the assessment is clear, converging or attention_required exactly by active, blocked and overdue counts', (t) => {
+test('gate 16: the assessment is clear, converging or attention_required exactly by active, running, blocked and overdue counts', (t) => {
   t.is(checkedSummary('p', counts(), 1000).assessment, 'clear');
   t.is(checkedSummary('p', counts({ total: 2, states: { pending: 0, leased: 0, retry_wait: 0, dispatched: 2, blocked: 0 } }), 1000).assessment, 'clear');
   t.is(checkedSummary('p', counts({ total: 1, states: { pending: 1, leased: 0, retry_wait: 0, dispatched: 0, blocked: 0 } }), 1000).assessment, 'converging');
+  // docs/decisions/0140: a running job keeps the project converging, with or without a dispatch.
+  t.is(checkedSummary('p', counts({ running: 1 }), 1000).assessment, 'converging');
+  t.is(checkedSummary('p', counts({ running: 3, total: 1, states: { pending: 0, leased: 0, retry_wait: 0, dispatched: 1, blocked: 0 } }), 1000).assessment, 'converging');
+  t.is(checkedSummary('p', counts({ running: 2, total: 1, states: { pending: 0, leased: 0, retry_wait: 0, dispatched: 0, blocked: 1 }, blockingResults: { identity_mismatch: 1, pid_mismatch: 0, unsupported: 0, invalid: 0 } }), 1000).assessment, 'attention_required');
   t.is(checkedSummary('p', counts({ total: 1, states: { pending: 1, leased: 0, retry_wait: 0, dispatched: 0, blocked: 0 }, overdue: 1 }), 1000).assessment, 'attention_required');
   t.is(checkedSummary('p', counts({ total: 1, states: { pending: 0, leased: 0, retry_wait: 0, dispatched: 0, blocked: 1 }, blockingResults: { identity_mismatch: 0, pid_mismatch: 1, unsupported: 0, invalid: 0 } }), 1000).assessment, 'attention_required');
 });
