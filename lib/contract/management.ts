@@ -109,8 +109,10 @@ export interface SummaryCounts {
   readonly total: number;
   readonly states: StateCounts;
   readonly blockingResults: BlockingCounts;
-  /** Due (or lease-expired) records older than the overdue bound. */
+  /** Due (or lease-expired) records older than the overdue bound, of runs still active. */
   readonly overdue: number;
+  /** Pending, leased or retry_wait records whose run has already ended: nothing is left to stop. */
+  readonly runEnded: number;
   /** The project's attempts whose job is running (a count, never which). */
   readonly running: number;
 }

@@ -50,10 +50,18 @@ export function summarySql(p: SqlParams<'subject' | 'projectId' | 'overdueAfterM
     COUNT(*) AS "total",
     ${DISPATCH_STATUSES.map((status) => countWhere(`status = '${status}'`, STATE_ALIASES[status] ?? status)).join(',\n    ')},
     ${BLOCKING_RESULTS.map((result) => countWhere(`status = 'blocked' AND last_result = '${result}'`, BLOCKING_ALIASES[result] ?? result)).join(',\n    ')},
-    ${countWhere(`(status IN ('pending', 'retry_wait') AND next_attempt_at_ms < ${overdueBefore}) OR (status = 'leased' AND lease_expires_at_ms < ${overdueBefore})`, 'overdue')},
+    ${countWhere(`((status IN ('pending', 'retry_wait') AND next_attempt_at_ms < ${overdueBefore}) OR (status = 'leased' AND lease_expires_at_ms < ${overdueBefore})) AND ${RUN_LIVE}`, 'overdue')},
+    ${countWhere(`status IN ('pending', 'leased', 'retry_wait') AND NOT ${RUN_LIVE}`, 'runEnded')},
     (${runningJobsSql(p.projectId)}) AS "running"
   FROM cancellation_dispatches WHERE project_id = ${p.projectId}`;
 }
+
+/**
+ * The dispatch row's run is still queued or running (one primary-key read). A stop still pending,
+ * leased or waiting to retry for a run that has ended has nothing left to stop (docs/decisions/0140):
+ * it is counted apart and is neither in flight nor overdue.
+ */
+const RUN_LIVE = `EXISTS (SELECT 1 FROM runs WHERE runs.id = cancellation_dispatches.run_id AND runs.status IN ('queued', 'running'))`;
 
 /**
  * The project's running jobs: its attempts in `running`. The repeated active-status term lets both
@@ -169,7 +177,7 @@ export function summaryCountsOf(row: Readonly<Record<string, unknown>>): Summary
   const states = Object.fromEntries(DISPATCH_STATUSES.map((status) => [status, count(row, STATE_ALIASES[status] ?? status)])) as unknown as StateCounts;
   const blockingResults = Object.fromEntries(BLOCKING_RESULTS.map((result) => [result, count(row, BLOCKING_ALIASES[result] ?? result)])) as unknown as BlockingCounts;
   return {
-    permitted: count(row, 'permitted') > 0, asOfMs: count(row, 'asOfMs'), total: count(row, 'total'), states, blockingResults, overdue: count(row, 'overdue'), running: count(row, 'running'),
+    permitted: count(row, 'permitted') > 0, asOfMs: count(row, 'asOfMs'), total: count(row, 'total'), states, blockingResults, overdue: count(row, 'overdue'), runEnded: count(row, 'runEnded'), running: count(row, 'running'),
   };
 }
 

@@ -282,7 +282,7 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     t.deepEqual(summary.blockingResults, { identity_mismatch: 2, pid_mismatch: 0, unsupported: 0, invalid: 1 });
     // Every fixture's job is still running (nothing completed its attempt); the other project's is not counted.
     t.like(summary, { projectId: project, total: 6, overdue: 0, running: 6, assessment: 'attention_required' });
-    t.deepEqual(Object.keys(summary).sort(), ['asOfMs', 'assessment', 'blockingResults', 'overdue', 'overdueAfterMs', 'projectId', 'running', 'states', 'total']);
+    t.deepEqual(Object.keys(summary).sort(), ['asOfMs', 'assessment', 'blockingResults', 'overdue', 'overdueAfterMs', 'projectId', 'runEnded', 'running', 'states', 'total']);
     t.false(/"run-|worker-7/.test(JSON.stringify(summary)), 'no run, attempt or lease identity');
   });
 
@@ -296,6 +296,24 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     t.like(await plane.summary(project), { assessment: 'converging', overdue: 0 });
     await world.advanceTime(1_100);
     t.like(await plane.summary(project), { assessment: 'attention_required', overdue: 1, states: { blocked: 0, retry_wait: 1 } });
+  });
+
+  test(`gate 16: an unsettled dispatch of a run that already ended is nothing in flight: it neither keeps the project converging nor turns overdue [${name}]`, async (t) => {
+    const world = await withWorld(t);
+    const viewer = uniqueId('viewer');
+    const project = uniqueId('proj');
+    await grant(world, viewer, project, 'run.read');
+    const plane = planeFor(world, viewer, { overdueAfterMs: 1_000 });
+    // The stop could not be made (no handle yet) and waits to retry; then the job ends on its own.
+    const { runId } = await settledRun(world, project, 'handle_missing', 10);
+    t.like(await plane.summary(project), { assessment: 'converging', runEnded: 0, running: 1, states: { retry_wait: 1 } });
+    const ended = await world.executionStore.completeAttempt({
+      runId, attemptId: `${runId}-a1`, status: 'succeeded', cause: 'receipt', exit: { exitCode: 0, signal: null }, attemptEventId: uniqueId('evt'), runEventId: uniqueId('evt'), journalReceipt: false,
+    });
+    t.is(ended.kind, 'completed');
+    t.like(await plane.summary(project), { assessment: 'clear', runEnded: 1, running: 0, overdue: 0, states: { retry_wait: 1 } });
+    await world.advanceTime(1_100);
+    t.like(await plane.summary(project), { assessment: 'clear', runEnded: 1, overdue: 0 }, 'past the overdue bound, still nothing to do');
   });
 
   test(`gate 17: summary sends exactly one statement — the grant check and every count together [${name}]`, async (t) => {

@@ -139,7 +139,7 @@ test('gate 18: on 30,000 dispatches in 7 projects the blocked page is an index s
   t.true(page.rows.every((row: { runId: string }) => Number(row.runId.slice(3)) % 7 === 3 && Number(row.runId.slice(3)) % 3 === 0));
 });
 
-test('on 30,000 runs in 7 projects a run-list page is an index scan in keyset order of the per-project run indexes, and the running count reads active attempts only [postgres]', async (t) => {
+test('on 30,000 runs in 7 projects a run-list page is an index scan in keyset order of the per-project run indexes [postgres]', async (t) => {
   const db = await database();
   const rows = 30_000;
   // Mostly succeeded; one run in 500 failed: a state filter that only its own index serves well.
@@ -182,8 +182,6 @@ test('on 30,000 runs in 7 projects a run-list page is an index scan in keyset or
   // g ≡ 3 (mod 7) and g ≡ 3 (mod 500): g = 3 + 3500k for k = 0..8, newest first.
   t.deepEqual(page.rows.map((row: { runId: string }) => row.runId), [8, 7, 6, 5, 4, 3, 2, 1, 0].map((k) => `yr-${3 + 3500 * k}`));
   t.true(page.rows.every((row: { runId: string; status: string }) => Number(row.runId.slice(3)) % 7 === 3 && row.status === 'failed'));
-  const summary = await explain(MANAGEMENT_SQL.summary, ['viewer', 'yp-3', 600_000]);
-  t.false(summary.some((node) => node['Node Type'] === 'Seq Scan' && ['runs', 'attempts'].includes(node['Relation Name'] ?? '')), JSON.stringify(summary.map((node) => [node['Node Type'], node['Relation Name'], node['Index Name']])));
 });
 
 test('gate 15: run_events and management_audit are append-only: the runtime role may INSERT and SELECT them, and UPDATE and DELETE are refused [postgres]', async (t) => {

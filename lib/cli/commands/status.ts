@@ -23,6 +23,7 @@ export function statusText(summary: ProjectSummary): string {
     ...DISPATCH_STATUSES.map((status) => [status, summary.states[status]] as const),
     ...BLOCKING_RESULTS.map((result) => [`blocked by ${result}`, summary.blockingResults[result]] as const),
     [`overdue (> ${summary.overdueAfterMs} ms)`, summary.overdue],
+    ['unsettled, run ended', summary.runEnded],
     ['running jobs', summary.running],
   ];
   return `project ${summary.projectId}: ${summary.assessment}\n${factLines(facts)}\n`;
