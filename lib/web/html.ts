@@ -29,7 +29,7 @@ const PAGE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
 });
 
 const STYLE = `
-body { font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 52rem; padding: 0 1rem; color: #1d2330; background: #f7f8fa; }
+body { font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 60rem; padding: 0 1rem; color: #1d2330; background: #f7f8fa; }
 h1 { font-size: 1.4rem; margin: 0 0 .25rem; } h2 { font-size: 1.05rem; margin: 1.5rem 0 .5rem; }
 nav { font-size: .9rem; margin-bottom: 1.25rem; } nav a { margin-right: 1rem; }
 a { color: #1f5fbf; } .muted { color: #5b6475; font-size: .9rem; } .none { color: #9aa1ad; }
@@ -43,6 +43,7 @@ table { border-collapse: collapse; width: 100%; background: #fff; } th, td { tex
 th { font-size: .85rem; color: #5b6475; font-weight: 600; } .n { text-align: right; font-variant-numeric: tabular-nums; }
 .pager { margin: 1rem 0; display: flex; gap: 1rem; align-items: center; }
 form input { font: inherit; padding: .3rem .5rem; } form button { font: inherit; padding: .3rem .8rem; }
+time, td:first-child { white-space: nowrap; }
 code { background: #eef1f5; padding: .1rem .3rem; border-radius: 4px; font-size: .85rem; }
 `;
 

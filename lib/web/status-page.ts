@@ -1,10 +1,11 @@
 // The status page (docs/decisions/0111; design/dispatch §5.2-5.4): a project's status card, its blocked
-// runs 16 a page through the blocked-page cursor, and one run's dispatch, as server-rendered HTML.
-// Every page acts through the management plane as the request's principal, so it shows exactly what
-// `pidfence status`, `blocked` and `inspect` would: never an owner, token, PID or command.
+// runs 16 a page through the blocked-page cursor, its runs 16 a page through the run-list cursor
+// (docs/decisions/0140), and one run with its dispatch, as server-rendered HTML. Every page acts
+// through the management plane as the request's principal, so it shows exactly what `pidfence
+// status`, `blocked`, `list` and `show` would: never an owner, token, PID or command.
 import { errorCategory } from '../base/error-registry';
-import { BLOCKING_RESULTS, DISPATCH_STATUSES, type DispatchInspection } from '../contract/index';
-import type { BlockedPage, ManagementPlane, ProjectSummary } from '../management/index';
+import { BLOCKING_RESULTS, DISPATCH_STATUSES, RUN_STATUSES, type DispatchInspection, type RunStatus } from '../contract/index';
+import type { BlockedPage, ManagementPlane, ProjectSummary, RunDetail, RunExit, RunListPage } from '../management/index';
 import { escapeHtml, renderPage, redirectTo, renderTime, type HtmlReply } from './html';
 
 export type { HtmlReply } from './html';
@@ -27,7 +28,11 @@ const runPath = (runId: string): string => `${STATUS_ROOT}/runs/${encodeURICompo
 function nav(subject: string | null, projectId?: string): string {
   const links = [`<a href="${STATUS_ROOT}">Projects</a>`];
   if (projectId !== undefined) {
-    links.push(`<a href="${projectPath(projectId)}">Status of ${escapeHtml(projectId)}</a>`, `<a href="${projectPath(projectId)}/blocked">Blocked runs</a>`);
+    links.push(
+      `<a href="${projectPath(projectId)}">Status of ${escapeHtml(projectId)}</a>`,
+      `<a href="${projectPath(projectId)}/blocked">Blocked runs</a>`,
+      `<a href="${projectPath(projectId)}/runs">Runs</a>`,
+    );
   }
   const who = subject === null ? '' : `<span class="muted">as <b data-fact="principal">${escapeHtml(subject)}</b></span>`;
   return `<nav>${links.join('')}${who}</nav>`;
@@ -53,10 +58,12 @@ export function renderCard(summary: ProjectSummary, subject: string | null): Htm
 <h2>Dispatches by state</h2>
 <div class="grid">${states}</div>
 <h2>Attention</h2>
-<div class="grid">${count(`overdue (due longer than ${minutes(summary.overdueAfterMs)})`, summary.overdue, 'overdue')}${count('running jobs', summary.running, 'running')}</div>
+<div class="grid">${count(`overdue (due longer than ${minutes(summary.overdueAfterMs)})`, summary.overdue, 'overdue')}${count('running jobs', summary.running, 'running')}${count('unsettled, run ended', summary.runEnded, 'run-ended')}</div>
 <h2>Blocking results</h2>
 <table><thead><tr><th>blocked by</th><th class="n">runs</th></tr></thead><tbody>${blocking}</tbody></table>
-<p><a href="${projectPath(projectId)}/blocked" data-link="blocked">Blocked runs (${summary.states.blocked}) →</a></p>
+<p><a href="${projectPath(projectId)}/blocked" data-link="blocked">Blocked runs (${summary.states.blocked}) →</a>
+· <a href="${projectPath(projectId)}/runs?state=running" data-link="running">Running jobs (${summary.running}) →</a>
+· <a href="${projectPath(projectId)}/runs" data-link="runs">All runs →</a></p>
 </section>`;
   return renderPage(200, `${projectId}: ${ASSESSMENT_TEXT[summary.assessment]}`, content);
 }
@@ -75,7 +82,9 @@ export function renderBlockedPage(page: BlockedPage, pageNumber: number, subject
   return renderPage(200, `blocked runs of ${page.projectId}`, content);
 }
 
-export function renderInspection(inspection: DispatchInspection, subject: string | null): HtmlReply {
+/** One run's cancellation dispatch as `pidfence inspect` shows it, with the exact rearm for a blocked one. */
+function dispatchSection(inspection: DispatchInspection | null): string {
+  if (inspection === null) return '<h2>Cancellation dispatch</h2><p class="muted" data-fact="dispatch">none: no stop was ever claimed for this run</p>';
   const facts: Array<[string, string]> = [
     ['status', escapeHtml(inspection.status)],
     ['version', escapeHtml(inspection.version)],
@@ -90,11 +99,57 @@ export function renderInspection(inspection: DispatchInspection, subject: string
   const rearm = inspection.status === 'blocked' && inspection.lastResult !== null
     ? `<p>Once the cause is understood: <code>pidfence rearm ${escapeHtml(inspection.runId)} --expect-version ${inspection.version} --expect-result ${escapeHtml(inspection.lastResult)}</code> (needs run.stop).</p>`
     : '';
-  const content = `${nav(subject, inspection.projectId)}
-<section class="card"><h1>Run ${escapeHtml(inspection.runId)}</h1>
+  return `<h2>Cancellation dispatch</h2>
+<table><tbody>${facts.map(([label, value]) => `<tr><th>${escapeHtml(label)}</th><td data-fact="dispatch-${escapeHtml(label.replace(/ /g, '-'))}">${value}</td></tr>`).join('')}</tbody></table>
+${rearm}`;
+}
+
+/** How a run ended, in a few words: its exit code or signal, and how that was known. */
+function exitText(exit: RunExit | null): string {
+  if (exit === null) return '<span class="none">–</span>';
+  const how = exit.exitCode !== null ? `exit ${exit.exitCode}` : exit.signal !== null ? escapeHtml(exit.signal) : 'no exit status';
+  return `${how} <span class="muted">(${escapeHtml(exit.cause.replace('_', ' '))})</span>`;
+}
+
+export function renderRun(run: RunDetail, subject: string | null): HtmlReply {
+  const facts: Array<[string, string]> = [
+    ['status', escapeHtml(run.status)],
+    ['cancel reason', run.cancelReason === null ? '<span class="none">–</span>' : escapeHtml(run.cancelReason)],
+    ['created', renderTime(run.createdAtMs)],
+    ['started', renderTime(run.startedAtMs)],
+    ['cancel requested', renderTime(run.cancelRequestedAtMs)],
+    ['ended', renderTime(run.endedAtMs)],
+    ['exit', exitText(run.exit)],
+  ];
+  const events = run.events.map((event) => `<tr><td class="n">${event.seq}</td><td>${escapeHtml(event.type)}</td><td>${renderTime(event.createdAtMs)}</td><td class="muted">${escapeHtml(Object.entries(event.detail).map(([key, value]) => `${key} ${value ?? '–'}`).join(', '))}</td></tr>`).join('');
+  const content = `${nav(subject, run.projectId)}
+<section class="card"><h1>Run <span data-fact="run">${escapeHtml(run.runId)}</span></h1>
 <table><tbody>${facts.map(([label, value]) => `<tr><th>${escapeHtml(label)}</th><td data-fact="${escapeHtml(label.replace(/ /g, '-'))}">${value}</td></tr>`).join('')}</tbody></table>
-${rearm}</section>`;
-  return renderPage(200, `run ${inspection.runId}`, content);
+${dispatchSection(run.dispatch)}
+<h2>Events</h2>
+<table><thead><tr><th class="n">#</th><th>event</th><th>at</th><th>facts</th></tr></thead><tbody>${events}</tbody></table>
+${run.eventsTruncated ? '<p class="muted">Later events are left out; <code>pidfence show</code> has the same limit.</p>' : ''}</section>`;
+  return renderPage(200, `run ${run.runId}`, content);
+}
+
+/** The run-list page size: the same 16 as the blocked drill-down. */
+export const RUN_PAGE_SIZE = 16;
+
+export function renderRunList(page: RunListPage, pageNumber: number, subject: string | null): HtmlReply {
+  const base = `${projectPath(page.projectId)}/runs`;
+  const rows = page.items.map((item) => `<tr data-row="run"><td><a href="${runPath(item.runId)}">${escapeHtml(item.runId)}</a></td><td data-status="${escapeHtml(item.status)}">${escapeHtml(item.status)}</td><td>${item.cancelReason === null ? '<span class="none">–</span>' : escapeHtml(item.cancelReason)}</td><td>${renderTime(item.createdAtMs)}</td><td>${renderTime(item.endedAtMs)}</td><td>${exitText(item.exit)}</td></tr>`).join('');
+  const options = ['', ...RUN_STATUSES].map((state) => `<option value="${state}"${(page.state ?? '') === state ? ' selected' : ''}>${state === '' ? 'every state' : escapeHtml(state)}</option>`).join('');
+  const next = page.next === null
+    ? '<span class="muted" data-fact="last-page">last page</span>'
+    : `<a rel="next" data-link="next" href="${base}?cursor=${encodeURIComponent(page.next)}&amp;page=${pageNumber + 1}">Next 16 →</a>`;
+  const first = pageNumber > 1 ? `<a href="${base}${page.state === null ? '' : `?state=${page.state}`}" data-link="first">← First page</a>` : '';
+  const content = `${nav(subject, page.projectId)}
+<h1>Runs of ${escapeHtml(page.projectId)}</h1>
+<form method="get" action="${base}"><label>State <select name="state">${options}</select></label> <button>Show</button></form>
+<p class="muted">Page <span data-fact="page">${pageNumber}</span>, newest first${page.state === null ? '' : `, <span data-fact="state">${escapeHtml(page.state)}</span> only`}.</p>
+<table><thead><tr><th>run</th><th>state</th><th>stop asked by</th><th>created</th><th>ended</th><th>exit</th></tr></thead><tbody>${rows || '<tr><td colspan="6" class="none">no runs</td></tr>'}</tbody></table>
+<div class="pager">${first}${next}</div>`;
+  return renderPage(200, `runs of ${page.projectId}`, content);
 }
 
 function renderIndex(): HtmlReply {
@@ -172,9 +227,20 @@ export async function answerStatusPage(url: string, planeOf: PlaneOf): Promise<H
       const page = await plane.blockedPage(id, cursor === null || cursor === '' ? undefined : cursor);
       return renderBlockedPage(page, cursor === null ? 1 : parsePageNumber(parsed.searchParams.get('page')), plane.subject);
     }
+    if (kind === 'projects' && sub === 'runs') {
+      const plane = planeOf();
+      const cursor = parsed.searchParams.get('cursor');
+      const state = parsed.searchParams.get('state');
+      const page = await plane.listRuns({
+        projectId: id, limit: RUN_PAGE_SIZE,
+        ...(cursor === null || cursor === '' ? {} : { cursor }),
+        ...(state === null || state === '' ? {} : { state: state as RunStatus }),
+      });
+      return renderRunList(page, cursor === null || cursor === '' ? 1 : parsePageNumber(parsed.searchParams.get('page')), plane.subject);
+    }
     if (kind === 'runs' && sub === undefined) {
       const plane = planeOf();
-      return renderInspection(await plane.inspect(id), plane.subject);
+      return renderRun(await plane.showRun(id), plane.subject);
     }
     return NOT_FOUND();
   } catch (error) {

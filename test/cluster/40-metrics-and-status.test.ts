@@ -126,7 +126,8 @@ test.serial('the status page answers each certificate\'s subject by its grants; 
   t.regex(card.text, /data-fact="state-dispatched">1</, 'the cancel of the test before is on the card');
   const run = await send(plane, viewer, 'GET', '/status/runs/run-m1');
   t.is(run.status, 200);
-  t.regex(run.text, /data-fact="status">dispatched</);
+  t.regex(run.text, /data-fact="dispatch-status">dispatched</);
+  t.regex(run.text, /data-fact="cancel-reason">user</);
   for (const page of [card, run]) {
     for (const secret of [plane.replicaOwnerId, 'sleep', 'worker-m', 'leaseOwner']) t.false(page.text.includes(secret), `the page shows ${secret}`);
     t.notRegex(page.text, /\b(pid|token|digest|handle|owner|argv)\b/i);

@@ -36,7 +36,7 @@ function summaryOf(entry: Case): ReturnType<typeof checkedSummary> {
   const blocked = states.blocked;
   const counts: SummaryCounts = {
     permitted: false, asOfMs: 1, total: DISPATCH_STATUSES.reduce((sum, state) => sum + states[state], 0), states,
-    blockingResults: { identity_mismatch: blocked, pid_mismatch: 0, unsupported: 0, invalid: 0 }, overdue: entry.overdue, running: 0,
+    blockingResults: { identity_mismatch: blocked, pid_mismatch: 0, unsupported: 0, invalid: 0 }, overdue: entry.overdue, running: 0, runEnded: 0,
   };
   return checkedSummary(entry.project, counts, OVERDUE_AFTER_MS);
 }

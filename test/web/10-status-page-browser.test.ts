@@ -102,6 +102,7 @@ test.serial('the card shows the assessment and every count pidfence status gives
   for (const result of BLOCKING_RESULTS) t.is(await fact(page, `blocked-by-${result}`), String(summary.blockingResults[result]), result);
   t.is(await fact(page, 'overdue'), String(summary.overdue));
   t.is(await fact(page, 'running'), String(summary.running));
+  t.is(await fact(page, 'run-ended'), String(summary.runEnded));
   t.deepEqual([summary.states.blocked, summary.states.dispatched, summary.states.retry_wait, summary.running], [40, 3, 1, 41]);
 
   mkdirSync(SCREENSHOTS, { recursive: true });
@@ -124,6 +125,7 @@ test.serial('the blocked drill-down pages 40 blocked runs as 16 + 16 + 8 by its 
   const page = await browserAs(t, world, 'viewer');
   await page.goto(`${world.plane.url}/status/projects/shop`);
   await page.click('[data-link="blocked"]');
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'blocked.png'), fullPage: true });
   const sizes: number[] = [];
   const seen: string[] = [];
   for (;;) {
@@ -151,8 +153,44 @@ test.serial('the blocked drill-down pages 40 blocked runs as 16 + 16 + 8 by its 
   // The last run of the last page, drilled into: its dispatch, and the exact rearm for it.
   const last = seen[seen.length - 1] ?? '';
   await page.click(`a:text-is("${last}")`);
-  t.is(await fact(page, 'status'), 'blocked');
+  t.is(await fact(page, 'dispatch-status'), 'blocked');
   t.regex(await page.content(), new RegExp(`pidfence rearm ${last} --expect-version 2 --expect-result ${REFUSALS[(seen.length - 1) % REFUSALS.length] ?? ''}`));
+  t.notRegex(await page.content(), /\b(pid|token|digest|owner|argv)\b/i);
+});
+
+test.serial('the run list pages the project\'s runs 16 at a time, newest first, as pidfence list does; the state filter is a plain form', async (t) => {
+  const world = await ready;
+  const page = await browserAs(t, world, 'viewer');
+  await page.goto(`${world.plane.url}/status/projects/shop`);
+  await page.click('[data-link="runs"]');
+  await page.screenshot({ path: path.join(SCREENSHOTS, 'runs.png'), fullPage: true });
+  const plane = new ManagementPlane({ store: world.store.managementStore, principal: 'viewer' });
+  const sizes: number[] = [];
+  const seen: string[] = [];
+  let cursor: string | undefined;
+  for (;;) {
+    const rows = page.locator('tr[data-row="run"] a');
+    const shown = (await rows.allTextContents()).map((text) => text.trim());
+    const listed = await plane.listRuns({ projectId: 'shop', limit: 16, ...(cursor === undefined ? {} : { cursor }) });
+    t.deepEqual(shown, listed.items.map((item) => item.runId), `page ${sizes.length + 1} is the list's page`);
+    sizes.push(shown.length);
+    seen.push(...shown);
+    cursor = listed.next ?? undefined;
+    if (await page.locator('[data-link="next"]').count() === 0) break;
+    await page.click('[data-link="next"]');
+  }
+  t.deepEqual(sizes, [16, 16, 12], '44 runs: 40 blocked, 3 stopped, 1 retrying');
+  t.is(new Set(seen).size, 44);
+  t.is(cursor, undefined, 'the last page has no next');
+
+  await page.selectOption('select[name="state"]', 'cancelled');
+  await page.click('form button');
+  await page.waitForURL(/\/runs\?state=cancelled$/);
+  t.is(await fact(page, 'state'), 'cancelled');
+  t.deepEqual(await page.locator('td[data-status]').evaluateAll((cells) => cells.map((cell) => cell.getAttribute('data-status'))), ['cancelled', 'cancelled', 'cancelled']);
+  await page.click('tr[data-row="run"] a >> nth=0');
+  t.is(await fact(page, 'status'), 'cancelled');
+  t.is(await fact(page, 'dispatch-status'), 'dispatched');
   t.notRegex(await page.content(), /\b(pid|token|digest|owner|argv)\b/i);
 });
 
