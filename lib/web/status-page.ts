@@ -82,6 +82,11 @@ export function renderBlockedPage(page: BlockedPage, pageNumber: number, subject
   return renderPage(200, `blocked runs of ${page.projectId}`, content);
 }
 
+/** Label/value rows; each value is HTML already, each cell named `data-fact="<prefix><label>"`. */
+function renderFacts(facts: ReadonlyArray<readonly [string, string]>, prefix = ''): string {
+  return `<table><tbody>${facts.map(([label, value]) => `<tr><th>${escapeHtml(label)}</th><td data-fact="${prefix}${escapeHtml(label.replace(/ /g, '-'))}">${value}</td></tr>`).join('')}</tbody></table>`;
+}
+
 /** One run's cancellation dispatch as `pidfence inspect` shows it, with the exact rearm for a blocked one. */
 function dispatchSection(inspection: DispatchInspection | null): string {
   if (inspection === null) return '<h2>Cancellation dispatch</h2><p class="muted" data-fact="dispatch">none: no stop was ever claimed for this run</p>';
@@ -100,7 +105,7 @@ function dispatchSection(inspection: DispatchInspection | null): string {
     ? `<p>Once the cause is understood: <code>pidfence rearm ${escapeHtml(inspection.runId)} --expect-version ${inspection.version} --expect-result ${escapeHtml(inspection.lastResult)}</code> (needs run.stop).</p>`
     : '';
   return `<h2>Cancellation dispatch</h2>
-<table><tbody>${facts.map(([label, value]) => `<tr><th>${escapeHtml(label)}</th><td data-fact="dispatch-${escapeHtml(label.replace(/ /g, '-'))}">${value}</td></tr>`).join('')}</tbody></table>
+${renderFacts(facts, 'dispatch-')}
 ${rearm}`;
 }
 
@@ -124,7 +129,7 @@ export function renderRun(run: RunDetail, subject: string | null): HtmlReply {
   const events = run.events.map((event) => `<tr><td class="n">${event.seq}</td><td>${escapeHtml(event.type)}</td><td>${renderTime(event.createdAtMs)}</td><td class="muted">${escapeHtml(Object.entries(event.detail).map(([key, value]) => `${key} ${value ?? '–'}`).join(', '))}</td></tr>`).join('');
   const content = `${nav(subject, run.projectId)}
 <section class="card"><h1>Run <span data-fact="run">${escapeHtml(run.runId)}</span></h1>
-<table><tbody>${facts.map(([label, value]) => `<tr><th>${escapeHtml(label)}</th><td data-fact="${escapeHtml(label.replace(/ /g, '-'))}">${value}</td></tr>`).join('')}</tbody></table>
+${renderFacts(facts)}
 ${dispatchSection(run.dispatch)}
 <h2>Events</h2>
 <table><thead><tr><th class="n">#</th><th>event</th><th>at</th><th>facts</th></tr></thead><tbody>${events}</tbody></table>

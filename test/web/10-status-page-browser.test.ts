@@ -85,6 +85,18 @@ async function browserAs(t: import('ava').ExecutionContext, { plane, certificate
   return context.pages()[0] ?? context.newPage();
 }
 
+/** Follows the `Next 16` links from the page shown now; the link texts of `rows` on each page. */
+async function walkPages(page: Page, rows: string, onPage: (shown: readonly string[], number: number) => Promise<void> = async () => undefined): Promise<string[][]> {
+  const pages: string[][] = [];
+  for (;;) {
+    const shown = (await page.locator(rows).allTextContents()).map((text) => text.trim());
+    pages.push(shown);
+    await onPage(shown, pages.length);
+    if (await page.locator('[data-link="next"]').count() === 0) return pages;
+    await page.click('[data-link="next"]');
+  }
+}
+
 const fact = async (page: Page, name: string): Promise<string> => (await page.locator(`[data-fact="${name}"]`).first().textContent())?.trim() ?? '';
 
 test.serial('the card shows the assessment and every count pidfence status gives, without JavaScript; a screenshot is saved', async (t) => {
@@ -126,17 +138,9 @@ test.serial('the blocked drill-down pages 40 blocked runs as 16 + 16 + 8 by its 
   await page.goto(`${world.plane.url}/status/projects/shop`);
   await page.click('[data-link="blocked"]');
   await page.screenshot({ path: path.join(SCREENSHOTS, 'blocked.png'), fullPage: true });
-  const sizes: number[] = [];
-  const seen: string[] = [];
-  for (;;) {
-    const rows = page.locator('tr[data-row="blocked"] a');
-    sizes.push(await rows.count());
-    seen.push(...(await rows.allTextContents()).map((text) => text.trim()));
-    t.is(await fact(page, 'page'), String(sizes.length));
-    if (await page.locator('[data-link="next"]').count() === 0) break;
-    await page.click('[data-link="next"]');
-  }
-  t.deepEqual(sizes, [16, 16, 8]);
+  const pages = await walkPages(page, 'tr[data-row="blocked"] a', async (_shown, number) => { t.is(await fact(page, 'page'), String(number)); });
+  const seen = pages.flat();
+  t.deepEqual(pages.map((shown) => shown.length), [16, 16, 8]);
   t.is(await fact(page, 'last-page'), 'last page');
   t.deepEqual(seen, world.blocked, 'every blocked run once, oldest first');
 
@@ -165,22 +169,14 @@ test.serial('the run list pages the project\'s runs 16 at a time, newest first, 
   await page.click('[data-link="runs"]');
   await page.screenshot({ path: path.join(SCREENSHOTS, 'runs.png'), fullPage: true });
   const plane = new ManagementPlane({ store: world.store.managementStore, principal: 'viewer' });
-  const sizes: number[] = [];
-  const seen: string[] = [];
   let cursor: string | undefined;
-  for (;;) {
-    const rows = page.locator('tr[data-row="run"] a');
-    const shown = (await rows.allTextContents()).map((text) => text.trim());
+  const pages = await walkPages(page, 'tr[data-row="run"] a', async (shown, number) => {
     const listed = await plane.listRuns({ projectId: 'shop', limit: 16, ...(cursor === undefined ? {} : { cursor }) });
-    t.deepEqual(shown, listed.items.map((item) => item.runId), `page ${sizes.length + 1} is the list's page`);
-    sizes.push(shown.length);
-    seen.push(...shown);
+    t.deepEqual(shown, listed.items.map((item) => item.runId), `page ${number} is the list's page`);
     cursor = listed.next ?? undefined;
-    if (await page.locator('[data-link="next"]').count() === 0) break;
-    await page.click('[data-link="next"]');
-  }
-  t.deepEqual(sizes, [16, 16, 12], '44 runs: 40 blocked, 3 stopped, 1 retrying');
-  t.is(new Set(seen).size, 44);
+  });
+  t.deepEqual(pages.map((shown) => shown.length), [16, 16, 12], '44 runs: 40 blocked, 3 stopped, 1 retrying');
+  t.is(new Set(pages.flat()).size, 44);
   t.is(cursor, undefined, 'the last page has no next');
 
   await page.selectOption('select[name="state"]', 'cancelled');
