@@ -33,7 +33,7 @@ interface SuperviseOptions extends StoreOptions {
 
 /** The metrics server of this supervise, when --metrics-port asked for one. */
 interface MetricsServing {
-  readonly observer: import('../../dispatch/index').DispatchObserver;
+  readonly observer: import('../../metrics/index').Metrics['observer'];
   readonly url: string;
   close(): Promise<void>;
 }
