@@ -99,6 +99,7 @@ import * as native from 'pidfence/native';
 import * as dispatch from 'pidfence/dispatch';
 import * as management from 'pidfence/management';
 import * as execution from 'pidfence/execution';
+import { createMetrics, type Metrics } from 'pidfence/metrics';
 
 export async function firstRun(file: string): Promise<RunRecord | null> {
   const store: SqliteStore = openSqliteStore(file);
@@ -109,7 +110,8 @@ export async function firstRun(file: string): Promise<RunRecord | null> {
   }
 }
 export type Targets = PostgresTarget | PostgresStore;
-export const seen = [PidfenceError, controller, native, dispatch, management, execution];
+export const seen = [PidfenceError, controller, native, dispatch, management, execution, createMetrics];
+export type Scraped = Metrics['exposition'];
 `;
 
 function tsconfig(moduleResolution: 'node16' | 'node10'): object {
