@@ -36,19 +36,6 @@ export const ATTEMPT_ACTIVE_STATUSES = ['claimed', 'starting', 'running'] as con
 export type AttemptActiveStatus = (typeof ATTEMPT_ACTIVE_STATUSES)[number];
 export type AttemptStatus = AttemptActiveStatus | RunTerminalStatus;
 
-/** How an attempt ended, as far as pidfence can prove it (low-sensitivity: no PID, command, token). */
-export type CompletionCause =
-  /** An authenticated completion receipt. */
-  | 'receipt'
-  /** Cancelled before any process existed (a `claimed` attempt). */
-  | 'never_started'
-  /** The exact process group was proved gone after a stop, and no receipt exists. */
-  | 'stopped'
-  /** The exact process group was proved gone without a stop or a receipt (the launcher died). */
-  | 'lost';
-
-export const COMPLETION_CAUSES: readonly CompletionCause[] = ['receipt', 'never_started', 'stopped', 'lost'];
-
 /** The durable handle is opaque here (lib/process parses it); this only bounds its size. */
 /** What a stored handle may be at most (the canonical v1 handle); the column allows more. */
 export const HANDLE_MAX_LENGTH = HANDLE_MAX_BYTES;

@@ -6,15 +6,25 @@
 import { randomUUID } from 'node:crypto';
 
 import {
-  ControllerRegistry, Dispatcher, LEASE_SETTLE_MARGIN_MS, LOCAL_PROFILES, Supervisor, observerOf, profile as profileNamed,
-  type DiagnosticsCallback, type DispatchObserver, type DispatchOutcome, type DispatchTarget,
+  ControllerRegistry,
+  type DiagnosticsCallback,
+  Dispatcher,
+  type DispatchObserver,
+  type DispatchOutcome,
+  type DispatchTarget,
+  LEASE_SETTLE_MARGIN_MS,
+  LOCAL_PROFILES,
+  observerOf,
+  profile as profileNamed,
+  Supervisor,
 } from '../dispatch/index';
 import { diagnosticCode } from '../dispatch/diagnostics';
 import { HeldGroups, LocalProcessController } from '../process/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
 import type { ExecutionStore } from '../store/execution-store';
 import type { RunStore } from '../store/run-store';
-import type { RunnerKind, RunnerStore } from '../store/runner-store';
+import type { RunnerStore } from '../store/runner-store';
+import type { RunnerKind } from '../contract/index';
 import { adoptGoneRunners, stopOrphanedRun, type OrphanStop } from './adoption';
 import { Admission, type AdmitOutcome, type AdmitRequest } from './admission';
 import { CompletionProcessor, type CompletionOutcome } from './completion-processor';

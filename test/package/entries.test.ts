@@ -36,9 +36,17 @@ test('pidfence/postgres does load pg (the check above can see it)', (t) => {
   t.true(loaded.some((file) => /[\\/]dist[\\/]lib[\\/]store[\\/]postgres[\\/]index\.js$/.test(file)));
 });
 
+for (const entry of ['pidfence/dispatch', 'pidfence/management', 'pidfence/store']) {
+  test(`${entry} loads neither pg nor better-sqlite3 nor a concrete store`, (t) => {
+    const loaded = modulesLoadedBy(entry);
+    t.true(loaded.some((file) => file.includes('dist')), 'the entry itself was loaded from dist');
+    t.deepEqual(loaded.filter((file) => POSTGRES_MODULE.test(file) || /better-sqlite3|[\\/]lib[\\/]store[\\/]sqlite[\\/]/.test(file)), []);
+  });
+}
+
 const METRICS_MODULE = /[\\/]node_modules[\\/]prom-client[\\/]|[\\/]dist[\\/]lib[\\/]metrics[\\/]/;
 
-for (const entry of ['pidfence', 'pidfence/native', 'pidfence/controller', 'pidfence/contract', 'pidfence/sqlite', 'pidfence/dispatch', 'pidfence/management', 'pidfence/execution', 'pidfence/cluster']) {
+for (const entry of ['pidfence', 'pidfence/native', 'pidfence/process', 'pidfence/contract', 'pidfence/sqlite', 'pidfence/store', 'pidfence/dispatch', 'pidfence/management', 'pidfence/execution', 'pidfence/cluster']) {
   test(`${entry} loads no prom-client and nothing from lib/metrics`, (t) => {
     const loaded = modulesLoadedBy(entry);
     t.true(loaded.some((file) => file.includes('dist')), 'the entry itself was loaded from dist');

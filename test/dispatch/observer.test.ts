@@ -6,8 +6,9 @@ import test from 'ava';
 import { Supervisor, type DispatchObserver, type VerifiedSignal } from '../../lib/dispatch/index';
 import { capabilities } from '../../lib/native/index';
 import { LocalProcessController, formatHandle, handleFromIdentity } from '../../lib/process/index';
-import { dispatchStoreFactories } from './stores';
-import { LEASE_MS, cancelledRun, cancelledRunFor, dispatcherFor, startJob } from './world';
+import { cancelledRun } from '../helpers/cancelled-runs';
+import { storeFactories } from '../helpers/stores';
+import { LEASE_MS, cancelledRunFor, dispatcherFor, startJob } from './world';
 
 /** Every call, in order, with its arguments. */
 function recordingObserver(): DispatchObserver & { readonly calls: Array<[string, ...unknown[]]> } {
@@ -20,7 +21,7 @@ function recordingObserver(): DispatchObserver & { readonly calls: Array<[string
   };
 }
 
-for (const factory of dispatchStoreFactories) {
+for (const factory of storeFactories) {
   const name = factory.name;
 
   test(`the observer hears the claim, the controller's answer, each verified signal and the result with its claim+settle time; a replay is a dispatched claim [${name}]`, async (t) => {
@@ -55,7 +56,7 @@ for (const factory of dispatchStoreFactories) {
     // Another process's identity: the pidfs inode where the kernel gives one, else the start ticks.
     const { pidfsIno } = job.identity;
     const impostor = formatHandle(handleFromIdentity(pidfsIno === undefined ? { ...job.identity, startTicks: '1' } : { ...job.identity, pidfsIno: String(BigInt(pidfsIno) + 1n) }));
-    const refused = await cancelledRun(store.runStore, { pid: job.identity.pid, handle: impostor });
+    const refused = await cancelledRun(store.runStore, { running: { pid: job.identity.pid, handle: impostor } });
     const observer = recordingObserver();
     await dispatcherFor(store, [new LocalProcessController()], { observer }).dispatch(refused);
     t.deepEqual(observer.calls.map(([method, first]) => [method, first]), [['onClaim', 'claimed'], ['onControllerAnswer', 'identity_mismatch'], ['onSettled', 'identity_mismatch']]);

@@ -1,6 +1,6 @@
 // What the SQLite and PostgreSQL management stores share (design/dispatch §5): the
 // SQL text (built with each store's placeholders and clock), the row mappers and the rearm decision.
-// Stores add only the transaction and the driver, like dispatch-steps.ts for the dispatch repository.
+// Stores add only the transaction and the driver, like dispatch-decisions.ts for the dispatch repository.
 import {
   BLOCKING_RESULTS,
   DISPATCH_STATUSES,
@@ -10,13 +10,11 @@ import {
   type DispatchInspection,
   type RearmCommand,
   type RearmOutcome,
+  type RunListPosition,
   type StateCounts,
   type SummaryCounts,
 } from '../contract/index';
-import type { RunRowsQuery } from './management-store';
-
-/** How a store spells its parameters and its clock inside one statement. */
-export type SqlParams<K extends string> = Readonly<Record<K, string>>;
+import type { SqlParams } from './sql-params';
 
 const INSPECTION_COLUMNS = `run_id AS "runId", project_id AS "projectId", attempt_id AS "attemptId", status, version,
   dispatch_count AS "dispatchCount", last_result AS "lastResult", next_attempt_at_ms AS "nextAttemptAtMs",
@@ -143,7 +141,7 @@ export function runEventsSql(p: SqlParams<'runId' | 'limit'>): string {
 }
 
 /** The keyset parameters of a run page, named as both stores' statements name them. */
-export function runRowsParams(query: RunRowsQuery): { projectId: string; beforeAtMs: number; beforeRunId: string; limit: number } {
+export function runRowsParams(query: { readonly projectId: string; readonly before: RunListPosition; readonly limit: number }): { projectId: string; beforeAtMs: number; beforeRunId: string; limit: number } {
   return { projectId: query.projectId, beforeAtMs: query.before.createdAtMs, beforeRunId: query.before.runId, limit: query.limit };
 }
 

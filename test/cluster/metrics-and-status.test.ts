@@ -9,7 +9,7 @@ import test from 'ava';
 import { startControlPlane, type ControlPlane } from '../../lib/cluster/control-plane';
 import { PostgresGrantAdministration } from '../../lib/store/postgres/index';
 import { labelProblems, parseExposition } from '../helpers/exposition';
-import { makeCertificates, type Certificates, type Pem } from './certificates';
+import { makeCertificates, type Certificates, type Pem } from '../helpers/certificates';
 import { clusterFixture } from './world';
 
 const PROJECT = 'project-m';

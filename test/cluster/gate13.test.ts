@@ -15,7 +15,7 @@ import { signalVerified } from '../../lib/native/index';
 import { PostgresGrantAdministration } from '../../lib/store/postgres/index';
 import { CLI, grantCancelOnSqlite } from '../execution/cli-runs';
 import { spawnJob, type Job } from '../helpers/processes';
-import { makeCertificates } from './certificates';
+import { makeCertificates } from '../helpers/certificates';
 import { clusterFixture } from './world';
 import { delay, until } from '../helpers/wait';
 

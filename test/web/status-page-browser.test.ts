@@ -14,7 +14,7 @@ import { startControlPlane, type ControlPlane } from '../../lib/cluster/control-
 import { DISPATCH_STATUSES, BLOCKING_RESULTS, type DispatchResult } from '../../lib/contract/index';
 import { ManagementPlane } from '../../lib/management/index';
 import { openPostgresStore, PostgresGrantAdministration, type PostgresStore } from '../../lib/store/postgres/index';
-import { makeCertificates, type Certificates } from '../cluster/certificates';
+import { makeCertificates, type Certificates } from '../helpers/certificates';
 import { settledRun, type ManagementWorld as SeedWorld } from '../management/management-suite';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/pg-store';
 import { ensureChromium } from '../helpers/test-tools';

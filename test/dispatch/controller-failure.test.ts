@@ -13,12 +13,12 @@ import { PidfenceError } from '../../lib/base/errors';
 import { LifecycleRunner, Supervisor, type DiagnosticRecord } from '../../lib/dispatch/index';
 import { signalVerified } from '../../lib/native/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
-import { NO_PASSWD_UID, runsAsRoot } from '../cli/pidfence-process';
+import { NO_PASSWD_UID, requireRoot } from '../cli/pidfence-process';
 import { delay } from '../helpers/wait';
-import { dispatchStoreFactories } from './stores';
+import { storeFactories } from '../helpers/stores';
 import { SECRET_TEXT, ThrowingController, cancelledRunFor, dispatcherFor, startJob } from './world';
 
-for (const factory of dispatchStoreFactories) {
+for (const factory of storeFactories) {
   test(`a controller that throws a typed failure (EPERM) reaches the lifecycle runner's diagnostics with its code and errno, and the dispatch backs off [${factory.name}]`, async (t) => {
     const store = await factory.open();
     t.teardown(() => store.close());
@@ -40,10 +40,7 @@ for (const factory of dispatchStoreFactories) {
 }
 
 test('a real EPERM: a dispatcher under another uid than its job gets the kernel\'s refusal, reported as ERR_PIDFENCE_SIGNAL_FAILED with errno EPERM [sqlite]', async (t) => {
-  if (!runsAsRoot()) {
-    t.pass('needs root to run the dispatcher under another uid than the job (the suite runs as root)');
-    return;
-  }
+  requireRoot('run the dispatcher under another uid than its job');
   // The job belongs to root (this process); the dispatcher runs as an unprivileged uid, which may
   // open the job's pidfd and read its /proc stat, but not signal it: pidfd_send_signal answers EPERM.
   const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-eperm-'));
@@ -56,7 +53,7 @@ test('a real EPERM: a dispatcher under another uid than its job gets the kernel\
   store.close();
   chmodSync(file, 0o666);
   const child = await new Promise<string>((resolve) => {
-    execFile(process.execPath, [path.join(__dirname, 'eperm-dispatcher.js'), file], { uid: NO_PASSWD_UID, gid: NO_PASSWD_UID, timeout: 30_000 }, (_error, stdout) => resolve(stdout));
+    execFile(process.execPath, [path.join(__dirname, 'eperm-dispatcher-child.js'), file], { uid: NO_PASSWD_UID, gid: NO_PASSWD_UID, timeout: 30_000 }, (_error, stdout) => resolve(stdout));
   });
   const report = JSON.parse(child) as { uid?: number; records?: DiagnosticRecord[]; error?: string };
   t.is(report.uid, NO_PASSWD_UID, child);
