@@ -16,7 +16,7 @@ import { GRACE_MS_MAX } from '../../process/index';
 import { parseDurationWithin } from '../duration';
 import { openExecutionTarget } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { writeJsonError, jsonLineWrite } from '../output';
+import { writeJsonError, writeJsonLine } from '../output';
 import { resolveStoreTarget } from '../store-target';
 
 interface SuperviseOptions extends StoreOptions {
@@ -77,26 +77,26 @@ async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<Ex
     onCompleted: () => { completed += 1; },
     // Each stop it made, by run id and result (never a PID, command or handle).
     onStopped: (ref, result) => {
-      if (json) jsonLineWrite(io, { event: 'stopped', runId: ref.runId, result });
+      if (json) writeJsonLine(io, { event: 'stopped', runId: ref.runId, result });
       else io.stdout.write(`pidfence supervise: stopped ${ref.runId} (${result})\n`);
     },
     onFatal: (code) => { fatal = code; wake?.(); },
   });
   const recovered = await app.recover();
-  if (json) jsonLineWrite(io, { event: 'recovered', completed: recovered.completed, running: recovered.running, unproven: recovered.unproven });
+  if (json) writeJsonLine(io, { event: 'recovered', completed: recovered.completed, running: recovered.running, unproven: recovered.unproven });
   else if (tty) io.stderr.write(`pidfence supervise: recovered ${recovered.completed} finished, ${recovered.running} running, ${recovered.unproven} unproven\n`);
   const onSignal = () => wake?.();
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
   app.start();
-  if (json) jsonLineWrite(io, { event: 'ready', profile: options.profile });
+  if (json) writeJsonLine(io, { event: 'ready', profile: options.profile });
   else io.stdout.write('pidfence supervise: ready\n');
   await stopped;
   process.removeListener('SIGTERM', onSignal);
   process.removeListener('SIGINT', onSignal);
   const report = await app.drain();
   if (tty) io.stderr.write('\n');
-  if (json) jsonLineWrite(io, { event: 'drained', outcome: report.kind, converged: report.converged, remaining: report.remaining });
+  if (json) writeJsonLine(io, { event: 'drained', outcome: report.kind, converged: report.converged, remaining: report.remaining });
   else io.stdout.write(`pidfence supervise: drain ${report.kind} (${report.converged} converged, ${report.remaining} remaining)\n`);
   if (fatal !== null) {
     const message = `supervise stopped after repeated failures (${fatal as string}); check the store, then start it again.`;
