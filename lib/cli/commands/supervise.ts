@@ -20,7 +20,7 @@ import { GRACE_MS_MAX } from '../../process/index';
 import { parseDurationWithin } from '../duration';
 import { openExecutionTarget, type ExecutionTarget } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { writeJsonError, jsonLineWrite } from '../output';
+import { writeJsonError, writeJsonLine } from '../output';
 import { resolveStoreTarget, type StoreTarget } from '../store-target';
 
 interface SuperviseOptions extends StoreOptions {
@@ -120,7 +120,7 @@ async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<Ex
     onCompleted: () => { completed += 1; },
     // Each stop it made, by run id and result (never a PID, command or handle).
     onStopped: (ref, result) => {
-      if (json) jsonLineWrite(io, { event: 'stopped', runId: ref.runId, result });
+      if (json) writeJsonLine(io, { event: 'stopped', runId: ref.runId, result });
       else io.stdout.write(`pidfence supervise: stopped ${ref.runId} (${result})\n`);
     },
     onFatal: (code) => { fatal = code; wake?.(); },
@@ -133,7 +133,7 @@ async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<Ex
     await serving?.close();
     throw error;
   }
-  if (json) jsonLineWrite(io, { event: 'recovered', completed: recovered.completed, running: recovered.running, unproven: recovered.unproven });
+  if (json) writeJsonLine(io, { event: 'recovered', completed: recovered.completed, running: recovered.running, unproven: recovered.unproven });
   else if (tty) io.stderr.write(`pidfence supervise: recovered ${recovered.completed} finished, ${recovered.running} running, ${recovered.unproven} unproven\n`);
   const onSignal = () => wake?.();
   process.once('SIGTERM', onSignal);
@@ -141,10 +141,10 @@ async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<Ex
   app.start();
   if (serving !== undefined) {
     const status = storeTarget.kind === 'sqlite' ? `${serving.url}/status` : null;
-    if (json) jsonLineWrite(io, { event: 'serving', metrics: `${serving.url}/metrics`, status });
+    if (json) writeJsonLine(io, { event: 'serving', metrics: `${serving.url}/metrics`, status });
     else io.stdout.write(`pidfence supervise: metrics on ${serving.url}/metrics${status === null ? '' : `, status page on ${status}`}\n`);
   }
-  if (json) jsonLineWrite(io, { event: 'ready', profile: options.profile });
+  if (json) writeJsonLine(io, { event: 'ready', profile: options.profile });
   else io.stdout.write('pidfence supervise: ready\n');
   await stopped;
   process.removeListener('SIGTERM', onSignal);
@@ -153,7 +153,7 @@ async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<Ex
   await serving?.close();
   const report = await app.drain();
   if (tty) io.stderr.write('\n');
-  if (json) jsonLineWrite(io, { event: 'drained', outcome: report.kind, converged: report.converged, remaining: report.remaining });
+  if (json) writeJsonLine(io, { event: 'drained', outcome: report.kind, converged: report.converged, remaining: report.remaining });
   else io.stdout.write(`pidfence supervise: drain ${report.kind} (${report.converged} converged, ${report.remaining} remaining)\n`);
   if (fatal !== null) {
     const message = `supervise stopped after repeated failures (${fatal as string}); check the store, then start it again.`;
