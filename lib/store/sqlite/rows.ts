@@ -3,12 +3,16 @@
 // type assertion, so a damaged or foreign row fails closed with ERR_PIDFENCE_INVALID_RECORD.
 import { isPlainObject } from '../../base/shape';
 import {
+  ATTEMPT_STATUSES,
+  enumField,
+  storedRecordValidator,
   validateAttemptRecord,
   validateCounter,
   validateDispatchRecord,
   validateRunEvent,
   validateRunRecord,
   type AttemptRecord,
+  type AttemptStatus,
   type CancellationDispatchRecord,
   type RunEvent,
   type RunRecord,
@@ -30,6 +34,19 @@ export function selectHeldRun(statements: PreparedStatements, runId: string, ope
   const run = selectRun(statements, runId);
   if (run === undefined) throw storeInvariant('sqlite', operation, 'a run this write transaction holds is gone');
   return run;
+}
+
+/** The version of a run this write transaction holds (for the event append's CAS). */
+export function selectHeldRunVersion(statements: PreparedStatements, runId: string, operation: string): number {
+  const version = counterColumn(statements.selectRunVersion.get(runId), 'version');
+  if (version === undefined) throw storeInvariant('sqlite', operation, 'a run this write transaction holds is gone');
+  return version;
+}
+
+const validateAttemptStatusRow = storedRecordValidator<{ readonly status: AttemptStatus }>('attempt status', { status: enumField(ATTEMPT_STATUSES) }, () => undefined);
+
+export function selectAttemptStatus(statements: PreparedStatements, runId: string, attemptId: string): AttemptStatus | undefined {
+  return validatedRow(statements.selectAttemptStatus.get(runId, attemptId), validateAttemptStatusRow)?.status;
 }
 
 export function selectAttempt(statements: PreparedStatements, runId: string, attemptId: string): AttemptRecord | undefined {
