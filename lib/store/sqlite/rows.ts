@@ -17,6 +17,7 @@ import {
   type RunEvent,
   type RunRecord,
 } from '../../contract/index';
+import { withDecodedPayload } from '../execution-sql';
 import { storeInvariant } from '../store-errors';
 import type { PreparedStatements } from './statements';
 
@@ -65,5 +66,5 @@ export function counterColumn(row: unknown, column: string): number | undefined 
 
 /** SQLite keeps event payloads as JSON text; the contract's event carries the decoded value. */
 export function runEventOf(row: unknown): RunEvent {
-  return validateRunEvent(isPlainObject(row) && typeof row.payload === 'string' ? { ...row, payload: JSON.parse(row.payload) as unknown } : row);
+  return validateRunEvent(withDecodedPayload(row));
 }
