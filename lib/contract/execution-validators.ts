@@ -3,16 +3,21 @@
 import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 import { SIGNAL_NAME_PATTERN } from '../base/limits';
 import { EPOCH_MS_MAX } from './limits';
-import { RUN_TERMINAL_STATUSES } from './run';
-import { validateBoundedInteger, validateEnum, validateExactShape, validateId } from './validators';
+import { CANCEL_REASONS } from './events';
+import { ATTEMPT_ACTIVE_STATUSES, RUN_TERMINAL_STATUSES } from './run';
+import { enumField, nullableField, storedRecordValidator, validateBoundedInteger, validateCounter, validateEnum, validateEpochMs, validateExactShape, validateId } from './validators';
 import {
   EXECUTION_PAGE_MAX,
   COMPLETION_CAUSES,
   QUARANTINE_REASONS,
+  type ActiveAttempt,
   type ActiveCursor,
+  type AttemptEvent,
   type CompleteAttemptCommand,
   type DeadlineCursor,
+  type DueDeadline,
   type JournalCursor,
+  type JournalEntry,
   type QuarantineReason,
 } from './execution';
 
@@ -110,3 +115,52 @@ export function validateCompleteAttemptCommand(value: unknown): CompleteAttemptC
     journalReceipt: input.journalReceipt as boolean,
   };
 }
+
+// ---- rows read back from a store (design/execution §2-3): through validators, never type assertions ----
+
+const noRules = (): void => undefined;
+
+/** SQLite answers `handle IS NOT NULL` with 0/1, PostgreSQL with a boolean. */
+function storedBoolean(value: unknown, field: string): boolean {
+  if (value === true || value === 1) return true;
+  if (value === false || value === 0) return false;
+  throw new PidfenceTypeError(`${field} must be a boolean.`, 'ERR_PIDFENCE_INVALID_RECORD');
+}
+
+export const validateActiveAttempt: (value: unknown) => ActiveAttempt = storedRecordValidator<ActiveAttempt>('active attempt', {
+  runId: validateId,
+  attemptId: validateId,
+  status: enumField(ATTEMPT_ACTIVE_STATUSES),
+  hasHandle: storedBoolean,
+  cancelRequestedAtMs: nullableField(validateEpochMs),
+  cancelReason: nullableField(enumField(CANCEL_REASONS)),
+}, noRules);
+
+export const validateDueDeadline: (value: unknown) => DueDeadline = storedRecordValidator<DueDeadline>('due deadline', {
+  runId: validateId,
+  attemptId: validateId,
+  dueAtMs: validateEpochMs,
+}, noRules);
+
+export const validateJournalEntry: (value: unknown) => JournalEntry = storedRecordValidator<JournalEntry>('receipt journal entry', {
+  runId: validateId,
+  attemptId: validateId,
+  action: enumField(JOURNAL_ACTIONS),
+  createdAtMs: validateEpochMs,
+}, noRules);
+
+/** The attempt a receipt digest belongs to. */
+export const validateStoredAttemptRef: (value: unknown) => { readonly runId: string; readonly attemptId: string } = storedRecordValidator<{ readonly runId: string; readonly attemptId: string }>(
+  'attempt reference', { runId: validateId, attemptId: validateId }, noRules,
+);
+
+/** An attempt event, its payload already decoded from JSON. */
+export const validateAttemptEvent: (value: unknown) => AttemptEvent = storedRecordValidator<AttemptEvent>('attempt event', {
+  id: validateId,
+  runId: validateId,
+  attemptId: validateId,
+  seq: validateCounter,
+  type: enumField(['attempt.terminal', 'attempt.adopted'] as const),
+  payload: (value) => value,
+  createdAtMs: validateEpochMs,
+}, (event, invariant) => invariant(event.seq >= 1, 'event sequences start at 1'));

@@ -225,7 +225,8 @@ export function validateMarkTerminalCommand(value: unknown): MarkTerminalCommand
   return input.attemptId === undefined ? command : { ...command, attemptId: validateId(input.attemptId, 'attemptId') };
 }
 
-const ATTEMPT_STATUSES: readonly AttemptStatus[] = [...ATTEMPT_ACTIVE_STATUSES, ...RUN_TERMINAL_STATUSES];
+/** Every attempt status, active first. */
+export const ATTEMPT_STATUSES: readonly AttemptStatus[] = [...ATTEMPT_ACTIVE_STATUSES, ...RUN_TERMINAL_STATUSES];
 const nullableEpoch = nullableField(validateEpochMs);
 
 /** A run row read from a store, checked like the schema's CHECK constraints check it (corruption fails closed). */

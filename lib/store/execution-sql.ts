@@ -16,7 +16,12 @@ import {
   type Page,
   runIsActive,
   type RunRecord,
+  validateActiveAttempt,
+  validateAttemptEvent,
+  validateDueDeadline,
+  validateJournalEntry,
 } from '../contract/index';
+import { isPlainObject } from '../base/shape';
 import type { SqlParams } from './sql-params';
 
 const ACTIVE = `('claimed', 'starting', 'running')`;
@@ -100,25 +105,27 @@ export function pageOf<T, C>(items: T[], limit: number, cursor: (last: T) => C):
   return { items, next: items.length === limit && last !== undefined ? cursor(last) : null };
 }
 
-type ActiveRow = Omit<ActiveAttempt, 'hasHandle'> & { readonly hasHandle: number | boolean };
-
-/** SQLite answers the handle test with 0/1, PostgreSQL with a boolean. */
-export function activePageOf(rows: readonly ActiveRow[], limit: number): Page<ActiveAttempt, ActiveCursor> {
-  const items = rows.map((row) => ({ ...row, hasHandle: row.hasHandle === 1 || row.hasHandle === true }));
-  return pageOf(items, limit, (last) => ({ runId: last.runId }));
+/** A page of active attempts from the rows a store read (each through its validator). */
+export function activePageOf(rows: readonly unknown[], limit: number): Page<ActiveAttempt, ActiveCursor> {
+  return pageOf(rows.map(validateActiveAttempt), limit, (last) => ({ runId: last.runId }));
 }
 
-export function deadlinePageOf(rows: DueDeadline[], limit: number): Page<DueDeadline, DeadlineCursor> {
-  return pageOf(rows, limit, (last) => ({ dueAtMs: last.dueAtMs, runId: last.runId, attemptId: last.attemptId }));
+export function deadlinePageOf(rows: readonly unknown[], limit: number): Page<DueDeadline, DeadlineCursor> {
+  return pageOf(rows.map(validateDueDeadline), limit, (last) => ({ dueAtMs: last.dueAtMs, runId: last.runId, attemptId: last.attemptId }));
 }
 
-export function journalPageOf(rows: JournalEntry[], limit: number): Page<JournalEntry, JournalCursor> {
-  return pageOf(rows, limit, (last) => ({ createdAtMs: last.createdAtMs, attemptId: last.attemptId, action: last.action }));
+export function journalPageOf(rows: readonly unknown[], limit: number): Page<JournalEntry, JournalCursor> {
+  return pageOf(rows.map(validateJournalEntry), limit, (last) => ({ createdAtMs: last.createdAtMs, attemptId: last.attemptId, action: last.action }));
 }
 
 /** SQLite stores the payload as text; PostgreSQL's json column arrives parsed. */
-export function attemptEventsOf(rows: ReadonlyArray<Omit<AttemptEvent, 'payload'> & { readonly payload: unknown }>): AttemptEvent[] {
-  return rows.map((row) => ({ ...row, payload: typeof row.payload === 'string' ? (JSON.parse(row.payload) as unknown) : row.payload }));
+export function attemptEventsOf(rows: readonly unknown[]): AttemptEvent[] {
+  return rows.map((row) => validateAttemptEvent(withDecodedPayload(row)));
+}
+
+/** A row whose `payload` column is JSON text, with the text decoded (a row without one is left for its validator). */
+export function withDecodedPayload(row: unknown): unknown {
+  return isPlainObject(row) && typeof row.payload === 'string' ? { ...row, payload: JSON.parse(row.payload) as unknown } : row;
 }
 
 /** The `attempt.terminal` payload (low-sensitivity: status, cause, exit code, signal name). */

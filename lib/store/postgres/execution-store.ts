@@ -8,6 +8,8 @@ import {
   type ActiveCursor,
   type AttemptEvent,
   validateAttemptRecord,
+  validateCounter,
+  validateStoredAttemptRef,
   type CompleteAttemptCommand,
   type CompleteAttemptOutcome,
   type DeadlineCursor,
@@ -55,8 +57,7 @@ export class PostgresExecutionStore implements ExecutionStore {
     const [sql, params] = runnerId === null
       ? [EXECUTION_SQL.activeAttemptsPage, [after?.runId ?? '', limit]]
       : [EXECUTION_SQL.ownedAttemptsPage, [after?.runId ?? '', limit, runnerId]];
-    const rows = await inTransaction(this.#pool, 'activeAttemptsPage', (tx) =>
-      tx.rows<Omit<ActiveAttempt, 'hasHandle'> & { hasHandle: boolean }>(sql, params));
+    const rows = await inTransaction(this.#pool, 'activeAttemptsPage', (tx) => tx.rows(sql, params));
     return activePageOf(rows, limit);
   }
 
@@ -65,16 +66,14 @@ export class PostgresExecutionStore implements ExecutionStore {
     const keyset = deadlineKeyset(after);
     const params: unknown[] = [keyset.afterDueAtMs, keyset.afterRunId, keyset.afterAttemptId, limit];
     const sql = runnerId === null ? EXECUTION_SQL.dueDeadlinesPage : EXECUTION_SQL.ownedDueDeadlinesPage;
-    const rows = await inTransaction(this.#pool, 'dueDeadlinesPage', (tx) =>
-      tx.rows<DueDeadline & Record<string, unknown>>(sql, runnerId === null ? params : [...params, runnerId]));
+    const rows = await inTransaction(this.#pool, 'dueDeadlinesPage', (tx) => tx.rows(sql, runnerId === null ? params : [...params, runnerId]));
     return deadlinePageOf(rows, limit);
   }
 
   async attemptByReceiptDigest(digest: string): Promise<{ readonly runId: string; readonly attemptId: string } | null> {
     const valid = validateDigest(digest, 'receipt token digest');
-    const [row] = await inTransaction(this.#pool, 'attemptByReceiptDigest', (tx) =>
-      tx.rows<{ runId: string; attemptId: string }>(EXECUTION_SQL.attemptByReceiptDigest, [valid]));
-    return row ?? null;
+    const [row] = await inTransaction(this.#pool, 'attemptByReceiptDigest', (tx) => tx.rows(EXECUTION_SQL.attemptByReceiptDigest, [valid]));
+    return row === undefined ? null : validateStoredAttemptRef(row);
   }
 
   async completeAttempt(command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
@@ -92,8 +91,8 @@ export class PostgresExecutionStore implements ExecutionStore {
     const [ended] = await tx.rows(SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
     if (ended === undefined) return { kind: 'already_terminal', attempt };
     // Attempt event first, then the run's terminal state and event (design/execution §2 order).
-    const [next] = await tx.rows<{ seq: number }>(EXECUTION_SQL.nextAttemptEventSeq, [valid.attemptId]);
-    await tx.rows(EXECUTION_SQL.insertAttemptEvent, [valid.runId, valid.attemptId, next?.seq ?? 1, valid.attemptEventId, attemptTerminalPayload(valid), run.nowMs]);
+    const [next] = await tx.rows(EXECUTION_SQL.nextAttemptEventSeq, [valid.attemptId]);
+    await tx.rows(EXECUTION_SQL.insertAttemptEvent, [valid.runId, valid.attemptId, next === undefined ? 1 : validateCounter(next.seq, 'seq'), valid.attemptEventId, attemptTerminalPayload(valid), run.nowMs]);
     await tx.rows(SQL.writeRunTerminal, [valid.runId, run.version, valid.status, run.nowMs]);
     const appended = await appendRunEvent(tx, run, { type: 'run.terminal', eventId: valid.runEventId, payload: runTerminalPayload(valid) });
     if (valid.journalReceipt) await tx.rows(EXECUTION_SQL.insertJournal, [valid.attemptId, 'delete', valid.runId, null]);
@@ -114,7 +113,7 @@ export class PostgresExecutionStore implements ExecutionStore {
     const { limit, after } = validateJournalPageQuery(query);
     const keyset = journalKeyset(after);
     const rows = await inTransaction(this.#pool, 'openJournalPage', (tx) =>
-      tx.rows<JournalEntry & Record<string, unknown>>(EXECUTION_SQL.openJournalPage, [keyset.afterAtMs, keyset.afterAttemptId, keyset.afterAction, limit]));
+      tx.rows(EXECUTION_SQL.openJournalPage, [keyset.afterAtMs, keyset.afterAttemptId, keyset.afterAction, limit]));
     return journalPageOf(rows, limit);
   }
 
@@ -125,8 +124,7 @@ export class PostgresExecutionStore implements ExecutionStore {
 
   async listAttemptEvents(runId: string, attemptId: string): Promise<AttemptEvent[]> {
     const ids = [validateId(runId, 'runId'), validateId(attemptId, 'attemptId')];
-    const rows = await inTransaction(this.#pool, 'listAttemptEvents', (tx) =>
-      tx.rows<Omit<AttemptEvent, 'payload'> & { payload: unknown }>(EXECUTION_SQL.listAttemptEvents, ids));
+    const rows = await inTransaction(this.#pool, 'listAttemptEvents', (tx) => tx.rows(EXECUTION_SQL.listAttemptEvents, ids));
     return attemptEventsOf(rows);
   }
 }

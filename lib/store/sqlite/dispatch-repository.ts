@@ -22,7 +22,7 @@ import { SqliteBoundary } from './transaction';
 import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
 import { appendRunEvent } from './run-events';
-import { selectAttempt, selectDispatch, selectHeldRun, selectRun } from './rows';
+import { selectAttemptStatus, selectDispatch, selectHeldRunVersion, selectRun } from './rows';
 import type { DueRow, PreparedStatements } from './statements';
 
 export interface SqliteDispatchRepositoryOptions {
@@ -66,9 +66,9 @@ export class SqliteDispatchRepository implements DispatchRepository {
   /** design/dispatch §2.2, inside BEGIN IMMEDIATE: `nowMs` was read after the write lock was held. */
   #claimLocked(command: ClaimCommand, nowMs: number): ClaimOutcome {
     const run = selectRun(this.#statements, command.runId);
-    const attempt = selectAttempt(this.#statements, command.runId, command.attemptId);
+    const attemptStatus = selectAttemptStatus(this.#statements, command.runId, command.attemptId);
     const existing = run === undefined ? undefined : selectDispatch(this.#statements, command.runId);
-    const plan = planClaim(command, run, attempt?.status, existing, nowMs);
+    const plan = planClaim(command, run, attemptStatus, existing, nowMs);
     if (plan.kind === 'refuse') return plan.outcome;
     const lease = { ...plan.lease, runId: command.runId, attemptId: command.attemptId };
     // planClaim refuses a missing run, so an insert always has the run's project.
@@ -97,10 +97,9 @@ export class SqliteDispatchRepository implements DispatchRepository {
     });
     if (settled === undefined) return { kind: 'stale_fence' };
     const record = validateDispatchRecord(settled);
-    const run = selectHeldRun(this.#statements, command.runId, 'recordResult');
     const event = appendRunEvent(this.#statements, {
       runId: command.runId,
-      version: run.version,
+      version: selectHeldRunVersion(this.#statements, command.runId, 'recordResult'),
       type: settlement.eventType,
       eventId: command.eventId,
       payload: buildDispatchEventPayload({ attemptId: record.attemptId, dispatchCount: record.dispatchCount, result: command.result }),

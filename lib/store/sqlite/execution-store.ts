@@ -23,6 +23,7 @@ import {
   validateJournalEntryRef,
   validateJournalPageQuery,
   validateQuarantineIntent,
+  validateStoredAttemptRef,
 } from '../../contract/index';
 import type { ExecutionStore } from '../execution-store';
 import {
@@ -67,25 +68,22 @@ export class SqliteExecutionStore implements ExecutionStore {
   async activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor; readonly runnerId?: string }): Promise<Page<ActiveAttempt, ActiveCursor>> {
     const { limit, after, runnerId } = validateActivePageQuery(query);
     const params = { afterRunId: after?.runId ?? '', limit };
-    const rows = this.#read('activeAttemptsPage', () => (runnerId === null
+    return this.#read('activeAttemptsPage', () => activePageOf(runnerId === null
       ? this.#sql.activeAttemptsPage.all(params)
-      : this.#sql.ownedAttemptsPage.all({ ...params, runnerId }))) as Array<Omit<ActiveAttempt, 'hasHandle'> & { hasHandle: number }>;
-    return activePageOf(rows, limit);
+      : this.#sql.ownedAttemptsPage.all({ ...params, runnerId }), limit));
   }
 
   async dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor; readonly runnerId?: string }): Promise<Page<DueDeadline, DeadlineCursor>> {
     const { limit, after, runnerId } = validateDeadlinePageQuery(query);
-    const items = this.#read('dueDeadlinesPage', () => {
+    return this.#read('dueDeadlinesPage', () => {
       const params = { nowMs: this.#boundary.now(), ...deadlineKeyset(after), limit };
-      return runnerId === null ? this.#sql.dueDeadlinesPage.all(params) : this.#sql.ownedDueDeadlinesPage.all({ ...params, runnerId });
-    }) as DueDeadline[];
-    return deadlinePageOf(items, limit);
+      return deadlinePageOf(runnerId === null ? this.#sql.dueDeadlinesPage.all(params) : this.#sql.ownedDueDeadlinesPage.all({ ...params, runnerId }), limit);
+    });
   }
 
   async attemptByReceiptDigest(digest: string): Promise<{ readonly runId: string; readonly attemptId: string } | null> {
     const valid = validateDigest(digest, 'receipt token digest');
-    const row = this.#read('attemptByReceiptDigest', () => this.#sql.attemptByReceiptDigest.get(valid)) as { runId: string; attemptId: string } | undefined;
-    return row ?? null;
+    return this.#read('attemptByReceiptDigest', () => validatedRow(this.#sql.attemptByReceiptDigest.get(valid), validateStoredAttemptRef)) ?? null;
   }
 
   async completeAttempt(command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
@@ -125,8 +123,7 @@ export class SqliteExecutionStore implements ExecutionStore {
 
   async openJournalPage(query: { readonly limit: number; readonly after?: JournalCursor }): Promise<Page<JournalEntry, JournalCursor>> {
     const { limit, after } = validateJournalPageQuery(query);
-    const items = this.#read('openJournalPage', () => this.#sql.openJournalPage.all({ ...journalKeyset(after), limit })) as JournalEntry[];
-    return journalPageOf(items, limit);
+    return this.#read('openJournalPage', () => journalPageOf(this.#sql.openJournalPage.all({ ...journalKeyset(after), limit }), limit));
   }
 
   async closeJournalEntry(entry: { readonly attemptId: string; readonly action: 'delete' | 'quarantine' }): Promise<void> {
@@ -135,7 +132,7 @@ export class SqliteExecutionStore implements ExecutionStore {
   }
 
   async listAttemptEvents(runId: string, attemptId: string): Promise<AttemptEvent[]> {
-    const rows = this.#read('listAttemptEvents', () => this.#sql.listAttemptEvents.all(validateId(runId, 'runId'), validateId(attemptId, 'attemptId'))) as Array<Omit<AttemptEvent, 'payload'> & { payload: string }>;
-    return attemptEventsOf(rows);
+    const ids = [validateId(runId, 'runId'), validateId(attemptId, 'attemptId')] as const;
+    return this.#read('listAttemptEvents', () => attemptEventsOf(this.#sql.listAttemptEvents.all(...ids)));
   }
 }

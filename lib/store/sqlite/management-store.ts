@@ -16,7 +16,7 @@ import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
 import { prepareManagementStatements, type ManagementStatements } from './management-statements';
 import { appendRunEvent } from './run-events';
-import { selectDispatch, selectHeldRun } from './rows';
+import { selectDispatch, selectHeldRunVersion } from './rows';
 import type { PreparedStatements } from './statements';
 
 export class SqliteManagementStore implements ManagementStore, GrantAdministration {
@@ -62,10 +62,9 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
     const updated = this.#sql.rearm.get({ runId: command.runId, expectedVersion: command.expectedVersion, expectedResult: command.expectedResult, nowMs }) as Record<string, unknown> | undefined;
     if (updated === undefined) return { kind: 'stale_version', version: record.version };
     const inspection = inspectionOf(updated);
-    const run = selectHeldRun(this.#statements, command.runId, 'rearm');
     const event = appendRunEvent(this.#statements, {
       runId: command.runId,
-      version: run.version,
+      version: selectHeldRunVersion(this.#statements, command.runId, 'rearm'),
       type: 'run.cancel_dispatch_rearmed',
       eventId: command.eventId,
       payload: buildDispatchEventPayload({ attemptId: inspection.attemptId, dispatchCount: inspection.dispatchCount, result: command.expectedResult }),

@@ -3,16 +3,21 @@
 // type assertion, so a damaged or foreign row fails closed with ERR_PIDFENCE_INVALID_RECORD.
 import { isPlainObject } from '../../base/shape';
 import {
+  ATTEMPT_STATUSES,
+  enumField,
+  storedRecordValidator,
   validateAttemptRecord,
   validateCounter,
   validateDispatchRecord,
   validateRunEvent,
   validateRunRecord,
   type AttemptRecord,
+  type AttemptStatus,
   type CancellationDispatchRecord,
   type RunEvent,
   type RunRecord,
 } from '../../contract/index';
+import { withDecodedPayload } from '../execution-sql';
 import { storeInvariant } from '../store-errors';
 import type { PreparedStatements } from './statements';
 
@@ -32,6 +37,19 @@ export function selectHeldRun(statements: PreparedStatements, runId: string, ope
   return run;
 }
 
+/** The version of a run this write transaction holds (for the event append's CAS). */
+export function selectHeldRunVersion(statements: PreparedStatements, runId: string, operation: string): number {
+  const version = counterColumn(statements.selectRunVersion.get(runId), 'version');
+  if (version === undefined) throw storeInvariant('sqlite', operation, 'a run this write transaction holds is gone');
+  return version;
+}
+
+const validateAttemptStatusRow = storedRecordValidator<{ readonly status: AttemptStatus }>('attempt status', { status: enumField(ATTEMPT_STATUSES) }, () => undefined);
+
+export function selectAttemptStatus(statements: PreparedStatements, runId: string, attemptId: string): AttemptStatus | undefined {
+  return validatedRow(statements.selectAttemptStatus.get(runId, attemptId), validateAttemptStatusRow)?.status;
+}
+
 export function selectAttempt(statements: PreparedStatements, runId: string, attemptId: string): AttemptRecord | undefined {
   return validatedRow(statements.selectAttempt.get(runId, attemptId), validateAttemptRecord);
 }
@@ -48,5 +66,5 @@ export function counterColumn(row: unknown, column: string): number | undefined 
 
 /** SQLite keeps event payloads as JSON text; the contract's event carries the decoded value. */
 export function runEventOf(row: unknown): RunEvent {
-  return validateRunEvent(isPlainObject(row) && typeof row.payload === 'string' ? { ...row, payload: JSON.parse(row.payload) as unknown } : row);
+  return validateRunEvent(withDecodedPayload(row));
 }

@@ -106,6 +106,10 @@ export const SQL = {
     FROM run_events WHERE run_id = :runId AND seq > :afterSeq ORDER BY seq LIMIT :limit`,
 
   selectAttempt: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE run_id = ? AND id = ?`,
+  /** A claim needs only the attempt's status (design/dispatch §2.2 step 2), not its handle. */
+  selectAttemptStatus: `SELECT status FROM attempts WHERE run_id = ? AND id = ?`,
+  /** A transaction that appends an event to a run it does not otherwise read needs only the version for the CAS. */
+  selectRunVersion: `SELECT version FROM runs WHERE id = ?`,
   selectAttemptById: `SELECT 1 AS found FROM attempts WHERE id = ?`,
   selectActiveAttempt: `SELECT id FROM attempts WHERE run_id = ? AND status IN ('claimed', 'starting', 'running')`,
   insertAttempt: `INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, runner_id, created_at_ms, updated_at_ms)
