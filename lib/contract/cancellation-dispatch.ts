@@ -103,8 +103,9 @@ export interface DuePageQuery {
 }
 
 /**
- * Where a due item came from: a cancelled run without a dispatch row yet (first claim), a leased
- * record whose lease expired (recovery), or a pending/retry_wait record whose due time passed.
+ * Where a due item came from: a pending record, written with the cancel request and never claimed
+ * (first claim), a leased record whose lease expired (recovery), or a retry_wait record whose due
+ * time passed (docs/decisions/0022).
  */
 export type DueSource = 'first_claim' | 'lease_expired' | 'retry_due';
 
@@ -113,7 +114,7 @@ export interface DueItem {
   readonly attemptId: string;
   readonly cancelRequestedAtMs: number;
   readonly source: DueSource;
-  /** The keyset time: cancel request time for first_claim / lease_expired, the due time for retry_due. */
+  /** The keyset time: cancel request time for first_claim, lease expiry for lease_expired, the due time for retry_due. */
   readonly atMs: number;
 }
 

@@ -235,8 +235,9 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
 
   storeTest('gate 9: a lease or retry delay beyond its hard limit is refused and changes nothing', async (t, store) => {
     const run = await cancelledRunIn(store);
+    const pending = await snapshot(store, run.runId);
     await rejectsAsInput(t, store.repository.claim(claimOf(run, 'worker-a', LEASE_DURATION_MAX_MS + 1)));
-    t.is(await store.repository.getRecord(run.runId), null);
+    t.deepEqual(await snapshot(store, run.runId), pending);
     const claim = claimOf(run, 'worker-a');
     const record = await claimed(t, store, claim);
     const before = await snapshot(store, run.runId);
@@ -281,9 +282,12 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
 
   storeTest('claim refuses runs that are not eligible (design/dispatch §2.2 steps 1-2) and writes nothing', async (t, store) => {
     const run = await cancelledRunIn(store);
+    // The record as it was before the refusal: null, or the pending one the cancel wrote (docs/decisions/0022).
     const expect = async (command: ClaimCommand, reason: string) => {
+      const before = await store.repository.getRecord(command.runId);
+      t.true(before === null || (before.status === 'pending' && before.dispatchCount === 0));
       t.deepEqual(await store.repository.claim(command), { kind: 'not_eligible', reason });
-      t.is(await store.repository.getRecord(command.runId), null);
+      t.deepEqual(await store.repository.getRecord(command.runId), before);
     };
     await expect({ ...claimOf(run, 'w'), runId: 'run-missing' }, 'run_missing');
     await expect({ ...claimOf(run, 'w'), cancelRequestedAtMs: run.cancelRequestedAtMs + 1 }, 'cancel_mismatch');
@@ -303,6 +307,28 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
 
     t.is((await store.runStore.markTerminal({ runId: run.runId, status: 'cancelled', eventId: uniqueId('evt'), attemptId: run.attemptId })).kind, 'terminal');
     await expect(claimOf(run, 'w'), 'run_terminal');
+  });
+
+  storeTest('the cancel request writes the pending dispatch of the active attempt, due at the cancel time; an attempt created after the cancel gets it then (docs/decisions/0022)', async (t, store) => {
+    const run = await cancelledRunIn(store);
+    t.like(await store.repository.getRecord(run.runId), { status: 'pending', attemptId: run.attemptId, version: 0, dispatchCount: 0, nextAttemptAtMs: run.cancelRequestedAtMs, leaseOwner: null });
+    const due = (await store.repository.duePage({ limit: DUE_PAGE_MAX })).items.find((item) => item.runId === run.runId);
+    t.like(due, { source: 'first_claim', attemptId: run.attemptId, atMs: run.cancelRequestedAtMs });
+
+    const queued = uniqueId('run');
+    await store.runStore.createRun({ runId: queued, projectId: 'p' });
+    const cancelled = await store.runStore.requestCancellation({ runId: queued, reason: 'user', eventId: uniqueId('evt') });
+    t.is(await store.repository.getRecord(queued), null, 'no attempt, nothing to dispatch to');
+    t.is((await store.runStore.createAttempt({ runId: queued, attemptId: `${queued}-a1` })).kind, 'created');
+    const at = cancelled.kind === 'requested' ? cancelled.run.cancelRequestedAtMs : -1;
+    t.like(await store.repository.getRecord(queued), { status: 'pending', attemptId: `${queued}-a1`, nextAttemptAtMs: at });
+
+    const claim = claimOf(run, 'worker-a', LEASE_MS);
+    const leased = await claimed(t, store, claim);
+    t.like(leased, { status: 'leased', version: 1, dispatchCount: 1 });
+    await store.advanceTime(LEASE_MS + 20);
+    const expired = (await store.repository.duePage({ limit: DUE_PAGE_MAX })).items.find((item) => item.runId === run.runId);
+    t.like(expired, { source: 'lease_expired', atMs: leased.leaseExpiresAtMs ?? -1 });
   });
 
   storeTest('the raw token appears only in the claimed outcome', async (t, store) => {

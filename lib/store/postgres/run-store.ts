@@ -77,6 +77,7 @@ export class PostgresRunStore implements RunStore {
       const deadlineAtMs = valid.timeoutMs === undefined ? null : run.nowMs + valid.timeoutMs;
       const [attempt] = await tx.rows<AttemptRecord>(SQL.insertAttempt, [valid.runId, valid.attemptId, deadlineAtMs, valid.receiptTokenDigest ?? null, run.nowMs, valid.runnerId ?? null]);
       await tx.rows(SQL.markRunRunning, [valid.runId, run.nowMs]);
+      await tx.rows(SQL.insertPendingDispatch, [valid.runId, run.nowMs]);
       return { kind: 'created', attempt: attempt as AttemptRecord };
     });
   }
@@ -108,6 +109,7 @@ export class PostgresRunStore implements RunStore {
       if (run.cancelRequestedAtMs !== null) return { kind: 'already_requested', run: withoutNow(run) };
       await tx.rows(SQL.writeCancelIntent, [valid.runId, run.version, valid.reason, run.nowMs]);
       const appended = await appendRunEvent(tx, run, { type: 'run.cancel_requested', eventId: valid.eventId, payload: { reason: valid.reason } });
+      await tx.rows(SQL.insertPendingDispatch, [valid.runId, run.nowMs]);
       return { kind: 'requested', run: appended.run, event: appended.event };
     });
   }

@@ -82,6 +82,7 @@ export class SqliteRunStore implements RunStore {
         nowMs,
       }) as AttemptRecord;
       this.#statements.markRunRunning.run({ runId: valid.runId, nowMs });
+      this.#statements.insertPendingDispatch.run({ runId: valid.runId, nowMs });
       return { kind: 'created', attempt };
     });
   }
@@ -121,6 +122,7 @@ export class SqliteRunStore implements RunStore {
       const event = appendRunEvent(this.#statements, {
         runId: valid.runId, version: run.version, type: 'run.cancel_requested', eventId: valid.eventId, payload: { reason: valid.reason }, nowMs,
       });
+      this.#statements.insertPendingDispatch.run({ runId: valid.runId, nowMs });
       return { kind: 'requested', run: this.#run(valid.runId) as RunRecord, event };
     });
   }
