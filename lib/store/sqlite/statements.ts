@@ -22,7 +22,7 @@ export const SQL = {
   // ---- dispatch repository ----
   selectDispatch: `SELECT ${RECORD_COLUMNS} FROM cancellation_dispatches WHERE run_id = ?`,
 
-  /** Steps 3+6 at once: a first claim writes the leased row directly (pending is never visible). */
+  /** Steps 3+6 at once, for a run with no row yet (a row written before the pending one of docs/decisions/0022 existed). */
   insertLeasedDispatch: `INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version,
       dispatch_count, next_attempt_at_ms, lease_owner, lease_token_digest, lease_expires_at_ms, last_result,
       last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
