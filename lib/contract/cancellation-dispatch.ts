@@ -136,6 +136,29 @@ export function validateClaimCommand(value: unknown): ClaimCommand {
   };
 }
 
+/**
+ * Claim a supervisor page at once (docs/decisions/0023): one transaction, each item fenced as its
+ * own claim, each with its own token. One owner and lease duration for the page.
+ */
+export interface ClaimPageCommand {
+  readonly owner: string;
+  readonly leaseDurationMs: number;
+  /** 1 to DUE_PAGE_MAX items, distinct runs. */
+  readonly items: ReadonlyArray<Pick<ClaimCommand, 'runId' | 'attemptId' | 'cancelRequestedAtMs' | 'token'>>;
+}
+
+/** The page as one claim command per item, in the page's order. */
+export function validateClaimPageCommand(value: unknown): ClaimCommand[] {
+  const input = validateExactShape(value, 'claim page command', ['owner', 'leaseDurationMs', 'items']);
+  if (!Array.isArray(input.items)) throw new PidfenceRangeError('claim page items must be an array of claims; pass the due items to claim.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  validateBoundedInteger(input.items.length, 'claim page size', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
+  const commands = (input.items as unknown[]).map((item) => validateClaimCommand({ ...(item as object), owner: input.owner, leaseDurationMs: input.leaseDurationMs }));
+  if (new Set(commands.map((command) => command.runId)).size !== commands.length) {
+    throw new PidfenceRangeError('a claim page names a run twice; claim each run once per page.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  }
+  return commands;
+}
+
 export function validateRecordResultCommand(value: unknown): RecordResultCommand {
   const input = validateExactShape(
     value,

@@ -7,6 +7,7 @@ import { PidfenceRangeError } from '../base/errors';
 import { GRACE_MS_MAX, handlePlatform, type TerminationResult } from '../process/index';
 import {
   DEFAULT_BACKOFF,
+  DUE_PAGE_MAX,
   OWNER_MAX_LENGTH,
   backoffDelayMs,
   classifyResult,
@@ -103,6 +104,11 @@ export class Dispatcher {
   readonly owner: string;
   readonly leaseDurationMs: number;
   readonly graceMs: number;
+  /**
+   * Items one page claim may take (docs/decisions/0023): as many as the lease covers one after the
+   * other, each a controller call plus its settle, at most DUE_PAGE_MAX; 1 means claim by claim.
+   */
+  readonly claimPageSize: number;
   readonly #repository: DispatchRepository;
   readonly #runStore: Pick<RunStore, 'getAttempt'>;
   readonly #controllers: ControllerRegistry;
@@ -117,8 +123,10 @@ export class Dispatcher {
     backoffDelayMs(1, this.#backoff); // validates the policy against the retry-delay limits now
     this.#controllers = options.controllers;
     this.graceMs = validateBoundedInteger(options.graceMs, 'graceMs', 0, GRACE_MS_MAX, 'ERR_PIDFENCE_INVALID_GRACE');
+    let perItemMs = LEASE_SETTLE_MARGIN_MS;
     for (const controller of this.#controllers.all()) {
       const needed = controller.boundMs(this.graceMs) + LEASE_SETTLE_MARGIN_MS;
+      perItemMs = Math.max(perItemMs, needed);
       if (!(this.leaseDurationMs > needed)) {
         throw new PidfenceRangeError(
           `leaseDurationMs ${this.leaseDurationMs} does not outlast the "${controller.platform}" controller: one call with graceMs ${this.graceMs} takes up to ${needed - LEASE_SETTLE_MARGIN_MS} ms plus ${LEASE_SETTLE_MARGIN_MS} ms to settle. Use a lease above ${needed} ms or a shorter grace.`,
@@ -126,6 +134,7 @@ export class Dispatcher {
         );
       }
     }
+    this.claimPageSize = Math.max(1, Math.min(DUE_PAGE_MAX, Math.floor((this.leaseDurationMs - 1) / perItemMs)));
     this.#repository = options.repository;
     this.#runStore = options.runStore;
     this.#hooks = options.testHooks ?? {};
@@ -143,6 +152,28 @@ export class Dispatcher {
       token,
       leaseDurationMs: this.leaseDurationMs,
     });
+    return this.#afterClaim(target, token, claim);
+  }
+
+  /**
+   * Claim → controller → recordResult for a page of due runs (docs/decisions/0023): the page is
+   * claimed in one transaction per `claimPageSize` items, whose lease covers all of their controller
+   * calls one after the other; each claimed item then gets its own controller call and settle.
+   * Outcomes in the page's order.
+   */
+  async dispatchPage(targets: readonly DispatchTarget[]): Promise<DispatchOutcome[]> {
+    const outcomes: DispatchOutcome[] = [];
+    for (let start = 0; start < targets.length; start += this.claimPageSize) {
+      const chunk = targets.slice(start, start + this.claimPageSize).map((target) => ({
+        runId: target.runId, attemptId: target.attemptId, cancelRequestedAtMs: target.cancelRequestedAtMs, token: createLeaseToken(),
+      }));
+      const claims = await this.#repository.claimPage({ owner: this.owner, leaseDurationMs: this.leaseDurationMs, items: chunk });
+      for (const [i, item] of chunk.entries()) outcomes.push(await this.#afterClaim(item, item.token, claims[i] as ClaimOutcome));
+    }
+    return outcomes;
+  }
+
+  async #afterClaim(target: DispatchTarget, token: string, claim: ClaimOutcome): Promise<DispatchOutcome> {
     if (claim.kind !== 'claimed') return { kind: 'not_claimed', claim: claim.kind };
 
     const fence: DispatchFence = { runId: target.runId, attemptId: target.attemptId, owner: this.owner, token, expectedVersion: claim.record.version };

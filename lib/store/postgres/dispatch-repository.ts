@@ -8,6 +8,7 @@ import {
   classifyResult,
   leaseTokenDigest,
   validateClaimCommand,
+  validateClaimPageCommand,
   validateDispatchRecord,
   validateDuePageQuery,
   validateId,
@@ -16,6 +17,7 @@ import {
   type CancellationDispatchRecord,
   type ClaimCommand,
   type ClaimOutcome,
+  type ClaimPageCommand,
   type DispatchEventPayload,
   type DueItem,
   type DuePage,
@@ -68,6 +70,14 @@ interface WireOutcome {
 
 const CLAIM_KINDS: ReadonlySet<string> = new Set(['leased', 'not_due', 'dispatched', 'blocked', 'attempt_conflict']);
 
+function claimOutcomeOf(operation: string, outcome: WireOutcome | undefined, token: string): ClaimOutcome {
+  if (outcome === undefined) throw storeFailure('postgres', operation, new Error('no outcome row'));
+  if (outcome.kind === 'claimed') return { kind: 'claimed', record: validateDispatchRecord(outcome.record), token };
+  if (outcome.kind === 'not_eligible') return { kind: 'not_eligible', reason: outcome.reason as Extract<ClaimOutcome, { kind: 'not_eligible' }>['reason'] };
+  if (CLAIM_KINDS.has(outcome.kind)) return { kind: outcome.kind } as ClaimOutcome;
+  throw storeFailure('postgres', operation, new Error('unknown claim outcome'));
+}
+
 export class PostgresDispatchRepository implements DispatchRepository {
   readonly #pool: Pool;
   readonly #hooks: PostgresStoreHooks;
@@ -82,13 +92,26 @@ export class PostgresDispatchRepository implements DispatchRepository {
   /** design/dispatch §2.2 in one round trip: pidfence_claim locks, decides and writes (migration 0007). */
   async claim(command: ClaimCommand): Promise<ClaimOutcome> {
     const valid = validateClaimCommand(command);
-    const outcome = await this.#call('claim', 'claimCall', [
+    const [row] = await this.#rows('claim', 'claimCall', [
       valid.runId, valid.attemptId, valid.cancelRequestedAtMs, valid.owner, leaseTokenDigest(valid.token), valid.leaseDurationMs,
     ]);
-    if (outcome.kind === 'claimed') return { kind: 'claimed', record: validateDispatchRecord(outcome.record), token: valid.token };
-    if (outcome.kind === 'not_eligible') return { kind: 'not_eligible', reason: outcome.reason as Extract<ClaimOutcome, { kind: 'not_eligible' }>['reason'] };
-    if (CLAIM_KINDS.has(outcome.kind)) return { kind: outcome.kind } as ClaimOutcome;
-    throw storeFailure('postgres', 'claim', new Error('unknown claim outcome'));
+    return claimOutcomeOf('claim', row?.outcome, valid.token);
+  }
+
+  /**
+   * docs/decisions/0023 in one round trip: one statement calls pidfence_claim for every item in
+   * run-id order (so two pages lock shared rows in the same order), all in its implicit transaction.
+   */
+  async claimPage(command: ClaimPageCommand): Promise<ClaimOutcome[]> {
+    const commands = validateClaimPageCommand(command);
+    const first = commands[0] as ClaimCommand;
+    const ordered = [...commands].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
+    const rows = await this.#rows('claimPage', 'claimPageCall', [
+      ordered.map((c) => c.runId), ordered.map((c) => c.attemptId), ordered.map((c) => c.cancelRequestedAtMs),
+      first.owner, ordered.map((c) => leaseTokenDigest(c.token)), first.leaseDurationMs,
+    ]);
+    const byRun = new Map(rows.map((row) => [row.runId, row.outcome]));
+    return commands.map((c) => claimOutcomeOf('claimPage', byRun.get(c.runId), c.token));
   }
 
   /** design/dispatch §2.4 in one round trip: pidfence_record_result settles, reserves the sequence, appends. */
@@ -115,11 +138,15 @@ export class PostgresDispatchRepository implements DispatchRepository {
     return { kind: 'recorded', record, event };
   }
 
-  async #call(operation: string, name: 'claimCall' | 'recordResultCall', values: readonly unknown[]): Promise<WireOutcome> {
-    const statement: OneStatement = { name: this.#prepared ? `pidfence_${name}_v1` : undefined, text: SQL[name], values };
-    const [row] = await inOneStatement<{ outcome: WireOutcome }>(this.#pool, operation, statement);
+  async #call(operation: string, name: 'recordResultCall', values: readonly unknown[]): Promise<WireOutcome> {
+    const [row] = await this.#rows(operation, name, values);
     if (row === undefined) throw storeFailure('postgres', operation, new Error('no outcome row'));
     return row.outcome;
+  }
+
+  #rows(operation: string, name: 'claimCall' | 'claimPageCall' | 'recordResultCall', values: readonly unknown[]): Promise<Array<{ runId?: string; outcome: WireOutcome }>> {
+    const statement: OneStatement = { name: this.#prepared ? `pidfence_${name}_v1` : undefined, text: SQL[name], values };
+    return inOneStatement<{ runId?: string; outcome: WireOutcome }>(this.#pool, operation, statement);
   }
 
   async duePage(query: DuePageQuery = {}): Promise<DuePage> {

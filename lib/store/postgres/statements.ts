@@ -41,6 +41,9 @@ export const SQL = {
   // ---- dispatch repository ----
   /** One round trip each (migration 0007, docs/decisions/0021): the whole transaction runs in the server. */
   claimCall: 'SELECT pidfence_claim($1, $2, $3, $4, $5, $6) AS outcome',
+  /** docs/decisions/0023: the arrays come sorted by run id; a function scan keeps their order. */
+  claimPageCall: `SELECT t.run_id AS "runId", pidfence_claim(t.run_id, t.attempt_id, t.cancel_requested_at_ms, $4, t.digest, $6) AS outcome
+    FROM unnest($1::text[], $2::text[], $3::bigint[], $5::text[]) AS t(run_id, attempt_id, cancel_requested_at_ms, digest)`,
   recordResultCall: 'SELECT pidfence_record_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS outcome',
   selectDispatch: `SELECT ${RECORD_COLUMNS} FROM cancellation_dispatches WHERE run_id = $1`,
 

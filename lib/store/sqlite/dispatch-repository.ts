@@ -3,6 +3,7 @@
 import {
   buildDispatchEventPayload,
   validateClaimCommand,
+  validateClaimPageCommand,
   validateDispatchRecord,
   validateDuePageQuery,
   validateId,
@@ -11,6 +12,7 @@ import {
   type CancellationDispatchRecord,
   type ClaimCommand,
   type ClaimOutcome,
+  type ClaimPageCommand,
   type ClaimRunFacts,
   type DuePage,
   type DuePageQuery,
@@ -35,14 +37,17 @@ export class SqliteDispatchRepository implements DispatchRepository {
   readonly #statements: PreparedStatements;
   readonly #clock: Clock;
   readonly #claim: (command: ClaimCommand) => ClaimOutcome;
+  readonly #claimPage: (commands: readonly ClaimCommand[]) => ClaimOutcome[];
   readonly #recordResult: (command: RecordResultCommand) => RecordResultOutcome;
 
   constructor(database: SqliteDatabase, options: SqliteDispatchRepositoryOptions = {}) {
     this.#statements = prepareStatements(database);
     this.#clock = options.clock ?? Date.now;
     const claim = database.transaction((command: ClaimCommand) => this.#claimLocked(command));
+    const claimPage = database.transaction((commands: readonly ClaimCommand[]) => commands.map((command) => this.#claimLocked(command)));
     const recordResult = database.transaction((command: RecordResultCommand) => this.#recordResultLocked(command));
     this.#claim = (command) => claim.immediate(command);
+    this.#claimPage = (commands) => claimPage.immediate(commands);
     this.#recordResult = (command) => recordResult.immediate(command);
   }
 
@@ -52,6 +57,16 @@ export class SqliteDispatchRepository implements DispatchRepository {
       return this.#claim(valid);
     } catch (error) {
       throw storeFailure('sqlite', 'claim', error);
+    }
+  }
+
+  /** docs/decisions/0023: every item of the page under one BEGIN IMMEDIATE, each its own claim. */
+  async claimPage(command: ClaimPageCommand): Promise<ClaimOutcome[]> {
+    const commands = validateClaimPageCommand(command);
+    try {
+      return this.#claimPage(commands);
+    } catch (error) {
+      throw storeFailure('sqlite', 'claimPage', error);
     }
   }
 
