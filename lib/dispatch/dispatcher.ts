@@ -8,6 +8,7 @@ import { GRACE_MS_MAX, handlePlatform, type TerminationResult } from '../process
 import {
   DEFAULT_BACKOFF,
   DUE_PAGE_MAX,
+  LEASE_DURATION_MAX_MS,
   OWNER_MAX_LENGTH,
   backoffDelayMs,
   classifyResult,
@@ -31,6 +32,15 @@ import { failureFactsOf, type FailureFacts } from './diagnostics';
  * controller bound + this margin, so a live owner never loses its lease while settling.
  */
 export const LEASE_SETTLE_MARGIN_MS = 1_000;
+
+/**
+ * A lease that covers a claimed page of `pageSize` items worked one after the other, each a
+ * controller call of up to `boundMs` and its settle, plus one margin; capped at the contract's
+ * maximum, where the Dispatcher claims fewer at once (docs/decisions/0023).
+ */
+export function pageLeaseMs(boundMs: number, pageSize: number): number {
+  return Math.min(LEASE_DURATION_MAX_MS, pageSize * (boundMs + LEASE_SETTLE_MARGIN_MS) + LEASE_SETTLE_MARGIN_MS);
+}
 
 /** The fence of one claim. Test hooks only: it carries the raw token and must never be logged. */
 export interface DispatchFence {
@@ -159,16 +169,20 @@ export class Dispatcher {
    * Claim → controller → recordResult for a page of due runs (docs/decisions/0023): the page is
    * claimed in one transaction per `claimPageSize` items, whose lease covers all of their controller
    * calls one after the other; each claimed item then gets its own controller call and settle.
-   * Outcomes in the page's order.
+   * Outcomes in the page's order; `onOutcome` hears each one as soon as it is settled.
    */
-  async dispatchPage(targets: readonly DispatchTarget[]): Promise<DispatchOutcome[]> {
+  async dispatchPage(targets: readonly DispatchTarget[], onOutcome?: (target: DispatchTarget, outcome: DispatchOutcome) => void): Promise<DispatchOutcome[]> {
     const outcomes: DispatchOutcome[] = [];
     for (let start = 0; start < targets.length; start += this.claimPageSize) {
       const chunk = targets.slice(start, start + this.claimPageSize).map((target) => ({
         runId: target.runId, attemptId: target.attemptId, cancelRequestedAtMs: target.cancelRequestedAtMs, token: createLeaseToken(),
       }));
       const claims = await this.#repository.claimPage({ owner: this.owner, leaseDurationMs: this.leaseDurationMs, items: chunk });
-      for (const [i, item] of chunk.entries()) outcomes.push(await this.#afterClaim(item, item.token, claims[i] as ClaimOutcome));
+      for (const [i, item] of chunk.entries()) {
+        const outcome = await this.#afterClaim(item, item.token, claims[i] as ClaimOutcome);
+        onOutcome?.(item, outcome);
+        outcomes.push(outcome);
+      }
     }
     return outcomes;
   }
