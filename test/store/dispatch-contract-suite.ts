@@ -331,6 +331,55 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
     t.like(expired, { source: 'lease_expired', atMs: leased.leaseExpiresAtMs ?? -1 });
   });
 
+  storeTest('claimPage claims a supervisor page in one transaction, each item decided and fenced as its own claim, outcomes in page order (docs/decisions/0023)', async (t, store) => {
+    const [a, held, b] = [await cancelledRunIn(store), await cancelledRunIn(store), await cancelledRunIn(store)];
+    const holder = claimOf(held, 'worker-other');
+    const heldRecord = await claimed(t, store, holder);
+    const items = [a, held, b].map((run) => ({ ...run, token: createLeaseToken() }));
+    const missing = { runId: uniqueId('run-missing'), attemptId: 'attempt-x', cancelRequestedAtMs: 0, token: createLeaseToken() };
+    const outcomes = await store.repository.claimPage({ owner: 'worker-page', leaseDurationMs: LONG_LEASE_MS, items: [...items, missing] });
+    t.deepEqual(outcomes.map((outcome) => outcome.kind), ['claimed', 'leased', 'claimed', 'not_eligible']);
+    t.like(outcomes[3], { reason: 'run_missing' });
+    for (const i of [0, 2]) {
+      const outcome = outcomes[i];
+      const item = items[i];
+      if (outcome?.kind !== 'claimed' || item === undefined) return t.fail('expected claimed');
+      t.is(outcome.token, item.token);
+      t.like(outcome.record, { runId: item.runId, status: 'leased', leaseOwner: 'worker-page', leaseTokenDigest: leaseTokenDigest(item.token), dispatchCount: 1 });
+      // Each claimed item settles on its own, with its own fence.
+      const command = { ...item, owner: 'worker-page', leaseDurationMs: LONG_LEASE_MS };
+      t.deepEqual(await store.repository.recordResult({ ...resultOf(command, outcome.record, 'termination_requested'), token: createLeaseToken() }), { kind: 'stale_fence' });
+      t.is((await store.repository.recordResult(resultOf(command, outcome.record, 'termination_requested'))).kind, 'recorded');
+    }
+    t.deepEqual(await store.repository.getRecord(held.runId), heldRecord, 'a live lease in the page is left to its owner');
+  });
+
+  storeTest('claimPage: two pages racing over the same runs in opposite orders grant each run to exactly one owner', async (t, store) => {
+    const runs = await Promise.all(Array.from({ length: 6 }, () => cancelledRunIn(store)));
+    const page = (owner: string, order: CancelledRun[]) =>
+      store.repository.claimPage({ owner, leaseDurationMs: LONG_LEASE_MS, items: order.map((run) => ({ ...run, token: createLeaseToken() })) });
+    const [first, second] = await Promise.all([page('worker-a', runs), page('worker-b', [...runs].reverse())]);
+    const secondInRunOrder = [...(second ?? [])].reverse();
+    for (const [i, run] of runs.entries()) {
+      const kinds = [first?.[i]?.kind, secondInRunOrder[i]?.kind].sort();
+      t.deepEqual(kinds, ['claimed', 'leased'], run.runId);
+      t.is((await store.repository.getRecord(run.runId))?.dispatchCount, 1);
+    }
+  });
+
+  storeTest('claimPage refuses a malformed page before any SQL and changes nothing', async (t, store) => {
+    const run = await cancelledRunIn(store);
+    const before = await snapshot(store, run.runId);
+    const item = { ...run, token: createLeaseToken() };
+    const page = (items: unknown[]) => store.repository.claimPage({ owner: 'w', leaseDurationMs: LONG_LEASE_MS, items } as never);
+    await rejectsAsInput(t, page([]));
+    await rejectsAsInput(t, page([item, { ...item, token: createLeaseToken() }]));
+    await rejectsAsInput(t, page(Array.from({ length: DUE_PAGE_MAX + 1 }, (_, i) => ({ ...item, runId: `${run.runId}-${i}` }))));
+    await rejectsAsInput(t, page([{ ...item, token: 'short' }]));
+    await rejectsAsInput(t, store.repository.claimPage({ owner: 'w', leaseDurationMs: LEASE_DURATION_MAX_MS + 1, items: [item] }));
+    t.deepEqual(await snapshot(store, run.runId), before);
+  });
+
   storeTest('the raw token appears only in the claimed outcome', async (t, store) => {
     const run = await cancelledRunIn(store);
     const command = claimOf(run, 'worker-a');
