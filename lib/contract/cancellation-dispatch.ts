@@ -159,6 +159,27 @@ export function validateClaimPageCommand(value: unknown): ClaimCommand[] {
   return commands;
 }
 
+/** 1 to DUE_PAGE_MAX attempt references (a dispatcher's claimed page), each id checked. */
+export function validateAttemptRefs(value: unknown): Array<{ runId: string; attemptId: string }> {
+  if (!Array.isArray(value)) throw new PidfenceRangeError('attempt references must be an array of { runId, attemptId }.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  validateBoundedInteger(value.length, 'attempt references', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
+  return (value as unknown[]).map((ref) => {
+    const input = validateExactShape(ref, 'attempt reference', ['runId', 'attemptId']);
+    return { runId: validateId(input.runId, 'runId'), attemptId: validateId(input.attemptId, 'attemptId') };
+  });
+}
+
+/** Settle a page's claims at once (docs/decisions/0023): 1 to DUE_PAGE_MAX results of distinct runs, each with its own fence. */
+export function validateRecordResultsCommand(value: unknown): RecordResultCommand[] {
+  if (!Array.isArray(value)) throw new PidfenceRangeError('results must be an array of result commands; pass one per claimed run.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  validateBoundedInteger(value.length, 'result page size', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
+  const commands = (value as unknown[]).map(validateRecordResultCommand);
+  if (new Set(commands.map((command) => command.runId)).size !== commands.length) {
+    throw new PidfenceRangeError('a result page names a run twice; settle each run once per page.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  }
+  return commands;
+}
+
 export function validateRecordResultCommand(value: unknown): RecordResultCommand {
   const input = validateExactShape(
     value,

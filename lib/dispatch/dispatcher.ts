@@ -16,10 +16,14 @@ import {
   validateBoundedInteger,
   validateLeaseDurationMs,
   validateOwner,
+  type AttemptRecord,
   type BackoffPolicy,
+  type CancellationDispatchRecord,
   type ClaimOutcome,
   type DispatchResult,
   type DueItem,
+  type RecordResultCommand,
+  type RecordResultOutcome,
   type SettledStatus,
 } from '../contract/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
@@ -65,7 +69,7 @@ export interface DispatcherTestHooks {
 export interface DispatcherOptions {
   readonly repository: DispatchRepository;
   /** Only getAttempt is used: the Attempt's PID and durable handle. */
-  readonly runStore: Pick<RunStore, 'getAttempt'>;
+  readonly runStore: Pick<RunStore, 'getAttempt' | 'getAttempts'>;
   readonly controllers: ControllerRegistry;
   /** TERM grace passed to the controller. */
   readonly graceMs: number;
@@ -110,6 +114,12 @@ export function defaultOwnerId(): string {
   return `${host.slice(0, OWNER_MAX_LENGTH - suffix.length)}${suffix}`;
 }
 
+/** A won claim after its controller call: the result to settle and the failure for the diagnostics. */
+interface Stop {
+  readonly command: RecordResultCommand;
+  readonly failure: FailureFacts | null;
+}
+
 export class Dispatcher {
   readonly owner: string;
   readonly leaseDurationMs: number;
@@ -120,7 +130,7 @@ export class Dispatcher {
    */
   readonly claimPageSize: number;
   readonly #repository: DispatchRepository;
-  readonly #runStore: Pick<RunStore, 'getAttempt'>;
+  readonly #runStore: Pick<RunStore, 'getAttempt' | 'getAttempts'>;
   readonly #controllers: ControllerRegistry;
   readonly #backoff: BackoffPolicy;
   readonly #hooks: DispatcherTestHooks;
@@ -162,14 +172,17 @@ export class Dispatcher {
       token,
       leaseDurationMs: this.leaseDurationMs,
     });
-    return this.#afterClaim(target, token, claim);
+    if (claim.kind !== 'claimed') return { kind: 'not_claimed', claim: claim.kind };
+    const stop = await this.#stop(target, token, claim.record, await this.#runStore.getAttempt(target.runId, target.attemptId));
+    return this.#outcomeOf(stop, await this.#repository.recordResult(stop.command));
   }
 
   /**
    * Claim → controller → recordResult for a page of due runs (docs/decisions/0023): the page is
    * claimed in one transaction per `claimPageSize` items, whose lease covers all of their controller
-   * calls one after the other; each claimed item then gets its own controller call and settle.
-   * Outcomes in the page's order; `onOutcome` hears each one as soon as it is settled.
+   * calls one after the other; each claimed item gets its own controller call, then the chunk's
+   * results settle together in one transaction, each with its own fence. Outcomes in the page's
+   * order; `onOutcome` hears each one once it is settled.
    */
   async dispatchPage(targets: readonly DispatchTarget[], onOutcome?: (target: DispatchTarget, outcome: DispatchOutcome) => void): Promise<DispatchOutcome[]> {
     const outcomes: DispatchOutcome[] = [];
@@ -178,8 +191,22 @@ export class Dispatcher {
         runId: target.runId, attemptId: target.attemptId, cancelRequestedAtMs: target.cancelRequestedAtMs, token: createLeaseToken(),
       }));
       const claims = await this.#repository.claimPage({ owner: this.owner, leaseDurationMs: this.leaseDurationMs, items: chunk });
+      const won = chunk.filter((_, i) => claims[i]?.kind === 'claimed');
+      const attempts = won.length === 0 ? [] : await this.#runStore.getAttempts(won.map((item) => ({ runId: item.runId, attemptId: item.attemptId })));
+      const stops: Array<Stop | null> = [];
+      let read = 0;
       for (const [i, item] of chunk.entries()) {
-        const outcome = await this.#afterClaim(item, item.token, claims[i] as ClaimOutcome);
+        const claim = claims[i] as ClaimOutcome;
+        stops.push(claim.kind === 'claimed' ? await this.#stop(item, item.token, claim.record, attempts[read++] ?? null) : null);
+      }
+      const commands = stops.flatMap((stop) => (stop === null ? [] : [stop.command]));
+      const recorded = commands.length === 0 ? [] : await this.#repository.recordResults(commands);
+      let next = 0;
+      for (const [i, item] of chunk.entries()) {
+        const claim = claims[i] as ClaimOutcome;
+        const outcome: DispatchOutcome = claim.kind === 'claimed'
+          ? this.#outcomeOf(stops[i] as Stop, recorded[next++] as RecordResultOutcome)
+          : { kind: 'not_claimed', claim: claim.kind };
         onOutcome?.(item, outcome);
         outcomes.push(outcome);
       }
@@ -187,37 +214,39 @@ export class Dispatcher {
     return outcomes;
   }
 
-  async #afterClaim(target: DispatchTarget, token: string, claim: ClaimOutcome): Promise<DispatchOutcome> {
-    if (claim.kind !== 'claimed') return { kind: 'not_claimed', claim: claim.kind };
-
-    const fence: DispatchFence = { runId: target.runId, attemptId: target.attemptId, owner: this.owner, token, expectedVersion: claim.record.version };
+  /** After a won claim: the observer, the controller call with the test hooks around it, and the result to settle. */
+  async #stop(target: DispatchTarget, token: string, record: CancellationDispatchRecord, attempt: AttemptRecord | null): Promise<Stop> {
+    const fence: DispatchFence = { runId: target.runId, attemptId: target.attemptId, owner: this.owner, token, expectedVersion: record.version };
     await this.#hooks.afterClaim?.(fence);
     try {
       this.#onStopping?.({ runId: target.runId, attemptId: target.attemptId });
     } catch {
       // an observer must not change a stop
     }
-    const { result, failure } = await this.#callController(target);
+    const { result, failure } = await this.#callController(attempt);
     await this.#hooks.afterControllerCall?.(fence, result);
-
     const retryable = classifyResult(result).retryable;
-    const recorded = await this.#repository.recordResult({
+    const command: RecordResultCommand = {
       ...fence,
       result,
       eventId: `evt-${randomUUID()}`,
-      ...(retryable ? { retryDelayMs: backoffDelayMs(claim.record.dispatchCount, this.#backoff) } : {}),
-    });
-    if (recorded.kind === 'stale_fence') return { kind: 'stale_fence', result, controllerFailure: failure };
-    return { kind: 'recorded', result, status: recorded.record.status as SettledStatus, dispatchCount: recorded.record.dispatchCount, controllerFailure: failure };
+      ...(retryable ? { retryDelayMs: backoffDelayMs(record.dispatchCount, this.#backoff) } : {}),
+    };
+    return { command, failure };
+  }
+
+  #outcomeOf(stop: Stop, recorded: RecordResultOutcome): DispatchOutcome {
+    const { result } = stop.command;
+    if (recorded.kind === 'stale_fence') return { kind: 'stale_fence', result, controllerFailure: stop.failure };
+    return { kind: 'recorded', result, status: recorded.record.status as SettledStatus, dispatchCount: recorded.record.dispatchCount, controllerFailure: stop.failure };
   }
 
   /**
    * design/dispatch §2.3-2.4: the controller's verdict, or the retryable result that stands for its
    * absence or failure; a thrown failure is kept as its code and errno for the diagnostics.
    */
-  async #callController(target: DispatchTarget): Promise<{ readonly result: DispatchResult; readonly failure: FailureFacts | null }> {
+  async #callController(attempt: AttemptRecord | null): Promise<{ readonly result: DispatchResult; readonly failure: FailureFacts | null }> {
     const verdict = (result: DispatchResult) => ({ result, failure: null });
-    const attempt = await this.#runStore.getAttempt(target.runId, target.attemptId);
     if (attempt === null || attempt.handle === null || attempt.pid === null) return verdict('handle_missing');
     const platform = handlePlatform(attempt.handle);
     if (platform === null) return verdict('invalid');

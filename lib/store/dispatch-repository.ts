@@ -34,6 +34,13 @@ export interface DispatchRepository {
   recordResult(command: RecordResultCommand): Promise<RecordResultOutcome>;
 
   /**
+   * Settles several leases in one transaction (docs/decisions/0023): each exactly as its own
+   * `recordResult` (own fence, own run CAS, own event), rows locked in run-id order; outcomes in
+   * the commands' order. A store failure fails them all (nothing settled).
+   */
+  recordResults(commands: readonly RecordResultCommand[]): Promise<RecordResultOutcome[]>;
+
+  /**
    * At most `limit` (≤ 64) due items in `(atMs, runId)` keyset order: pending records (written
    * with the cancel request), leased records whose lease expired (recovery), and retry_wait
    * records whose due time passed (docs/decisions/0022). `next` is set when the page is full.

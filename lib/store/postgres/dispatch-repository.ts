@@ -13,6 +13,7 @@ import {
   validateDuePageQuery,
   validateId,
   validateRecordResultCommand,
+  validateRecordResultsCommand,
   type AttemptStatus,
   type CancellationDispatchRecord,
   type ClaimCommand,
@@ -78,6 +79,29 @@ function claimOutcomeOf(operation: string, outcome: WireOutcome | undefined, tok
   throw storeFailure('postgres', operation, new Error('unknown claim outcome'));
 }
 
+/** The eleven arguments of pidfence_record_result for one command. */
+function recordResultValues(command: RecordResultCommand): unknown[] {
+  const settled = classifyResult(command.result);
+  return [
+    command.runId, command.attemptId, command.owner, leaseTokenDigest(command.token), command.expectedVersion, settled.status, command.result,
+    // The validator guarantees retryDelayMs for exactly the retryable results.
+    settled.retryable ? command.retryDelayMs ?? 0 : null, settled.status === 'blocked', command.eventId, settled.eventType,
+  ];
+}
+
+function recordOutcomeOf(operation: string, outcome: WireOutcome | undefined, command: RecordResultCommand): RecordResultOutcome {
+  if (outcome?.kind === 'stale_fence') return { kind: 'stale_fence' };
+  if (outcome?.kind !== 'recorded' || outcome.seq === undefined || outcome.nowMs === undefined) {
+    throw storeFailure('postgres', operation, new Error('unknown result outcome'));
+  }
+  const record = validateDispatchRecord(outcome.record);
+  const event: RunEvent<DispatchEventPayload> = {
+    id: command.eventId, runId: command.runId, seq: outcome.seq, type: classifyResult(command.result).eventType, createdAtMs: outcome.nowMs,
+    payload: buildDispatchEventPayload({ attemptId: record.attemptId, dispatchCount: record.dispatchCount, result: command.result }),
+  };
+  return { kind: 'recorded', record, event };
+}
+
 export class PostgresDispatchRepository implements DispatchRepository {
   readonly #pool: Pool;
   readonly #hooks: PostgresStoreHooks;
@@ -120,31 +144,30 @@ export class PostgresDispatchRepository implements DispatchRepository {
     if (this.#hooks.afterDispatchUpdate !== undefined) {
       return inTransaction(this.#pool, 'recordResult', (tx) => this.#recordResultLocked(tx, valid));
     }
-    const settled = classifyResult(valid.result);
-    const outcome = await this.#call('recordResult', 'recordResultCall', [
-      valid.runId, valid.attemptId, valid.owner, leaseTokenDigest(valid.token), valid.expectedVersion, settled.status, valid.result,
-      // The validator guarantees retryDelayMs for exactly the retryable results.
-      settled.retryable ? valid.retryDelayMs ?? 0 : null, settled.status === 'blocked', valid.eventId, settled.eventType,
-    ]);
-    if (outcome.kind === 'stale_fence') return { kind: 'stale_fence' };
-    if (outcome.kind !== 'recorded' || outcome.seq === undefined || outcome.nowMs === undefined) {
-      throw storeFailure('postgres', 'recordResult', new Error('unknown result outcome'));
+    const [row] = await this.#rows('recordResult', 'recordResultCall', recordResultValues(valid));
+    return recordOutcomeOf('recordResult', row?.outcome, valid);
+  }
+
+  /**
+   * docs/decisions/0023 in one round trip: one statement calls pidfence_record_result for every
+   * command in run-id order, all in its implicit transaction. With the test hook, one by one.
+   */
+  async recordResults(commands: readonly RecordResultCommand[]): Promise<RecordResultOutcome[]> {
+    const valid = validateRecordResultsCommand(commands);
+    if (this.#hooks.afterDispatchUpdate !== undefined) {
+      const outcomes: RecordResultOutcome[] = [];
+      for (const command of valid) outcomes.push(await this.recordResult(command));
+      return outcomes;
     }
-    const record = validateDispatchRecord(outcome.record);
-    const event: RunEvent<DispatchEventPayload> = {
-      id: valid.eventId, runId: valid.runId, seq: outcome.seq, type: settled.eventType, createdAtMs: outcome.nowMs,
-      payload: buildDispatchEventPayload({ attemptId: record.attemptId, dispatchCount: record.dispatchCount, result: valid.result }),
-    };
-    return { kind: 'recorded', record, event };
+    const ordered = [...valid].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
+    const columns = ordered.map(recordResultValues);
+    const column = (i: number) => columns.map((values) => values[i]);
+    const rows = await this.#rows('recordResults', 'recordResultsCall', Array.from({ length: 11 }, (_, i) => column(i)));
+    const byRun = new Map(rows.map((row) => [row.runId, row.outcome]));
+    return valid.map((command) => recordOutcomeOf('recordResults', byRun.get(command.runId), command));
   }
 
-  async #call(operation: string, name: 'recordResultCall', values: readonly unknown[]): Promise<WireOutcome> {
-    const [row] = await this.#rows(operation, name, values);
-    if (row === undefined) throw storeFailure('postgres', operation, new Error('no outcome row'));
-    return row.outcome;
-  }
-
-  #rows(operation: string, name: 'claimCall' | 'claimPageCall' | 'recordResultCall', values: readonly unknown[]): Promise<Array<{ runId?: string; outcome: WireOutcome }>> {
+  #rows(operation: string, name: 'claimCall' | 'claimPageCall' | 'recordResultCall' | 'recordResultsCall', values: readonly unknown[]): Promise<Array<{ runId?: string; outcome: WireOutcome }>> {
     const statement: OneStatement = { name: this.#prepared ? `pidfence_${name}_v1` : undefined, text: SQL[name], values };
     return inOneStatement<{ runId?: string; outcome: WireOutcome }>(this.#pool, operation, statement);
   }

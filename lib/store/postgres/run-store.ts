@@ -8,6 +8,7 @@ import {
   validateCreateRunCommand,
   validateEndAttemptCommand,
   validateEventPage,
+  validateAttemptRefs,
   validateId,
   validateMarkTerminalCommand,
   validateRequestCancellationCommand,
@@ -140,6 +141,12 @@ export class PostgresRunStore implements RunStore {
     const ids = [validateId(runId, 'runId'), validateId(attemptId, 'attemptId')];
     const [attempt] = await inTransaction(this.#pool, 'getAttempt', (tx) => tx.rows<AttemptRecord>(SQL.selectAttempt, ids));
     return attempt ?? null;
+  }
+
+  async getAttempts(refs: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }>): Promise<Array<AttemptRecord | null>> {
+    const valid = validateAttemptRefs(refs);
+    const rows = await inTransaction(this.#pool, 'getAttempts', (tx) => tx.rows<AttemptRecord>(SQL.selectAttempts, [valid.map((ref) => ref.runId), valid.map((ref) => ref.attemptId)]));
+    return valid.map((ref) => rows.find((row) => row.runId === ref.runId && row.attemptId === ref.attemptId) ?? null);
   }
 
   async listEvents(runId: string, page: { readonly afterSeq?: number; readonly limit?: number } = {}): Promise<RunEvent[]> {

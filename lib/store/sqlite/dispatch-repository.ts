@@ -8,6 +8,7 @@ import {
   validateDuePageQuery,
   validateId,
   validateRecordResultCommand,
+  validateRecordResultsCommand,
   type AttemptStatus,
   type CancellationDispatchRecord,
   type ClaimCommand,
@@ -39,6 +40,7 @@ export class SqliteDispatchRepository implements DispatchRepository {
   readonly #claim: (command: ClaimCommand) => ClaimOutcome;
   readonly #claimPage: (commands: readonly ClaimCommand[]) => ClaimOutcome[];
   readonly #recordResult: (command: RecordResultCommand) => RecordResultOutcome;
+  readonly #recordResults: (commands: readonly RecordResultCommand[]) => RecordResultOutcome[];
 
   constructor(database: SqliteDatabase, options: SqliteDispatchRepositoryOptions = {}) {
     this.#statements = prepareStatements(database);
@@ -48,6 +50,8 @@ export class SqliteDispatchRepository implements DispatchRepository {
     const recordResult = database.transaction((command: RecordResultCommand) => this.#recordResultLocked(command));
     this.#claim = (command) => claim.immediate(command);
     this.#claimPage = (commands) => claimPage.immediate(commands);
+    const recordResults = database.transaction((commands: readonly RecordResultCommand[]) => commands.map((command) => this.#recordResultLocked(command)));
+    this.#recordResults = (commands) => recordResults.immediate(commands);
     this.#recordResult = (command) => recordResult.immediate(command);
   }
 
@@ -76,6 +80,16 @@ export class SqliteDispatchRepository implements DispatchRepository {
       return this.#recordResult(valid);
     } catch (error) {
       throw storeFailure('sqlite', 'recordResult', error);
+    }
+  }
+
+  /** docs/decisions/0023: every settle of the page under one BEGIN IMMEDIATE, each with its own fence. */
+  async recordResults(commands: readonly RecordResultCommand[]): Promise<RecordResultOutcome[]> {
+    const valid = validateRecordResultsCommand(commands);
+    try {
+      return this.#recordResults(valid);
+    } catch (error) {
+      throw storeFailure('sqlite', 'recordResults', error);
     }
   }
 

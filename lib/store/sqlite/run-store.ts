@@ -6,6 +6,7 @@ import {
   validateCreateRunCommand,
   validateEndAttemptCommand,
   validateEventPage,
+  validateAttemptRefs,
   validateId,
   validateMarkTerminalCommand,
   validateRequestCancellationCommand,
@@ -152,6 +153,10 @@ export class SqliteRunStore implements RunStore {
   async getAttempt(runId: string, attemptId: string): Promise<AttemptRecord | null> {
     const row = this.#statements.selectAttempt.get(validateId(runId, 'runId'), validateId(attemptId, 'attemptId'));
     return (row as AttemptRecord | undefined) ?? null;
+  }
+
+  async getAttempts(refs: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }>): Promise<Array<AttemptRecord | null>> {
+    return validateAttemptRefs(refs).map((ref) => (this.#statements.selectAttempt.get(ref.runId, ref.attemptId) as AttemptRecord | undefined) ?? null);
   }
 
   async listEvents(runId: string, page: { readonly afterSeq?: number; readonly limit?: number } = {}): Promise<RunEvent[]> {
