@@ -367,6 +367,32 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
     }
   });
 
+  storeTest('recordResults settles several leases in one call, each with its own fence, run CAS and event; a stale fence stays stale (docs/decisions/0023)', async (t, store) => {
+    const runs = [await cancelledRunIn(store), await cancelledRunIn(store), await cancelledRunIn(store)];
+    const claims = runs.map((run) => claimOf(run, 'worker-page'));
+    const records: CancellationDispatchRecord[] = [];
+    for (const claim of claims) records.push(await claimed(t, store, claim));
+    const commands = claims.map((claim, i) => resultOf(claim, records[i] as CancellationDispatchRecord, i === 1 ? 'dispatch_error' : 'termination_requested', i === 1 ? RETRY_MS : undefined));
+    const stale = { ...(commands[2] as RecordResultCommand), token: createLeaseToken() };
+    const outcomes = await store.repository.recordResults([commands[0] as RecordResultCommand, commands[1] as RecordResultCommand, stale]);
+    t.deepEqual(outcomes.map((outcome) => outcome.kind), ['recorded', 'recorded', 'stale_fence']);
+    t.like(outcomes[0], { record: { status: 'dispatched', leaseOwner: null }, event: { type: 'run.cancel_dispatched' } });
+    t.like(outcomes[1], { record: { status: 'retry_wait' }, event: { type: 'run.cancel_dispatch_failed' } });
+    t.deepEqual(await store.repository.getRecord(runs[2]?.runId ?? ''), records[2], 'the stale settle changed nothing');
+    t.deepEqual((await store.runStore.listEvents(runs[0]?.runId ?? '')).map((event) => event.type), ['run.cancel_requested', 'run.cancel_dispatched']);
+    t.deepEqual(await store.repository.recordResults([commands[0] as RecordResultCommand]), [{ kind: 'stale_fence' }], 'a settled lease cannot settle twice');
+    await rejectsAsInput(t, store.repository.recordResults([]));
+    await rejectsAsInput(t, store.repository.recordResults([commands[2] as RecordResultCommand, commands[2] as RecordResultCommand]));
+    t.deepEqual(await store.repository.getRecord(runs[2]?.runId ?? ''), records[2]);
+  });
+
+  storeTest('getAttempts reads a page of attempts in the refs\' order, null for a missing one', async (t, store) => {
+    const [a, b] = [await cancelledRunIn(store), await cancelledRunIn(store)];
+    const got = await store.runStore.getAttempts([{ runId: b.runId, attemptId: b.attemptId }, { runId: a.runId, attemptId: 'attempt-missing' }, { runId: a.runId, attemptId: a.attemptId }]);
+    t.deepEqual(got, [await store.runStore.getAttempt(b.runId, b.attemptId), null, await store.runStore.getAttempt(a.runId, a.attemptId)]);
+    await rejectsAsInput(t, store.runStore.getAttempts([]));
+  });
+
   storeTest('claimPage refuses a malformed page before any SQL and changes nothing', async (t, store) => {
     const run = await cancelledRunIn(store);
     const before = await snapshot(store, run.runId);
