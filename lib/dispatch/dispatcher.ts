@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 
+import { monotonicNow, secondsSince } from '../base/time';
 import { PidfenceRangeError } from '../base/errors';
 import { GRACE_MS_MAX, handlePlatform, type TerminationResult } from '../process/index';
 import {
@@ -30,6 +31,7 @@ import type { DispatchRepository } from '../store/dispatch-repository';
 import type { RunStore } from '../store/run-store';
 import type { ControllerRegistry } from './controller-registry';
 import { failureFactsOf, type FailureFacts } from './diagnostics';
+import { observerOf, type DispatchObserver } from './observer';
 
 /**
  * Time the result transaction may still need after the controller returned. The lease must cover
@@ -78,6 +80,8 @@ export interface DispatcherOptions {
   /** Stable lease-owner id of this dispatcher (a replica id); defaultOwnerId() when omitted. */
   readonly owner?: string;
   readonly backoff?: BackoffPolicy;
+  /** Told of claims, answers, results and stale fences (metrics, docs/decisions/0110); default: nothing. */
+  readonly observer?: Partial<DispatchObserver>;
   /**
    * Told once a claim is won, just before the controller is asked to stop the process (TERM, then
    * KILL after graceMs): a foreground runner tells its user why the next seconds are quiet. Run and
@@ -134,6 +138,7 @@ export class Dispatcher {
   readonly #controllers: ControllerRegistry;
   readonly #backoff: BackoffPolicy;
   readonly #hooks: DispatcherTestHooks;
+  readonly #observer: DispatchObserver;
   readonly #onStopping: DispatcherOptions['onStopping'];
 
   constructor(options: DispatcherOptions) {
@@ -158,12 +163,14 @@ export class Dispatcher {
     this.#repository = options.repository;
     this.#runStore = options.runStore;
     this.#hooks = options.testHooks ?? {};
+    this.#observer = observerOf(options.observer);
     this.#onStopping = options.onStopping;
   }
 
   /** Claim → controller → recordResult for one due run. Store failures reject; controller failures are results. */
   async dispatch(target: DispatchTarget): Promise<DispatchOutcome> {
     const token = createLeaseToken();
+    const claimStarted = monotonicNow();
     const claim = await this.#repository.claim({
       runId: target.runId,
       attemptId: target.attemptId,
@@ -172,9 +179,13 @@ export class Dispatcher {
       token,
       leaseDurationMs: this.leaseDurationMs,
     });
+    const claimSeconds = secondsSince(claimStarted);
+    this.#observer.onClaim(claim.kind);
     if (claim.kind !== 'claimed') return { kind: 'not_claimed', claim: claim.kind };
     const stop = await this.#stop(target, token, claim.record, await this.#runStore.getAttempt(target.runId, target.attemptId));
-    return this.#outcomeOf(stop, await this.#repository.recordResult(stop.command));
+    const settleStarted = monotonicNow();
+    const recorded = await this.#repository.recordResult(stop.command);
+    return this.#outcomeOf(stop, recorded, claimSeconds + secondsSince(settleStarted));
   }
 
   /**
@@ -190,7 +201,10 @@ export class Dispatcher {
       const chunk = targets.slice(start, start + this.claimPageSize).map((target) => ({
         runId: target.runId, attemptId: target.attemptId, cancelRequestedAtMs: target.cancelRequestedAtMs, token: createLeaseToken(),
       }));
+      const claimStarted = monotonicNow();
       const claims = await this.#repository.claimPage({ owner: this.owner, leaseDurationMs: this.leaseDurationMs, items: chunk });
+      const claimSeconds = secondsSince(claimStarted);
+      for (const claim of claims) this.#observer.onClaim(claim.kind);
       const won = chunk.filter((_, i) => claims[i]?.kind === 'claimed');
       const attempts = won.length === 0 ? [] : await this.#runStore.getAttempts(won.map((item) => ({ runId: item.runId, attemptId: item.attemptId })));
       const stops: Array<Stop | null> = [];
@@ -200,12 +214,15 @@ export class Dispatcher {
         stops.push(claim.kind === 'claimed' ? await this.#stop(item, item.token, claim.record, attempts[read++] ?? null) : null);
       }
       const commands = stops.flatMap((stop) => (stop === null ? [] : [stop.command]));
+      const settleStarted = monotonicNow();
       const recorded = commands.length === 0 ? [] : await this.#repository.recordResults(commands);
+      // Store time of the page's claim and settle transactions, which each item waited for.
+      const storeSeconds = claimSeconds + secondsSince(settleStarted);
       let next = 0;
       for (const [i, item] of chunk.entries()) {
         const claim = claims[i] as ClaimOutcome;
         const outcome: DispatchOutcome = claim.kind === 'claimed'
-          ? this.#outcomeOf(stops[i] as Stop, recorded[next++] as RecordResultOutcome)
+          ? this.#outcomeOf(stops[i] as Stop, recorded[next++] as RecordResultOutcome, storeSeconds)
           : { kind: 'not_claimed', claim: claim.kind };
         onOutcome?.(item, outcome);
         outcomes.push(outcome);
@@ -224,6 +241,7 @@ export class Dispatcher {
       // an observer must not change a stop
     }
     const { result, failure } = await this.#callController(attempt);
+    this.#observer.onControllerAnswer(result);
     await this.#hooks.afterControllerCall?.(fence, result);
     const retryable = classifyResult(result).retryable;
     const command: RecordResultCommand = {
@@ -235,9 +253,14 @@ export class Dispatcher {
     return { command, failure };
   }
 
-  #outcomeOf(stop: Stop, recorded: RecordResultOutcome): DispatchOutcome {
+  /** `storeSeconds`: the claim and settle transactions' time, for the observer. */
+  #outcomeOf(stop: Stop, recorded: RecordResultOutcome, storeSeconds: number): DispatchOutcome {
     const { result } = stop.command;
-    if (recorded.kind === 'stale_fence') return { kind: 'stale_fence', result, controllerFailure: stop.failure };
+    if (recorded.kind === 'stale_fence') {
+      this.#observer.onStaleFence();
+      return { kind: 'stale_fence', result, controllerFailure: stop.failure };
+    }
+    this.#observer.onSettled(result, storeSeconds);
     return { kind: 'recorded', result, status: recorded.record.status as SettledStatus, dispatchCount: recorded.record.dispatchCount, controllerFailure: stop.failure };
   }
 

@@ -9,11 +9,13 @@ import {
   ControllerRegistry,
   type DiagnosticsCallback,
   Dispatcher,
+  type DispatchObserver,
   type DispatchOutcome,
   type DispatchTarget,
   LEASE_SETTLE_MARGIN_MS,
   pageLeaseMs,
   LOCAL_PROFILES,
+  observerOf,
   profile as profileNamed,
   Supervisor,
 } from '../dispatch/index';
@@ -72,6 +74,8 @@ export interface ExecutionOptions {
   readonly onStopping?: (ref: AttemptRef) => void;
   /** Dispatch lease owner id (default: host/pid/random). */
   readonly owner?: string;
+  /** Told of claims, results, cycles, signals and cancel-to-exit times (metrics, docs/decisions/0110). */
+  readonly observer?: Partial<DispatchObserver>;
 }
 
 export interface ExecutionApplication {
@@ -108,16 +112,18 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
   const runner: RunnerSelf = { runnerId: `rnr-${randomUUID()}`, hostId: resolveHostId(options.env), kind: options.runnerKind ?? 'supervise' };
   const { runnerId } = runner;
   const heldGroups = new HeldGroups();
-  const controller = new LocalProcessController({ heldGroups });
+  const observer = observerOf(options.observer);
+  const controller = new LocalProcessController({ heldGroups, onSignal: (signal) => observer.onSignal(signal) });
   const dispatcher = new Dispatcher({
     repository, runStore, controllers: new ControllerRegistry([controller]), graceMs,
     // One page of the profile is claimed at once; the lease covers its stops one after the other (docs/decisions/0023).
     leaseDurationMs: pageLeaseMs(controller.boundMs(graceMs), profile.pageSize),
     owner: options.owner ?? runnerId,
+    observer,
     ...(options.onStopping === undefined ? {} : { onStopping: options.onStopping }),
   });
   const notices = new CompletionNotices();
-  const processor = new CompletionProcessor({ runStore, executionStore, receiptDirectory, heldGroups });
+  const processor = new CompletionProcessor({ runStore, executionStore, receiptDirectory, heldGroups, observer });
   const completeFirst = async (ref: AttemptRef): Promise<boolean> => {
     const outcome = await processor.process(ref);
     if (outcome.kind === 'completed') completed(ref, outcome);
@@ -142,7 +148,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
       return dispatcher.dispatchPage(targets, reported);
     },
   };
-  const supervisor = new Supervisor({ repository, dispatcher: stops, pageSize: profile.pageSize, pagesPerCycle: 1, runnerId, completeFirst });
+  const supervisor = new Supervisor({ repository, dispatcher: stops, pageSize: profile.pageSize, pagesPerCycle: 1, runnerId, completeFirst, observer });
   const admission = new Admission({ runStore, notices, receiptDirectory, runnerId, heldGroups });
   const admitted = new Map<string, AttemptRef>();
   const completed = (ref: AttemptRef, outcome: CompletionOutcome): void => {

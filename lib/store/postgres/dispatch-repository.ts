@@ -27,10 +27,10 @@ import {
   type RecordResultOutcome,
   type RunEvent,
 } from '../../contract/index';
-import { storeFailure } from '../store-errors';
+import { storeInvariant } from '../store-errors';
 import type { DispatchRepository } from '../dispatch-repository';
 import { duePageOf, FIRST_DUE_CURSOR, settlementOf } from '../dispatch-decisions';
-import { appendRunEvent, type LockedRun } from './run-events';
+import { appendRunEvent, lockRun } from './run-events';
 import { SQL } from './statements';
 import { inOneStatement, inTransaction, type OneStatement, type Tx } from './transaction';
 
@@ -72,11 +72,11 @@ interface WireOutcome {
 const CLAIM_KINDS: ReadonlySet<string> = new Set(['leased', 'not_due', 'dispatched', 'blocked', 'attempt_conflict']);
 
 function claimOutcomeOf(operation: string, outcome: WireOutcome | undefined, token: string): ClaimOutcome {
-  if (outcome === undefined) throw storeFailure('postgres', operation, new Error('no outcome row'));
+  if (outcome === undefined) throw storeInvariant('postgres', operation, 'the dispatch function returned no row');
   if (outcome.kind === 'claimed') return { kind: 'claimed', record: validateDispatchRecord(outcome.record), token };
   if (outcome.kind === 'not_eligible') return { kind: 'not_eligible', reason: outcome.reason as Extract<ClaimOutcome, { kind: 'not_eligible' }>['reason'] };
   if (CLAIM_KINDS.has(outcome.kind)) return { kind: outcome.kind } as ClaimOutcome;
-  throw storeFailure('postgres', operation, new Error('unknown claim outcome'));
+  throw storeInvariant('postgres', operation, 'pidfence_claim answered an outcome that does not exist');
 }
 
 /** The eleven arguments of pidfence_record_result for one command. */
@@ -92,7 +92,7 @@ function recordResultValues(command: RecordResultCommand): unknown[] {
 function recordOutcomeOf(operation: string, outcome: WireOutcome | undefined, command: RecordResultCommand): RecordResultOutcome {
   if (outcome?.kind === 'stale_fence') return { kind: 'stale_fence' };
   if (outcome?.kind !== 'recorded' || outcome.seq === undefined || outcome.nowMs === undefined) {
-    throw storeFailure('postgres', operation, new Error('unknown result outcome'));
+    throw storeInvariant('postgres', operation, 'pidfence_record_result answered an outcome that does not exist');
   }
   const record = validateDispatchRecord(outcome.record);
   const event: RunEvent<DispatchEventPayload> = {
@@ -187,7 +187,7 @@ export class PostgresDispatchRepository implements DispatchRepository {
 
   /** The statement-by-statement recordResult, kept for the test hook: same lock order, fences, CAS and append. */
   async #recordResultLocked(tx: Tx, command: RecordResultCommand): Promise<RecordResultOutcome> {
-    const [run] = await tx.rows<LockedRun>(SQL.lockRun, [command.runId]);
+    const run = await lockRun(tx, command.runId);
     if (run === undefined) return { kind: 'stale_fence' };
     const [attempt] = await tx.rows(SQL.lockAttempt, [command.runId, command.attemptId]);
     if (attempt === undefined) return { kind: 'stale_fence' };
