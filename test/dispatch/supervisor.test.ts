@@ -163,7 +163,7 @@ for (const factory of storeFactories) {
   });
 }
 
-test("the supervisor creates no timer: its cycles create none, not even an unref'd one", async (t) => {
+test.serial("the supervisor creates no timer: its cycles create none, not even an unref'd one", async (t) => {
   const store = await openFirstStore(t);
   await cancelledRun(store.runStore, { running: {} });
   const census = timerCensus();
