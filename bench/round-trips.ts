@@ -10,10 +10,9 @@ import { Pool } from 'pg';
 
 import { createLeaseToken } from '../lib/contract/index';
 import { PostgresDispatchRepository, type PostgresRepositoryOptions } from '../lib/store/postgres/index';
-import { seedRuns, serverVersion, withBenchDatabase } from './lib/dispatch-postgres';
+import { CANCELLED_AT_MS, seedRuns, serverVersion, withBenchDatabase } from './lib/dispatch-postgres';
 
 const RUNS = Number(process.env.PIDFENCE_BENCH_RUNS ?? 200);
-const CANCELLED_AT_MS = 1_700_000_000_000;
 
 interface WireCounts {
   roundTrips: number;
@@ -69,6 +68,48 @@ async function measure(url: string, prefix: string, options: PostgresRepositoryO
   };
 }
 
+const PAGE = 32;
+
+/** A standalone page (docs/decisions/0023): claimPage of 32, then recordResults of the 32; counts per page. */
+async function measurePage(url: string, prefix: string): Promise<PerCall & { pages: number }> {
+  const counts: WireCounts = { roundTrips: 0, statements: 0 };
+  const pool = countingPool(url, counts);
+  const repository = new PostgresDispatchRepository(pool);
+  const totals = { claim: { roundTrips: 0, statements: 0 }, settle: { roundTrips: 0, statements: 0 } };
+  const pages = Math.floor(RUNS / PAGE);
+  try {
+    await pool.query('SELECT 1');
+    for (let p = 0; p < pages; p += 1) {
+      const items = Array.from({ length: PAGE }, (_, i) => {
+        const runId = `${prefix}${p * PAGE + i}`;
+        return { runId, attemptId: `${runId}-a1`, cancelRequestedAtMs: CANCELLED_AT_MS, token: createLeaseToken() };
+      });
+      const before = { ...counts };
+      const claims = await repository.claimPage({ owner: 'bench', leaseDurationMs: 60_000, items });
+      totals.claim.roundTrips += counts.roundTrips - before.roundTrips;
+      totals.claim.statements += counts.statements - before.statements;
+      const commands = items.map((item, i) => {
+        const claim = claims[i];
+        if (claim?.kind !== 'claimed') throw new Error(`bench: page claim was ${claim?.kind}`);
+        return { runId: item.runId, attemptId: item.attemptId, owner: 'bench', token: item.token, expectedVersion: claim.record.version, result: 'termination_requested' as const, eventId: `${item.runId}-e2` };
+      });
+      const beforeSettle = { ...counts };
+      const settled = await repository.recordResults(commands);
+      totals.settle.roundTrips += counts.roundTrips - beforeSettle.roundTrips;
+      totals.settle.statements += counts.statements - beforeSettle.statements;
+      if (settled.some((outcome) => outcome.kind !== 'recorded')) throw new Error('bench: page settle failed');
+    }
+  } finally {
+    await pool.end();
+  }
+  const per = (value: number) => value / pages;
+  return {
+    pages,
+    claim: { roundTrips: per(totals.claim.roundTrips), statements: per(totals.claim.statements) },
+    settle: { roundTrips: per(totals.settle.roundTrips), statements: per(totals.settle.statements) },
+  };
+}
+
 const verdict = (value: number) => (value <= 1 ? 'PASS' : 'MISS');
 
 async function main(): Promise<void> {
@@ -86,8 +127,12 @@ async function main(): Promise<void> {
       const settleVerdict = index === 2 ? '' : ` ${verdict(counted.settle.roundTrips)}`;
       rows.push(`| ${label} | ${claim} | ${counted.settle.roundTrips}${settleVerdict} | ${counted.settle.statements} |`);
     }
+    await seedRuns(db, 'rt-page-', RUNS);
+    const page = await measurePage(db.runtimeUrl, 'rt-page-');
+    rows.push(`| page of ${PAGE}: claimPage + recordResults, per page (${page.pages} pages) | ${page.claim.roundTrips} ${verdict(page.claim.roundTrips)} | ${page.claim.statements} | ${page.settle.roundTrips} ${verdict(page.settle.roundTrips)} | ${page.settle.statements} |`);
+    rows.push(`| page of ${PAGE}, per item | ${(page.claim.roundTrips / PAGE).toFixed(3)} | ${(page.claim.statements / PAGE).toFixed(3)} | ${(page.settle.roundTrips / PAGE).toFixed(3)} | ${(page.settle.statements / PAGE).toFixed(3)} |`);
     console.log('# round trips and statements per call (PostgreSQL, counted from the wire)');
-    console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown'} x${os.cpus().length}, ${os.platform()} ${os.release()}, Node ${process.version}, ${await serverVersion(db)}`);
+    console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown'} x${os.cpus().length}, ${os.platform()} ${os.release()}, Node ${process.version}, ${await serverVersion(db)}, loadavg ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
     console.log(`date: ${new Date().toISOString()}`);
     console.log(`command: node dist/bench/round-trips.js (runs=${RUNS}; ReadyForQuery and CommandComplete messages per call, mean)`);
     console.log('');

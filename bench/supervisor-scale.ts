@@ -1,8 +1,9 @@
-// Supervisor cycle time with 10 due runs among 1k / 100k / 1M non-due dispatch rows (SQLite), and
-// the idle edge runner's RSS and wake-ups per minute (design/dispatch §2.6, §5 edge gap; issue 05).
+// Supervisor cycle time with 10 due runs among 1k / 100k / 1M non-due dispatch rows (SQLite), then
+// with 1k / 10k / 100k not-due cancelled runs on top of those 1M history rows (issue 19 (c),
+// docs/decisions/0022), and the idle edge runner's RSS and wake-ups per minute (design/dispatch §2.6).
 // Run: npm run build && nice -n 10 node dist/bench/supervisor-scale.js
 // Env: PIDFENCE_BENCH_SCALES (default 1000,100000,1000000), PIDFENCE_BENCH_SAMPLES (15),
-//      PIDFENCE_BENCH_IDLE_SECONDS (60), PIDFENCE_BENCH_BACKLOG (1000,10000).
+//      PIDFENCE_BENCH_IDLE_SECONDS (60), PIDFENCE_BENCH_BACKLOG (1000,10000,100000).
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -23,7 +24,7 @@ import { summarize } from './lib/stats';
 import { renderTable, renderTargets, type Row, type Target } from './lib/table';
 
 const SCALES = (process.env.PIDFENCE_BENCH_SCALES ?? '1000,100000,1000000').split(',').map(Number);
-const BACKLOG = (process.env.PIDFENCE_BENCH_BACKLOG ?? '1000,10000').split(',').map(Number);
+const BACKLOG = (process.env.PIDFENCE_BENCH_BACKLOG ?? '1000,10000,100000').split(',').map(Number);
 const SAMPLES = Number(process.env.PIDFENCE_BENCH_SAMPLES ?? 15);
 const IDLE_SECONDS = Number(process.env.PIDFENCE_BENCH_IDLE_SECONDS ?? 60);
 const DUE_PER_SAMPLE = 10;
@@ -49,7 +50,8 @@ type RowKind = 'history' | 'backlog';
 /**
  * Bulk-inserts non-due rows [from, to) in one transaction with prepared statements.
  * history: finished runs (terminal) with a dispatched record, 1 in 10 a retry_wait far in the future.
- * backlog: still-active cancelled runs whose record is retry_wait far in the future.
+ * backlog: still-active cancelled runs whose record is not due, in four kinds by turn: retry_wait
+ * far in the future, a live lease expiring far in the future, blocked, dispatched (not yet converged).
  */
 function insertNonDue(store: SqliteStore, from: number, to: number, kind: RowKind): void {
   const db = store.database;
@@ -60,15 +62,23 @@ function insertNonDue(store: SqliteStore, from: number, to: number, kind: RowKin
   const dispatch = db.prepare(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count, next_attempt_at_ms,
       lease_owner, lease_token_digest, lease_expires_at_ms, last_result, last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
     VALUES (?, 'p', ?, ?, 2, 1, ?, NULL, NULL, NULL, ?, ?, NULL, ?, ?)`);
+  const leased = db.prepare(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count, next_attempt_at_ms,
+      lease_owner, lease_token_digest, lease_expires_at_ms, last_result, last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
+    VALUES (?, 'p', ?, 'leased', 1, 1, NULL, 'other', '${'a'.repeat(64)}', ?, NULL, ?, NULL, ?, ?)`);
+  const blocked = db.prepare(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count, next_attempt_at_ms,
+      lease_owner, lease_token_digest, lease_expires_at_ms, last_result, last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
+    VALUES (?, 'p', ?, 'blocked', 2, 1, NULL, NULL, NULL, NULL, 'pid_mismatch', ?, ?, ?, ?)`);
   const future = BASE_MS + 10 * 365 * 86_400_000;
   db.transaction(() => {
     for (let i = from; i < to; i += 1) {
       const id = `${kind}-${String(i).padStart(8, '0')}`;
       const at = BASE_MS - 86_400_000 + (i % 86_400_000);
-      const retry = kind === 'backlog' || i % 10 === 0;
       run.run(id, kind === 'history' ? 'cancelled' : 'running', at, at, at);
       attempt.run(id, `${id}-a1`, kind === 'history' ? 'cancelled' : 'running', at, at);
-      dispatch.run(id, `${id}-a1`, retry ? 'retry_wait' : 'dispatched', retry ? future : null, retry ? 'dispatch_error' : 'termination_requested', at, at, at);
+      const turn = kind === 'history' ? (i % 10 === 0 ? 0 : 3) : i % 4;
+      if (turn === 1) leased.run(id, `${id}-a1`, future, at, at, at);
+      else if (turn === 2) blocked.run(id, `${id}-a1`, at, at, at, at);
+      else dispatch.run(id, `${id}-a1`, turn === 0 ? 'retry_wait' : 'dispatched', turn === 0 ? future : null, turn === 0 ? 'dispatch_error' : 'termination_requested', at, at, at);
     }
   }).immediate();
 }
@@ -121,27 +131,21 @@ async function measureScale(store: SqliteStore, label: string): Promise<Row[]> {
   ];
 }
 
-async function scaleSeries(kind: RowKind, scales: readonly number[]): Promise<Row[]> {
-  const { file, cleanup } = tempFile();
-  const store = openSqliteStore(file);
+/** One series on `store`: rows of `kind` grow to each scale; every step's rows compare with the first step's. */
+async function scaleSeries(store: SqliteStore, kind: RowKind, scales: readonly number[], prefix = ''): Promise<Row[]> {
   const rows: Row[] = [];
-  try {
-    let have = 0;
-    for (const scale of scales) {
-      const t0 = Date.now();
-      insertNonDue(store, have, scale, kind);
-      have = scale;
-      store.database.pragma('wal_checkpoint(TRUNCATE)');
-      store.database.exec('ANALYZE');
-      process.stderr.write(`${kind} ${scale}: inserted in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
-      const label = `${kind} ${scale.toLocaleString('en-US')}`;
-      const base = rows[0]?.name;
-      const measured = await measureScale(store, label);
-      rows.push(...measured.map((row, index) => (base === undefined ? row : { ...row, baseline: rows[index]?.name ?? base })));
-    }
-  } finally {
-    store.close();
-    cleanup();
+  let have = 0;
+  for (const scale of scales) {
+    const t0 = Date.now();
+    insertNonDue(store, have, scale, kind);
+    have = scale;
+    store.database.pragma('wal_checkpoint(TRUNCATE)');
+    store.database.exec('ANALYZE');
+    process.stderr.write(`${kind} ${scale}: inserted in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+    const label = `${prefix}${kind} ${scale.toLocaleString('en-US')}`;
+    const base = rows[0]?.name;
+    const measured = await measureScale(store, label);
+    rows.push(...measured.map((row, index) => (base === undefined ? row : { ...row, baseline: rows[index]?.name ?? base })));
   }
   return rows;
 }
@@ -189,7 +193,7 @@ async function main(): Promise<void> {
   console.log('');
   console.log(machineHeader([
     `method: standalone profile (32 × 4), ${SAMPLES} samples per scale after ${WARMUP_SAMPLES} untimed ones; a sample = one cycle dispatching ${DUE_PER_SAMPLE} first-claim runs (claim + controller answering already_exited + settle), then one idle cycle; non-due rows bulk-inserted in one transaction per step, then ANALYZE`,
-    `history rows: finished runs with a dispatched record (1 in 10 retry_wait due in 10 years); backlog rows: still-active cancelled runs with retry_wait due in 10 years`,
+    `history rows: finished runs with a dispatched record (1 in 10 retry_wait due in 10 years); backlog rows, added on top of the largest history: still-active cancelled runs, by turns retry_wait due in 10 years, a live lease expiring in 10 years, blocked, dispatched`,
   ]));
   console.log('');
 
@@ -203,13 +207,23 @@ async function main(): Promise<void> {
   })();
   const bare = bareNodeRss();
 
-  const history = await scaleSeries('history', SCALES);
-  const backlog = await scaleSeries('backlog', BACKLOG);
+  const series = tempFile();
+  const store = openSqliteStore(series.file);
+  let history: Row[];
+  let backlog: Row[];
+  try {
+    history = await scaleSeries(store, 'history', SCALES);
+    const last = SCALES[SCALES.length - 1] ?? 0;
+    backlog = await scaleSeries(store, 'backlog', BACKLOG, `${last.toLocaleString('en-US')} history + `);
+  } finally {
+    store.close();
+    series.cleanup();
+  }
   console.log(renderTable([...history, ...backlog]));
   console.log('');
   const first = history[0];
   const last = history[history.length - 2];
-  const targets = [...ratioTargets(history, 'the due query is index-bound, not table-bound'), ...ratioTargets(backlog, 'still-active cancelled runs are walked by the first-claim branch (docs/decisions/0031)')];
+  const targets = [...ratioTargets(history, 'the due query is index-bound, not table-bound'), ...ratioTargets(backlog, 'not-due cancelled runs stay out of the due ranges (docs/decisions/0022)')];
   console.log(renderTargets(targets));
   console.log('');
   const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MiB`;

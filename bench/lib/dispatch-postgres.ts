@@ -11,7 +11,7 @@ import { PostgresDispatchRepository } from '../../lib/store/postgres/index';
 import { migratedDatabase, type MigratedDatabase } from '../../test/helpers/pg-store';
 
 const DOMAIN = 'pidfence.cancellation-dispatch-lease.v1\0';
-const CANCELLED_AT_MS = 1_700_000_000_000;
+export const CANCELLED_AT_MS = 1_700_000_000_000;
 
 export type PgSide = 'repository' | 'hand-written' | 'pg-boss';
 
@@ -24,12 +24,15 @@ async function timed(clients: number, cycles: number, cycle: (worker: number, in
   return cycles / (Number(process.hrtime.bigint() - started) / 1e9);
 }
 
-export async function seedRuns(db: MigratedDatabase, prefix: string, count: number): Promise<void> {
+/** `count` running, cancelled runs with the pending dispatch the cancel writes (docs/decisions/0022). */
+export async function seedRuns(db: MigratedDatabase, prefix: string, count: number, handle = 'h'): Promise<void> {
   await db.owner.query(`INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
     SELECT $1 || g, 'project-a', 'runtime', 'running', 1, $3::bigint, 'user', 2, $3::bigint, $3::bigint FROM generate_series(0, $2::int - 1) AS g`, [prefix, count, CANCELLED_AT_MS]);
   await db.owner.query(`INSERT INTO attempts (run_id, id, status, pid, handle, created_at_ms, updated_at_ms)
-    SELECT $1 || g, $1 || g || '-a1', 'running', 4242, 'h', $3::bigint, $3::bigint FROM generate_series(0, $2::int - 1) AS g`, [prefix, count, CANCELLED_AT_MS]);
-  await db.owner.query('ANALYZE runs, attempts');
+    SELECT $1 || g, $1 || g || '-a1', 'running', 4242, $4, $3::bigint, $3::bigint FROM generate_series(0, $2::int - 1) AS g`, [prefix, count, CANCELLED_AT_MS, handle]);
+  await db.owner.query(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count, next_attempt_at_ms, created_at_ms, updated_at_ms)
+    SELECT $1 || g, 'project-a', $1 || g || '-a1', 'pending', 0, 0, $3::bigint, $3::bigint, $3::bigint FROM generate_series(0, $2::int - 1) AS g`, [prefix, count, CANCELLED_AT_MS]);
+  await db.owner.query('ANALYZE runs, attempts, cancellation_dispatches');
 }
 
 async function measureRepository(db: MigratedDatabase, clients: number, cycles: number, round: string): Promise<number> {

@@ -106,8 +106,9 @@ export interface DuePageQuery {
 }
 
 /**
- * Where a due item came from: a cancelled run without a dispatch row yet (first claim), a leased
- * record whose lease expired (recovery), or a pending/retry_wait record whose due time passed.
+ * Where a due item came from: a pending record, written with the cancel request and never claimed
+ * (first claim), a leased record whose lease expired (recovery), or a retry_wait record whose due
+ * time passed (docs/decisions/0022).
  */
 export type DueSource = 'first_claim' | 'lease_expired' | 'retry_due';
 
@@ -116,7 +117,7 @@ export interface DueItem {
   readonly attemptId: string;
   readonly cancelRequestedAtMs: number;
   readonly source: DueSource;
-  /** The keyset time: cancel request time for first_claim / lease_expired, the due time for retry_due. */
+  /** The keyset time: cancel request time for first_claim, lease expiry for lease_expired, the due time for retry_due. */
   readonly atMs: number;
 }
 
@@ -136,6 +137,50 @@ export function validateClaimCommand(value: unknown): ClaimCommand {
     token: validateToken(input.token),
     leaseDurationMs: validateLeaseDurationMs(input.leaseDurationMs),
   };
+}
+
+/**
+ * Claim a supervisor page at once (docs/decisions/0023): one transaction, each item fenced as its
+ * own claim, each with its own token. One owner and lease duration for the page.
+ */
+export interface ClaimPageCommand {
+  readonly owner: string;
+  readonly leaseDurationMs: number;
+  /** 1 to DUE_PAGE_MAX items, distinct runs. */
+  readonly items: ReadonlyArray<Pick<ClaimCommand, 'runId' | 'attemptId' | 'cancelRequestedAtMs' | 'token'>>;
+}
+
+/** The page as one claim command per item, in the page's order. */
+export function validateClaimPageCommand(value: unknown): ClaimCommand[] {
+  const input = validateExactShape(value, 'claim page command', ['owner', 'leaseDurationMs', 'items']);
+  if (!Array.isArray(input.items)) throw new PidfenceRangeError('claim page items must be an array of claims; pass the due items to claim.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  validateBoundedInteger(input.items.length, 'claim page size', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
+  const commands = (input.items as unknown[]).map((item) => validateClaimCommand({ ...(item as object), owner: input.owner, leaseDurationMs: input.leaseDurationMs }));
+  if (new Set(commands.map((command) => command.runId)).size !== commands.length) {
+    throw new PidfenceRangeError('a claim page names a run twice; claim each run once per page.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  }
+  return commands;
+}
+
+/** 1 to DUE_PAGE_MAX attempt references (a dispatcher's claimed page), each id checked. */
+export function validateAttemptRefs(value: unknown): Array<{ runId: string; attemptId: string }> {
+  if (!Array.isArray(value)) throw new PidfenceRangeError('attempt references must be an array of { runId, attemptId }.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  validateBoundedInteger(value.length, 'attempt references', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
+  return (value as unknown[]).map((ref) => {
+    const input = validateExactShape(ref, 'attempt reference', ['runId', 'attemptId']);
+    return { runId: validateId(input.runId, 'runId'), attemptId: validateId(input.attemptId, 'attemptId') };
+  });
+}
+
+/** Settle a page's claims at once (docs/decisions/0023): 1 to DUE_PAGE_MAX results of distinct runs, each with its own fence. */
+export function validateRecordResultsCommand(value: unknown): RecordResultCommand[] {
+  if (!Array.isArray(value)) throw new PidfenceRangeError('results must be an array of result commands; pass one per claimed run.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  validateBoundedInteger(value.length, 'result page size', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
+  const commands = (value as unknown[]).map(validateRecordResultCommand);
+  if (new Set(commands.map((command) => command.runId)).size !== commands.length) {
+    throw new PidfenceRangeError('a result page names a run twice; settle each run once per page.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  }
+  return commands;
 }
 
 export function validateRecordResultCommand(value: unknown): RecordResultCommand {

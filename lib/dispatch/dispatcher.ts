@@ -8,6 +8,8 @@ import { PidfenceRangeError } from '../base/errors';
 import { GRACE_MS_MAX, handlePlatform, type TerminationResult } from '../process/index';
 import {
   DEFAULT_BACKOFF,
+  DUE_PAGE_MAX,
+  LEASE_DURATION_MAX_MS,
   OWNER_MAX_LENGTH,
   backoffDelayMs,
   classifyResult,
@@ -15,10 +17,14 @@ import {
   validateBoundedInteger,
   validateLeaseDurationMs,
   validateOwner,
+  type AttemptRecord,
   type BackoffPolicy,
+  type CancellationDispatchRecord,
   type ClaimOutcome,
   type DispatchResult,
   type DueItem,
+  type RecordResultCommand,
+  type RecordResultOutcome,
   type SettledStatus,
 } from '../contract/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
@@ -32,6 +38,15 @@ import { observerOf, type DispatchObserver } from './observer';
  * controller bound + this margin, so a live owner never loses its lease while settling.
  */
 export const LEASE_SETTLE_MARGIN_MS = 1_000;
+
+/**
+ * A lease that covers a claimed page of `pageSize` items worked one after the other, each a
+ * controller call of up to `boundMs` and its settle, plus one margin; capped at the contract's
+ * maximum, where the Dispatcher claims fewer at once (docs/decisions/0023).
+ */
+export function pageLeaseMs(boundMs: number, pageSize: number): number {
+  return Math.min(LEASE_DURATION_MAX_MS, pageSize * (boundMs + LEASE_SETTLE_MARGIN_MS) + LEASE_SETTLE_MARGIN_MS);
+}
 
 /** The fence of one claim. Test hooks only: it carries the raw token and must never be logged. */
 export interface DispatchFence {
@@ -56,7 +71,7 @@ export interface DispatcherTestHooks {
 export interface DispatcherOptions {
   readonly repository: DispatchRepository;
   /** Only getAttempt is used: the Attempt's PID and durable handle. */
-  readonly runStore: Pick<RunStore, 'getAttempt'>;
+  readonly runStore: Pick<RunStore, 'getAttempt' | 'getAttempts'>;
   readonly controllers: ControllerRegistry;
   /** TERM grace passed to the controller. */
   readonly graceMs: number;
@@ -103,12 +118,23 @@ export function defaultOwnerId(): string {
   return `${host.slice(0, OWNER_MAX_LENGTH - suffix.length)}${suffix}`;
 }
 
+/** A won claim after its controller call: the result to settle and the failure for the diagnostics. */
+interface Stop {
+  readonly command: RecordResultCommand;
+  readonly failure: FailureFacts | null;
+}
+
 export class Dispatcher {
   readonly owner: string;
   readonly leaseDurationMs: number;
   readonly graceMs: number;
+  /**
+   * Items one page claim may take (docs/decisions/0023): as many as the lease covers one after the
+   * other, each a controller call plus its settle, at most DUE_PAGE_MAX; 1 means claim by claim.
+   */
+  readonly claimPageSize: number;
   readonly #repository: DispatchRepository;
-  readonly #runStore: Pick<RunStore, 'getAttempt'>;
+  readonly #runStore: Pick<RunStore, 'getAttempt' | 'getAttempts'>;
   readonly #controllers: ControllerRegistry;
   readonly #backoff: BackoffPolicy;
   readonly #hooks: DispatcherTestHooks;
@@ -122,8 +148,10 @@ export class Dispatcher {
     backoffDelayMs(1, this.#backoff); // validates the policy against the retry-delay limits now
     this.#controllers = options.controllers;
     this.graceMs = validateBoundedInteger(options.graceMs, 'graceMs', 0, GRACE_MS_MAX, 'ERR_PIDFENCE_INVALID_GRACE');
+    let perItemMs = LEASE_SETTLE_MARGIN_MS;
     for (const controller of this.#controllers.all()) {
       const needed = controller.boundMs(this.graceMs) + LEASE_SETTLE_MARGIN_MS;
+      perItemMs = Math.max(perItemMs, needed);
       if (!(this.leaseDurationMs > needed)) {
         throw new PidfenceRangeError(
           `leaseDurationMs ${this.leaseDurationMs} does not outlast the "${controller.platform}" controller: one call with graceMs ${this.graceMs} takes up to ${needed - LEASE_SETTLE_MARGIN_MS} ms plus ${LEASE_SETTLE_MARGIN_MS} ms to settle. Use a lease above ${needed} ms or a shorter grace.`,
@@ -131,6 +159,7 @@ export class Dispatcher {
         );
       }
     }
+    this.claimPageSize = Math.max(1, Math.min(DUE_PAGE_MAX, Math.floor((this.leaseDurationMs - 1) / perItemMs)));
     this.#repository = options.repository;
     this.#runStore = options.runStore;
     this.#hooks = options.testHooks ?? {};
@@ -153,41 +182,94 @@ export class Dispatcher {
     const claimSeconds = secondsSince(claimStarted);
     this.#observer.onClaim(claim.kind);
     if (claim.kind !== 'claimed') return { kind: 'not_claimed', claim: claim.kind };
+    const stop = await this.#stop(target, token, claim.record, await this.#runStore.getAttempt(target.runId, target.attemptId));
+    const settleStarted = monotonicNow();
+    const recorded = await this.#repository.recordResult(stop.command);
+    return this.#outcomeOf(stop, recorded, claimSeconds + secondsSince(settleStarted));
+  }
 
-    const fence: DispatchFence = { runId: target.runId, attemptId: target.attemptId, owner: this.owner, token, expectedVersion: claim.record.version };
+  /**
+   * Claim → controller → recordResult for a page of due runs (docs/decisions/0023): the page is
+   * claimed in one transaction per `claimPageSize` items, whose lease covers all of their controller
+   * calls one after the other; each claimed item gets its own controller call, then the chunk's
+   * results settle together in one transaction, each with its own fence. Outcomes in the page's
+   * order; `onOutcome` hears each one once it is settled.
+   */
+  async dispatchPage(targets: readonly DispatchTarget[], onOutcome?: (target: DispatchTarget, outcome: DispatchOutcome) => void): Promise<DispatchOutcome[]> {
+    const outcomes: DispatchOutcome[] = [];
+    for (let start = 0; start < targets.length; start += this.claimPageSize) {
+      const chunk = targets.slice(start, start + this.claimPageSize).map((target) => ({
+        runId: target.runId, attemptId: target.attemptId, cancelRequestedAtMs: target.cancelRequestedAtMs, token: createLeaseToken(),
+      }));
+      const claimStarted = monotonicNow();
+      const claims = await this.#repository.claimPage({ owner: this.owner, leaseDurationMs: this.leaseDurationMs, items: chunk });
+      const claimSeconds = secondsSince(claimStarted);
+      for (const claim of claims) this.#observer.onClaim(claim.kind);
+      const won = chunk.filter((_, i) => claims[i]?.kind === 'claimed');
+      const attempts = won.length === 0 ? [] : await this.#runStore.getAttempts(won.map((item) => ({ runId: item.runId, attemptId: item.attemptId })));
+      const stops: Array<Stop | null> = [];
+      let read = 0;
+      for (const [i, item] of chunk.entries()) {
+        const claim = claims[i] as ClaimOutcome;
+        stops.push(claim.kind === 'claimed' ? await this.#stop(item, item.token, claim.record, attempts[read++] ?? null) : null);
+      }
+      const commands = stops.flatMap((stop) => (stop === null ? [] : [stop.command]));
+      const settleStarted = monotonicNow();
+      const recorded = commands.length === 0 ? [] : await this.#repository.recordResults(commands);
+      // Store time of the page's claim and settle transactions, which each item waited for.
+      const storeSeconds = claimSeconds + secondsSince(settleStarted);
+      let next = 0;
+      for (const [i, item] of chunk.entries()) {
+        const claim = claims[i] as ClaimOutcome;
+        const outcome: DispatchOutcome = claim.kind === 'claimed'
+          ? this.#outcomeOf(stops[i] as Stop, recorded[next++] as RecordResultOutcome, storeSeconds)
+          : { kind: 'not_claimed', claim: claim.kind };
+        onOutcome?.(item, outcome);
+        outcomes.push(outcome);
+      }
+    }
+    return outcomes;
+  }
+
+  /** After a won claim: the observer, the controller call with the test hooks around it, and the result to settle. */
+  async #stop(target: DispatchTarget, token: string, record: CancellationDispatchRecord, attempt: AttemptRecord | null): Promise<Stop> {
+    const fence: DispatchFence = { runId: target.runId, attemptId: target.attemptId, owner: this.owner, token, expectedVersion: record.version };
     await this.#hooks.afterClaim?.(fence);
     try {
       this.#onStopping?.({ runId: target.runId, attemptId: target.attemptId });
     } catch {
       // an observer must not change a stop
     }
-    const { result, failure } = await this.#callController(target);
+    const { result, failure } = await this.#callController(attempt);
     this.#observer.onControllerAnswer(result);
     await this.#hooks.afterControllerCall?.(fence, result);
-
     const retryable = classifyResult(result).retryable;
-    const settleStarted = monotonicNow();
-    const recorded = await this.#repository.recordResult({
+    const command: RecordResultCommand = {
       ...fence,
       result,
       eventId: `evt-${randomUUID()}`,
-      ...(retryable ? { retryDelayMs: backoffDelayMs(claim.record.dispatchCount, this.#backoff) } : {}),
-    });
+      ...(retryable ? { retryDelayMs: backoffDelayMs(record.dispatchCount, this.#backoff) } : {}),
+    };
+    return { command, failure };
+  }
+
+  /** `storeSeconds`: the claim and settle transactions' time, for the observer. */
+  #outcomeOf(stop: Stop, recorded: RecordResultOutcome, storeSeconds: number): DispatchOutcome {
+    const { result } = stop.command;
     if (recorded.kind === 'stale_fence') {
       this.#observer.onStaleFence();
-      return { kind: 'stale_fence', result, controllerFailure: failure };
+      return { kind: 'stale_fence', result, controllerFailure: stop.failure };
     }
-    this.#observer.onSettled(result, claimSeconds + secondsSince(settleStarted));
-    return { kind: 'recorded', result, status: recorded.record.status as SettledStatus, dispatchCount: recorded.record.dispatchCount, controllerFailure: failure };
+    this.#observer.onSettled(result, storeSeconds);
+    return { kind: 'recorded', result, status: recorded.record.status as SettledStatus, dispatchCount: recorded.record.dispatchCount, controllerFailure: stop.failure };
   }
 
   /**
    * design/dispatch §2.3-2.4: the controller's verdict, or the retryable result that stands for its
    * absence or failure; a thrown failure is kept as its code and errno for the diagnostics.
    */
-  async #callController(target: DispatchTarget): Promise<{ readonly result: DispatchResult; readonly failure: FailureFacts | null }> {
+  async #callController(attempt: AttemptRecord | null): Promise<{ readonly result: DispatchResult; readonly failure: FailureFacts | null }> {
     const verdict = (result: DispatchResult) => ({ result, failure: null });
-    const attempt = await this.#runStore.getAttempt(target.runId, target.attemptId);
     if (attempt === null || attempt.handle === null || attempt.pid === null) return verdict('handle_missing');
     const platform = handlePlatform(attempt.handle);
     if (platform === null) return verdict('invalid');

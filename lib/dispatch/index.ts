@@ -8,6 +8,7 @@ export {
   Dispatcher,
   LEASE_SETTLE_MARGIN_MS,
   defaultOwnerId,
+  pageLeaseMs,
   type DispatchFence,
   type DispatchOutcome,
   type DispatchTarget,

@@ -18,7 +18,14 @@ import { observerOf, type DispatchObserver } from './observer';
 
 export interface SupervisorOptions {
   readonly repository: Pick<DispatchRepository, 'duePage'>;
-  readonly dispatcher: { dispatch(target: DispatchTarget): Promise<DispatchOutcome> };
+  /**
+   * With `dispatchPage`, the items of a page left after completeFirst are claimed together
+   * (docs/decisions/0023); otherwise one by one.
+   */
+  readonly dispatcher: {
+    dispatch(target: DispatchTarget): Promise<DispatchOutcome>;
+    dispatchPage?(targets: readonly DispatchTarget[]): Promise<DispatchOutcome[]>;
+  };
   /** Items per due page: default 32, hard max 64. */
   readonly pageSize?: number;
   /** Pages per cycle: default 4, hard max 64. */
@@ -106,13 +113,16 @@ export class Supervisor {
       });
       this.#checkPage(page, cursor);
       counts.pages += 1;
+      const open: DueItem[] = [];
       for (const item of page.items) {
         counts.items += 1;
         if (this.#completeFirst !== undefined && await this.#completeFirst(item)) {
           counts.completedFirst += 1;
           continue;
         }
-        const outcome = await this.#dispatcher.dispatch(item);
+        open.push(item);
+      }
+      for (const outcome of await this.#dispatch(open)) {
         if (outcome.kind !== 'not_claimed' && outcome.controllerFailure !== null) controllerFailures.push(outcome.controllerFailure);
         if (outcome.kind === 'not_claimed') counts.notClaimed += 1;
         else if (outcome.kind === 'stale_fence') counts.staleFence += 1;
@@ -124,6 +134,14 @@ export class Supervisor {
       cursor = page.next;
     }
     return { ...counts, budgetExhausted: true, controllerFailures };
+  }
+
+  async #dispatch(items: readonly DueItem[]): Promise<DispatchOutcome[]> {
+    if (items.length === 0) return [];
+    if (this.#dispatcher.dispatchPage !== undefined) return this.#dispatcher.dispatchPage(items);
+    const outcomes: DispatchOutcome[] = [];
+    for (const item of items) outcomes.push(await this.#dispatcher.dispatch(item));
+    return outcomes;
   }
 
   /** The whole page is checked before any item of it is dispatched. */

@@ -13,6 +13,7 @@ import {
   type DispatchOutcome,
   type DispatchTarget,
   LEASE_SETTLE_MARGIN_MS,
+  pageLeaseMs,
   LOCAL_PROFILES,
   observerOf,
   profile as profileNamed,
@@ -115,7 +116,8 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
   const controller = new LocalProcessController({ heldGroups, onSignal: (signal) => observer.onSignal(signal) });
   const dispatcher = new Dispatcher({
     repository, runStore, controllers: new ControllerRegistry([controller]), graceMs,
-    leaseDurationMs: controller.boundMs(graceMs) + LEASE_SETTLE_MARGIN_MS + 1_000,
+    // One page of the profile is claimed at once; the lease covers its stops one after the other (docs/decisions/0023).
+    leaseDurationMs: pageLeaseMs(controller.boundMs(graceMs), profile.pageSize),
     owner: options.owner ?? runnerId,
     observer,
     ...(options.onStopping === undefined ? {} : { onStopping: options.onStopping }),
@@ -128,17 +130,22 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     return outcome.kind !== 'active' && outcome.kind !== 'unproven';
   };
   // The stop path of the dispatch cycle and the drain, reporting what it recorded.
+  const reported = (target: DispatchTarget, outcome: DispatchOutcome): DispatchOutcome => {
+    if (outcome.kind === 'recorded') {
+      try {
+        options.onStopped?.({ runId: target.runId, attemptId: target.attemptId }, outcome.result);
+      } catch {
+        // an observer must not break a stop
+      }
+    }
+    return outcome;
+  };
   const stops = {
     async dispatch(target: DispatchTarget): Promise<DispatchOutcome> {
-      const outcome = await dispatcher.dispatch(target);
-      if (outcome.kind === 'recorded') {
-        try {
-          options.onStopped?.({ runId: target.runId, attemptId: target.attemptId }, outcome.result);
-        } catch {
-          // an observer must not break a stop
-        }
-      }
-      return outcome;
+      return reported(target, await dispatcher.dispatch(target));
+    },
+    async dispatchPage(targets: readonly DispatchTarget[]): Promise<DispatchOutcome[]> {
+      return dispatcher.dispatchPage(targets, reported);
     },
   };
   const supervisor = new Supervisor({ repository, dispatcher: stops, pageSize: profile.pageSize, pagesPerCycle: 1, runnerId, completeFirst, observer });

@@ -4,6 +4,7 @@ import type {
   CancellationDispatchRecord,
   ClaimCommand,
   ClaimOutcome,
+  ClaimPageCommand,
   DuePage,
   DuePageQuery,
   RecordResultCommand,
@@ -19,6 +20,13 @@ export interface DispatchRepository {
   claim(command: ClaimCommand): Promise<ClaimOutcome>;
 
   /**
+   * Claims a supervisor page in one transaction (docs/decisions/0023): every item is decided and
+   * fenced exactly as its own `claim` would be, rows locked in run-id order; the outcomes come back
+   * in the page's order. A store failure fails the whole page (nothing claimed).
+   */
+  claimPage(command: ClaimPageCommand): Promise<ClaimOutcome[]>;
+
+  /**
    * Settles a lease (design/dispatch §2.4): in one transaction the dispatch moves to the classified status, the
    * run version is CAS-advanced to reserve the next event sequence, and the RunEvent is appended.
    * Any fence mismatch (run, attempt, owner, token digest, version) is `stale_fence`.
@@ -26,9 +34,16 @@ export interface DispatchRepository {
   recordResult(command: RecordResultCommand): Promise<RecordResultOutcome>;
 
   /**
-   * At most `limit` (≤ 64) due items in `(atMs, runId)` keyset order: cancelled runs without a
-   * dispatch row yet, leased records whose lease expired (recovery), and pending/retry_wait
-   * records whose due time passed. `next` is set when the page is full.
+   * Settles several leases in one transaction (docs/decisions/0023): each exactly as its own
+   * `recordResult` (own fence, own run CAS, own event), rows locked in run-id order; outcomes in
+   * the commands' order. A store failure fails them all (nothing settled).
+   */
+  recordResults(commands: readonly RecordResultCommand[]): Promise<RecordResultOutcome[]>;
+
+  /**
+   * At most `limit` (≤ 64) due items in `(atMs, runId)` keyset order: pending records (written
+   * with the cancel request), leased records whose lease expired (recovery), and retry_wait
+   * records whose due time passed (docs/decisions/0022). `next` is set when the page is full.
    */
   duePage(query?: DuePageQuery): Promise<DuePage>;
 

@@ -166,7 +166,8 @@ test.serial('cluster gate 8: a configuration failure keeps renewals flowing but 
   t.is(await failedClosedCode(replica.control.tick(caller, ref)), 'ERR_PIDFENCE_CLUSTER_CONFIG');
   await sleep(5);
   t.deepEqual(replica.availability.state(), { ready: false, code: 'ERR_PIDFENCE_CLUSTER_CONFIG' });
-  t.is(await store.repository.getRecord(ref.runId), null);
+  // Only the pending record the cancel wrote (docs/decisions/0022): never claimed.
+  t.like(await store.repository.getRecord(ref.runId), { status: 'pending', dispatchCount: 0, leaseOwner: null });
   t.deepEqual(await w.eventTypes(ref.runId), ['run.cancel_requested']);
   const badLease = w.replica(store.repository, { leaseDurationMs: 10 });
   t.is(await failedClosedCode(badLease.control.tick(caller, ref)), 'ERR_PIDFENCE_CLUSTER_CONFIG');

@@ -4,7 +4,7 @@ import test from 'ava';
 
 import { PidfenceRangeError } from '../../lib/base/errors';
 import { RETRY_DELAY_MAX_MS, backoffDelayMs } from '../../lib/contract/index';
-import { ControllerRegistry, Dispatcher, LEASE_SETTLE_MARGIN_MS, defaultOwnerId } from '../../lib/dispatch/index';
+import { ControllerRegistry, Dispatcher, LEASE_SETTLE_MARGIN_MS, defaultOwnerId, pageLeaseMs } from '../../lib/dispatch/index';
 import { signalVerified } from '../../lib/native/index';
 import { LocalProcessController } from '../../lib/process/index';
 import { storeFactories } from '../helpers/stores';
@@ -118,3 +118,35 @@ test('the default owner id is a valid, bounded owner and differs per dispatcher'
   t.true(a.length <= 128);
   t.regex(a, /^[A-Za-z0-9][A-Za-z0-9._:@/-]*$/);
 });
+
+for (const factory of storeFactories) {
+  test(`a page is claimed at once and settled at once, each item with its own controller call and fence; a lease that covers fewer items claims in chunks (docs/decisions/0023) [${factory.name}]`, async (t) => {
+    const store = await factory.open();
+    t.teardown(() => store.close());
+    const calls = { claimPage: 0, recordResults: 0 };
+    // The real repository, with its page calls counted.
+    const repository = Object.assign(Object.create(store.repository) as typeof store.repository, {
+      claimPage: (command: Parameters<typeof store.repository.claimPage>[0]) => { calls.claimPage += 1; return store.repository.claimPage(command); },
+      recordResults: (commands: Parameters<typeof store.repository.recordResults>[0]) => { calls.recordResults += 1; return store.repository.recordResults(commands); },
+    });
+    const perItem = LocalProcessController.boundMs(GRACE_MS) + LEASE_SETTLE_MARGIN_MS;
+    for (const [leaseDurationMs, claimPageSize] of [[pageLeaseMs(LocalProcessController.boundMs(GRACE_MS), 3), 3], [perItem + 1, 1]] as const) {
+      calls.claimPage = 0;
+      calls.recordResults = 0;
+      const jobs = [startJob(t), startJob(t), startJob(t)];
+      const targets = [];
+      for (const job of jobs) targets.push(await cancelledRunFor(store, job));
+      const counting = new CountingController();
+      const dispatcher = dispatcherFor({ repository, runStore: store.runStore }, [counting], { leaseDurationMs, owner: `worker-${claimPageSize}` });
+      t.is(dispatcher.claimPageSize, claimPageSize);
+      const heard: string[] = [];
+      const outcomes = await dispatcher.dispatchPage(targets, (target) => heard.push(target.runId));
+      t.deepEqual(outcomes.map((outcome) => outcome.kind === 'recorded' && outcome.status), ['dispatched', 'dispatched', 'dispatched']);
+      t.deepEqual(heard, targets.map((target) => target.runId), 'each stop is heard in page order');
+      t.is(counting.calls, 3, 'one controller call per item');
+      t.deepEqual(calls, { claimPage: 3 / claimPageSize, recordResults: 3 / claimPageSize });
+      for (const job of jobs) t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });
+      for (const target of targets) t.like(await store.repository.getRecord(target.runId), { status: 'dispatched', dispatchCount: 1, leaseOwner: null });
+    }
+  });
+}

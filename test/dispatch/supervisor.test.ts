@@ -76,7 +76,8 @@ for (const factory of storeFactories) {
     t.is(counting.calls, 2, 'no further controller call, however much time passes');
     t.like(await store.repository.getRecord(dispatched.runId), { status: 'dispatched', dispatchCount: 1 });
     t.like(await store.repository.getRecord(blocked.runId), { status: 'blocked', lastResult: 'pid_mismatch', dispatchCount: 1 });
-    t.is(await store.repository.getRecord(terminal.runId), null, 'a terminal run is never claimed');
+    // The pending record the cancel wrote (docs/decisions/0022) is never leased.
+    t.like(await store.repository.getRecord(terminal.runId), { status: 'pending', dispatchCount: 0, leaseOwner: null }, 'a terminal run is never claimed');
     t.is(signalVerified(blockedJob.identity, 0, { group: true }).kind, 'signalled', 'the blocked job was never signalled');
   });
 
@@ -162,7 +163,7 @@ for (const factory of storeFactories) {
   });
 }
 
-test("the supervisor creates no timer: its cycles create none, not even an unref'd one", async (t) => {
+test.serial("the supervisor creates no timer: its cycles create none, not even an unref'd one", async (t) => {
   const store = await openFirstStore(t);
   await cancelledRun(store.runStore, { running: {} });
   const census = timerCensus();

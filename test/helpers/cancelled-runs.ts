@@ -39,5 +39,8 @@ export async function seedCancelledRuns(owner: Pick<Pool, 'query'>, prefix: stri
     SELECT $1 || '-' || g, $4, 'runtime', 'running', 1, $3::bigint, 'user', 2, $3::bigint, $3::bigint FROM generate_series(1, $2::int) AS g`, [prefix, count, atMs, projectId]);
   await owner.query(`INSERT INTO attempts (run_id, id, status, pid, handle, created_at_ms, updated_at_ms)
     SELECT $1 || '-' || g, $1 || '-' || g || '-a1', 'running', 4242, 'h', $3::bigint, $3::bigint FROM generate_series(1, $2::int) AS g`, [prefix, count, atMs]);
+  // The pending dispatch the cancel request writes (docs/decisions/0022).
+  await owner.query(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count, next_attempt_at_ms, created_at_ms, updated_at_ms)
+    SELECT $1 || '-' || g, $4, $1 || '-' || g || '-a1', 'pending', 0, 0, $3::bigint, $3::bigint, $3::bigint FROM generate_series(1, $2::int) AS g`, [prefix, count, atMs, projectId]);
   return Array.from({ length: count }, (_, i) => `${prefix}-${i + 1}`);
 }

@@ -235,8 +235,9 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
 
   storeTest('gate 9: a lease or retry delay beyond its hard limit is refused and changes nothing', async (t, store) => {
     const run = await cancelledRunIn(store);
+    const pending = await snapshot(store, run.runId);
     await rejectsAsInput(t, store.repository.claim(claimOf(run, 'worker-a', LEASE_DURATION_MAX_MS + 1)));
-    t.is(await store.repository.getRecord(run.runId), null);
+    t.deepEqual(await snapshot(store, run.runId), pending);
     const claim = claimOf(run, 'worker-a');
     const record = await claimed(t, store, claim);
     const before = await snapshot(store, run.runId);
@@ -281,9 +282,12 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
 
   storeTest('claim refuses runs that are not eligible (design/dispatch §2.2 steps 1-2) and writes nothing', async (t, store) => {
     const run = await cancelledRunIn(store);
+    // The record as it was before the refusal: null, or the pending one the cancel wrote (docs/decisions/0022).
     const expect = async (command: ClaimCommand, reason: string) => {
+      const before = await store.repository.getRecord(command.runId);
+      t.true(before === null || (before.status === 'pending' && before.dispatchCount === 0));
       t.deepEqual(await store.repository.claim(command), { kind: 'not_eligible', reason });
-      t.is(await store.repository.getRecord(command.runId), null);
+      t.deepEqual(await store.repository.getRecord(command.runId), before);
     };
     await expect({ ...claimOf(run, 'w'), runId: 'run-missing' }, 'run_missing');
     await expect({ ...claimOf(run, 'w'), cancelRequestedAtMs: run.cancelRequestedAtMs + 1 }, 'cancel_mismatch');
@@ -303,6 +307,103 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
 
     t.is((await store.runStore.markTerminal({ runId: run.runId, status: 'cancelled', eventId: uniqueId('evt'), attemptId: run.attemptId })).kind, 'terminal');
     await expect(claimOf(run, 'w'), 'run_terminal');
+  });
+
+  storeTest('the cancel request writes the pending dispatch of the active attempt, due at the cancel time; an attempt created after the cancel gets it then (docs/decisions/0022)', async (t, store) => {
+    const run = await cancelledRunIn(store);
+    t.like(await store.repository.getRecord(run.runId), { status: 'pending', attemptId: run.attemptId, version: 0, dispatchCount: 0, nextAttemptAtMs: run.cancelRequestedAtMs, leaseOwner: null });
+    const due = (await store.repository.duePage({ limit: DUE_PAGE_MAX })).items.find((item) => item.runId === run.runId);
+    t.like(due, { source: 'first_claim', attemptId: run.attemptId, atMs: run.cancelRequestedAtMs });
+
+    const queued = uniqueId('run');
+    await store.runStore.createRun({ runId: queued, projectId: 'p' });
+    const cancelled = await store.runStore.requestCancellation({ runId: queued, reason: 'user', eventId: uniqueId('evt') });
+    t.is(await store.repository.getRecord(queued), null, 'no attempt, nothing to dispatch to');
+    t.is((await store.runStore.createAttempt({ runId: queued, attemptId: `${queued}-a1` })).kind, 'created');
+    const at = cancelled.kind === 'requested' ? cancelled.run.cancelRequestedAtMs : -1;
+    t.like(await store.repository.getRecord(queued), { status: 'pending', attemptId: `${queued}-a1`, nextAttemptAtMs: at });
+
+    const claim = claimOf(run, 'worker-a', LEASE_MS);
+    const leased = await claimed(t, store, claim);
+    t.like(leased, { status: 'leased', version: 1, dispatchCount: 1 });
+    await store.advanceTime(LEASE_MS + 20);
+    const expired = (await store.repository.duePage({ limit: DUE_PAGE_MAX })).items.find((item) => item.runId === run.runId);
+    t.like(expired, { source: 'lease_expired', atMs: leased.leaseExpiresAtMs ?? -1 });
+  });
+
+  storeTest('claimPage claims a supervisor page in one transaction, each item decided and fenced as its own claim, outcomes in page order (docs/decisions/0023)', async (t, store) => {
+    const [a, held, b] = [await cancelledRunIn(store), await cancelledRunIn(store), await cancelledRunIn(store)];
+    const holder = claimOf(held, 'worker-other');
+    const heldRecord = await claimed(t, store, holder);
+    const items = [a, held, b].map((run) => ({ ...run, token: createLeaseToken() }));
+    const missing = { runId: uniqueId('run-missing'), attemptId: 'attempt-x', cancelRequestedAtMs: 0, token: createLeaseToken() };
+    const outcomes = await store.repository.claimPage({ owner: 'worker-page', leaseDurationMs: LONG_LEASE_MS, items: [...items, missing] });
+    t.deepEqual(outcomes.map((outcome) => outcome.kind), ['claimed', 'leased', 'claimed', 'not_eligible']);
+    t.like(outcomes[3], { reason: 'run_missing' });
+    for (const i of [0, 2]) {
+      const outcome = outcomes[i];
+      const item = items[i];
+      if (outcome?.kind !== 'claimed' || item === undefined) return t.fail('expected claimed');
+      t.is(outcome.token, item.token);
+      t.like(outcome.record, { runId: item.runId, status: 'leased', leaseOwner: 'worker-page', leaseTokenDigest: leaseTokenDigest(item.token), dispatchCount: 1 });
+      // Each claimed item settles on its own, with its own fence.
+      const command = { ...item, owner: 'worker-page', leaseDurationMs: LONG_LEASE_MS };
+      t.deepEqual(await store.repository.recordResult({ ...resultOf(command, outcome.record, 'termination_requested'), token: createLeaseToken() }), { kind: 'stale_fence' });
+      t.is((await store.repository.recordResult(resultOf(command, outcome.record, 'termination_requested'))).kind, 'recorded');
+    }
+    t.deepEqual(await store.repository.getRecord(held.runId), heldRecord, 'a live lease in the page is left to its owner');
+  });
+
+  storeTest('claimPage: two pages racing over the same runs in opposite orders grant each run to exactly one owner', async (t, store) => {
+    const runs = await Promise.all(Array.from({ length: 6 }, () => cancelledRunIn(store)));
+    const page = (owner: string, order: CancelledRun[]) =>
+      store.repository.claimPage({ owner, leaseDurationMs: LONG_LEASE_MS, items: order.map((run) => ({ ...run, token: createLeaseToken() })) });
+    const [first, second] = await Promise.all([page('worker-a', runs), page('worker-b', [...runs].reverse())]);
+    const secondInRunOrder = [...(second ?? [])].reverse();
+    for (const [i, run] of runs.entries()) {
+      const kinds = [first?.[i]?.kind, secondInRunOrder[i]?.kind].sort();
+      t.deepEqual(kinds, ['claimed', 'leased'], run.runId);
+      t.is((await store.repository.getRecord(run.runId))?.dispatchCount, 1);
+    }
+  });
+
+  storeTest('recordResults settles several leases in one call, each with its own fence, run CAS and event; a stale fence stays stale (docs/decisions/0023)', async (t, store) => {
+    const runs = [await cancelledRunIn(store), await cancelledRunIn(store), await cancelledRunIn(store)];
+    const claims = runs.map((run) => claimOf(run, 'worker-page'));
+    const records: CancellationDispatchRecord[] = [];
+    for (const claim of claims) records.push(await claimed(t, store, claim));
+    const commands = claims.map((claim, i) => resultOf(claim, records[i] as CancellationDispatchRecord, i === 1 ? 'dispatch_error' : 'termination_requested', i === 1 ? RETRY_MS : undefined));
+    const stale = { ...(commands[2] as RecordResultCommand), token: createLeaseToken() };
+    const outcomes = await store.repository.recordResults([commands[0] as RecordResultCommand, commands[1] as RecordResultCommand, stale]);
+    t.deepEqual(outcomes.map((outcome) => outcome.kind), ['recorded', 'recorded', 'stale_fence']);
+    t.like(outcomes[0], { record: { status: 'dispatched', leaseOwner: null }, event: { type: 'run.cancel_dispatched' } });
+    t.like(outcomes[1], { record: { status: 'retry_wait' }, event: { type: 'run.cancel_dispatch_failed' } });
+    t.deepEqual(await store.repository.getRecord(runs[2]?.runId ?? ''), records[2], 'the stale settle changed nothing');
+    t.deepEqual((await store.runStore.listEvents(runs[0]?.runId ?? '')).map((event) => event.type), ['run.cancel_requested', 'run.cancel_dispatched']);
+    t.deepEqual(await store.repository.recordResults([commands[0] as RecordResultCommand]), [{ kind: 'stale_fence' }], 'a settled lease cannot settle twice');
+    await rejectsAsInput(t, store.repository.recordResults([]));
+    await rejectsAsInput(t, store.repository.recordResults([commands[2] as RecordResultCommand, commands[2] as RecordResultCommand]));
+    t.deepEqual(await store.repository.getRecord(runs[2]?.runId ?? ''), records[2]);
+  });
+
+  storeTest('getAttempts reads a page of attempts in the refs\' order, null for a missing one', async (t, store) => {
+    const [a, b] = [await cancelledRunIn(store), await cancelledRunIn(store)];
+    const got = await store.runStore.getAttempts([{ runId: b.runId, attemptId: b.attemptId }, { runId: a.runId, attemptId: 'attempt-missing' }, { runId: a.runId, attemptId: a.attemptId }]);
+    t.deepEqual(got, [await store.runStore.getAttempt(b.runId, b.attemptId), null, await store.runStore.getAttempt(a.runId, a.attemptId)]);
+    await rejectsAsInput(t, store.runStore.getAttempts([]));
+  });
+
+  storeTest('claimPage refuses a malformed page before any SQL and changes nothing', async (t, store) => {
+    const run = await cancelledRunIn(store);
+    const before = await snapshot(store, run.runId);
+    const item = { ...run, token: createLeaseToken() };
+    const page = (items: unknown[]) => store.repository.claimPage({ owner: 'w', leaseDurationMs: LONG_LEASE_MS, items } as never);
+    await rejectsAsInput(t, page([]));
+    await rejectsAsInput(t, page([item, { ...item, token: createLeaseToken() }]));
+    await rejectsAsInput(t, page(Array.from({ length: DUE_PAGE_MAX + 1 }, (_, i) => ({ ...item, runId: `${run.runId}-${i}` }))));
+    await rejectsAsInput(t, page([{ ...item, token: 'short' }]));
+    await rejectsAsInput(t, store.repository.claimPage({ owner: 'w', leaseDurationMs: LEASE_DURATION_MAX_MS + 1, items: [item] }));
+    t.deepEqual(await snapshot(store, run.runId), before);
   });
 
   storeTest('the raw token appears only in the claimed outcome', async (t, store) => {

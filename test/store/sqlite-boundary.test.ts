@@ -111,13 +111,16 @@ test('a run or attempt row the schema allows but the contract does not fails clo
   const { store, runId } = await storeWithRun(t);
   t.teardown(() => store.close());
   const attemptId = `${runId}-a1`;
-  // Written outside pidfence: no CHECK constraint forbids a space in an id.
+  // Written outside pidfence: no CHECK constraint forbids a space in an id. The pending dispatch
+  // the cancel wrote (docs/decisions/0022) references the run's project, so the foreign keys wait.
+  store.database.pragma('foreign_keys = OFF');
   store.database.prepare("UPDATE runs SET project_id = 'project a' WHERE id = ?").run(runId);
   const invalid = { instanceOf: Error, code: 'ERR_PIDFENCE_INVALID_RECORD' } as const;
   await t.throwsAsync(store.runStore.getRun(runId), invalid);
   await t.throwsAsync(store.runStore.markTerminal({ runId, status: 'failed', eventId: 'evt-t' }), invalid);
   await t.throwsAsync(store.dispatchRepository.claim({ runId, attemptId, cancelRequestedAtMs: 1, owner: 'w', token: createLeaseToken(), leaseDurationMs: 1_000 }), invalid);
   store.database.prepare("UPDATE runs SET project_id = 'project-a' WHERE id = ?").run(runId);
+  store.database.pragma('foreign_keys = ON');
   store.database.prepare("UPDATE attempts SET receipt_token_digest = ? WHERE id = ?").run('Z'.repeat(64), attemptId);
   await t.throwsAsync(store.runStore.getAttempt(runId, attemptId), invalid);
   await t.throwsAsync(store.executionStore.completeAttempt({
@@ -132,11 +135,13 @@ test('a write its own transaction guarantees but a foreign trigger swallowed is 
   const run = await store.runStore.getRun(runId);
   const claim = { runId, attemptId: `${runId}-a1`, cancelRequestedAtMs: run?.cancelRequestedAtMs ?? -1, owner: 'w', token: createLeaseToken(), leaseDurationMs: 60_000 };
   const invariant = { instanceOf: PidfenceError, code: 'ERR_PIDFENCE_STORE_INVARIANT' } as const;
-  const rows = () => store.database.prepare('SELECT (SELECT count(*) FROM cancellation_dispatches) AS dispatches, (SELECT version FROM runs WHERE id = ?) AS version').get(runId);
+  const rows = () => store.database.prepare(`SELECT (SELECT count(*) FROM cancellation_dispatches) AS dispatches,
+    (SELECT status || ':' || version FROM cancellation_dispatches WHERE run_id = ?) AS dispatch, (SELECT version FROM runs WHERE id = ?) AS version`).get(runId, runId);
   const before = rows();
 
   // The lease write (step 6) is skipped by a trigger: the claim's CAS cannot lose under BEGIN IMMEDIATE, so this is no outcome.
-  store.database.exec("CREATE TRIGGER foreign_skip BEFORE INSERT ON cancellation_dispatches BEGIN SELECT RAISE(IGNORE); END");
+  // It is the CAS on the pending record the cancel wrote (docs/decisions/0022).
+  store.database.exec("CREATE TRIGGER foreign_skip BEFORE UPDATE ON cancellation_dispatches BEGIN SELECT RAISE(IGNORE); END");
   const lost = await t.throwsAsync(store.dispatchRepository.claim(claim), invariant);
   t.regex(lost?.message ?? '', /^the sqlite store found its own rule broken during claim: the lease CAS lost inside its own write transaction\. /);
   store.database.exec('DROP TRIGGER foreign_skip');

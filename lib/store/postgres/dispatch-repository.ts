@@ -8,14 +8,17 @@ import {
   classifyResult,
   leaseTokenDigest,
   validateClaimCommand,
+  validateClaimPageCommand,
   validateDispatchRecord,
   validateDuePageQuery,
   validateId,
   validateRecordResultCommand,
+  validateRecordResultsCommand,
   type AttemptStatus,
   type CancellationDispatchRecord,
   type ClaimCommand,
   type ClaimOutcome,
+  type ClaimPageCommand,
   type DispatchEventPayload,
   type DueItem,
   type DuePage,
@@ -68,6 +71,37 @@ interface WireOutcome {
 
 const CLAIM_KINDS: ReadonlySet<string> = new Set(['leased', 'not_due', 'dispatched', 'blocked', 'attempt_conflict']);
 
+function claimOutcomeOf(operation: string, outcome: WireOutcome | undefined, token: string): ClaimOutcome {
+  if (outcome === undefined) throw storeInvariant('postgres', operation, 'the dispatch function returned no row');
+  if (outcome.kind === 'claimed') return { kind: 'claimed', record: validateDispatchRecord(outcome.record), token };
+  if (outcome.kind === 'not_eligible') return { kind: 'not_eligible', reason: outcome.reason as Extract<ClaimOutcome, { kind: 'not_eligible' }>['reason'] };
+  if (CLAIM_KINDS.has(outcome.kind)) return { kind: outcome.kind } as ClaimOutcome;
+  throw storeInvariant('postgres', operation, 'pidfence_claim answered an outcome that does not exist');
+}
+
+/** The eleven arguments of pidfence_record_result for one command. */
+function recordResultValues(command: RecordResultCommand): unknown[] {
+  const settled = classifyResult(command.result);
+  return [
+    command.runId, command.attemptId, command.owner, leaseTokenDigest(command.token), command.expectedVersion, settled.status, command.result,
+    // The validator guarantees retryDelayMs for exactly the retryable results.
+    settled.retryable ? command.retryDelayMs ?? 0 : null, settled.status === 'blocked', command.eventId, settled.eventType,
+  ];
+}
+
+function recordOutcomeOf(operation: string, outcome: WireOutcome | undefined, command: RecordResultCommand): RecordResultOutcome {
+  if (outcome?.kind === 'stale_fence') return { kind: 'stale_fence' };
+  if (outcome?.kind !== 'recorded' || outcome.seq === undefined || outcome.nowMs === undefined) {
+    throw storeInvariant('postgres', operation, 'pidfence_record_result answered an outcome that does not exist');
+  }
+  const record = validateDispatchRecord(outcome.record);
+  const event: RunEvent<DispatchEventPayload> = {
+    id: command.eventId, runId: command.runId, seq: outcome.seq, type: classifyResult(command.result).eventType, createdAtMs: outcome.nowMs,
+    payload: buildDispatchEventPayload({ attemptId: record.attemptId, dispatchCount: record.dispatchCount, result: command.result }),
+  };
+  return { kind: 'recorded', record, event };
+}
+
 export class PostgresDispatchRepository implements DispatchRepository {
   readonly #pool: Pool;
   readonly #hooks: PostgresStoreHooks;
@@ -82,13 +116,26 @@ export class PostgresDispatchRepository implements DispatchRepository {
   /** design/dispatch §2.2 in one round trip: pidfence_claim locks, decides and writes (migration 0007). */
   async claim(command: ClaimCommand): Promise<ClaimOutcome> {
     const valid = validateClaimCommand(command);
-    const outcome = await this.#call('claim', 'claimCall', [
+    const [row] = await this.#rows('claim', 'claimCall', [
       valid.runId, valid.attemptId, valid.cancelRequestedAtMs, valid.owner, leaseTokenDigest(valid.token), valid.leaseDurationMs,
     ]);
-    if (outcome.kind === 'claimed') return { kind: 'claimed', record: validateDispatchRecord(outcome.record), token: valid.token };
-    if (outcome.kind === 'not_eligible') return { kind: 'not_eligible', reason: outcome.reason as Extract<ClaimOutcome, { kind: 'not_eligible' }>['reason'] };
-    if (CLAIM_KINDS.has(outcome.kind)) return { kind: outcome.kind } as ClaimOutcome;
-    throw storeInvariant('postgres', 'claim', 'pidfence_claim answered an outcome that does not exist');
+    return claimOutcomeOf('claim', row?.outcome, valid.token);
+  }
+
+  /**
+   * docs/decisions/0023 in one round trip: one statement calls pidfence_claim for every item in
+   * run-id order (so two pages lock shared rows in the same order), all in its implicit transaction.
+   */
+  async claimPage(command: ClaimPageCommand): Promise<ClaimOutcome[]> {
+    const commands = validateClaimPageCommand(command);
+    const first = commands[0] as ClaimCommand;
+    const ordered = [...commands].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
+    const rows = await this.#rows('claimPage', 'claimPageCall', [
+      ordered.map((c) => c.runId), ordered.map((c) => c.attemptId), ordered.map((c) => c.cancelRequestedAtMs),
+      first.owner, ordered.map((c) => leaseTokenDigest(c.token)), first.leaseDurationMs,
+    ]);
+    const byRun = new Map(rows.map((row) => [row.runId, row.outcome]));
+    return commands.map((c) => claimOutcomeOf('claimPage', byRun.get(c.runId), c.token));
   }
 
   /** design/dispatch §2.4 in one round trip: pidfence_record_result settles, reserves the sequence, appends. */
@@ -97,29 +144,32 @@ export class PostgresDispatchRepository implements DispatchRepository {
     if (this.#hooks.afterDispatchUpdate !== undefined) {
       return inTransaction(this.#pool, 'recordResult', (tx) => this.#recordResultLocked(tx, valid));
     }
-    const settled = classifyResult(valid.result);
-    const outcome = await this.#call('recordResult', 'recordResultCall', [
-      valid.runId, valid.attemptId, valid.owner, leaseTokenDigest(valid.token), valid.expectedVersion, settled.status, valid.result,
-      // The validator guarantees retryDelayMs for exactly the retryable results.
-      settled.retryable ? valid.retryDelayMs ?? 0 : null, settled.status === 'blocked', valid.eventId, settled.eventType,
-    ]);
-    if (outcome.kind === 'stale_fence') return { kind: 'stale_fence' };
-    if (outcome.kind !== 'recorded' || outcome.seq === undefined || outcome.nowMs === undefined) {
-      throw storeInvariant('postgres', 'recordResult', 'pidfence_record_result answered an outcome that does not exist');
-    }
-    const record = validateDispatchRecord(outcome.record);
-    const event: RunEvent<DispatchEventPayload> = {
-      id: valid.eventId, runId: valid.runId, seq: outcome.seq, type: settled.eventType, createdAtMs: outcome.nowMs,
-      payload: buildDispatchEventPayload({ attemptId: record.attemptId, dispatchCount: record.dispatchCount, result: valid.result }),
-    };
-    return { kind: 'recorded', record, event };
+    const [row] = await this.#rows('recordResult', 'recordResultCall', recordResultValues(valid));
+    return recordOutcomeOf('recordResult', row?.outcome, valid);
   }
 
-  async #call(operation: string, name: 'claimCall' | 'recordResultCall', values: readonly unknown[]): Promise<WireOutcome> {
+  /**
+   * docs/decisions/0023 in one round trip: one statement calls pidfence_record_result for every
+   * command in run-id order, all in its implicit transaction. With the test hook, one by one.
+   */
+  async recordResults(commands: readonly RecordResultCommand[]): Promise<RecordResultOutcome[]> {
+    const valid = validateRecordResultsCommand(commands);
+    if (this.#hooks.afterDispatchUpdate !== undefined) {
+      const outcomes: RecordResultOutcome[] = [];
+      for (const command of valid) outcomes.push(await this.recordResult(command));
+      return outcomes;
+    }
+    const ordered = [...valid].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
+    const columns = ordered.map(recordResultValues);
+    const column = (i: number) => columns.map((values) => values[i]);
+    const rows = await this.#rows('recordResults', 'recordResultsCall', Array.from({ length: 11 }, (_, i) => column(i)));
+    const byRun = new Map(rows.map((row) => [row.runId, row.outcome]));
+    return valid.map((command) => recordOutcomeOf('recordResults', byRun.get(command.runId), command));
+  }
+
+  #rows(operation: string, name: 'claimCall' | 'claimPageCall' | 'recordResultCall' | 'recordResultsCall', values: readonly unknown[]): Promise<Array<{ runId?: string; outcome: WireOutcome }>> {
     const statement: OneStatement = { name: this.#prepared ? `pidfence_${name}_v1` : undefined, text: SQL[name], values };
-    const [row] = await inOneStatement<{ outcome: WireOutcome }>(this.#pool, operation, statement);
-    if (row === undefined) throw storeInvariant('postgres', operation, 'the dispatch function returned no row');
-    return row.outcome;
+    return inOneStatement<{ runId?: string; outcome: WireOutcome }>(this.#pool, operation, statement);
   }
 
   async duePage(query: DuePageQuery = {}): Promise<DuePage> {

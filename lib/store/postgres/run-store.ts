@@ -8,6 +8,7 @@ import {
   validateCreateRunCommand,
   validateEndAttemptCommand,
   validateEventPage,
+  validateAttemptRefs,
   validateId,
   validateMarkTerminalCommand,
   validateRequestCancellationCommand,
@@ -76,6 +77,7 @@ export class PostgresRunStore implements RunStore {
       const deadlineAtMs = valid.timeoutMs === undefined ? null : run.nowMs + valid.timeoutMs;
       const [attempt] = await tx.rows(SQL.insertAttempt, [valid.runId, valid.attemptId, deadlineAtMs, valid.receiptTokenDigest ?? null, run.nowMs, valid.runnerId ?? null]);
       await tx.rows(SQL.markRunRunning, [valid.runId, run.nowMs]);
+      await tx.rows(SQL.insertPendingDispatch, [valid.runId, run.nowMs]);
       return { kind: 'created', attempt: validateAttemptRecord(attempt) };
     });
   }
@@ -107,6 +109,7 @@ export class PostgresRunStore implements RunStore {
       if (run.cancelRequestedAtMs !== null) return { kind: 'already_requested', run: lockedRecord(run) };
       await tx.rows(SQL.writeCancelIntent, [valid.runId, run.version, valid.reason, run.nowMs]);
       const appended = await appendRunEvent(tx, run, { type: 'run.cancel_requested', eventId: valid.eventId, payload: { reason: valid.reason } });
+      await tx.rows(SQL.insertPendingDispatch, [valid.runId, run.nowMs]);
       return { kind: 'requested', run: appended.run, event: appended.event };
     });
   }
@@ -137,6 +140,13 @@ export class PostgresRunStore implements RunStore {
     const ids = [validateId(runId, 'runId'), validateId(attemptId, 'attemptId')];
     const [attempt] = await inTransaction(this.#pool, 'getAttempt', (tx) => tx.rows(SQL.selectAttempt, ids));
     return attempt === undefined ? null : validateAttemptRecord(attempt);
+  }
+
+  async getAttempts(refs: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }>): Promise<Array<AttemptRecord | null>> {
+    const valid = validateAttemptRefs(refs);
+    const rows = (await inTransaction(this.#pool, 'getAttempts', (tx) => tx.rows(SQL.selectAttempts, [valid.map((ref) => ref.runId), valid.map((ref) => ref.attemptId)])))
+      .map((row) => validateAttemptRecord(row));
+    return valid.map((ref) => rows.find((row) => row.runId === ref.runId && row.attemptId === ref.attemptId) ?? null);
   }
 
   async listEvents(runId: string, page: { readonly afterSeq?: number; readonly limit?: number } = {}): Promise<RunEvent[]> {

@@ -377,7 +377,7 @@ CREATE INDEX attempts_runner_active ON public.attempts USING btree (runner_id, r
 
 CREATE INDEX cancellation_dispatches_blocked ON public.cancellation_dispatches USING btree (project_id, blocked_at_ms, run_id) WHERE (status = 'blocked'::text);
 
-CREATE INDEX cancellation_dispatches_retry_due ON public.cancellation_dispatches USING btree (next_attempt_at_ms, run_id) WHERE (status = ANY (ARRAY['pending'::text, 'retry_wait'::text]));
+CREATE INDEX cancellation_dispatches_due ON public.cancellation_dispatches USING btree (status, COALESCE(next_attempt_at_ms, lease_expires_at_ms), run_id) WHERE (status = ANY (ARRAY['pending'::text, 'retry_wait'::text, 'leased'::text]));
 
 CREATE INDEX cluster_jobs_waiting ON public.cluster_jobs USING btree (created_at_ms, run_id);
 

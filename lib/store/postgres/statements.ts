@@ -2,6 +2,8 @@
 // the fences in the SQL itself (design/dispatch §2.2 step 6, §2.4) and transaction_timestamp() as the only
 // clock (design/postgres §D3). Row locks are always taken Run → Attempt → Dispatch (design/postgres §D7-D8).
 
+import { duePageSql, insertPendingDispatchSql } from '../dispatch-sql';
+
 /**
  * Database time in epoch ms. transaction_timestamp() is fixed for the whole transaction, so every
  * statement of one transaction sees the same instant; the JS side only ever reads it back.
@@ -39,10 +41,18 @@ export const SQL = {
   // ---- dispatch repository ----
   /** One round trip each (migration 0007, docs/decisions/0021): the whole transaction runs in the server. */
   claimCall: 'SELECT pidfence_claim($1, $2, $3, $4, $5, $6) AS outcome',
+  /** docs/decisions/0023: the arrays come sorted by run id; a function scan keeps their order. */
+  claimPageCall: `SELECT t.run_id AS "runId", pidfence_claim(t.run_id, t.attempt_id, t.cancel_requested_at_ms, $4, t.digest, $6) AS outcome
+    FROM unnest($1::text[], $2::text[], $3::bigint[], $5::text[]) AS t(run_id, attempt_id, cancel_requested_at_ms, digest)`,
   recordResultCall: 'SELECT pidfence_record_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS outcome',
+  /** docs/decisions/0023: the arrays come sorted by run id, one element per command. */
+  recordResultsCall: `SELECT t.run_id AS "runId",
+      pidfence_record_result(t.run_id, t.attempt_id, t.owner, t.digest, t.expected_version, t.status, t.result, t.retry_delay_ms, t.blocked, t.event_id, t.event_type) AS outcome
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::bigint[], $9::boolean[], $10::text[], $11::text[])
+      AS t(run_id, attempt_id, owner, digest, expected_version, status, result, retry_delay_ms, blocked, event_id, event_type)`,
   selectDispatch: `SELECT ${RECORD_COLUMNS} FROM cancellation_dispatches WHERE run_id = $1`,
 
-  /** Steps 3+6 at once: a first claim writes the leased row directly (pending is never visible). */
+  /** Steps 3+6 at once, for a run with no row yet (a row written before the pending one of docs/decisions/0022 existed). */
   insertLeasedDispatch: `INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version,
       dispatch_count, next_attempt_at_ms, lease_owner, lease_token_digest, lease_expires_at_ms, last_result,
       last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
@@ -69,42 +79,14 @@ export const SQL = {
     RETURNING ${RECORD_COLUMNS}`,
 
   /**
-   * The bounded due query (docs/decisions/0011, 0020): two index-bound branches merged in
-   * (at_ms, run_id) order, each limited before the merge. Branch 1 walks runs_cancel_open for
-   * cancelled active runs with no dispatch row (first claim) or an expired lease (recovery); branch 2
-   * walks cancellation_dispatches_retry_due for pending/retry_wait rows now due.
+   * The bounded due query over one index (docs/decisions/0022).
    * $1 afterAtMs, $2 afterRunId, $3 limit, $4 runnerId (NULL: every runner's).
    */
-  duePage: `WITH clock AS (SELECT ${DB_NOW_MS} AS now_ms)
-    SELECT "runId", "attemptId", "cancelRequestedAtMs", source, "atMs" FROM (
-      (SELECT r.id AS "runId", COALESCE(d.attempt_id, a.id) AS "attemptId", r.cancel_requested_at_ms AS "cancelRequestedAtMs",
-              CASE WHEN d.run_id IS NULL THEN 'first_claim' ELSE 'lease_expired' END AS source,
-              r.cancel_requested_at_ms AS "atMs"
-        FROM runs AS r
-        CROSS JOIN clock
-        LEFT JOIN cancellation_dispatches AS d ON d.run_id = r.id
-        LEFT JOIN attempts AS a ON a.run_id = r.id AND a.status IN ('claimed', 'starting', 'running')
-        WHERE r.cancel_requested_at_ms IS NOT NULL AND r.status IN ('queued', 'running') AND r.owner = 'runtime'
-          AND (r.cancel_requested_at_ms, r.id) > ($1::bigint, $2::text)
-          AND ((d.run_id IS NULL AND a.id IS NOT NULL) OR (d.status = 'leased' AND d.lease_expires_at_ms <= clock.now_ms))
-          AND ($4::text IS NULL OR a.runner_id = $4::text)
-        ORDER BY r.cancel_requested_at_ms, r.id
-        LIMIT $3)
-      UNION ALL
-      (SELECT d.run_id, d.attempt_id, r.cancel_requested_at_ms, 'retry_due', d.next_attempt_at_ms
-        FROM cancellation_dispatches AS d
-        CROSS JOIN clock
-        JOIN runs AS r ON r.id = d.run_id
-        JOIN attempts AS a ON a.run_id = d.run_id AND a.id = d.attempt_id
-        WHERE d.status IN ('pending', 'retry_wait') AND d.next_attempt_at_ms <= clock.now_ms
-          AND ($4::text IS NULL OR a.runner_id = $4::text)
-          AND (d.next_attempt_at_ms, d.run_id) > ($1::bigint, $2::text)
-          AND r.status IN ('queued', 'running') AND r.owner = 'runtime' AND r.cancel_requested_at_ms IS NOT NULL
-        ORDER BY d.next_attempt_at_ms, d.run_id
-        LIMIT $3)
-    ) AS due
-    ORDER BY "atMs", "runId"
-    LIMIT $3`,
+  duePage: duePageSql('',
+    { nowMs: DB_NOW_MS, afterAtMs: '$1::bigint', afterRunId: '$2::text', limit: '$3', runnerId: '$4::text' },
+    { runId: '"runId"', attemptId: '"attemptId"', cancelRequestedAtMs: '"cancelRequestedAtMs"', atMs: '"atMs"' }),
+  /** design/dispatch §2.2 step 3 at cancel time (and for an attempt created after it). $1 runId, $2 nowMs. */
+  insertPendingDispatch: insertPendingDispatchSql({ runId: '$1', nowMs: '$2' }),
 
   // ---- runs, attempts, events (the run store and the result transaction) ----
   selectRun: `SELECT ${RUN_COLUMNS} FROM runs WHERE id = $1`,
@@ -129,6 +111,7 @@ export const SQL = {
     FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
 
   selectAttempt: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE run_id = $1 AND id = $2`,
+  selectAttempts: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE (run_id, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
   selectAttemptById: `SELECT 1 AS found FROM attempts WHERE id = $1`,
   selectActiveAttempt: `SELECT id FROM attempts WHERE run_id = $1 AND status IN ('claimed', 'starting', 'running')`,
   insertAttempt: `INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, runner_id, created_at_ms, updated_at_ms)

@@ -3,13 +3,16 @@
 import {
   buildDispatchEventPayload,
   validateClaimCommand,
+  validateClaimPageCommand,
   validateDispatchRecord,
   validateDuePageQuery,
   validateId,
   validateRecordResultCommand,
+  validateRecordResultsCommand,
   type CancellationDispatchRecord,
   type ClaimCommand,
   type ClaimOutcome,
+  type ClaimPageCommand,
   type DuePage,
   type DuePageQuery,
   type RecordResultCommand,
@@ -44,9 +47,21 @@ export class SqliteDispatchRepository implements DispatchRepository {
     return this.#boundary.write('claim', (nowMs) => this.#claimLocked(valid, nowMs));
   }
 
+  /** docs/decisions/0023: every item of the page under one BEGIN IMMEDIATE, each its own claim. */
+  async claimPage(command: ClaimPageCommand): Promise<ClaimOutcome[]> {
+    const commands = validateClaimPageCommand(command);
+    return this.#boundary.write('claimPage', (nowMs) => commands.map((valid) => this.#claimLocked(valid, nowMs)));
+  }
+
   async recordResult(command: RecordResultCommand): Promise<RecordResultOutcome> {
     const valid = validateRecordResultCommand(command);
     return this.#boundary.write('recordResult', (nowMs) => this.#recordResultLocked(valid, nowMs));
+  }
+
+  /** docs/decisions/0023: every settle of the page under one BEGIN IMMEDIATE, each with its own fence. */
+  async recordResults(commands: readonly RecordResultCommand[]): Promise<RecordResultOutcome[]> {
+    const valid = validateRecordResultsCommand(commands);
+    return this.#boundary.write('recordResults', (nowMs) => valid.map((command) => this.#recordResultLocked(command, nowMs)));
   }
 
   async duePage(query: DuePageQuery = {}): Promise<DuePage> {

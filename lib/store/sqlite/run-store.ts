@@ -6,6 +6,7 @@ import {
   validateCreateRunCommand,
   validateEndAttemptCommand,
   validateEventPage,
+  validateAttemptRefs,
   validateId,
   validateMarkTerminalCommand,
   validateRequestCancellationCommand,
@@ -83,6 +84,7 @@ export class SqliteRunStore implements RunStore {
         nowMs,
       }));
       this.#statements.markRunRunning.run({ runId: valid.runId, nowMs });
+      this.#statements.insertPendingDispatch.run({ runId: valid.runId, nowMs });
       return { kind: 'created', attempt };
     });
   }
@@ -122,6 +124,7 @@ export class SqliteRunStore implements RunStore {
       const event = appendRunEvent(this.#statements, {
         runId: valid.runId, version: run.version, type: 'run.cancel_requested', eventId: valid.eventId, payload: { reason: valid.reason }, nowMs,
       });
+      this.#statements.insertPendingDispatch.run({ runId: valid.runId, nowMs });
       return { kind: 'requested', run: selectHeldRun(this.#statements, valid.runId, 'requestCancellation'), event };
     });
   }
@@ -152,6 +155,11 @@ export class SqliteRunStore implements RunStore {
   async getAttempt(runId: string, attemptId: string): Promise<AttemptRecord | null> {
     const ids = [validateId(runId, 'runId'), validateId(attemptId, 'attemptId')] as const;
     return this.#boundary.read('getAttempt', () => selectAttempt(this.#statements, ...ids)) ?? null;
+  }
+
+  async getAttempts(refs: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }>): Promise<Array<AttemptRecord | null>> {
+    const valid = validateAttemptRefs(refs);
+    return this.#boundary.read('getAttempts', () => valid.map((ref) => selectAttempt(this.#statements, ref.runId, ref.attemptId) ?? null));
   }
 
   async listEvents(runId: string, page: { readonly afterSeq?: number; readonly limit?: number } = {}): Promise<RunEvent[]> {

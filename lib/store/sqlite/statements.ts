@@ -3,6 +3,7 @@
 import type Database from 'better-sqlite3';
 
 import type { DueSource } from '../../contract/index';
+import { duePageSql, insertPendingDispatchSql } from '../dispatch-sql';
 
 const RECORD_COLUMNS = `run_id AS runId, project_id AS projectId, attempt_id AS attemptId, status, version,
   dispatch_count AS dispatchCount, next_attempt_at_ms AS nextAttemptAtMs, lease_owner AS leaseOwner,
@@ -21,7 +22,7 @@ export const SQL = {
   // ---- dispatch repository ----
   selectDispatch: `SELECT ${RECORD_COLUMNS} FROM cancellation_dispatches WHERE run_id = ?`,
 
-  /** Steps 3+6 at once: a first claim writes the leased row directly (pending is never visible). */
+  /** Steps 3+6 at once, for a run with no row yet (a row written before the pending one of docs/decisions/0022 existed). */
   insertLeasedDispatch: `INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version,
       dispatch_count, next_attempt_at_ms, lease_owner, lease_token_digest, lease_expires_at_ms, last_result,
       last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
@@ -47,41 +48,12 @@ export const SQL = {
       AND lease_owner = :owner AND lease_token_digest = :digest AND version = :expectedVersion
     RETURNING ${RECORD_COLUMNS}`,
 
-  /**
-   * The bounded due query: two index-bound branches merged in (at_ms, run_id) order. Branch 1 walks
-   * runs_cancel_open for cancelled active runs with no dispatch row (first claim) or an expired lease
-   * (recovery); branch 2 walks cancellation_dispatches_retry_due for pending/retry_wait rows now due.
-   * Each branch is limited before the merge, so at most 2 × limit rows are ever touched by the sort.
-   */
-  duePage: `SELECT runId, attemptId, cancelRequestedAtMs, source, atMs FROM (
-      SELECT * FROM (
-        SELECT r.id AS runId, COALESCE(d.attempt_id, a.id) AS attemptId, r.cancel_requested_at_ms AS cancelRequestedAtMs,
-               CASE WHEN d.run_id IS NULL THEN 'first_claim' ELSE 'lease_expired' END AS source,
-               r.cancel_requested_at_ms AS atMs
-        FROM runs AS r INDEXED BY runs_cancel_open
-        LEFT JOIN cancellation_dispatches AS d ON d.run_id = r.id
-        LEFT JOIN attempts AS a ON a.run_id = r.id AND a.status IN ('claimed', 'starting', 'running')
-        WHERE r.cancel_requested_at_ms IS NOT NULL AND r.status IN ('queued', 'running') AND r.owner = 'runtime'
-          AND (r.cancel_requested_at_ms, r.id) > (:afterAtMs, :afterRunId)
-          AND ((d.run_id IS NULL AND a.id IS NOT NULL) OR (d.status = 'leased' AND d.lease_expires_at_ms <= :nowMs))
-          AND (:runnerId IS NULL OR a.runner_id = :runnerId)
-        ORDER BY r.cancel_requested_at_ms, r.id
-        LIMIT :limit)
-      UNION ALL
-      SELECT * FROM (
-        SELECT d.run_id AS runId, d.attempt_id AS attemptId, r.cancel_requested_at_ms AS cancelRequestedAtMs,
-               'retry_due' AS source, d.next_attempt_at_ms AS atMs
-        FROM cancellation_dispatches AS d INDEXED BY cancellation_dispatches_retry_due
-        JOIN runs AS r ON r.id = d.run_id
-        JOIN attempts AS a ON a.run_id = d.run_id AND a.id = d.attempt_id
-        WHERE d.status IN ('pending', 'retry_wait') AND d.next_attempt_at_ms <= :nowMs
-          AND (:runnerId IS NULL OR a.runner_id = :runnerId)
-          AND (d.next_attempt_at_ms, d.run_id) > (:afterAtMs, :afterRunId)
-          AND r.status IN ('queued', 'running') AND r.owner = 'runtime' AND r.cancel_requested_at_ms IS NOT NULL
-        ORDER BY d.next_attempt_at_ms, d.run_id
-        LIMIT :limit))
-    ORDER BY atMs, runId
-    LIMIT :limit`,
+  /** The bounded due query over one index (docs/decisions/0022). */
+  duePage: duePageSql('INDEXED BY cancellation_dispatches_due',
+    { nowMs: ':nowMs', afterAtMs: ':afterAtMs', afterRunId: ':afterRunId', limit: ':limit', runnerId: ':runnerId' },
+    { runId: 'runId', attemptId: 'attemptId', cancelRequestedAtMs: 'cancelRequestedAtMs', atMs: 'atMs' }),
+  /** design/dispatch §2.2 step 3 at cancel time (and for an attempt created after it). */
+  insertPendingDispatch: insertPendingDispatchSql({ runId: ':runId', nowMs: ':nowMs' }),
 
   // ---- runs, attempts, events (shared by the run store and the result transaction) ----
   selectRun: `SELECT ${RUN_COLUMNS} FROM runs WHERE id = ?`,
