@@ -13,6 +13,7 @@ import test from 'ava';
 import { ControlPlaneClient } from '../../lib/cluster/client';
 import { signalVerified } from '../../lib/native/index';
 import { PostgresGrantAdministration } from '../../lib/store/postgres/index';
+import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { CLI, grantCancelOnSqlite } from '../execution/cli-runs';
 import { spawnJob, type Job } from '../helpers/processes';
 import { makeCertificates } from './certificates';
@@ -24,6 +25,13 @@ const ready = clusterFixture('cluster_gate13');
 /** A job that records TERM in `marker` and exits; it never exits by itself. */
 function markingJob(marker: string): string[] {
   return ['sh', '-c', `trap 'echo term > ${marker}; exit 143' TERM; while :; do sleep 0.05; done`];
+}
+
+/** The project the worker's local journal recorded for `runId` (the journal is closed again at once). */
+async function journalProjectOf(journal: string, runId: string): Promise<string | undefined> {
+  const store = openSqliteStore(journal);
+  const run = await store.runStore.getRun(runId).finally(() => store.close());
+  return run?.projectId;
 }
 
 function terminate(job: Job): Promise<unknown> {
@@ -89,7 +97,9 @@ test.serial('gate 13: two control planes and two workers: a cancel is settled be
   t.deepEqual(await world.eventTypes('g13-keep'), ['run.terminal']);
   // The job itself outlived its worker; on that host the local recovery path stops it (docs/decisions/0070).
   const killedJournal = path.join(scratch, `worker-${killed === workers[0] ? 0 : 1}.db`);
-  await grantCancelOnSqlite(killedJournal, 'cluster'); // cancel needs run.stop on that journal
+  // The journal keeps the run's own project (docs/decisions/0104): the local operator's grant names it.
+  t.is(await journalProjectOf(killedJournal, 'g13-keep'), 'project-13');
+  await grantCancelOnSqlite(killedJournal, 'project-13'); // cancel needs run.stop on that journal
   const cancelled = spawnSync(process.execPath, [CLI, 'cancel', 'g13-keep', '--db', killedJournal], { encoding: 'utf8', timeout: 30_000 });
   t.is(cancelled.status, 0, cancelled.stderr);
   t.regex(cancelled.stdout, /stopped the job itself/);
