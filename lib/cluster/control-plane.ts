@@ -13,7 +13,7 @@ import { validateId, validateOwner } from '../contract/index';
 import { authorize, ManagementPlane, principalOf } from '../management/index';
 import { PostgresDispatchRepository, PostgresExecutionStore, PostgresManagementStore, PostgresRunStore, postgresReadiness } from '../store/postgres/index';
 import { DispatchAvailability } from './availability';
-import { CancellationDispatchControl, DispatchFailedClosed, type DispatchObservation } from './dispatch-control';
+import { CancellationDispatchControl, DispatchFailedClosed, type DispatchControlTestHooks, type DispatchObservation } from './dispatch-control';
 import { ClusterLeaseStore, type WorkerCaller } from './lease-store';
 import { SCHEMAS } from './schemas';
 
@@ -42,6 +42,8 @@ export interface ControlPlaneOptions {
   readonly maxConnections?: number;
   /** Observation only (fixed states and codes). */
   readonly observe?: (observation: DispatchObservation) => void;
+  /** TEST ONLY: handed to the cancellation wrapper (see DispatchControlTestHooks). */
+  readonly testHooks?: DispatchControlTestHooks;
 }
 
 export interface ControlPlane {
@@ -166,6 +168,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     const leases = new ClusterLeaseStore(pool, new PostgresExecutionStore(pool), { leaseDurationMs: options.workerLeaseMs ?? 15_000 });
     const control = new CancellationDispatchControl(leases, new PostgresDispatchRepository(pool), {
       replicaOwnerId, leaseDurationMs: dispatchLeaseMs, availability, ...(options.observe === undefined ? {} : { observe: options.observe }),
+      ...(options.testHooks === undefined ? {} : { testHooks: options.testHooks }),
     });
     let handled = 0;
     app.addHook('onRequest', async () => {
