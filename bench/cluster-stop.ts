@@ -17,7 +17,7 @@ import { ControlPlaneClient, startControlPlane, startWorker, CancellationDispatc
 import { createExecution } from '../lib/execution/index';
 import { PostgresDispatchRepository, PostgresExecutionStore, PostgresGrantAdministration, PostgresRunStore } from '../lib/store/postgres/index';
 import { openSqliteStore } from '../lib/store/sqlite/index';
-import { makeCertificates } from '../test/cluster/certificates';
+import { makeCertificates } from '../test/helpers/certificates';
 import { withBenchDatabase } from './lib/dispatch-postgres';
 import { machineHeader } from './lib/machine';
 import { quantile } from './lib/stats';

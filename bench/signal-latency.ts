@@ -9,7 +9,7 @@ import * as path from 'node:path';
 
 import { capabilities, captureIdentity, signalVerified, waitExit, type ProcessIdentity } from '../lib/native';
 import { LocalProcessController, spawnGroupLeader } from '../lib/process';
-import { machineHeader } from './lib/machine';
+import { printSignallingHeader } from './lib/machine';
 import { sampleBatches, summarize } from './lib/stats';
 import { ratioOf, renderTable, renderTargets, type Row, type Target } from './lib/table';
 
@@ -212,14 +212,17 @@ function pollUntilGone(pid: number, t0: bigint): Promise<number> {
   });
 }
 
-/** pm2's killProcess: process.kill, then a 100 ms setInterval of kill(pid, 0) until ESRCH. */
-async function exitSeenByPolling(): Promise<number> {
+/**
+ * pm2's way: a bare-PID `signal` (pm2's killProcess sends KILL, its stop path TERM), then a 100 ms
+ * setInterval of kill(pid, 0) until ESRCH. Baseline only: the bare-PID signal and probe are what pm2
+ * does, and what pidfence replaces.
+ */
+async function exitSeenByPm2(signal: 'SIGKILL' | 'SIGTERM'): Promise<number> {
   const leader = spawnLeader();
   await settle();
   const pid = leader.identity.pid;
   const t0 = process.hrtime.bigint();
-  // Baseline only: the bare-PID kill and probe are what pm2 does, and what pidfence replaces.
-  process.kill(pid, 'SIGKILL');
+  process.kill(pid, signal);
   const elapsed = await pollUntilGone(pid, t0);
   await leader.exited;
   return elapsed;
@@ -242,28 +245,9 @@ async function stopByController(controller: LocalProcessController): Promise<num
   return elapsed;
 }
 
-/** pm2's stop path for the same child: bare TERM, then kill(pid, 0) every 100 ms until ESRCH. */
-async function stopByPm2(): Promise<number> {
-  const leader = spawnLeader();
-  await settle();
-  const pid = leader.identity.pid;
-  const t0 = process.hrtime.bigint();
-  // Baseline only: the bare-PID signal is what pm2 does, and what pidfence replaces.
-  process.kill(pid, 'SIGTERM');
-  const elapsed = await pollUntilGone(pid, t0);
-  await leader.exited;
-  return elapsed;
-}
-
 async function main(): Promise<void> {
+  printSignallingHeader('signal latency (bench/signal-latency)', `${ROUNDS} rounds, C floor and JS rows alternating; per row and round ${SAMPLES_PER_ROUND} samples of ${BATCH} ops (figures are ns/op per sample); exit detection over ${EXIT_CHILDREN} children per method, each killed ${EXIT_SETTLE_MS} ms after spawn; end-to-end stop over ${STOP_CHILDREN} children per method`);
   const caps = capabilities();
-  console.log('# signal latency (bench/signal-latency)\n');
-  console.log(
-    machineHeader([
-      `kernel features: groupSignalMode ${caps.groupSignalMode}, pidfsIdentity ${caps.pidfsIdentity}`,
-      `method: ${ROUNDS} rounds, C floor and JS rows alternating; per row and round ${SAMPLES_PER_ROUND} samples of ${BATCH} ops (figures are ns/op per sample); exit detection over ${EXIT_CHILDREN} children per method, each killed ${EXIT_SETTLE_MS} ms after spawn; end-to-end stop over ${STOP_CHILDREN} children per method`,
-    ]),
-  );
   if (caps.groupSignalMode !== 'pidfd-process-group' || !caps.pidfsIdentity) {
     console.log('\nThis kernel lacks PIDFD_SIGNAL_PROCESS_GROUP or pidfs (Linux 6.9+): the rows below would not measure the paths the targets are about. Stopping.');
     return;
@@ -301,13 +285,13 @@ async function main(): Promise<void> {
   for (let i = 0; i < EXIT_CHILDREN; i += 1) {
     // Alternating keeps both methods under the same background load.
     record(rowNames.exitWatch, [await exitSeenByWaitExit()]);
-    record(rowNames.exitPoll, [await exitSeenByPolling()]);
+    record(rowNames.exitPoll, [await exitSeenByPm2('SIGKILL')]);
   }
 
   const controller = new LocalProcessController();
   for (let i = 0; i < STOP_CHILDREN; i += 1) {
     record(rowNames.stopController, [await stopByController(controller)]);
-    record(rowNames.stopPm2, [await stopByPm2()]);
+    record(rowNames.stopPm2, [await exitSeenByPm2('SIGTERM')]);
   }
 
   const row = (name: string, baseline?: string): Row => {

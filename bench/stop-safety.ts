@@ -17,9 +17,11 @@ import treeKill from 'tree-kill';
 
 import { capabilities, captureIdentity, readProcessStat, signalVerified, type ProcessIdentity } from '../lib/native';
 import { LocalProcessController, formatHandle, handleFromIdentity, spawnGroupLeader, type SpawnedJob } from '../lib/process';
-import { machineHeader } from './lib/machine';
+import { printSignallingHeader } from './lib/machine';
 import { quantile } from './lib/stats';
 import { renderGrid } from './lib/table';
+import { lineReader } from '../test/helpers/line-reader';
+import { scanProcesses } from '../lib/process/proc-scan';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const FIXTURE_SOURCE = path.join(ROOT, 'bench', 'fixtures', 'innocent-reuse.c');
@@ -260,11 +262,9 @@ function dying(pid: number): boolean {
  */
 function groupMembers(pgid: number, dyingOut?: number[]): number[] {
   const members: number[] = [];
-  for (const entry of fs.readdirSync('/proc')) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid) || pid <= 0) continue;
-    const stat = readProcessStat(pid);
-    if (stat === null || stat.pgid !== pgid || stat.state === 'Z') continue;
+  for (const { pid, stat } of scanProcesses()) {
+    // 'unreadable': its stat could not be parsed while it was being torn down, so it is exiting.
+    if (stat === null || stat === 'unreadable' || stat.pgid !== pgid || stat.state === 'Z') continue;
     if (dying(pid)) dyingOut?.push(pid);
     else members.push(pid);
   }
@@ -302,39 +302,6 @@ async function cleanupJob(job: Job): Promise<void> {
 
 // --- stale PID ---
 
-interface LineReader {
-  next(): Promise<string>;
-}
-
-function lineReader(stream: NodeJS.ReadableStream): LineReader {
-  let buffered = '';
-  const lines: string[] = [];
-  const waiting: Array<(line: string) => void> = [];
-  stream.setEncoding('utf8');
-  stream.on('data', (chunk: string) => {
-    buffered += chunk;
-    const parts = buffered.split('\n');
-    buffered = parts.pop() ?? '';
-    for (const line of parts) {
-      const waiter = waiting.shift();
-      if (waiter) waiter(line);
-      else lines.push(line);
-    }
-  });
-  return {
-    next: () =>
-      new Promise((resolve, reject) => {
-        const ready = lines.shift();
-        if (ready !== undefined) return resolve(ready);
-        const timer = setTimeout(() => reject(new Error('bench: the reuse fixture said nothing for 10 s')), 10_000);
-        waiting.push((line) => {
-          clearTimeout(timer);
-          resolve(line);
-        });
-      }),
-  };
-}
-
 interface StaleTrial {
   readonly sameTick: boolean;
   /** Bitmask of the signals the innocent process received (bit n-1 = signal n). */
@@ -352,16 +319,16 @@ let staleOtherTick = 0;
  */
 async function staleTrial(contender: Contender, laterTick: boolean, requireSameTick: boolean): Promise<StaleTrial | 'missed' | 'other_tick'> {
   const helper = spawn(FIXTURE_BINARY, [], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const lines = lineReader(helper.stdout);
+  const nextLine = lineReader(helper.stdout, 'bench: the reuse fixture');
   const helperExited = new Promise((resolve) => helper.once('exit', resolve));
   try {
-    const [word, pidText] = (await lines.next()).split(' ');
+    const [word, pidText] = (await nextLine()).split(' ');
     if (word !== 'original') throw new Error(`bench: reuse fixture said ${word} ${pidText}`);
     const original = captureIdentity(Number(pidText));
     if (original === null) throw new Error('bench: the original exited before capture');
     const target: StopTarget = { pid: original.pid, handle: formatHandle(handleFromIdentity(original)) };
     helper.stdin.write(`go ${laterTick ? LATER_TICK_RUN_MS : 0}\n`);
-    const [outcome, successorText] = (await lines.next()).split(' ');
+    const [outcome, successorText] = (await nextLine()).split(' ');
     if (outcome === 'missed') return 'missed';
     if (outcome !== 'successor') throw new Error(`bench: reuse fixture said ${outcome} ${successorText}`);
     const successor = captureIdentity(Number(successorText));
@@ -372,7 +339,7 @@ async function staleTrial(contender: Contender, laterTick: boolean, requireSameT
     await contender.stop(target);
     const stopMs = msSince(t0);
     helper.stdin.write('check\n');
-    const [reportWord, maskText] = (await lines.next()).split(' ');
+    const [reportWord, maskText] = (await nextLine()).split(' ');
     if (reportWord !== 'report' || maskText === undefined) throw new Error(`bench: reuse fixture said ${reportWord}`);
     return { sameTick, signalMask: Number.parseInt(maskText, 16), stopMs };
   } finally {
@@ -503,24 +470,36 @@ async function awaitExit(job: Job, target: Cell, t0: bigint, deadlineMs: number)
   else sample(target, 'exit', msSince(t0, exitedAt));
 }
 
-async function runStorm(): Promise<void> {
-  currentScenario = SCENARIO.storm;
-  await rounds(N.storm, (contender) =>
-    jobTrial(
-      JOBS.storm,
-      contender,
-      () => delay(STORM_WARMUP_MS - JOB_SETTLE_MS),
-      async (job, t0, t1) => {
-        const target = cell(SCENARIO.storm, contender.name);
-        target.trials += 1;
-        sample(target, 'stop', msSince(t0, t1));
-        await delay(SURVIVOR_CHECK_MS);
-        const survivors = countGroupLeft(target, contender, job, 'survivors');
-        if (survivors > 0) count(target, 'trialsWithSurvivors');
-        await awaitExit(job, target, t0, 0);
-      },
-    ),
+/**
+ * One job scenario: for each contender, N[key] trials of JOBS[key]; every trial counts and records
+ * the stop call's latency before `measure` looks at what the stop left behind.
+ */
+async function runJobScenario(
+  key: 'storm' | 'stopped' | 'ignoring' | 'memberIgnoring',
+  prepare: (job: Job) => Promise<void>,
+  measure: (job: Job, target: Cell, contender: Contender, t0: bigint, t1: bigint) => Promise<void>,
+): Promise<void> {
+  currentScenario = SCENARIO[key];
+  await rounds(N[key], (contender) =>
+    jobTrial(JOBS[key], contender, prepare, async (job, t0, t1) => {
+      const target = cell(SCENARIO[key], contender.name);
+      target.trials += 1;
+      sample(target, 'stop', msSince(t0, t1));
+      await measure(job, target, contender, t0, t1);
+    }),
   );
+}
+
+/** Members that outlive the stop by SURVIVOR_CHECK_MS are survivors; then the leader's exit. */
+async function survivorsThenExit(job: Job, target: Cell, contender: Contender, t0: bigint): Promise<void> {
+  await delay(SURVIVOR_CHECK_MS);
+  const survivors = countGroupLeft(target, contender, job, 'survivors');
+  if (survivors > 0) count(target, 'trialsWithSurvivors');
+  await awaitExit(job, target, t0, 0);
+}
+
+function runStorm(): Promise<void> {
+  return runJobScenario('storm', () => delay(STORM_WARMUP_MS - JOB_SETTLE_MS), survivorsThenExit);
 }
 
 async function waitUntilStopped(job: Job): Promise<void> {
@@ -531,28 +510,21 @@ async function waitUntilStopped(job: Job): Promise<void> {
   throw new Error('bench: the job did not stop');
 }
 
-async function runStopped(): Promise<void> {
-  currentScenario = SCENARIO.stopped;
-  await rounds(N.stopped, (contender) =>
-    jobTrial(
-      JOBS.stopped,
-      contender,
-      async (job) => {
-        // The bench's own signal to its own job, through the verified group path.
-        signalVerified(job.identity, 'SIGSTOP', { group: true });
-        await waitUntilStopped(job);
-      },
-      async (job, t0, t1) => {
-        const target = cell(SCENARIO.stopped, contender.name);
-        target.trials += 1;
-        sample(target, 'stop', msSince(t0, t1));
-        // "After the grace period": the grace, or the contender's own return if later, plus a margin.
-        await awaitExit(job, target, t0, Math.max(msSince(t0, t1), GRACE_MS) + 200);
-        if (!job.exited) count(target, 'alive');
-        else if ((await job.spawned.exit).code === 0) count(target, 'graceful');
-        countGroupLeft(target, contender, job);
-      },
-    ),
+function runStopped(): Promise<void> {
+  return runJobScenario(
+    'stopped',
+    async (job) => {
+      // The bench's own signal to its own job, through the verified group path.
+      signalVerified(job.identity, 'SIGSTOP', { group: true });
+      await waitUntilStopped(job);
+    },
+    async (job, target, contender, t0, t1) => {
+      // "After the grace period": the grace, or the contender's own return if later, plus a margin.
+      await awaitExit(job, target, t0, Math.max(msSince(t0, t1), GRACE_MS) + 200);
+      if (!job.exited) count(target, 'alive');
+      else if ((await job.spawned.exit).code === 0) count(target, 'graceful');
+      countGroupLeft(target, contender, job);
+    },
   );
 }
 
@@ -571,42 +543,15 @@ function countGroupLeft(
   return members.length;
 }
 
-async function runIgnoring(): Promise<void> {
-  currentScenario = SCENARIO.ignoring;
-  await rounds(N.ignoring, (contender) =>
-    jobTrial(
-      JOBS.ignoring,
-      contender,
-      async () => {},
-      async (job, t0, t1) => {
-        const target = cell(SCENARIO.ignoring, contender.name);
-        target.trials += 1;
-        sample(target, 'stop', msSince(t0, t1));
-        await awaitExit(job, target, t0, Math.max(msSince(t0, t1), GRACE_MS) + NEVER_AFTER_MS);
-        countGroupLeft(target, contender, job);
-      },
-    ),
-  );
+function runIgnoring(): Promise<void> {
+  return runJobScenario('ignoring', async () => {}, async (job, target, contender, t0, t1) => {
+    await awaitExit(job, target, t0, Math.max(msSince(t0, t1), GRACE_MS) + NEVER_AFTER_MS);
+    countGroupLeft(target, contender, job);
+  });
 }
 
-async function runMemberIgnoring(): Promise<void> {
-  currentScenario = SCENARIO.memberIgnoring;
-  await rounds(N.memberIgnoring, (contender) =>
-    jobTrial(
-      JOBS.memberIgnoring,
-      contender,
-      async () => {},
-      async (job, t0, t1) => {
-        const target = cell(SCENARIO.memberIgnoring, contender.name);
-        target.trials += 1;
-        sample(target, 'stop', msSince(t0, t1));
-        await delay(SURVIVOR_CHECK_MS);
-        const survivors = countGroupLeft(target, contender, job, 'survivors');
-        if (survivors > 0) count(target, 'trialsWithSurvivors');
-        await awaitExit(job, target, t0, 0);
-      },
-    ),
-  );
+function runMemberIgnoring(): Promise<void> {
+  return runJobScenario('memberIgnoring', async () => {}, survivorsThenExit);
 }
 
 // --- table ---
@@ -689,14 +634,8 @@ function dyingIn(pgid: number): boolean {
 }
 
 async function main(): Promise<void> {
+  printSignallingHeader('stop safety (bench/stop-safety)', `contenders take turns within each round; TERM grace ${GRACE_MS} ms for pm2-style and pidfence; pm2 polls every ${PM2_POLL_MS} ms; fork storm stopped ${STORM_WARMUP_MS} ms after start${QUICK ? '; QUICK run (N / 5): not for docs' : ''}`);
   const caps = capabilities();
-  console.log('# stop safety (bench/stop-safety)\n');
-  console.log(
-    machineHeader([
-      `kernel features: groupSignalMode ${caps.groupSignalMode}, pidfsIdentity ${caps.pidfsIdentity}`,
-      `method: contenders take turns within each round; TERM grace ${GRACE_MS} ms for pm2-style and pidfence; pm2 polls every ${PM2_POLL_MS} ms; fork storm stopped ${STORM_WARMUP_MS} ms after start${QUICK ? '; QUICK run (N / 5): not for docs' : ''}`,
-    ]),
-  );
   if (process.getuid?.() !== 0) {
     console.log('\nForcing a PID reuse needs root (/proc/sys/kernel/ns_last_pid). Stopping.');
     return;

@@ -2,6 +2,8 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 
+import { capabilities } from '../../lib/native/index';
+
 function cpuModel(): string {
   return os.cpus()[0]?.model.trim() ?? 'unknown CPU';
 }
@@ -27,4 +29,11 @@ export function machineHeader(extra: readonly string[] = []): string {
 function pathFromCwd(arg: string): string {
   const cwd = process.cwd();
   return arg.startsWith(`${cwd}/`) ? arg.slice(cwd.length + 1) : arg;
+}
+
+/** The title, the machine header and the kernel's signalling features, for benchmarks that signal processes. */
+export function printSignallingHeader(title: string, method: string): void {
+  const caps = capabilities();
+  console.log(`# ${title}\n`);
+  console.log(machineHeader([`kernel features: groupSignalMode ${caps.groupSignalMode}, pidfsIdentity ${caps.pidfsIdentity}`, `method: ${method}`]));
 }

@@ -7,8 +7,13 @@ import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 
 import { PidfenceError } from '../base/errors';
-import { validateId, validateLeaseDurationMs, type RunTerminalStatus } from '../contract/index';
-import type { AttemptExit, CompletionCause } from '../store/execution-store';
+import {
+  type AttemptExit,
+  type CompletionCause,
+  type RunTerminalStatus,
+  validateId,
+  validateLeaseDurationMs,
+} from '../contract/index';
 import type { PostgresExecutionStore } from '../store/postgres/execution-store';
 import { appendRunEvent, type LockedRun } from '../store/postgres/run-events';
 import { SQL } from '../store/postgres/statements';

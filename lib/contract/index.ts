@@ -10,3 +10,6 @@ export * from './cancellation-dispatch';
 export * from './run';
 export * from './claim-decision';
 export * from './management';
+export * from './execution';
+export * from './execution-validators';
+export * from './runner';

@@ -5,13 +5,24 @@
 // takes over those of runners of its host that are proved gone.
 import { randomUUID } from 'node:crypto';
 
-import { ControllerRegistry, Dispatcher, LEASE_SETTLE_MARGIN_MS, LOCAL_PROFILES, Supervisor, profile as profileNamed, type DiagnosticsCallback, type DispatchOutcome, type DispatchTarget } from '../dispatch/index';
+import {
+  ControllerRegistry,
+  type DiagnosticsCallback,
+  Dispatcher,
+  type DispatchOutcome,
+  type DispatchTarget,
+  LEASE_SETTLE_MARGIN_MS,
+  LOCAL_PROFILES,
+  profile as profileNamed,
+  Supervisor,
+} from '../dispatch/index';
 import { diagnosticCode } from '../dispatch/diagnostics';
 import { HeldGroups, LocalProcessController } from '../process/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
 import type { ExecutionStore } from '../store/execution-store';
 import type { RunStore } from '../store/run-store';
-import type { RunnerKind, RunnerStore } from '../store/runner-store';
+import type { RunnerStore } from '../store/runner-store';
+import type { RunnerKind } from '../contract/index';
 import { adoptGoneRunners, stopOrphanedRun, type OrphanStop } from './adoption';
 import { Admission, type AdmitOutcome, type AdmitRequest } from './admission';
 import { CompletionProcessor, type CompletionOutcome } from './completion-processor';

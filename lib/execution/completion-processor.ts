@@ -5,9 +5,16 @@
 // quarantined after its intent was saved. Without a receipt, an attempt ends only on proof.
 import { randomUUID } from 'node:crypto';
 
-import { RUN_TERMINAL_STATUSES, type AttemptRecord, type RunRecord, type RunTerminalStatus } from '../contract/index';
+import {
+  type AttemptRecord,
+  type CompletionCause,
+  type QuarantineReason,
+  RUN_TERMINAL_STATUSES,
+  type RunRecord,
+  type RunTerminalStatus,
+} from '../contract/index';
 import { groupLiveness, HeldGroups } from '../process/index';
-import type { CompletionCause, ExecutionStore, QuarantineReason } from '../store/execution-store';
+import type { ExecutionStore } from '../store/execution-store';
 import type { RunStore } from '../store/run-store';
 import type { AttemptRef } from './notices';
 import {

@@ -8,7 +8,8 @@
 import { PidfenceError } from '../base/errors';
 import { CycleTimer, type CycleTimerState, type Profile } from '../dispatch/index';
 import { RateLimitedDiagnostics, diagnosticCode, type DiagnosticsCallback } from '../dispatch/diagnostics';
-import type { ActiveCursor, ExecutionStore } from '../store/execution-store';
+import type { ExecutionStore } from '../store/execution-store';
+import type { ActiveCursor } from '../contract/index';
 import type { CompletionOutcome, CompletionProcessor } from './completion-processor';
 import type { DeadlineSource } from './deadlines';
 import type { CompletionNotices } from './notices';

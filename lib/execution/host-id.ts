@@ -9,7 +9,7 @@ import { homedir } from 'node:os';
 import * as path from 'node:path';
 
 import { PidfenceError } from '../base/errors';
-import { HOST_ID_PATTERN, validateHostId } from '../store/runner-store';
+import { HOST_ID_PATTERN, validateHostId } from '../contract/index';
 
 export const HOST_ID_ENV = 'PIDFENCE_HOST_ID';
 export const MACHINE_ID_FILES: readonly string[] = ['/etc/machine-id', '/var/lib/dbus/machine-id'];

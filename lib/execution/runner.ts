@@ -4,8 +4,9 @@
 // proof: a reused PID carries another start time and pidfs inode (identity_mismatch), and another
 // boot id means every process of the old boot is gone.
 import { PidfenceError } from '../base/errors';
-import { bootId, capabilities, captureIdentity, signalVerified, type ExpectedIdentity } from '../native/index';
-import type { AdoptionProof, RunnerKind, RunnerRecord, RunnerStore } from '../store/runner-store';
+import { bootId, capabilities, captureIdentity, type ExpectedIdentity, signalVerified } from '../native/index';
+import type { RunnerStore } from '../store/runner-store';
+import type { AdoptionProof, RunnerKind, RunnerRecord } from '../contract/index';
 
 export interface RunnerSelf {
   readonly runnerId: string;

@@ -4,11 +4,11 @@
 // the launcher is gone and nothing uses its number as a group id. Another boot id is a third. A
 // group with members and no hold stays unproven: it may be another group that reused the number,
 // so nothing is concluded and nothing is signalled.
-import { readdirSync } from 'node:fs';
 
-import { readProcessStat, signalVerified } from '../native/index';
+import { signalVerified } from '../native/index';
 import { handleExpectedIdentity, parseHandle } from './durable-handle';
 import type { HeldGroups } from './held-groups';
+import { scanProcesses } from './proc-scan';
 
 export type GroupLiveness = 'alive' | 'gone' | 'unproven';
 
@@ -18,15 +18,8 @@ export type GroupLiveness = 'alive' | 'gone' | 'unproven';
  * as a member: doubt never proves a group empty.
  */
 function groupMayHaveLiveMembers(pgid: number): boolean {
-  for (const entry of readdirSync('/proc')) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid) || pid <= 0) continue;
-    let stat;
-    try {
-      stat = readProcessStat(pid);
-    } catch {
-      return true;
-    }
+  for (const { stat } of scanProcesses()) {
+    if (stat === 'unreadable') return true;
     if (stat !== null && stat.pgid === pgid && stat.state !== 'Z') return true;
   }
   return false;

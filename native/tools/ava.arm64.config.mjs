@@ -7,8 +7,8 @@ export default {
     // binfmt_misc is not mounted, so the emulated node cannot exec a `node` child (ENOEXEC);
     // host binaries (sh, sleep) start fine. These files are about node children as a whole.
     '!dist/test/native/prebuilds.test.js', // also checks the arm64 file's digest on the host
-    '!dist/test/native/60-no-addon.test.js',
-    '!dist/test/native/70-workers.test.js', // each trial is a `node` child (worker-scenario.js)
+    '!dist/test/native/no-addon.test.js',
+    '!dist/test/native/workers.test.js', // each trial is a `node` child (worker-scenario-child.js)
   ],
   match: [
     // Spawns `node` as uid 65534 (see above).

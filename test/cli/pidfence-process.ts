@@ -32,4 +32,10 @@ export function tempDir(t: ExecutionContext): string {
 /** A uid with no passwd entry (root runs children under it to test another, unprivileged user). */
 export const NO_PASSWD_UID = 54_321;
 
-export const runsAsRoot = (): boolean => process.getuid?.() === 0;
+/**
+ * The suite runs as root (README): a test that runs a child under another uid fails loudly without
+ * it instead of passing quietly.
+ */
+export function requireRoot(why: string): void {
+  if (process.getuid?.() !== 0) throw new Error(`this test needs root (${why}); run the suite as root`);
+}

@@ -5,13 +5,10 @@ import path from 'node:path';
 
 import test from 'ava';
 
-import { NO_PASSWD_UID, pidfence, runsAsRoot, tempDir } from './pidfence-process';
+import { NO_PASSWD_UID, pidfence, requireRoot, tempDir } from './pidfence-process';
 
 test('a uid with no passwd entry acts as uid-N: it can bootstrap, and is refused by that name without a stack trace', async (t) => {
-  if (!runsAsRoot()) {
-    t.pass('needs root to run a child under a uid without a passwd entry (the suite runs as root)');
-    return;
-  }
+  requireRoot('run a child under a uid without a passwd entry');
   const dir = tempDir(t);
   chmodSync(dir, 0o777);
   const db = path.join(dir, 'pidfence.db');

@@ -6,7 +6,7 @@ import path from 'node:path';
 
 import test from 'ava';
 
-import { NO_PASSWD_UID, pidfence, runsAsRoot, tempDir, type Run } from './pidfence-process';
+import { NO_PASSWD_UID, pidfence, requireRoot, tempDir, type Run } from './pidfence-process';
 
 function oneSentence(t: import('ava').ExecutionContext, run: Run, pattern: RegExp): void {
   t.is(run.code, 3, run.stderr);
@@ -25,10 +25,7 @@ test('a missing directory: status and run exit 3 with a sentence; run names the 
 });
 
 test('an unwritable directory: run exits 3 saying the directory is not writable', async (t) => {
-  if (!runsAsRoot()) {
-    t.pass('needs root to run as another user');
-    return;
-  }
+  requireRoot('run as another user');
   const dir = tempDir(t);
   chmodSync(dir, 0o755);
   const db = path.join(dir, 'pidfence.db');

@@ -7,18 +7,15 @@ import { ControllerRegistry, Dispatcher, type DispatcherOptions, type Terminatio
 import { LocalProcessController, formatHandle, handleFromIdentity, type TerminationOutcome, type TerminationRequest } from '../../lib/process/index';
 import type { RunStore } from '../../lib/store/run-store';
 import { spawnJob, type Job } from '../helpers/processes';
-import type { DispatchTestStore } from './stores';
+import type { TestStore } from '../helpers/stores';
 import { uniqueId } from '../helpers/unique-id';
+import { cancelledRun, type CancelledRun } from '../helpers/cancelled-runs';
 
 /** A grace short enough for tests; the lease below outlasts boundMs(GRACE_MS) + settle margin. */
 export const GRACE_MS = 200;
 export const LEASE_MS = 5_000;
 
-export interface Target {
-  readonly runId: string;
-  readonly attemptId: string;
-  readonly cancelRequestedAtMs: number;
-}
+export type Target = CancelledRun;
 
 export function handleOf(job: Job): string {
   return formatHandle(handleFromIdentity(job.identity));
@@ -33,19 +30,8 @@ export function startJob(t: ExecutionContext): Job {
  * A runtime run with a running attempt and durable cancel intent. `binding` is the Attempt's PID
  * and handle (both or neither: the store writes them together); omitted → no handle at all.
  */
-export async function cancelledRun(runStore: RunStore, binding?: { pid: number; handle: string }, projectId = 'project-a'): Promise<Target> {
-  const runId = uniqueId('run');
-  const attemptId = `${runId}-a1`;
-  await runStore.createRun({ runId, projectId });
-  await runStore.createAttempt({ runId, attemptId });
-  await runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'running', ...(binding ?? {}) });
-  const cancelled = await runStore.requestCancellation({ runId, reason: 'user', eventId: uniqueId('evt') });
-  if (cancelled.kind !== 'requested') throw new Error(`fixture: cancellation was ${cancelled.kind}`);
-  return { runId, attemptId, cancelRequestedAtMs: cancelled.run.cancelRequestedAtMs ?? -1 };
-}
-
-export async function cancelledRunFor(store: Pick<DispatchTestStore, 'runStore'>, job: Job): Promise<Target> {
-  return cancelledRun(store.runStore, { pid: job.identity.pid, handle: handleOf(job) });
+export async function cancelledRunFor(store: Pick<TestStore, 'runStore'>, job: Job): Promise<Target> {
+  return cancelledRun(store.runStore, { running: { pid: job.identity.pid, handle: handleOf(job) } });
 }
 
 /** Delegates to a real controller and counts the calls. */
@@ -89,7 +75,7 @@ export class ThrowingController implements TerminationController {
 }
 
 export function dispatcherFor(
-  connection: Pick<DispatchTestStore, 'repository' | 'runStore'>,
+  connection: Pick<TestStore, 'repository' | 'runStore'>,
   controllers: readonly TerminationController[],
   options: Partial<DispatcherOptions> = {},
 ): Dispatcher {

@@ -101,6 +101,16 @@ export function overriding<T extends object>(target: T, overrides: Partial<T>): 
   });
 }
 
+/** `target` whose `method` fails as a full disk does (SQLITE_IOERR) while `failing(command)` holds. */
+export function diskErrorWhile<T extends object>(target: T, method: keyof T & string, failing: (command: never) => boolean): T {
+  const real = (target[method] as unknown as (command: unknown) => Promise<unknown>).bind(target);
+  const failingMethod = async (command: never): Promise<unknown> => {
+    if (failing(command)) throw Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' });
+    return real(command);
+  };
+  return overriding(target, { [method]: failingMethod } as unknown as Partial<T>);
+}
+
 /**
  * Lifecycle gate 4 on any store: a cancelled and a TERM-ignoring job, then the drain. The caller's
  * close wrapper pushes the count of active attempts it saw onto `activeAtClose`; `reopen` opens

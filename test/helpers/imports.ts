@@ -14,10 +14,3 @@ export function sources(dir: string): string[] {
     .filter((entry) => entry.isFile() && entry.name.endsWith('.ts'))
     .map((entry) => path.join(entry.parentPath ?? (entry as unknown as { path: string }).path, entry.name));
 }
-
-/** Whether a relative import of `file` lands inside the lib/<layer> folder. */
-export function importsLayer(file: string, specifier: string, layer: string): boolean {
-  if (!specifier.startsWith('.')) return false;
-  const target = path.resolve(path.dirname(file), specifier);
-  return target === path.join(LIB, layer) || target.startsWith(path.join(LIB, layer) + path.sep);
-}

@@ -1,26 +1,19 @@
 // What is left of a job's process group, seen from /proc (read only), and a teardown that ends it
 // through the verified path: each member's identity is captured from its own pidfd and checked to
 // be in the group before SIGKILL goes through that same identity. Never a bare PID.
-import { readdirSync } from 'node:fs';
 
 import type { ExecutionContext } from 'ava';
 
-import { captureIdentity, readProcessStat, signalVerified, type ProcessIdentity } from '../../lib/native/index';
+import { captureIdentity, signalVerified, type ProcessIdentity } from '../../lib/native/index';
 import { parseHandle } from '../../lib/process/index';
+import { scanProcesses } from '../../lib/process/proc-scan';
 
 /** The live members of process group `pgid` (zombies excluded: they are already gone). */
 export function groupMembers(pgid: number): ProcessIdentity[] {
   const members: ProcessIdentity[] = [];
-  for (const entry of readdirSync('/proc')) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid) || pid <= 0) continue;
-    let stat;
-    try {
-      stat = readProcessStat(pid);
-    } catch {
-      continue; // exiting while it was read
-    }
-    if (stat === null || stat.pgid !== pgid || stat.state === 'Z') continue;
+  for (const { pid, stat } of scanProcesses()) {
+    // 'unreadable': it was exiting while it was read.
+    if (stat === null || stat === 'unreadable' || stat.pgid !== pgid || stat.state === 'Z') continue;
     const identity = captureIdentity(pid);
     if (identity !== null && identity.pgid === pgid) members.push(identity);
   }

@@ -4,8 +4,7 @@ import { randomBytes } from 'node:crypto';
 
 import { Pool } from 'pg';
 
-import { grantRuntime, migratePostgres, openPostgresStore, type PostgresStore, type PostgresStoreOptions } from '../../lib/store/postgres/index';
-import type { ContractStore } from '../store/dispatch-contract-suite';
+import { grantRuntime, migratePostgres } from '../../lib/store/postgres/index';
 import { provisionDatabase, type ProvisionedDatabase } from './postgres';
 import { silentPool } from './pg-pool';
 
@@ -82,41 +81,24 @@ export function uniqueApplicationName(prefix = 'pidfence_test'): string {
   return `${prefix}_${randomBytes(6).toString('hex')}`;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
 /**
- * A contract store as the runtime role. Real time passes in advanceTime; the event-append failure is
- * a trigger installed by the owner that fires only for this store's application_name, so tests that
- * run at the same time in the same database are not affected.
+ * Makes every RunEvent append fail until the returned function restores it: a trigger installed by
+ * the owner. With `applicationName` it fires only for that store's sessions, so tests running at
+ * the same time in the same database are not affected.
  */
-export async function openContractStore(
-  database: MigratedDatabase,
-  options: PostgresStoreOptions = {},
-  settings: Readonly<Record<string, string>> = {},
-): Promise<ContractStore & { store: PostgresStore; applicationName: string }> {
-  const applicationName = uniqueApplicationName();
-  const store = await openPostgresStore(runtimeUrlNamed(database, applicationName, settings), { maxConnections: 8, ...options });
-  return {
-    store,
-    applicationName,
-    repository: store.dispatchRepository,
-    runStore: store.runStore,
-    advanceTime: (ms) => sleep(ms),
-    injectEventAppendFailure: async () => {
-      const fn = `${applicationName}_fail`;
-      await database.owner.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-          IF current_setting('application_name') = '${applicationName}' THEN
-            RAISE EXCEPTION 'injected event append failure';
-          END IF;
-          RETURN NEW;
-        END $$`);
-      await database.owner.query(`CREATE TRIGGER ${fn} BEFORE INSERT ON run_events FOR EACH ROW EXECUTE FUNCTION ${fn}()`);
-      return async () => {
-        await database.owner.query(`DROP TRIGGER ${fn} ON run_events`);
-        await database.owner.query(`DROP FUNCTION ${fn}()`);
-      };
-    },
-    close: () => store.close(),
+export async function injectPostgresEventAppendFailure(database: MigratedDatabase, applicationName?: string): Promise<() => Promise<void>> {
+  const fn = `${applicationName ?? 'pidfence_test'}_fail_${randomBytes(4).toString('hex')}`;
+  const only = applicationName === undefined ? 'true' : `current_setting('application_name') = '${applicationName}'`;
+  await database.owner.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF ${only} THEN
+        RAISE EXCEPTION 'injected event append failure';
+      END IF;
+      RETURN NEW;
+    END $$`);
+  await database.owner.query(`CREATE TRIGGER ${fn} BEFORE INSERT ON run_events FOR EACH ROW EXECUTE FUNCTION ${fn}()`);
+  return async () => {
+    await database.owner.query(`DROP TRIGGER ${fn} ON run_events`);
+    await database.owner.query(`DROP FUNCTION ${fn}()`);
   };
 }

@@ -12,6 +12,7 @@ import type { DispatchRepository } from '../../lib/store/dispatch-repository';
 import type { RunStore } from '../../lib/store/run-store';
 import { CountingController, dispatcherFor, startJob } from '../dispatch/world';
 import { uniqueId } from '../helpers/unique-id';
+import { cancelledRun } from '../helpers/cancelled-runs';
 
 export interface ManagementWorld {
   readonly runStore: RunStore;
@@ -39,20 +40,9 @@ const OWNER = 'worker-7:pid-4242';
 const PROJECT = 'project-a';
 const OTHER_PROJECT = 'project-b';
 
-async function cancelledRun(world: ManagementWorld, projectId: string): Promise<{ runId: string; attemptId: string; cancelRequestedAtMs: number }> {
-  const runId = uniqueId('run');
-  const attemptId = `${runId}-a1`;
-  await world.runStore.createRun({ runId, projectId });
-  await world.runStore.createAttempt({ runId, attemptId });
-  await world.runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'running', pid: 4242, handle: '{"v":1,"pid":4242}' });
-  const cancelled = await world.runStore.requestCancellation({ runId, reason: 'user', eventId: uniqueId('evt') });
-  if (cancelled.kind !== 'requested') throw new Error(`fixture: cancellation was ${cancelled.kind}`);
-  return { runId, attemptId, cancelRequestedAtMs: cancelled.run.cancelRequestedAtMs ?? -1 };
-}
-
 /** A run whose dispatch settled with `result` through the real claim/result path; returns its token too. */
 export async function settledRun(world: ManagementWorld, projectId: string, result: DispatchResult, retryDelayMs?: number): Promise<{ runId: string; token: string }> {
-  const run = await cancelledRun(world, projectId);
+  const run = await cancelledRun(world.runStore, { projectId });
   const token = createLeaseToken();
   const claim = await world.repository.claim({ ...run, owner: OWNER, token, leaseDurationMs: 60_000 });
   if (claim.kind !== 'claimed') throw new Error(`fixture: claim was ${claim.kind}`);
@@ -64,7 +54,7 @@ export async function settledRun(world: ManagementWorld, projectId: string, resu
 
 /** A run whose dispatch is leased (claimed, not settled). */
 async function leasedRun(world: ManagementWorld, projectId: string, leaseDurationMs = 60_000): Promise<{ runId: string; token: string }> {
-  const run = await cancelledRun(world, projectId);
+  const run = await cancelledRun(world.runStore, { projectId });
   const token = createLeaseToken();
   const claim = await world.repository.claim({ ...run, owner: OWNER, token, leaseDurationMs });
   if (claim.kind !== 'claimed') throw new Error(`fixture: claim was ${claim.kind}`);

@@ -29,3 +29,11 @@ test('pidfence/postgres does load pg (the check above can see it)', (t) => {
   t.true(loaded.some((file) => /[\\/]node_modules[\\/]pg[\\/]/.test(file)));
   t.true(loaded.some((file) => /[\\/]dist[\\/]lib[\\/]store[\\/]postgres[\\/]index\.js$/.test(file)));
 });
+
+for (const entry of ['pidfence/dispatch', 'pidfence/management', 'pidfence/store']) {
+  test(`${entry} loads neither pg nor better-sqlite3 nor a concrete store`, (t) => {
+    const loaded = modulesLoadedBy(entry);
+    t.true(loaded.some((file) => file.includes('dist')), 'the entry itself was loaded from dist');
+    t.deepEqual(loaded.filter((file) => POSTGRES_MODULE.test(file) || /better-sqlite3|[\\/]lib[\\/]store[\\/]sqlite[\\/]/.test(file)), []);
+  });
+}

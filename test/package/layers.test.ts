@@ -1,33 +1,42 @@
-// design/architecture §2: imports point one way. Every file under lib/ may import only the layers listed for
-// its own layer; the two stores never import each other, and nothing below cli imports cli.
+// design/architecture §2: imports point one way. This is the one layering test: every file under lib/
+// may import only the layers listed for its own layer, the map lists exactly the edges the code
+// uses (a loosened map fails too), the two stores never import each other, and dispatch and
+// management see the store interfaces only. Tests and benchmarks point one way as well: a helper never
+// imports a suite, and a benchmark imports only the shared harness in test/helpers.
 import path from 'node:path';
 
 import test from 'ava';
 
 import { LIB, importsOf, sources } from '../helpers/imports';
 
-/** The layer of a file: lib/<dir>, with the two stores told apart. */
+const ROOT = path.dirname(LIB);
+/** The store interfaces (types only, published as pidfence/store); the rest of lib/store is shared SQL. */
+const STORE_INTERFACES = new Set(['dispatch-repository', 'run-store', 'execution-store', 'runner-store', 'management-store', 'index']);
+
+/** The layer of a file: lib/<dir>, with the two stores and the store interfaces told apart. */
 function layerOf(file: string): string {
   const relative = path.relative(LIB, file).split(path.sep);
   if (relative.length === 1) return 'root';
   if (relative[0] === 'store' && (relative[1] === 'sqlite' || relative[1] === 'postgres')) return `store/${relative[1]}`;
+  if (relative[0] === 'store' && relative.length === 2 && STORE_INTERFACES.has(path.basename(relative[1]!, '.ts'))) return 'store/interfaces';
   return relative[0] ?? 'root';
 }
 
-// Which layers each layer may import (its own layer is always allowed).
+// Which other layers each layer imports: exactly these (its own layer is always allowed).
 const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   base: [],
   native: ['base'],
   contract: ['base'],
   process: ['base', 'native'],
+  'store/interfaces': ['contract'],
   store: ['base', 'contract'],
-  'store/sqlite': ['base', 'contract', 'store'],
-  'store/postgres': ['base', 'contract', 'store'],
-  dispatch: ['base', 'contract', 'native', 'process', 'store'],
-  management: ['base', 'contract', 'dispatch', 'store'],
-  execution: ['base', 'contract', 'native', 'process', 'store', 'store/sqlite', 'store/postgres', 'dispatch', 'management'],
-  cluster: ['base', 'contract', 'native', 'process', 'store', 'store/sqlite', 'store/postgres', 'dispatch', 'management', 'execution'],
-  cli: ['base', 'contract', 'native', 'process', 'store', 'store/sqlite', 'store/postgres', 'dispatch', 'management', 'execution', 'cluster'],
+  'store/sqlite': ['base', 'contract', 'store', 'store/interfaces'],
+  'store/postgres': ['base', 'contract', 'store', 'store/interfaces'],
+  dispatch: ['base', 'contract', 'process', 'store/interfaces'],
+  management: ['base', 'contract', 'store/interfaces'],
+  execution: ['base', 'contract', 'dispatch', 'native', 'process', 'store/interfaces'],
+  cluster: ['base', 'contract', 'execution', 'management', 'store/interfaces', 'store/postgres', 'store/sqlite'],
+  cli: ['base', 'cluster', 'contract', 'execution', 'management', 'native', 'process', 'store/interfaces', 'store/postgres', 'store/sqlite'],
   root: ['base', 'native'],
 };
 
@@ -38,7 +47,9 @@ function importedLayer(file: string, specifier: string): string | null {
   return layerOf(target.endsWith('.ts') ? target : `${target}.ts`);
 }
 
-test('every import under lib/ points down the layer order of design/architecture §2', (t) => {
+/** Every edge layer → other layer that lib/ really has. */
+function usedEdges(): { edges: Map<string, Set<string>>; violations: string[]; checked: number } {
+  const edges = new Map<string, Set<string>>();
   const violations: string[] = [];
   let checked = 0;
   for (const file of sources(LIB)) {
@@ -50,19 +61,49 @@ test('every import under lib/ points down the layer order of design/architecture
     }
     for (const specifier of importsOf(file)) {
       const target = importedLayer(file, specifier);
-      if (target === null) continue;
+      if (target === null || target === layer) continue;
       checked++;
-      if (target !== layer && !allowed.includes(target)) violations.push(`${path.relative(LIB, file)} imports ${target} (${specifier})`);
+      if (!edges.has(layer)) edges.set(layer, new Set());
+      edges.get(layer)!.add(target);
+      if (!allowed.includes(target)) violations.push(`${path.relative(LIB, file)} imports ${target} (${specifier})`);
     }
   }
+  return { edges, violations, checked };
+}
+
+test('every import under lib/ points down the layer order of design/architecture §2', (t) => {
+  const { violations, checked } = usedEdges();
   t.deepEqual(violations, []);
   t.true(checked > 100, `checked ${checked} relative imports`);
 });
 
-test('the rule is live: an upward import would be reported', (t) => {
-  const file = path.join(LIB, 'native', 'index.ts');
-  t.is(importedLayer(file, '../process/index'), 'process');
+test('the layer map is tight: every edge it allows is one the code uses', (t) => {
+  const { edges } = usedEdges();
+  const unused = Object.entries(ALLOWED).flatMap(([layer, targets]) => targets.filter((target) => !edges.get(layer)?.has(target)).map((target) => `${layer} → ${target}`));
+  t.deepEqual(unused, [], 'remove the edges no file uses');
+});
+
+test('the rule is live: an upward import, a store importing the other, or dispatch importing a concrete store would be reported', (t) => {
+  t.is(importedLayer(path.join(LIB, 'native', 'index.ts'), '../process/index'), 'process');
   t.false(ALLOWED.native?.includes('process'));
   t.is(importedLayer(path.join(LIB, 'store', 'sqlite', 'index.ts'), '../postgres/index'), 'store/postgres');
   t.false(ALLOWED['store/sqlite']?.includes('store/postgres'));
+  t.is(importedLayer(path.join(LIB, 'dispatch', 'dispatcher.ts'), '../store/dispatch-decisions'), 'store');
+  t.false(ALLOWED.dispatch?.includes('store'));
+  t.false(ALLOWED.management?.includes('dispatch'));
+});
+
+function relativeImports(dir: string): Array<{ file: string; target: string }> {
+  return sources(path.join(ROOT, dir)).flatMap((file) =>
+    importsOf(file).filter((specifier) => specifier.startsWith('.')).map((specifier) => ({ file: path.relative(ROOT, file), target: path.relative(ROOT, path.resolve(path.dirname(file), specifier)) })));
+}
+
+test('test helpers import lib/ and other helpers only, never a suite', (t) => {
+  const wrong = relativeImports(path.join('test', 'helpers')).filter(({ target }) => !/^(lib|test\/helpers)\//.test(target) || /\.test$|-suite$/.test(target));
+  t.deepEqual(wrong, []);
+});
+
+test('benchmarks import lib/, their own bench/lib and the shared harness in test/helpers, never a test or suite', (t) => {
+  const wrong = relativeImports('bench').filter(({ target }) => !/^(lib|bench|test\/helpers)\//.test(target) || /\.test$|-suite$/.test(target));
+  t.deepEqual(wrong, []);
 });

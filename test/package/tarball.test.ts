@@ -92,6 +92,7 @@ const CONSUMER = `import { openSqliteStore, type SqliteStore } from 'pidfence/sq
 import type { PostgresStore, PostgresTarget } from 'pidfence/postgres';
 import { PidfenceError } from 'pidfence';
 import type { RunRecord } from 'pidfence/contract';
+import type { DispatchRepository, RunStore } from 'pidfence/store';
 import * as controller from 'pidfence/process';
 import * as native from 'pidfence/native';
 import * as dispatch from 'pidfence/dispatch';
@@ -107,6 +108,7 @@ export async function firstRun(file: string): Promise<RunRecord | null> {
   }
 }
 export type Targets = PostgresTarget | PostgresStore;
+export type Stores = DispatchRepository | RunStore;
 export const seen = [PidfenceError, controller, native, dispatch, management, execution];
 `;
 

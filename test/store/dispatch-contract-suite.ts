@@ -18,44 +18,16 @@ import {
 import type { DispatchRepository } from '../../lib/store/dispatch-repository';
 import type { RunStore } from '../../lib/store/run-store';
 import { uniqueId } from '../helpers/unique-id';
-
-export interface ContractStore {
-  readonly repository: DispatchRepository;
-  readonly runStore: RunStore;
-  /** Moves the store's clock forward: the injected clock on SQLite, a real sleep on PostgreSQL. */
-  advanceTime(ms: number): Promise<void>;
-  /** Makes every RunEvent append fail until the returned function restores it. */
-  injectEventAppendFailure(): Promise<() => Promise<void>>;
-  /** The database's bytes on disk (file + WAL), where the store can expose them. */
-  rawBytes?(): Buffer;
-  close(): Promise<void>;
-}
-
-export interface ContractStoreFactory {
-  readonly name: string;
-  open(): Promise<ContractStore>;
-}
+import type { ContractStore, ContractStoreFactory } from '../helpers/stores';
+import { cancelledRun, type CancelledRun } from '../helpers/cancelled-runs';
 
 /** Every duration the suite waits for stays ≤ 300 ms, so a real-time store runs it quickly. */
 const LEASE_MS = 100;
 const RETRY_MS = 150;
 const LONG_LEASE_MS = 60_000;
 
-interface CancelledRun {
-  readonly runId: string;
-  readonly attemptId: string;
-  readonly cancelRequestedAtMs: number;
-}
-
-async function cancelledRun(store: ContractStore, projectId = 'project-a'): Promise<CancelledRun> {
-  const runId = uniqueId('run');
-  const attemptId = `${runId}-a1`;
-  await store.runStore.createRun({ runId, projectId });
-  await store.runStore.createAttempt({ runId, attemptId });
-  await store.runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'running', pid: 4242, handle: '{"v":1,"pid":4242}' });
-  const cancelled = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: uniqueId('evt') });
-  if (cancelled.kind !== 'requested') throw new Error(`fixture: cancellation was ${cancelled.kind}`);
-  return { runId, attemptId, cancelRequestedAtMs: cancelled.run.cancelRequestedAtMs ?? -1 };
+function cancelledRunIn(store: ContractStore, projectId = 'project-a'): Promise<CancelledRun> {
+  return cancelledRun(store.runStore, { projectId });
 }
 
 function claimOf(run: CancelledRun, owner: string, leaseDurationMs = LONG_LEASE_MS): ClaimCommand {
@@ -97,7 +69,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   };
 
   storeTest('gate 1: concurrent claims on one run produce exactly one lease owner', async (t, store) => {
-    const run = await cancelledRun(store);
+    const run = await cancelledRunIn(store);
     const commands = Array.from({ length: 8 }, (_, i) => claimOf(run, `worker-${i}`));
     const outcomes = await Promise.all(commands.map((command) => store.repository.claim(command)));
     const winners = outcomes.flatMap((outcome, i) => (outcome.kind === 'claimed' ? [{ outcome, command: commands[i] }] : []));
@@ -110,7 +82,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('gate 2: an unexpired lease is not taken over; after expiry a new owner gets a new token and version', async (t, store) => {
-    const run = await cancelledRun(store);
+    const run = await cancelledRunIn(store);
     const first = claimOf(run, 'worker-a', LEASE_MS);
     const firstRecord = await claimed(t, store, first);
     t.is(firstRecord.leaseExpiresAtMs, firstRecord.updatedAtMs + LEASE_MS, 'the repository computes the expiry from its own clock');
@@ -139,7 +111,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   ];
   for (const [what, corrupt] of staleFences) {
     storeTest(`gate 3: ${what} cannot record a result`, async (t, store) => {
-      const run = await cancelledRun(store);
+      const run = await cancelledRunIn(store);
       const claim = claimOf(run, 'worker-a');
       const record = await claimed(t, store, claim);
       const before = await snapshot(store, run.runId);
@@ -150,7 +122,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   }
 
   storeTest('gate 3: a settled lease cannot be settled twice with the same fence', async (t, store) => {
-    const run = await cancelledRun(store);
+    const run = await cancelledRunIn(store);
     const claim = claimOf(run, 'worker-a');
     const record = await claimed(t, store, claim);
     t.is((await store.repository.recordResult(resultOf(claim, record, 'already_exited'))).kind, 'recorded');
@@ -159,7 +131,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('gate 4: a failing event append rolls back both the run version and the dispatch', async (t, store) => {
-    const run = await cancelledRun(store);
+    const run = await cancelledRunIn(store);
     const claim = claimOf(run, 'worker-a');
     const record = await claimed(t, store, claim);
     const before = await snapshot(store, run.runId);
@@ -178,7 +150,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('gate 5: retry_wait is not due before its time and is due after, with dispatch_count incremented', async (t, store) => {
-    const run = await cancelledRun(store);
+    const run = await cancelledRunIn(store);
     const claim = claimOf(run, 'worker-a');
     const record = await claimed(t, store, claim);
     const settled = await store.repository.recordResult(resultOf(claim, record, 'dispatch_error', RETRY_MS));
@@ -203,7 +175,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
     ];
     const runs: Array<[CancelledRun, 'dispatched' | 'blocked']> = [];
     for (const [result, status] of finals) {
-      const run = await cancelledRun(store);
+      const run = await cancelledRunIn(store);
       const claim = claimOf(run, 'worker-a', LEASE_MS);
       const outcome = await store.repository.recordResult(resultOf(claim, await claimed(t, store, claim), result));
       if (outcome.kind !== 'recorded') return t.fail('settle failed');
@@ -221,7 +193,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
 
   storeTest('gate 7: controller_missing, handle_missing and dispatch_error back off with a persisted due time', async (t, store) => {
     for (const result of ['controller_missing', 'handle_missing', 'dispatch_error'] as const) {
-      const run = await cancelledRun(store);
+      const run = await cancelledRunIn(store);
       const claim = claimOf(run, 'worker-a');
       const outcome = await store.repository.recordResult(resultOf(claim, await claimed(t, store, claim), result, RETRY_MS));
       if (outcome.kind !== 'recorded') return t.fail('settle failed');
@@ -234,7 +206,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
 
   storeTest('gate 9: the due page holds at most its limit, in a stable keyset order covering each due run once', async (t, store) => {
     const runs: CancelledRun[] = [];
-    for (let i = 0; i < 40; i += 1) runs.push(await cancelledRun(store, i % 2 === 0 ? 'project-a' : 'project-b'));
+    for (let i = 0; i < 40; i += 1) runs.push(await cancelledRunIn(store, i % 2 === 0 ? 'project-a' : 'project-b'));
     // Two of them become retry_due items, so the page merges both branches.
     for (const run of runs.slice(0, 2)) {
       const claim = claimOf(run, 'worker-a');
@@ -262,7 +234,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('gate 9: a lease or retry delay beyond its hard limit is refused and changes nothing', async (t, store) => {
-    const run = await cancelledRun(store);
+    const run = await cancelledRunIn(store);
     await rejectsAsInput(t, store.repository.claim(claimOf(run, 'worker-a', LEASE_DURATION_MAX_MS + 1)));
     t.is(await store.repository.getRecord(run.runId), null);
     const claim = claimOf(run, 'worker-a');
@@ -273,7 +245,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('gate 10: events carry only attempt id, dispatch count and result, never owner, token or digest', async (t, store) => {
-    const run = await cancelledRun(store);
+    const run = await cancelledRunIn(store);
     const secrets: string[] = [];
     const first = claimOf(run, 'owner-secret-1');
     const firstRecord = await claimed(t, store, first);
@@ -294,7 +266,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('a record bound to another attempt fails closed and is never rebound', async (t, store) => {
-    const run = await cancelledRun(store);
+    const run = await cancelledRunIn(store);
     const claim = claimOf(run, 'worker-a');
     await store.repository.recordResult(resultOf(claim, await claimed(t, store, claim), 'controller_missing', RETRY_MS));
     t.is((await store.runStore.endAttempt({ runId: run.runId, attemptId: run.attemptId, status: 'failed' })).kind, 'ended');
@@ -308,7 +280,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('claim refuses runs that are not eligible (design/dispatch §2.2 steps 1-2) and writes nothing', async (t, store) => {
-    const run = await cancelledRun(store);
+    const run = await cancelledRunIn(store);
     const expect = async (command: ClaimCommand, reason: string) => {
       t.deepEqual(await store.repository.claim(command), { kind: 'not_eligible', reason });
       t.is(await store.repository.getRecord(command.runId), null);
@@ -334,7 +306,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('the raw token appears only in the claimed outcome', async (t, store) => {
-    const run = await cancelledRun(store);
+    const run = await cancelledRunIn(store);
     const command = claimOf(run, 'worker-a');
     const outcome = await store.repository.claim(command);
     t.is(outcome.kind === 'claimed' ? outcome.token : undefined, command.token);
@@ -346,7 +318,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('cancel intent is written with its time, reason and event at once, and an existing intent is kept', async (t, store) => {
-    const run = await cancelledRun(store);
+    const run = await cancelledRunIn(store);
     const stored = await store.runStore.getRun(run.runId);
     t.like(stored, { cancelReason: 'user', cancelRequestedAtMs: run.cancelRequestedAtMs, status: 'running' });
     const events = await store.runStore.listEvents(run.runId);
@@ -360,7 +332,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('bad input: every malformed command is rejected with a typed error and changes nothing', async (t, store) => {
-    const run = await cancelledRun(store);
+    const run = await cancelledRunIn(store);
     const claim = claimOf(run, 'worker-a');
     const record = await claimed(t, store, claim);
     const good = resultOf(claim, record, 'termination_requested');
@@ -404,26 +376,21 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
 }
 
 /** Registered only for stores whose bytes can be read (SQLite); PostgreSQL proves gate 11 its own way. */
-export interface RawBytesStoreFactory {
-  readonly name: string;
-  open(): Promise<ContractStore & { rawBytes(): Buffer }>;
-}
-
-export function registerRawTokenScan(factory: RawBytesStoreFactory): void {
+export function registerRawTokenScan(factory: ContractStoreFactory): void {
   test(`gate 10: the raw token never appears in the database bytes, the digest does [${factory.name}]`, async (t) => {
     const store = await factory.open();
     try {
       const tokens: string[] = [];
       const digests: string[] = [];
       for (let i = 0; i < 5; i += 1) {
-        const run = await cancelledRun(store);
+        const run = await cancelledRunIn(store);
         const claim = claimOf(run, `worker-${i}`);
         const record = await claimed(t, store, claim);
         tokens.push(claim.token);
         digests.push(record.leaseTokenDigest ?? '');
         if (i % 2 === 0) await store.repository.recordResult(resultOf(claim, record, 'termination_requested'));
       }
-      const bytes = store.rawBytes();
+      const bytes = rawBytesOf(store);
       for (const token of tokens) {
         t.false(bytes.includes(Buffer.from(token, 'utf8')), 'token text absent');
         t.false(bytes.includes(Buffer.from(token, 'base64url')), 'token bytes absent');
@@ -434,4 +401,9 @@ export function registerRawTokenScan(factory: RawBytesStoreFactory): void {
       await store.close();
     }
   });
+}
+
+function rawBytesOf(store: ContractStore): Buffer {
+  if (store.rawBytes === undefined) throw new Error('this store cannot show its bytes: register the raw token scan only for stores that can');
+  return store.rawBytes();
 }

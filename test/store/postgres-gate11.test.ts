@@ -15,6 +15,7 @@ import { SQL } from '../../lib/store/postgres/statements';
 import { ensureServerBinaries } from '../helpers/pg-cluster';
 import { pgDump } from '../helpers/pg-schema';
 import { adminUrlFor, migratedDatabaseForFile, type MigratedDatabase } from '../helpers/pg-store';
+import { seedCancelledRuns } from '../helpers/cancelled-runs';
 
 /** Any fixed past instant: the seeded runs were "cancelled" then. */
 const CANCELLED_AT_MS = 1_700_000_000_000;
@@ -29,14 +30,6 @@ function runtimePool(db: MigratedDatabase, max = 1): Pool {
 }
 
 /** `count` cancelled runs with a running attempt, written by the owner in two statements. */
-async function seedCancelledRuns(db: MigratedDatabase, prefix: string, count: number): Promise<string[]> {
-  await db.owner.query(`INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
-    SELECT $1 || '-' || g, 'project-a', 'runtime', 'running', 1, $3::bigint, 'user', 2, $3::bigint, $3::bigint FROM generate_series(1, $2::int) AS g`, [prefix, count, CANCELLED_AT_MS]);
-  await db.owner.query(`INSERT INTO attempts (run_id, id, status, pid, handle, created_at_ms, updated_at_ms)
-    SELECT $1 || '-' || g, $1 || '-' || g || '-a1', 'running', 4242, 'h', $3::bigint, $3::bigint FROM generate_series(1, $2::int) AS g`, [prefix, count, CANCELLED_AT_MS]);
-  return Array.from({ length: count }, (_, i) => `${prefix}-${i + 1}`);
-}
-
 function claimOf(runId: string, owner: string): ClaimCommand {
   return { runId, attemptId: `${runId}-a1`, cancelRequestedAtMs: CANCELLED_AT_MS, owner, token: createLeaseToken(), leaseDurationMs: 60_000 };
 }
@@ -44,7 +37,7 @@ function claimOf(runId: string, owner: string): ClaimCommand {
 async function race(t: import('ava').ExecutionContext, connections: number, rounds: number): Promise<void> {
   const db = await ready;
   const prefix = `race${connections}`;
-  const runIds = await seedCancelledRuns(db, prefix, rounds);
+  const runIds = await seedCancelledRuns(db.owner, prefix, rounds, CANCELLED_AT_MS);
   const pools = Array.from({ length: connections }, () => runtimePool(db));
   t.teardown(() => Promise.all(pools.map((pool) => pool.end())));
   const repositories = pools.map((pool) => new PostgresDispatchRepository(pool));
@@ -103,7 +96,7 @@ test.serial('pg gate 11: the raw token never reaches pg_dump output or the WAL; 
   const pool = runtimePool(db, 2);
   t.teardown(() => pool.end());
   const repository = new PostgresDispatchRepository(pool);
-  const runIds = await seedCancelledRuns(db, 'walscan', 5);
+  const runIds = await seedCancelledRuns(db.owner, 'walscan', 5, CANCELLED_AT_MS);
   const { rows: dirRows } = await db.admin.query<{ data_directory: string }>('SHOW data_directory');
   const walDir = path.join(dirRows[0]?.data_directory ?? '', 'pg_wal');
 
@@ -150,7 +143,7 @@ test.serial('pg gate 11: the runtime role cannot DELETE, TRUNCATE or change the 
   const db = await ready;
   const pool = runtimePool(db);
   t.teardown(() => pool.end());
-  await seedCancelledRuns(db, 'priv', 1);
+  await seedCancelledRuns(db.owner, 'priv', 1, CANCELLED_AT_MS);
   const countRows = async () => (await db.owner.query<{ n: string }>("SELECT (SELECT count(*) FROM runs) + (SELECT count(*) FROM attempts) AS n")).rows[0]?.n;
   const before = await countRows();
   const attempts = [
@@ -180,7 +173,7 @@ test.serial('pg gate 11: a claim or result blocked on a held lock fails after th
   t.teardown(() => pool.end());
   const repository = new PostgresDispatchRepository(pool);
   const runStore = new PostgresRunStore(pool);
-  const [runId = ''] = await seedCancelledRuns(db, 'locked', 1);
+  const [runId = ''] = await seedCancelledRuns(db.owner, 'locked', 1, CANCELLED_AT_MS);
   const snapshot = async () => ({ run: await runStore.getRun(runId), record: await repository.getRecord(runId), events: await runStore.listEvents(runId) });
 
   const holder = await db.owner.connect();

@@ -18,8 +18,11 @@ import {
 import { SQL } from '../../lib/store/postgres/statements';
 import { provisionDatabase } from '../helpers/postgres';
 import { committedSchemaDump, currentSchemaDump, SCHEMA_DUMP_COMMAND } from '../helpers/pg-schema';
-import { migratedDatabase, migratedDatabaseForFile, openContractStore, SUITE_SESSION_SETTINGS, type MigratedDatabase } from '../helpers/pg-store';
-import { registerDispatchContractSuite, type ContractStore } from './dispatch-contract-suite';
+import { migratedDatabase, migratedDatabaseForFile, SUITE_SESSION_SETTINGS, type MigratedDatabase } from '../helpers/pg-store';
+import { openContractStore } from '../helpers/stores';
+import { registerDispatchContractSuite } from './dispatch-contract-suite';
+import { type ContractStore } from '../helpers/stores';
+import { cancelledRun } from '../helpers/cancelled-runs';
 
 const ready = migratedDatabaseForFile(test, 'pgstore');
 
@@ -55,11 +58,8 @@ async function serverNowMs(pool: Pool): Promise<number> {
   return Number(rows[0]?.ms);
 }
 
-async function cancelledRun(store: ContractStore, runId: string): Promise<number> {
-  await store.runStore.createRun({ runId, projectId: 'project-a' });
-  await store.runStore.createAttempt({ runId, attemptId: `${runId}-a1` });
-  const cancelled = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `${runId}-e1` });
-  return cancelled.kind === 'requested' ? cancelled.run.cancelRequestedAtMs ?? -1 : -1;
+async function cancelledAt(store: Pick<ContractStore, 'runStore'>, runId: string): Promise<number> {
+  return (await cancelledRun(store.runStore, { runId, running: null })).cancelRequestedAtMs;
 }
 
 function claimFor(runId: string, cancelRequestedAtMs: number, leaseDurationMs = 60_000) {
@@ -71,7 +71,7 @@ test.serial('gate 11: the database is the only clock: a client clock ten years a
   const store = await openContractStore(db, { clock: () => Date.now() + TEN_YEARS_MS, checkReadiness: false });
   t.teardown(() => store.close());
   const before = await serverNowMs(db.admin);
-  const at = await cancelledRun(store, 'clock-run');
+  const at = await cancelledAt(store, 'clock-run');
   const claim = claimFor('clock-run', at, 60_000);
   const claimed = await store.repository.claim(claim);
   const afterClaim = await serverNowMs(db.admin);
@@ -188,7 +188,7 @@ test.serial('CHECK constraints hold the status, lease, retry and terminal shape;
   const db = await ready;
   const store = await openContractStore(db, { checkReadiness: false });
   t.teardown(() => store.close());
-  await cancelledRun(store, 'check-run');
+  await cancelledAt(store, 'check-run');
   await store.runStore.createRun({ runId: 'check-other', projectId: 'project-a' });
   await store.runStore.createAttempt({ runId: 'check-other', attemptId: 'check-other-a1' });
   const insert = (status: string, extra: Record<string, unknown>) => {
@@ -279,7 +279,7 @@ test.serial('a connection dropped between statements of a result transaction lea
     },
   });
   t.teardown(() => hooked.close());
-  const at = await cancelledRun(plain, 'drop-run');
+  const at = await cancelledAt(plain, 'drop-run');
   const claim = claimFor('drop-run', at);
   const claimed = await hooked.repository.claim(claim);
   if (claimed.kind !== 'claimed') return t.fail(claimed.kind);
@@ -315,7 +315,7 @@ test.serial('claim and recordResult are one round trip and one statement each on
   t.teardown(() => setup.close());
   for (const preparedStatements of [true, false]) {
     const runId = `wire-run-${String(preparedStatements)}`;
-    const at = await cancelledRun(setup, runId);
+    const at = await cancelledAt(setup, runId);
     const { pool, counts } = wireCountingPool(db.runtimeUrl);
     t.teardown(() => pool.end());
     await pool.query('SELECT 1');
@@ -362,7 +362,7 @@ test.serial('errors carry a code and advice, never SQL text or parameters', asyn
   const db = await ready;
   const store = await openContractStore(db, { checkReadiness: false });
   t.teardown(() => store.close());
-  const at = await cancelledRun(store, 'err-run');
+  const at = await cancelledAt(store, 'err-run');
   const claim = claimFor('err-run', at);
   const claimed = await store.repository.claim(claim);
   if (claimed.kind !== 'claimed') return t.fail(claimed.kind);

@@ -1,7 +1,6 @@
 // The SQLite store (design/dispatch §2.2, §6; design/architecture §5, §7) on real files: the shared contract suite plus
 // what only a file can show — two racing processes, restart, WAL bytes, schema CHECKs and readiness.
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 
@@ -12,38 +11,16 @@ import { createLeaseToken } from '../../lib/contract/index';
 import { loadMigrations, migrationsDirectory, pendingMigrations } from '../../lib/store/migrations';
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
 import { SQL } from '../../lib/store/sqlite/statements';
-import { registerDispatchContractSuite, registerRawTokenScan, type ContractStore } from './dispatch-contract-suite';
+import { registerDispatchContractSuite, registerRawTokenScan } from './dispatch-contract-suite';
+import { sqliteFileBytes, storeFactory } from '../helpers/stores';
 import { tempFile } from '../helpers/temp-file';
+import { cancelledRun } from '../helpers/cancelled-runs';
 
-function fileBytes(file: string): Buffer {
-  return Buffer.concat([file, `${file}-wal`].filter((name) => existsSync(name)).map((name) => readFileSync(name)));
-}
+registerDispatchContractSuite(storeFactory('sqlite'));
+registerRawTokenScan(storeFactory('sqlite'));
 
-async function openContractStore(): Promise<ContractStore & { rawBytes(): Buffer }> {
-  const { file, cleanup } = tempFile('pidfence-sqlite-');
-  let now = 1_700_000_000_000;
-  const store = openSqliteStore(file, { clock: () => now });
-  return {
-    repository: store.dispatchRepository,
-    runStore: store.runStore,
-    advanceTime: async (ms) => { now += ms; },
-    injectEventAppendFailure: async () => {
-      store.database.exec("CREATE TRIGGER test_fail_event_append BEFORE INSERT ON run_events BEGIN SELECT RAISE(ABORT, 'injected event append failure'); END");
-      return async () => { store.database.exec('DROP TRIGGER test_fail_event_append'); };
-    },
-    rawBytes: () => fileBytes(file),
-    close: async () => { store.close(); cleanup(); },
-  };
-}
-
-registerDispatchContractSuite({ name: 'sqlite', open: openContractStore });
-registerRawTokenScan({ name: 'sqlite', open: openContractStore });
-
-async function cancelledRun(store: SqliteStore, runId: string): Promise<number> {
-  await store.runStore.createRun({ runId, projectId: 'project-a' });
-  await store.runStore.createAttempt({ runId, attemptId: `${runId}-a1` });
-  const cancelled = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `${runId}-e1` });
-  return cancelled.kind === 'requested' ? cancelled.run.cancelRequestedAtMs ?? -1 : -1;
+async function cancelledAt(store: Pick<SqliteStore, 'runStore'>, runId: string): Promise<number> {
+  return (await cancelledRun(store.runStore, { runId, running: null })).cancelRequestedAtMs;
 }
 
 test('gate 1: two processes racing claim on one SQLite file for 200 rounds get exactly one winner each round', async (t) => {
@@ -51,10 +28,10 @@ test('gate 1: two processes racing claim on one SQLite file for 200 rounds get e
   t.teardown(cleanup);
   const store = openSqliteStore(file);
   const rounds: Array<[string, number]> = [];
-  for (let i = 0; i < 200; i += 1) rounds.push([`race-${i}`, await cancelledRun(store, `race-${i}`)]);
+  for (let i = 0; i < 200; i += 1) rounds.push([`race-${i}`, await cancelledAt(store, `race-${i}`)]);
   store.close();
 
-  const racer = path.resolve(__dirname, '../helpers/claim-racer.js');
+  const racer = path.resolve(__dirname, '../helpers/claim-racer-child.js');
   const children = ['owner-a', 'owner-b'].map((owner) => spawn(process.execPath, [racer, file, owner], { stdio: ['pipe', 'pipe', 'inherit'] }));
   const readers = children.map((child) => createInterface({ input: child.stdout })[Symbol.asyncIterator]());
   for (const reader of readers) t.is((await reader.next()).value, 'ready');
@@ -85,7 +62,7 @@ test('gate 5: backoff survives closing and reopening the database', async (t) =>
   t.teardown(cleanup);
   let now = 1_700_000_000_000;
   const first = openSqliteStore(file, { clock: () => now });
-  const at = await cancelledRun(first, 'run-restart');
+  const at = await cancelledAt(first, 'run-restart');
   const token = createLeaseToken();
   const claim = { runId: 'run-restart', attemptId: 'run-restart-a1', cancelRequestedAtMs: at, owner: 'w', token, leaseDurationMs: 1_000 };
   const outcome = await first.dispatchRepository.claim(claim);
@@ -109,9 +86,9 @@ test('bad input runs no SQL at all: the statement log stays empty and the file b
   const statements: string[] = [];
   const store = openSqliteStore(file, { verbose: (sql) => statements.push(sql) });
   t.teardown(() => store.close());
-  const at = await cancelledRun(store, 'run-bad');
+  const at = await cancelledAt(store, 'run-bad');
   store.database.pragma('wal_checkpoint(TRUNCATE)');
-  const before = fileBytes(file);
+  const before = sqliteFileBytes(file);
   statements.length = 0;
   const claim = { runId: 'run-bad', attemptId: 'run-bad-a1', cancelRequestedAtMs: at, owner: 'w', token: createLeaseToken(), leaseDurationMs: 1_000 };
   for (const bad of [{ ...claim, leaseDurationMs: 1 }, { ...claim, owner: '' }, { ...claim, extra: 1 }, { ...claim, cancelRequestedAtMs: '1' }]) {
@@ -121,7 +98,7 @@ test('bad input runs no SQL at all: the statement log stays empty and the file b
   await t.throwsAsync(store.dispatchRepository.recordResult({ ...claim, expectedVersion: 1, result: 'nope', eventId: 'e' } as never));
   await t.throwsAsync(store.runStore.requestCancellation({ runId: 'run-bad', reason: 'x', eventId: 'e' } as never));
   t.deepEqual(statements, [], 'no statement reached SQLite');
-  t.true(fileBytes(file).equals(before), 'database file and WAL are byte-for-byte unchanged');
+  t.true(sqliteFileBytes(file).equals(before), 'database file and WAL are byte-for-byte unchanged');
 });
 
 test('a changed applied migration makes readiness fail with a clear error', (t) => {
@@ -149,7 +126,7 @@ test('CHECK constraints hold the status, lease, retry and terminal shape; projec
   t.teardown(cleanup);
   const store = openSqliteStore(file);
   t.teardown(() => store.close());
-  await cancelledRun(store, 'run-check');
+  await cancelledAt(store, 'run-check');
   const insert = (status: string, extra: Record<string, unknown>) => () => store.database.prepare(`INSERT INTO cancellation_dispatches
     (run_id, project_id, attempt_id, status, version, dispatch_count, next_attempt_at_ms, lease_owner, lease_token_digest,
      lease_expires_at_ms, last_result, last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)

@@ -26,7 +26,7 @@ import {
 } from '../../contract/index';
 import { storeFailure } from '../store-errors';
 import type { DispatchRepository } from '../dispatch-repository';
-import { duePageOf, FIRST_DUE_CURSOR, settlementOf } from '../dispatch-steps';
+import { duePageOf, FIRST_DUE_CURSOR, settlementOf } from '../dispatch-decisions';
 import { appendRunEvent, type LockedRun } from './run-events';
 import { SQL } from './statements';
 import { inOneStatement, inTransaction, type OneStatement, type Tx } from './transaction';

@@ -1,5 +1,5 @@
 // The PostgreSQL execution store's statements (design/execution §2-3), one named place each, built from the
-// shared text in ../execution-steps.ts with positional parameters and transaction_timestamp() as the
+// shared text in ../execution-sql.ts with positional parameters and transaction_timestamp() as the
 // only clock; the terminal CAS reuses the run store's statements (statements.ts) for the run lock,
 // the run's terminal state and its event.
 import {
@@ -12,7 +12,7 @@ import {
   listAttemptEventsSql,
   nextAttemptEventSeqSql,
   openJournalPageSql,
-} from '../execution-steps';
+} from '../execution-sql';
 import { ATTEMPT_COLUMNS, DB_NOW_MS } from './statements';
 
 export const EXECUTION_SQL = {

@@ -3,21 +3,30 @@
 // Attempt), and the receipt journal; transaction_timestamp() is the only clock (design/postgres §D3).
 import type { Pool } from 'pg';
 
-import { validateDigest, validateId, type AttemptRecord } from '../../contract/index';
-import type {
-  ActiveAttempt,
-  ActiveCursor,
-  AttemptEvent,
-  CompleteAttemptCommand,
-  CompleteAttemptOutcome,
-  DeadlineCursor,
-  DueDeadline,
-  ExecutionStore,
-  JournalCursor,
-  JournalEntry,
-  Page,
-  QuarantineReason,
-} from '../execution-store';
+import {
+  type ActiveAttempt,
+  type ActiveCursor,
+  type AttemptEvent,
+  type AttemptRecord,
+  type CompleteAttemptCommand,
+  type CompleteAttemptOutcome,
+  type DeadlineCursor,
+  type DueDeadline,
+  type JournalCursor,
+  type JournalEntry,
+  type Page,
+  type QuarantineReason,
+  validateActivePageQuery,
+  validateAttemptRef,
+  validateCompleteAttemptCommand,
+  validateDeadlinePageQuery,
+  validateDigest,
+  validateId,
+  validateJournalEntryRef,
+  validateJournalPageQuery,
+  validateQuarantineIntent,
+} from '../../contract/index';
+import type { ExecutionStore } from '../execution-store';
 import {
   activePageOf,
   attemptEventsOf,
@@ -28,16 +37,7 @@ import {
   journalKeyset,
   journalPageOf,
   runTerminalPayload,
-} from '../execution-steps';
-import {
-  validateActivePageQuery,
-  validateCompleteAttemptCommand,
-  validateDeadlinePageQuery,
-  validateAttemptRef,
-  validateJournalEntryRef,
-  validateJournalPageQuery,
-  validateQuarantineIntent,
-} from '../execution-validate';
+} from '../execution-sql';
 import { EXECUTION_SQL } from './execution-statements';
 import { appendRunEvent, type LockedRun } from './run-events';
 import { SQL } from './statements';

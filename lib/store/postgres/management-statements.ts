@@ -1,6 +1,6 @@
 // The PostgreSQL management store's statements (design/dispatch §5.1-5.4), one named place each, built
-// from the shared text in ../management-steps.ts with positional parameters and transaction_timestamp().
-import { blockedPageSql, hasGrantSql, insertAuditSql, inspectSql, rearmSql, summarySql } from '../management-steps';
+// from the shared text in ../management-sql.ts with positional parameters and transaction_timestamp().
+import { blockedPageSql, hasGrantSql, insertAuditSql, inspectSql, rearmSql, summarySql } from '../management-sql';
 import { DB_NOW_MS } from './statements';
 
 export const MANAGEMENT_SQL = {

@@ -15,7 +15,7 @@ import {
   type SummaryCounts,
 } from '../../contract/index';
 import type { BlockedPosition, BlockedRows, GrantAdministration, GrantChange, ManagementStore } from '../management-store';
-import { inspectionOf, rearmRefusal, summaryCountsOf } from '../management-steps';
+import { inspectionOf, rearmRefusal, summaryCountsOf } from '../management-sql';
 import { poolFor, type PostgresTarget } from './connection';
 import { MANAGEMENT_SQL } from './management-statements';
 import { appendRunEvent, type LockedRun } from './run-events';

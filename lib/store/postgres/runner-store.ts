@@ -4,17 +4,17 @@ import type { Pool } from 'pg';
 
 import { randomUUID } from 'node:crypto';
 
-import { validateId } from '../../contract/index';
 import {
+  type AdoptCommand,
   ADOPTION_BATCH_MAX,
+  type RegisterRunnerCommand,
+  type RunnerRecord,
   validateAdoptCommand,
   validateCandidatesQuery,
+  validateId,
   validateRegisterRunner,
-  type AdoptCommand,
-  type RunnerRecord,
-  type RunnerStore,
-  type RegisterRunnerCommand,
-} from '../runner-store';
+} from '../../contract/index';
+import { type RunnerStore } from '../runner-store';
 import {
   activeAttemptOwnerSql,
   adoptionCandidatesSql,
@@ -25,7 +25,7 @@ import {
   registerRunnerSql,
   runnerOf,
   transferAttemptSql,
-} from '../runner-steps';
+} from '../runner-sql';
 import { DB_NOW_MS } from './statements';
 import { inTransaction } from './transaction';
 

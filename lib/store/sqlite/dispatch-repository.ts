@@ -19,7 +19,7 @@ import {
   type RunRecord,
 } from '../../contract/index';
 import type { DispatchRepository } from '../dispatch-repository';
-import { duePageOf, FIRST_DUE_CURSOR, planClaim, settlementOf } from '../dispatch-steps';
+import { duePageOf, FIRST_DUE_CURSOR, planClaim, settlementOf } from '../dispatch-decisions';
 import { storeFailure } from '../store-errors';
 import { readClock, type Clock } from './clock';
 import type { SqliteDatabase } from './database';

@@ -1,5 +1,5 @@
 // The SQL of the SQLite execution store (design/execution §2-3), each statement in one named place, built
-// from the shared text in ../execution-steps.ts with named parameters and INDEXED BY hints; the
+// from the shared text in ../execution-sql.ts with named parameters and INDEXED BY hints; the
 // terminal CAS reuses the run store's statements (statements.ts) for the run and its event.
 import type Database from 'better-sqlite3';
 
@@ -13,7 +13,7 @@ import {
   listAttemptEventsSql,
   nextAttemptEventSeqSql,
   openJournalPageSql,
-} from '../execution-steps';
+} from '../execution-sql';
 
 export const EXECUTION_SQL = {
   activeAttemptsPage: activeAttemptsPageSql('attempts AS a INDEXED BY attempts_one_active', { afterRunId: ':afterRunId', limit: ':limit' }),

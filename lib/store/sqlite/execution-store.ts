@@ -2,34 +2,30 @@
 // existing partial indexes, the terminal CAS with attempt and run events in one BEGIN IMMEDIATE
 // transaction, and the receipt journal.
 import {
-  validateDigest,
-  validateId,
+  type ActiveAttempt,
+  type ActiveCursor,
+  type AttemptEvent,
   type AttemptRecord,
+  type CompleteAttemptCommand,
+  type CompleteAttemptOutcome,
+  type DeadlineCursor,
+  type DueDeadline,
+  type JournalCursor,
+  type JournalEntry,
+  type Page,
+  type QuarantineReason,
   type RunRecord,
-} from '../../contract/index';
-import type {
-  ActiveAttempt,
-  ActiveCursor,
-  AttemptEvent,
-  CompleteAttemptCommand,
-  CompleteAttemptOutcome,
-  DeadlineCursor,
-  DueDeadline,
-  ExecutionStore,
-  JournalCursor,
-  JournalEntry,
-  Page,
-  QuarantineReason,
-} from '../execution-store';
-import {
   validateActivePageQuery,
+  validateAttemptRef,
   validateCompleteAttemptCommand,
   validateDeadlinePageQuery,
-  validateAttemptRef,
+  validateDigest,
+  validateId,
   validateJournalEntryRef,
   validateJournalPageQuery,
   validateQuarantineIntent,
-} from '../execution-validate';
+} from '../../contract/index';
+import type { ExecutionStore } from '../execution-store';
 import {
   activePageOf,
   attemptEventsOf,
@@ -40,7 +36,7 @@ import {
   journalKeyset,
   journalPageOf,
   runTerminalPayload,
-} from '../execution-steps';
+} from '../execution-sql';
 import { readClock, type Clock } from './clock';
 import { runSqliteRead, runSqliteWrite } from './transaction';
 import type { SqliteDatabase } from './database';

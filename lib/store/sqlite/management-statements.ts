@@ -1,8 +1,8 @@
 // The SQLite management store's statements (design/dispatch §5.1-5.4), one named place each, built from
-// the shared text in ../management-steps.ts with SQLite's named parameters and injected clock.
+// the shared text in ../management-sql.ts with SQLite's named parameters and injected clock.
 import type Database from 'better-sqlite3';
 
-import { blockedPageSql, hasGrantSql, insertAuditSql, inspectSql, rearmSql, summarySql } from '../management-steps';
+import { blockedPageSql, hasGrantSql, insertAuditSql, inspectSql, rearmSql, summarySql } from '../management-sql';
 
 export const MANAGEMENT_SQL = {
   hasGrant: hasGrantSql({ subject: ':subject', projectId: ':projectId', permission: ':permission' }),

@@ -12,7 +12,7 @@ import {
   type SummaryCounts,
 } from '../../contract/index';
 import type { BlockedPosition, BlockedRows, GrantAdministration, GrantChange, ManagementStore } from '../management-store';
-import { inspectionOf, rearmRefusal, summaryCountsOf } from '../management-steps';
+import { inspectionOf, rearmRefusal, summaryCountsOf } from '../management-sql';
 import { storeFailure } from '../store-errors';
 import { readClock, type Clock } from './clock';
 import type { SqliteDatabase } from './database';

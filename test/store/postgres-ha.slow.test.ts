@@ -35,6 +35,7 @@ import {
 import { provisionDatabase, type ProvisionedDatabase } from '../helpers/postgres';
 import { until } from '../helpers/wait';
 import { scalar, silentPool } from '../helpers/pg-pool';
+import { seedCancelledRuns as seedRuns } from '../helpers/cancelled-runs';
 
 /** application_name of the standby's WAL receiver; the primary names it in synchronous_standby_names. */
 const STANDBY_NAME = 'pidfence_ha_standby';
@@ -210,14 +211,10 @@ test.before(async () => {
 async function seedCancelledRuns(w: World, prefix: string, count: number): Promise<string[]> {
   const owner = trackedPool(onPort(w.database.ownerUrl, w.primary.port), 1);
   try {
-    await owner.query(`INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
-      SELECT $1 || '-' || g, 'project-ha', 'runtime', 'running', 1, $3::bigint, 'user', 2, $3::bigint, $3::bigint FROM generate_series(1, $2::int) AS g`, [prefix, count, CANCELLED_AT_MS]);
-    await owner.query(`INSERT INTO attempts (run_id, id, status, pid, handle, created_at_ms, updated_at_ms)
-      SELECT $1 || '-' || g, $1 || '-' || g || '-a1', 'running', 4242, 'h', $3::bigint, $3::bigint FROM generate_series(1, $2::int) AS g`, [prefix, count, CANCELLED_AT_MS]);
+    return await seedRuns(owner, prefix, count, CANCELLED_AT_MS, 'project-ha');
   } finally {
     await owner.end();
   }
-  return Array.from({ length: count }, (_, i) => `${prefix}-${i + 1}`);
 }
 
 function claimCommand(w: World, runId: string, owner: string, leaseDurationMs: number): ClaimCommand {

@@ -1,15 +1,17 @@
-// The stores the dispatch-layer tests run against. Append a PostgreSQL factory here (same shape)
-// and every dispatcher, supervisor and crash-window test runs on it with no other change.
-import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+// The one home of the stores tests run against: the contract suite (test/store), the dispatch tests
+// (test/dispatch) and the crash-window children. One TestStore shape, one factory per store kind;
+// a new store adds its factory here and every suite runs on it unchanged (docs/decisions/0092).
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 import type { DispatchRepository } from '../../lib/store/dispatch-repository';
 import type { RunStore } from '../../lib/store/run-store';
-import { openPostgresStore, type PostgresStore } from '../../lib/store/postgres/index';
+import { openPostgresStore, type PostgresStore, type PostgresStoreOptions } from '../../lib/store/postgres/index';
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
-import { migratedDatabase } from '../helpers/pg-store';
-import { installPostgresTestClock } from '../helpers/pg-test-clock';
+import { injectPostgresEventAppendFailure, migratedDatabase, runtimeUrlNamed, uniqueApplicationName, type MigratedDatabase } from './pg-store';
+import { installPostgresTestClock } from './pg-test-clock';
+import { delay } from './wait';
 
 export interface StoreConnection {
   readonly repository: DispatchRepository;
@@ -17,14 +19,27 @@ export interface StoreConnection {
   close(): Promise<void>;
 }
 
-export interface DispatchTestStore {
+/** What the contract suite needs of a store. */
+export interface ContractStore extends StoreConnection {
+  /** Moves the store's clock forward (an injected offset on SQLite, the test clock or real time on PostgreSQL). */
+  advanceTime(ms: number): Promise<void>;
+  /** Makes every RunEvent append fail until the returned function restores it. */
+  injectEventAppendFailure(): Promise<() => Promise<void>>;
+  /** The database's bytes on disk (file + WAL), where the store can expose them. */
+  rawBytes?(): Buffer;
+}
+
+export interface ContractStoreFactory {
+  readonly name: string;
+  open(): Promise<ContractStore>;
+}
+
+export interface TestStore extends ContractStore {
   /** Getters: restart() replaces the connection behind them. */
   readonly repository: DispatchRepository;
   readonly runStore: RunStore;
   /** What another process passes to attach() to reach the same store (a file path, a URL). */
   readonly location: string;
-  /** Moves this store's clock forward (an injected offset on SQLite, the test clock on PostgreSQL). */
-  advanceTime(ms: number): Promise<void>;
   /** Another connection to the same store sharing this store's clock: a second worker. */
   connect(): Promise<StoreConnection>;
   /** Closes the connection and opens a new one to the same data: a process restart. */
@@ -34,18 +49,22 @@ export interface DispatchTestStore {
   close(): Promise<void>;
 }
 
-export interface DispatchStoreFactory {
-  readonly name: string;
-  open(): Promise<DispatchTestStore>;
+export interface TestStoreFactory extends ContractStoreFactory {
+  open(): Promise<TestStore>;
   /** Used by child processes: a connection to `location` on the store's real clock. */
   attach(location: string): Promise<StoreConnection>;
+}
+
+/** A SQLite database's bytes on disk: the file and its WAL. */
+export function sqliteFileBytes(file: string): Buffer {
+  return Buffer.concat([file, `${file}-wal`].filter((name) => existsSync(name)).map((name) => readFileSync(name)));
 }
 
 function sqliteConnection(store: SqliteStore): StoreConnection {
   return { repository: store.dispatchRepository, runStore: store.runStore, close: async () => store.close() };
 }
 
-const sqliteFactory: DispatchStoreFactory = {
+const sqliteFactory: TestStoreFactory = {
   name: 'sqlite',
   async open() {
     const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-dispatch-'));
@@ -68,6 +87,11 @@ const sqliteFactory: DispatchStoreFactory = {
         return sqliteConnection(other);
       },
       restart: async () => { main.close(); main = openMain(); },
+      injectEventAppendFailure: async () => {
+        main.database.exec("CREATE TRIGGER test_fail_event_append BEFORE INSERT ON run_events BEGIN SELECT RAISE(ABORT, 'injected event append failure'); END");
+        return async () => { main.database.exec('DROP TRIGGER test_fail_event_append'); };
+      },
+      rawBytes: () => sqliteFileBytes(file),
       writeMarker: async () => {
         const changes = (main.database.prepare('SELECT total_changes() AS n').get() as { n: number }).n;
         const wal = existsSync(`${file}-wal`) ? statSync(`${file}-wal`).size : 0;
@@ -94,7 +118,7 @@ const TABLES = ['runs', 'attempts', 'run_events', 'cancellation_dispatches', 'ma
 // PostgreSQL keeps its own clock (transaction_timestamp()). The URL carries the test-only clock
 // (test/helpers/pg-test-clock.ts): advanceTime moves it, and every connection on that URL, in this
 // process or a child, shares the moved timeline.
-const postgresFactory: DispatchStoreFactory = {
+const postgresFactory: TestStoreFactory = {
   name: 'postgres',
   async open() {
     const database = await migratedDatabase('dispatch');
@@ -116,6 +140,7 @@ const postgresFactory: DispatchStoreFactory = {
         await main.close();
         main = await openPostgresStore(url);
       },
+      injectEventAppendFailure: () => injectPostgresEventAppendFailure(database),
       // Every INSERT or UPDATE (even a no-op one) gives a row a new xmin: if no row's xmin or
       // position changed, nothing was written to these tables by anyone.
       writeMarker: async () => {
@@ -140,19 +165,43 @@ const postgresFactory: DispatchStoreFactory = {
   },
 };
 
-export const dispatchStoreFactories: readonly DispatchStoreFactory[] = [sqliteFactory, postgresFactory];
+export const storeFactories: readonly TestStoreFactory[] = [sqliteFactory, postgresFactory];
 
-export function storeFactory(name: string): DispatchStoreFactory {
-  const factory = dispatchStoreFactories.find((candidate) => candidate.name === name);
-  if (factory === undefined) throw new Error(`no dispatch test store named ${name}`);
+export function storeFactory(name: string): TestStoreFactory {
+  const factory = storeFactories.find((candidate) => candidate.name === name);
+  if (factory === undefined) throw new Error(`no test store named ${name}`);
   return factory;
 }
 
 /** For tests about the dispatch layer itself, not a store: the first store, closed at teardown. */
-export async function openFirstStore(t: { teardown(fn: () => Promise<void>): void }): Promise<DispatchTestStore> {
-  const factory = dispatchStoreFactories[0];
-  if (factory === undefined) throw new Error('no dispatch test store');
+export async function openFirstStore(t: { teardown(fn: () => Promise<void>): void }): Promise<TestStore> {
+  const factory = storeFactories[0];
+  if (factory === undefined) throw new Error('no test store');
   const store = await factory.open();
   t.teardown(() => store.close());
   return store;
+}
+
+/**
+ * A contract store as the runtime role in a database the caller shares between tests (one per test
+ * file): real time passes in advanceTime, so the suite also proves the store on the database's own
+ * clock with no test clock in the way; the event-append failure fires only for this store's
+ * application_name.
+ */
+export async function openContractStore(
+  database: MigratedDatabase,
+  options: PostgresStoreOptions = {},
+  settings: Readonly<Record<string, string>> = {},
+): Promise<ContractStore & { store: PostgresStore; applicationName: string }> {
+  const applicationName = uniqueApplicationName();
+  const store = await openPostgresStore(runtimeUrlNamed(database, applicationName, settings), { maxConnections: 8, ...options });
+  return {
+    store,
+    applicationName,
+    repository: store.dispatchRepository,
+    runStore: store.runStore,
+    advanceTime: (ms) => delay(ms),
+    injectEventAppendFailure: () => injectPostgresEventAppendFailure(database, applicationName),
+    close: () => store.close(),
+  };
 }

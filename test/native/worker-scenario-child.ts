@@ -1,4 +1,4 @@
-// One trial of the addon under worker_threads, run as its own process by 70-workers.test.ts so a
+// One trial of the addon under worker_threads, run as its own process by workers.test.ts so a
 // native crash (SIGSEGV, SIGABRT) ends this process and fails the trial instead of killing the
 // test runner. argv[2] names the scenario; a clean trial prints `ok` and exits 0.
 import { spawn } from 'node:child_process';

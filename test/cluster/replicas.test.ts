@@ -14,7 +14,7 @@ import { PostgresDispatchRepository, PostgresGrantAdministration } from '../../l
 import { CLI } from '../execution/cli-runs';
 import { spawnJob, type Job } from '../helpers/processes';
 import { delay, until } from '../helpers/wait';
-import { makeCertificates } from './certificates';
+import { makeCertificates } from '../helpers/certificates';
 import { clusterFixture } from './world';
 
 const ready = clusterFixture('cluster_replicas');
@@ -52,7 +52,7 @@ async function stage(t: ExecutionContext, hold: 'none' | 'after-claim' | 'after-
   const scratch = mkdtempSync(path.join(tmpdir(), 'pidfence-replicas-'));
   t.teardown(() => { certs.remove(); rmSync(scratch, { recursive: true, force: true }); });
   await new PostgresGrantAdministration(database.owner).writeGrant({ subject: 'operator-r', projectId: PROJECT, permission: 'run.stop' }, 'test-owner');
-  const replicas = [0, 1].map((i) => spawnJob(t, process.execPath, [path.join(__dirname, 'replica-process.js'), database.runtimeUrl,
+  const replicas = [0, 1].map((i) => spawnJob(t, process.execPath, [path.join(__dirname, 'replica-child.js'), database.runtimeUrl,
     certs.server.certPath, certs.server.keyPath, certs.ca.certPath, `cp-r${i}`, String(DISPATCH_LEASE_MS), hold, path.join(scratch, 'hold.latch')]));
   const urls = await Promise.all(replicas.map(async (replica) => (/listening on (\S+)/.exec(await replica.waitForLine(/listening on|error/, 20_000)) ?? [])[1] as string));
   const pem = certs.client('worker-r');

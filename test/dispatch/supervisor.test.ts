@@ -8,9 +8,10 @@ import { signalVerified } from '../../lib/native/index';
 import { LocalProcessController } from '../../lib/process/index';
 import type { DispatchRepository } from '../../lib/store/dispatch-repository';
 import { timerCensus } from '../helpers/timer-census';
-import { dispatchStoreFactories, openFirstStore, type DispatchTestStore } from './stores';
-import { CountingController, LEASE_MS, ThrowingController, cancelledRun, cancelledRunFor, dispatcherFor, handleOf, startJob } from './world';
+import { storeFactories, openFirstStore, type TestStore } from '../helpers/stores';
+import { CountingController, LEASE_MS, ThrowingController, cancelledRunFor, dispatcherFor, handleOf, startJob } from './world';
 import { uniqueId } from '../helpers/unique-id';
+import { cancelledRun } from '../helpers/cancelled-runs';
 
 /** The real repository, with its due pages bent by `bend` (a real delegating object, not a mock). */
 function bentRepository(repository: DispatchRepository, bend: (page: DuePage, call: number) => DuePage): Pick<DispatchRepository, 'duePage'> {
@@ -25,9 +26,9 @@ const SLOW_BACKOFF = { baseMs: 60_000, maxMs: 60 * 60 * 1000 } as const;
 
 const EMPTY_REPORT: CycleReport = { pages: 1, items: 0, dispatched: 0, blocked: 0, retryWait: 0, staleFence: 0, notClaimed: 0, completedFirst: 0, budgetExhausted: false };
 
-for (const factory of dispatchStoreFactories) {
+for (const factory of storeFactories) {
   const name = factory.name;
-  const withStore = (title: string, body: (t: import('ava').ExecutionContext, store: DispatchTestStore) => Promise<void>) =>
+  const withStore = (title: string, body: (t: import('ava').ExecutionContext, store: TestStore) => Promise<void>) =>
     test(`${title} [${name}]`, async (t) => {
       const store = await factory.open();
       t.teardown(() => store.close());
@@ -62,7 +63,7 @@ for (const factory of dispatchStoreFactories) {
     const terminalJob = startJob(t);
     const dispatched = await cancelledRunFor(store, dispatchedJob);
     // The Attempt's PID differs from the handle's: the real controller answers pid_mismatch → blocked.
-    const blocked = await cancelledRun(store.runStore, { pid: blockedJob.identity.pid === 1 ? 2 : blockedJob.identity.pid - 1, handle: handleOf(blockedJob) });
+    const blocked = await cancelledRun(store.runStore, { running: { pid: blockedJob.identity.pid === 1 ? 2 : blockedJob.identity.pid - 1, handle: handleOf(blockedJob) } });
     const terminal = await cancelledRunFor(store, terminalJob);
     await store.runStore.markTerminal({ runId: terminal.runId, status: 'failed', eventId: uniqueId('evt'), attemptId: terminal.attemptId });
 
@@ -81,7 +82,7 @@ for (const factory of dispatchStoreFactories) {
 
   withStore('gate 7: controller missing, handle missing and a transient error keep their backoff across a restart', async (t, store) => {
     const job = startJob(t);
-    const noHandle = await cancelledRun(store.runStore);
+    const noHandle = await cancelledRun(store.runStore, { running: {} });
     const noController = await cancelledRunFor(store, job);
     await new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, [], { backoff: SLOW_BACKOFF }) }).runCycle();
     const transient = await cancelledRunFor(store, job);
@@ -105,7 +106,7 @@ for (const factory of dispatchStoreFactories) {
 
   withStore('gate 9: a cycle stops at its page budget; the rest waits for the next cycle', async (t, store) => {
     const targets = [];
-    for (let i = 0; i < 7; i += 1) targets.push(await cancelledRun(store.runStore));
+    for (let i = 0; i < 7; i += 1) targets.push(await cancelledRun(store.runStore, { running: {} }));
     // No handles: each dispatch is a cheap handle_missing, no process needed.
     const supervisor = new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, []), pageSize: 2, pagesPerCycle: 3 });
     t.like(await supervisor.runCycle(), { pages: 3, items: 6, retryWait: 6, budgetExhausted: true });
@@ -137,7 +138,7 @@ for (const factory of dispatchStoreFactories) {
   ];
   for (const [what, code, bend] of failClosed) {
     withStore(`${what} fails the cycle closed: nothing of that page is dispatched`, async (t, store) => {
-      for (let i = 0; i < 6; i += 1) await cancelledRun(store.runStore);
+      for (let i = 0; i < 6; i += 1) await cancelledRun(store.runStore, { running: {} });
       const dispatcher = dispatcherFor(store, []);
       let dispatched = 0;
       const counted = { dispatch: async (item: Parameters<typeof dispatcher.dispatch>[0]) => { dispatched += 1; return dispatcher.dispatch(item); } };
@@ -152,7 +153,7 @@ for (const factory of dispatchStoreFactories) {
   withStore('idle is free: a cycle with nothing due runs one read and no write', async (t, store) => {
     const supervisor = new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, [new LocalProcessController()]) });
     // Something settled and something backing off exist, but nothing is due.
-    await cancelledRun(store.runStore);
+    await cancelledRun(store.runStore, { running: {} });
     await supervisor.runCycle();
     const before = await store.writeMarker();
     for (let i = 0; i < 5; i += 1) t.deepEqual(await supervisor.runCycle(), EMPTY_REPORT);
@@ -162,7 +163,7 @@ for (const factory of dispatchStoreFactories) {
 
 test("the supervisor creates no timer: its cycles create none, not even an unref'd one", async (t) => {
   const store = await openFirstStore(t);
-  await cancelledRun(store.runStore);
+  await cancelledRun(store.runStore, { running: {} });
   const census = timerCensus();
   t.teardown(() => census.disable());
   const supervisor = new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, []) });

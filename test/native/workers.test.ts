@@ -1,4 +1,4 @@
-// The addon under worker_threads: each trial runs in its own process (worker-scenario.ts), so a
+// The addon under worker_threads: each trial runs in its own process (worker-scenario-child.ts), so a
 // crash shows up as that process's signal. All addon state is per environment and a cleanup hook
 // closes a worker's pidfds and poll handles before its loop closes (docs/decisions/0007).
 import { spawn } from 'node:child_process';
@@ -6,11 +6,11 @@ import * as path from 'node:path';
 
 import test from 'ava';
 
-import { SCENARIOS, type Scenario } from './worker-scenario';
+import { SCENARIOS, type Scenario } from './worker-scenario-child';
 
 const TRIALS = 20;
 const PARALLEL = 4;
-const scenarioScript = path.join(__dirname, 'worker-scenario.js');
+const scenarioScript = path.join(__dirname, 'worker-scenario-child.js');
 
 interface TrialEnd {
   readonly code: number | null;

@@ -11,6 +11,7 @@ import test from 'ava';
 
 import { captureIdentity, signalVerified, type ProcessIdentity } from '../../lib/native/index';
 import { fixturesDir } from '../helpers/processes';
+import { lineReader } from '../helpers/line-reader';
 
 const MIN_TRIALS = 20;
 // Under heavy load a scheduling delay can push the two forks into different ticks; keep going
@@ -29,31 +30,9 @@ interface Trial {
   readonly successor: ProcessIdentity | null;
 }
 
-function lineReader(stream: NodeJS.ReadableStream): () => Promise<string> {
-  let buffered = '';
-  const lines: string[] = [];
-  const waiting: Array<(line: string) => void> = [];
-  stream.setEncoding('utf8');
-  stream.on('data', (chunk: string) => {
-    buffered += chunk;
-    const parts = buffered.split('\n');
-    buffered = parts.pop() ?? '';
-    for (const line of parts) (waiting.shift() ?? ((l: string) => lines.push(l)))(line);
-  });
-  return () =>
-    new Promise((resolve, reject) => {
-      if (lines.length > 0) return resolve(lines.shift()!);
-      const timer = setTimeout(() => reject(new Error('the reuse fixture said nothing for 10 s')), 10_000);
-      waiting.push((line) => {
-        clearTimeout(timer);
-        resolve(line);
-      });
-    });
-}
-
 async function runTrial(binary: string, check: (trial: Trial) => void): Promise<void> {
   const helper = spawn(binary, [], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const nextLine = lineReader(helper.stdout!);
+  const nextLine = lineReader(helper.stdout!, 'the reuse fixture');
   const exited = new Promise((resolve) => helper.once('exit', resolve));
   const first = await nextLine();
   if (!first.startsWith('original ')) throw new Error(`reuse fixture: ${first}`);

@@ -1,7 +1,7 @@
 // What the SQLite and PostgreSQL runner stores share (docs/decisions/0070): the SQL text, built
 // with each store's placeholders and clock, and the row mapper. Stores add only the transaction.
-import type { SqlParams } from './management-steps';
-import type { AdoptionProof, RunnerKind, RunnerRecord } from './runner-store';
+import type { SqlParams } from './sql-params';
+import type { AdoptionProof, RunnerKind, RunnerRecord } from '../contract/index';
 
 const ACTIVE = `('claimed', 'starting', 'running')`;
 

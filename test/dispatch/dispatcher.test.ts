@@ -7,10 +7,11 @@ import { RETRY_DELAY_MAX_MS, backoffDelayMs } from '../../lib/contract/index';
 import { ControllerRegistry, Dispatcher, LEASE_SETTLE_MARGIN_MS, defaultOwnerId } from '../../lib/dispatch/index';
 import { signalVerified } from '../../lib/native/index';
 import { LocalProcessController } from '../../lib/process/index';
-import { dispatchStoreFactories } from './stores';
-import { CountingController, GRACE_MS, LEASE_MS, SECRET_TEXT, ThrowingController, cancelledRun, cancelledRunFor, dispatcherFor, startJob } from './world';
+import { storeFactories } from '../helpers/stores';
+import { CountingController, GRACE_MS, LEASE_MS, SECRET_TEXT, ThrowingController, cancelledRunFor, dispatcherFor, startJob } from './world';
+import { cancelledRun } from '../helpers/cancelled-runs';
 
-for (const factory of dispatchStoreFactories) {
+for (const factory of storeFactories) {
   const name = factory.name;
 
   test(`gate 1: two dispatchers on two connections race for one run; the controller is called once [${name}]`, async (t) => {
@@ -53,7 +54,7 @@ for (const factory of dispatchStoreFactories) {
     const store = await factory.open();
     t.teardown(() => store.close());
     const job = startJob(t);
-    const noHandle = await cancelledRun(store.runStore);
+    const noHandle = await cancelledRun(store.runStore, { running: {} });
     const noController = await cancelledRunFor(store, job);
     const throwing = new ThrowingController();
     const thrown = await cancelledRunFor(store, job);
@@ -77,7 +78,7 @@ for (const factory of dispatchStoreFactories) {
     const store = await factory.open();
     t.teardown(() => store.close());
     const counting = new CountingController();
-    const target = await cancelledRun(store.runStore, { pid: 4242, handle: 'not-json' });
+    const target = await cancelledRun(store.runStore, { running: { pid: 4242, handle: 'not-json' } });
     t.like(await dispatcherFor(store, [counting]).dispatch(target), { kind: 'recorded', result: 'invalid', status: 'blocked' });
     t.is(counting.calls, 0);
   });

@@ -3,7 +3,7 @@
 // so the parent can kill this process (verified SIGKILL) before the result commits.
 import { ControllerRegistry, Dispatcher } from '../../lib/dispatch/index';
 import { LocalProcessController } from '../../lib/process/index';
-import { storeFactory } from './stores';
+import { storeFactory } from '../helpers/stores';
 
 const [storeName = '', location = '', runId = '', attemptId = '', cancelAt = '', graceMs = '', leaseMs = ''] = process.argv.slice(2);
 const say = (line: string): void => { process.stdout.write(`${line}\n`); };

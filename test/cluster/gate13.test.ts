@@ -1,7 +1,7 @@
 // design/dispatch §6 gate 13 end to end (docs/decisions/0103): two `pidfence control-plane` processes on one
 // PostgreSQL and two `pidfence worker` processes, mutual TLS with certificates made by openssl. A
 // run-level stop reaches the job only after its dispatch settled (one run.cancel_dispatched, whichever
-// replica each tick reaches; strict alternation is 40-replicas'); a task timeout stops the job with no run
+// replica each tick reaches; strict alternation is replicas.test's); a task timeout stops the job with no run
 // cancellation fact; a worker SIGKILLed mid-job loses its lease and its run does not stay running.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -16,7 +16,7 @@ import { PostgresGrantAdministration } from '../../lib/store/postgres/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { CLI, grantCancelOnSqlite } from '../execution/cli-runs';
 import { spawnJob, type Job } from '../helpers/processes';
-import { makeCertificates } from './certificates';
+import { makeCertificates } from '../helpers/certificates';
 import { clusterFixture } from './world';
 import { delay, until } from '../helpers/wait';
 

@@ -9,7 +9,7 @@ import { ControlPlaneClient } from '../../lib/cluster/client';
 import { startControlPlane, type ControlPlane } from '../../lib/cluster/control-plane';
 import { PostgresDispatchRepository, PostgresGrantAdministration } from '../../lib/store/postgres/index';
 import type { MigratedDatabase } from '../helpers/pg-store';
-import { makeCertificates, type Certificates } from './certificates';
+import { makeCertificates, type Certificates } from '../helpers/certificates';
 import { clusterFixture, foreignDispatch } from './world';
 
 const ready = clusterFixture('cluster_plane');
@@ -34,7 +34,7 @@ async function grant(database: MigratedDatabase, subject: string, permission: 'r
   await new PostgresGrantAdministration(database.owner).writeGrant({ subject, projectId: 'project-h', permission }, 'test-owner');
 }
 
-function clientFor(t: import('ava').ExecutionContext, cn: string, signer?: import('./certificates').Pem): ControlPlaneClient {
+function clientFor(t: import('ava').ExecutionContext, cn: string, signer?: import('../helpers/certificates').Pem): ControlPlaneClient {
   const certs = certificates as Certificates;
   const pem = certs.client(cn, signer);
   const client = new ControlPlaneClient((plane as ControlPlane).url, { cert: pem.cert, key: pem.key, ca: certs.ca.cert });

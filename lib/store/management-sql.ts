@@ -1,6 +1,6 @@
 // What the SQLite and PostgreSQL management stores share (design/dispatch §5): the
 // SQL text (built with each store's placeholders and clock), the row mappers and the rearm decision.
-// Stores add only the transaction and the driver, like dispatch-steps.ts for the dispatch repository.
+// Stores add only the transaction and the driver, like dispatch-decisions.ts for the dispatch repository.
 import {
   BLOCKING_RESULTS,
   DISPATCH_STATUSES,
@@ -13,9 +13,7 @@ import {
   type StateCounts,
   type SummaryCounts,
 } from '../contract/index';
-
-/** How a store spells its parameters and its clock inside one statement. */
-export type SqlParams<K extends string> = Readonly<Record<K, string>>;
+import type { SqlParams } from './sql-params';
 
 const INSPECTION_COLUMNS = `run_id AS "runId", project_id AS "projectId", attempt_id AS "attemptId", status, version,
   dispatch_count AS "dispatchCount", last_result AS "lastResult", next_attempt_at_ms AS "nextAttemptAtMs",

@@ -15,7 +15,7 @@ import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { migratedDatabase, runtimeUrlNamed, uniqueApplicationName } from '../helpers/pg-store';
 import { spawnJob } from '../helpers/processes';
 import { timerCensus } from '../helpers/timer-census';
-import { handleAlive, openWorld, overriding, receiptExists, shutdownDrainGate, worldDirectory, worldOver, type World } from './world';
+import { diskErrorWhile, handleAlive, openWorld, overriding, receiptExists, shutdownDrainGate, worldDirectory, worldOver, type World } from './world';
 import { delay, until } from '../helpers/wait';
 
 const LIB = path.resolve(__dirname, '..', '..', '..', 'lib');
@@ -68,12 +68,7 @@ test('lifecycle gate 2: deadline and cancellation intent are durable before any 
   let failIntent = true;
   const world = openWorld(t, {
     wrap: (store) => ({
-      runStore: overriding(store.runStore, {
-        requestCancellation: async (command: Parameters<typeof store.runStore.requestCancellation>[0]) => {
-          if (failIntent) throw Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' });
-          return store.runStore.requestCancellation(command);
-        },
-      }),
+      runStore: diskErrorWhile(store.runStore, 'requestCancellation', () => failIntent),
     }),
   });
   const admitted = await world.app.admit({ projectId: 'p1', command: 'sleep', args: ['30'], timeoutMs: 1 });

@@ -1,21 +1,23 @@
 // What the SQLite and PostgreSQL execution stores share (design/execution §2-3): the SQL text (built with
 // each store's placeholders, clock and index hints), the page and row mappers, the attempt event
 // payload and the terminal-CAS decision. Stores add only the transaction and the driver, like
-// management-steps.ts for the management store.
-import { runIsActive, type AttemptRecord, type RunRecord } from '../contract/index';
-import type {
-  ActiveAttempt,
-  ActiveCursor,
-  AttemptEvent,
-  CompleteAttemptCommand,
-  CompleteAttemptOutcome,
-  DeadlineCursor,
-  DueDeadline,
-  JournalCursor,
-  JournalEntry,
-  Page,
-} from './execution-store';
-import type { SqlParams } from './management-steps';
+// management-sql.ts for the management store.
+import {
+  type ActiveAttempt,
+  type ActiveCursor,
+  type AttemptEvent,
+  type AttemptRecord,
+  type CompleteAttemptCommand,
+  type CompleteAttemptOutcome,
+  type DeadlineCursor,
+  type DueDeadline,
+  type JournalCursor,
+  type JournalEntry,
+  type Page,
+  runIsActive,
+  type RunRecord,
+} from '../contract/index';
+import type { SqlParams } from './sql-params';
 
 const ACTIVE = `('claimed', 'starting', 'running')`;
 

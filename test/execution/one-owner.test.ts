@@ -11,10 +11,10 @@ import { captureIdentity, signalVerified } from '../../lib/native/index';
 import { parseHandle } from '../../lib/process/index';
 import { resolveHostId, runnerGoneProof, stopOrphanedRun } from '../../lib/execution/index';
 import { receiptTokenDigest, writeReceiptAtomic } from '../../lib/execution/receipts';
-import type { RunnerRecord } from '../../lib/store/runner-store';
+import type { RunnerRecord } from '../../lib/contract/index';
 import { groupMembers, reapGroupAtEnd } from '../helpers/job-groups';
 import { spawnJob } from '../helpers/processes';
-import { openWorld, overriding, receiptExists, type World } from './world';
+import { diskErrorWhile, openWorld, overriding, receiptExists, type World } from './world';
 import { delay, until } from '../helpers/wait';
 
 async function admitted(world: World, args: readonly string[], extra: { timeoutMs?: number } = {}): Promise<{ runId: string; attemptId: string; handle: string; pgid: number }> {
@@ -157,12 +157,7 @@ test('admission undo: a handle the store could not keep leaves no process and no
   let failHandle = true;
   const world = openWorld(t, {
     wrap: (store) => ({
-      runStore: overriding(store.runStore, {
-        advanceAttempt: async (command: Parameters<typeof store.runStore.advanceAttempt>[0]) => {
-          if (failHandle && command.to === 'running') throw Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' });
-          return store.runStore.advanceAttempt(command);
-        },
-      }),
+      runStore: diskErrorWhile(store.runStore, 'advanceAttempt', (command: { to: string }) => failHandle && command.to === 'running'),
     }),
   });
   const mark = `undo-${process.pid}-${Date.now()}`;

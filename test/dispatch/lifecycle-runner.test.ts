@@ -15,9 +15,10 @@ import {
   profile,
   type DiagnosticRecord,
 } from '../../lib/dispatch/index';
-import { openFirstStore } from './stores';
-import { cancelledRun, dispatcherFor } from './world';
+import { openFirstStore } from '../helpers/stores';
+import { dispatcherFor } from './world';
 import { delay, until } from '../helpers/wait';
+import { cancelledRun } from '../helpers/cancelled-runs';
 
 /** A real supervisor-shaped object whose cycles the test controls. */
 class ScriptedCycles {
@@ -115,7 +116,7 @@ test('after a drain timeout the old cycle never schedules again, and start() is 
 
 test('idle, the runner wakes once per cadence against a real store and writes nothing', async (t) => {
   const store = await openFirstStore(t);
-  await cancelledRun(store.runStore);
+  await cancelledRun(store.runStore, { running: {} });
   const supervisor = new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, []) });
   await supervisor.runCycle(); // the one run backs off: from now on nothing is due
   const before = await store.writeMarker();

@@ -3,7 +3,8 @@
 import test from 'ava';
 
 import { DispatchFailedClosed } from '../../lib/cluster/index';
-import { openContractStore, type MigratedDatabase } from '../helpers/pg-store';
+import { type MigratedDatabase } from '../helpers/pg-store';
+import { openContractStore } from '../helpers/stores';
 import { clusterFixture, foreignDispatch } from './world';
 
 const ready = clusterFixture('cluster_gates');

@@ -7,14 +7,14 @@ import test, { type ExecutionContext } from 'ava';
 
 import type { DispatchFence } from '../../lib/dispatch/index';
 import { spawnJob, spawnRecorder, type Job } from '../helpers/processes';
-import { dispatchStoreFactories, type DispatchTestStore } from './stores';
+import { storeFactories, type TestStore } from '../helpers/stores';
 import { CountingController, LEASE_MS, cancelledRunFor, dispatcherFor, type Target } from './world';
 import { uniqueId } from '../helpers/unique-id';
 
-const CHILD = path.resolve(__dirname, 'crash-dispatcher.js');
+const CHILD = path.resolve(__dirname, 'crash-dispatcher-child.js');
 
 /** Starts the crashing dispatcher as its own group leader, so the test can stop it verified. */
-function crashingDispatcher(t: ExecutionContext, factoryName: string, store: DispatchTestStore, target: Target, graceMs: number, leaseMs: number): Job {
+function crashingDispatcher(t: ExecutionContext, factoryName: string, store: TestStore, target: Target, graceMs: number, leaseMs: number): Job {
   return spawnJob(t, process.execPath, [CHILD, factoryName, store.location, target.runId, target.attemptId, String(target.cancelRequestedAtMs), String(graceMs), String(leaseMs)]);
 }
 
@@ -22,13 +22,13 @@ async function fenceOf(child: Job): Promise<DispatchFence> {
   return JSON.parse((await child.waitForLine(/^(fence|error) /, 20_000)).replace(/^fence /, '')) as DispatchFence;
 }
 
-async function replayIsFenced(t: ExecutionContext, store: DispatchTestStore, fence: DispatchFence, runId: string): Promise<void> {
+async function replayIsFenced(t: ExecutionContext, store: TestStore, fence: DispatchFence, runId: string): Promise<void> {
   const before = { record: await store.repository.getRecord(runId), events: await store.runStore.listEvents(runId) };
   t.deepEqual(await store.repository.recordResult({ ...fence, result: 'termination_requested', eventId: uniqueId('evt') }), { kind: 'stale_fence' });
   t.deepEqual({ record: await store.repository.getRecord(runId), events: await store.runStore.listEvents(runId) }, before, 'the late result changed nothing');
 }
 
-for (const factory of dispatchStoreFactories) {
+for (const factory of storeFactories) {
   test(`crash after the signal, before the commit: the next owner takes over after expiry and records already_exited [${factory.name}]`, async (t) => {
     const store = await factory.open();
     t.teardown(() => store.close());

@@ -1,15 +1,10 @@
-// Validators of the execution store's queries and commands (design/execution §2-3), shared by both stores:
+// Validators of the execution contract's queries and commands (design/execution §2-3), used by both stores:
 // exact shapes, page limits ≤ 64, the terminal status and cause enums.
 import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 import { SIGNAL_NAME_PATTERN } from '../base/limits';
-import {
-  EPOCH_MS_MAX,
-  RUN_TERMINAL_STATUSES,
-  validateBoundedInteger,
-  validateEnum,
-  validateExactShape,
-  validateId,
-} from '../contract/index';
+import { EPOCH_MS_MAX } from './limits';
+import { RUN_TERMINAL_STATUSES } from './run';
+import { validateBoundedInteger, validateEnum, validateExactShape, validateId } from './validators';
 import {
   EXECUTION_PAGE_MAX,
   QUARANTINE_REASONS,
@@ -19,7 +14,7 @@ import {
   type DeadlineCursor,
   type JournalCursor,
   type QuarantineReason,
-} from './execution-store';
+} from './execution';
 
 const CAUSES: readonly CompletionCause[] = ['receipt', 'never_started', 'stopped', 'lost'];
 const JOURNAL_ACTIONS = ['delete', 'quarantine'] as const;

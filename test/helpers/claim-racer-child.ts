@@ -6,7 +6,7 @@ import { createLeaseToken } from '../../lib/contract/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 
 const [filename, owner] = process.argv.slice(2);
-if (filename === undefined || owner === undefined) throw new Error('usage: claim-racer <db file> <owner>');
+if (filename === undefined || owner === undefined) throw new Error('usage: claim-racer-child <db file> <owner>');
 const store = openSqliteStore(filename, { migrate: false });
 const lines = createInterface({ input: process.stdin });
 
