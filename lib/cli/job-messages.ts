@@ -1,6 +1,8 @@
 // What `pidfence run` says about its job, shared so run and supervise say it alike
-// (docs/decisions/0042): the stop hint that works from any directory, and a job that could not start
-// with the exit status shells use (127 not found, 126 not executable). Never the command itself.
+// (docs/decisions/0042, 0141): the stop hint that works from any directory, a job that could not start
+// (exit 127 not found, 126 not executable, as shells do), and the line shown while a stop waits out its
+// grace. Never the command itself.
+import type { StartFailure } from '../execution/index';
 import { DEFAULT_SQLITE_FILE, type StoreTarget } from './store-target';
 
 /** `pidfence cancel RUN`, with `--db` whenever the store is not the default ./pidfence.db. */
@@ -25,17 +27,21 @@ function shellQuote(text: string): string {
   return /^[A-Za-z0-9_./:@%+=-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
 }
 
-export interface JobStartFailure {
-  /** The shell's status for it: 127 command not found, 126 found but not executable. */
-  readonly exitStatus: 126 | 127;
-  readonly message: string;
+const START_FAILURE_MESSAGES: Readonly<Record<StartFailure, string>> = {
+  command_not_found: 'command not found: check its name and $PATH (pidfence runs it without a shell).',
+  permission_denied: 'permission denied: the command is not an executable file for this user; check its mode and interpreter line.',
+};
+
+/** The sentence for a job that could not be started; it exits with START_FAILURE_STATUS, as shells do. */
+export function jobStartFailureMessage(failure: StartFailure): string {
+  return START_FAILURE_MESSAGES[failure];
 }
 
-/** A spawn errno as the shell would report it; undefined for errors that are not about the command. */
-export function jobStartFailure(errno: string | undefined): JobStartFailure | undefined {
-  if (errno === 'ENOENT') return { exitStatus: 127, message: 'command not found: check its name and $PATH (pidfence runs it without a shell).' };
-  if (errno === 'EACCES' || errno === 'EPERM' || errno === 'ENOEXEC') {
-    return { exitStatus: 126, message: `permission denied (${errno}): the command is not an executable file for this user; check its mode and interpreter line.` };
-  }
-  return undefined;
+/**
+ * What a foreground run says on a terminal while a stop waits out its grace period, so the seconds
+ * before the KILL are not silence; nothing when stderr is not a terminal (a log stays as it was).
+ */
+export function graceNotice(tty: boolean, runId: string, graceMs: number): string | null {
+  if (!tty) return null;
+  return `pidfence: stopping run ${runId}: TERM to its process group now, KILL in ${graceMs / 1_000}s if it is still running\n`;
 }

@@ -10,6 +10,7 @@ import type { CliIo } from './command';
 import { commands } from './commands/index';
 import { EXIT, type ExitCode } from './exit-codes';
 import { jsonRequested, unknownOptionHint } from './options';
+import { writeJsonError } from './output';
 import { packageVersion } from './version';
 
 export const CATEGORY_EXIT: Readonly<Record<ErrorCategory, ExitCode>> = {
@@ -19,12 +20,13 @@ export const CATEGORY_EXIT: Readonly<Record<ErrorCategory, ExitCode>> = {
   internal: EXIT.failure,
 };
 
-export function buildProgram(io: CliIo, done: (code: ExitCode) => void): Command {
+/** `json`: commander's own error text is held back, and the error is written as JSON instead. */
+export function buildProgram(io: CliIo, done: (code: ExitCode) => void, json = false): Command {
   const program = new Command('pidfence')
     .description('Stop job processes safely and provably; inspect and repair durable cancellation.')
     .version(packageVersion(), '-V, --version', 'print the pidfence version')
     .exitOverride()
-    .configureOutput({ writeOut: (text) => io.stdout.write(text), writeErr: (text) => io.stderr.write(text) })
+    .configureOutput({ writeOut: (text) => io.stdout.write(text), writeErr: (text) => { if (!json) io.stderr.write(text); } })
     .showHelpAfterError(true);
   for (const command of commands) command.register(program, io, done);
   return program;
@@ -43,17 +45,13 @@ function codeOf(error: unknown): string | undefined {
   return typeof code === 'string' && code.startsWith('ERR_PIDFENCE_') ? code : undefined;
 }
 
-/** Under --json an error is one JSON document on stderr: its code, category and sentence, never its cause. */
-function writeJsonError(io: CliIo, code: string, category: ErrorCategory, message: string): void {
-  io.stderr.write(`${JSON.stringify({ error: { code, category, message } })}\n`);
-}
-
 function errorExitCode(error: unknown, io: CliIo, json: boolean, argv: readonly string[]): ExitCode {
   if (error instanceof CommanderError) {
     // --help and --version are "errors" to commander; they already printed what was asked.
     if (error.exitCode === 0) return EXIT.ok;
     const hint = unknownOptionHint(error.code, argv);
-    if (hint !== undefined) io.stderr.write(`${hint}\n`);
+    if (json) writeJsonError(io, 'ERR_PIDFENCE_USAGE', 'input', `${error.message.replace(/^error: /, '')}${hint === undefined ? '' : `; ${hint}`}`);
+    else if (hint !== undefined) io.stderr.write(`${hint}\n`);
     return EXIT.usage;
   }
   const code = codeOf(error);
@@ -72,7 +70,8 @@ function errorExitCode(error: unknown, io: CliIo, json: boolean, argv: readonly 
 
 export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   let code: ExitCode | undefined;
-  const program = buildProgram(io, (value) => (code = value));
+  const json = jsonRequested(argv);
+  const program = buildProgram(io, (value) => (code = value), json);
   activeCommand = undefined;
   program.hook('preAction', (_program, action) => {
     activeCommand = action;
@@ -80,7 +79,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   try {
     await program.parseAsync([...argv], { from: 'user' });
   } catch (error) {
-    return errorExitCode(error, io, jsonRequested(argv), argv);
+    return errorExitCode(error, io, json, argv);
   }
   if (code === undefined) {
     io.stderr.write(`pidfence: no command given\n${program.helpInformation()}`);

@@ -4,9 +4,10 @@
 import type { Command } from 'commander';
 
 import { PidfenceRangeError } from '../base/errors';
-import { ManagementPlane, principalOf, type Principal } from '../management/index';
+import { ManagementPlane, principalOf, RunNotVisibleError, type Principal } from '../management/index';
 import { addStoreOptions, type CliIo, type StoreOptions } from './command';
-import { openStore, resolveStoreTarget } from './store-target';
+import { storeName } from './job-messages';
+import { openStore, resolveStoreTarget, type StoreTarget } from './store-target';
 
 export const PRINCIPAL_ENV = 'PIDFENCE_PRINCIPAL';
 
@@ -42,27 +43,22 @@ export async function withManagementPlane<T>(options: ManagementOptions, io: Cli
   // A malformed principal is a usage error, found before the database is touched.
   const requested = requestedPrincipal(options.as, io.env);
   // Reads never create a database: a missing SQLite file is an unreachable store, not an empty one.
-  const store = await openStore(resolveStoreTarget(options.db, io.env), { create: false });
+  const target = resolveStoreTarget(options.db, io.env);
+  const store = await openStore(target, { create: false });
   try {
     const principal = actingPrincipal(requested, await store.authenticatedSubject());
     const plane = new ManagementPlane({ store: store.managementStore, principal: principal.subject, ...(principal.authenticated === undefined ? {} : { authenticatedAs: principal.authenticated }) });
-    return await use(plane);
+    return await nameStoreInRefusal(target, use(plane));
   } finally {
     await store.close();
   }
 }
 
-/** Text lines `label  value`, aligned; the same facts the JSON carries. */
-export function factLines(facts: ReadonlyArray<readonly [string, string | number | null]>): string {
-  const width = Math.max(...facts.map(([label]) => label.length)) + 2;
-  return facts.map(([label, value]) => `  ${label.padEnd(width)}${value === null ? '-' : String(value)}`).join('\n');
-}
-
-/** An epoch-ms fact as text: the number itself, then the ISO time for the reader. */
-export function timeText(ms: number | null): string | null {
-  return ms === null ? null : `${ms} (${new Date(ms).toISOString()})`;
-}
-
-export function writeJson(io: CliIo, value: unknown): void {
-  io.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+/** A run the caller cannot see is refused naming the store it was asked of (the same for a missing and a foreign run). */
+export async function nameStoreInRefusal<T>(target: StoreTarget, work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    throw error instanceof RunNotVisibleError ? error.inStore(storeName(target)) : error;
+  }
 }

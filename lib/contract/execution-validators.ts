@@ -7,16 +7,15 @@ import { RUN_TERMINAL_STATUSES } from './run';
 import { validateBoundedInteger, validateEnum, validateExactShape, validateId } from './validators';
 import {
   EXECUTION_PAGE_MAX,
+  COMPLETION_CAUSES,
   QUARANTINE_REASONS,
   type ActiveCursor,
   type CompleteAttemptCommand,
-  type CompletionCause,
   type DeadlineCursor,
   type JournalCursor,
   type QuarantineReason,
 } from './execution';
 
-const CAUSES: readonly CompletionCause[] = ['receipt', 'never_started', 'stopped', 'lost'];
 const JOURNAL_ACTIONS = ['delete', 'quarantine'] as const;
 
 export function validatePageLimit(value: unknown): number {
@@ -104,7 +103,7 @@ export function validateCompleteAttemptCommand(value: unknown): CompleteAttemptC
     runId: validateId(input.runId, 'runId'),
     attemptId: validateId(input.attemptId, 'attemptId'),
     status: validateEnum(input.status, 'status', RUN_TERMINAL_STATUSES, 'ERR_PIDFENCE_INVALID_RUN_STATUS'),
-    cause: validateEnum(input.cause, 'cause', CAUSES, 'ERR_PIDFENCE_INVALID_COMMAND'),
+    cause: validateEnum(input.cause, 'cause', COMPLETION_CAUSES, 'ERR_PIDFENCE_INVALID_COMMAND'),
     exit,
     attemptEventId: validateId(input.attemptEventId, 'attemptEventId'),
     runEventId: validateId(input.runEventId, 'runEventId'),

@@ -49,6 +49,8 @@ export type CompletionCause =
   /** The exact process group was proved gone without a stop or a receipt (the launcher died). */
   | 'lost';
 
+export const COMPLETION_CAUSES: readonly CompletionCause[] = ['receipt', 'never_started', 'stopped', 'lost'];
+
 export interface AttemptExit {
   readonly exitCode: number | null;
   readonly signal: string | null;

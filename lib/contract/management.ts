@@ -5,6 +5,7 @@ import { PidfenceError, PidfenceRangeError } from '../base/errors';
 import { DISPATCH_RESULTS, RESULT_CLASSIFICATION, type DispatchResult, type DispatchStatus } from './classification';
 import type { CancellationDispatchRecord } from './cancellation-dispatch';
 import type { DispatchEventPayload, RunEvent } from './events';
+import { validateRunStatus, type RunStatus } from './run';
 import { BLOCKED_PAGE_SIZE, EPOCH_MS_MAX, LEASE_DURATION_MAX_MS, OWNER_MAX_LENGTH } from './limits';
 import {
   validateBoundedInteger,
@@ -108,8 +109,12 @@ export interface SummaryCounts {
   readonly total: number;
   readonly states: StateCounts;
   readonly blockingResults: BlockingCounts;
-  /** Due (or lease-expired) records older than the overdue bound. */
+  /** Due (or lease-expired) records older than the overdue bound, of runs still active. */
   readonly overdue: number;
+  /** Pending, leased or retry_wait records whose run has already ended: nothing is left to stop. */
+  readonly runEnded: number;
+  /** The project's attempts whose job is running (a count, never which). */
+  readonly running: number;
 }
 
 export type Assessment = 'clear' | 'converging' | 'attention_required';
@@ -129,32 +134,80 @@ export interface BlockedCursor {
 
 export { BLOCKED_PAGE_SIZE };
 
-const CURSOR_PREFIX = 'bp1.';
+const BLOCKED_CURSOR_PREFIX = 'bp1.';
+const CURSOR_TEXT_MAX = 1024;
 
-export function encodeBlockedCursor(cursor: BlockedCursor): string {
-  const body = [cursor.projectId, cursor.asOfMs, cursor.after.blockedAtMs, cursor.after.runId];
-  return CURSOR_PREFIX + Buffer.from(JSON.stringify(body), 'utf8').toString('base64url');
+/** A cursor is a versioned prefix and a base64url JSON array: opaque to callers, a position to us. */
+function encodeCursor(prefix: string, body: readonly unknown[]): string {
+  return prefix + Buffer.from(JSON.stringify(body), 'utf8').toString('base64url');
 }
 
-function badCursor(): PidfenceError {
-  return new PidfenceError('the blocked-page cursor is not one pidfence returned; pass the `next` value of the previous page unchanged, or omit it for the first page.', 'ERR_PIDFENCE_INVALID_CURSOR');
+/** The cursor's array of `length` values, or null for anything pidfence did not write. */
+function decodeCursorBody(text: unknown, prefix: string, length: number): unknown[] | null {
+  if (typeof text !== 'string' || !text.startsWith(prefix) || text.length > CURSOR_TEXT_MAX) return null;
+  try {
+    const body: unknown = JSON.parse(Buffer.from(text.slice(prefix.length), 'base64url').toString('utf8'));
+    return Array.isArray(body) && body.length === length ? body : null;
+  } catch {
+    return null;
+  }
+}
+
+export function encodeBlockedCursor(cursor: BlockedCursor): string {
+  return encodeCursor(BLOCKED_CURSOR_PREFIX, [cursor.projectId, cursor.asOfMs, cursor.after.blockedAtMs, cursor.after.runId]);
+}
+
+function badCursor(list: string, command: string): PidfenceError {
+  return new PidfenceError(`the ${list} cursor is not one pidfence returned; pass the \`next\` value of the previous ${command} page unchanged, or omit it for the first page.`, 'ERR_PIDFENCE_INVALID_CURSOR');
 }
 
 export function decodeBlockedCursor(text: unknown): BlockedCursor {
-  if (typeof text !== 'string' || !text.startsWith(CURSOR_PREFIX) || text.length > 1024) throw badCursor();
-  let body: unknown;
+  const body = decodeCursorBody(text, BLOCKED_CURSOR_PREFIX, 4);
+  if (body === null) throw badCursor('blocked-page', 'blocked');
   try {
-    body = JSON.parse(Buffer.from(text.slice(CURSOR_PREFIX.length), 'base64url').toString('utf8'));
-  } catch {
-    throw badCursor();
-  }
-  if (!Array.isArray(body) || body.length !== 4) throw badCursor();
-  try {
-    const [projectId, asOfMs, blockedAtMs, runId] = body as unknown[];
+    const [projectId, asOfMs, blockedAtMs, runId] = body;
     const cursor = { projectId: validateId(projectId, 'cursor project'), asOfMs: validateEpochMs(asOfMs, 'cursor time'), after: { blockedAtMs: validateEpochMs(blockedAtMs, 'cursor time'), runId: validateId(runId, 'cursor run') } };
-    if (cursor.after.blockedAtMs > cursor.asOfMs || cursor.asOfMs > EPOCH_MS_MAX) throw badCursor();
+    if (cursor.after.blockedAtMs > cursor.asOfMs || cursor.asOfMs > EPOCH_MS_MAX) throw badCursor('blocked-page', 'blocked');
     return cursor;
   } catch {
-    throw badCursor();
+    throw badCursor('blocked-page', 'blocked');
+  }
+}
+
+/** Where a run-list page ends: the last run shown, in (createdAtMs, runId) order, newest first. */
+export interface RunListPosition {
+  readonly createdAtMs: number;
+  readonly runId: string;
+}
+
+/**
+ * The decoded run-list cursor (docs/decisions/0140): the project and state filter it was made for,
+ * and the last run of the previous page. The list is newest first and a run's creation time never
+ * changes, so a run created during a walk appears only before its first page: nothing is pinned.
+ */
+export interface RunListCursor {
+  readonly projectId: string;
+  readonly status: RunStatus | null;
+  readonly after: RunListPosition;
+}
+
+const RUN_LIST_CURSOR_PREFIX = 'rl1.';
+
+export function encodeRunListCursor(cursor: RunListCursor): string {
+  return encodeCursor(RUN_LIST_CURSOR_PREFIX, [cursor.projectId, cursor.status, cursor.after.createdAtMs, cursor.after.runId]);
+}
+
+export function decodeRunListCursor(text: unknown): RunListCursor {
+  const body = decodeCursorBody(text, RUN_LIST_CURSOR_PREFIX, 4);
+  if (body === null) throw badCursor('run-list', 'list');
+  try {
+    const [projectId, status, createdAtMs, runId] = body;
+    return {
+      projectId: validateId(projectId, 'cursor project'),
+      status: status === null ? null : validateRunStatus(status),
+      after: { createdAtMs: validateEpochMs(createdAtMs, 'cursor time'), runId: validateId(runId, 'cursor run') },
+    };
+  } catch {
+    throw badCursor('run-list', 'list');
   }
 }

@@ -19,6 +19,12 @@ export const RUN_ACTIVE_STATUSES = ['queued', 'running'] as const;
 export const RUN_TERMINAL_STATUSES = ['succeeded', 'failed', 'cancelled', 'timed_out'] as const;
 export type RunTerminalStatus = (typeof RUN_TERMINAL_STATUSES)[number];
 export type RunStatus = (typeof RUN_ACTIVE_STATUSES)[number] | RunTerminalStatus;
+/** Every run status, active first: what `pidfence list --state` accepts. */
+export const RUN_STATUSES: readonly RunStatus[] = [...RUN_ACTIVE_STATUSES, ...RUN_TERMINAL_STATUSES];
+
+export function validateRunStatus(value: unknown): RunStatus {
+  return validateEnum(value, 'state', RUN_STATUSES, 'ERR_PIDFENCE_INVALID_RUN_STATUS');
+}
 
 /** True while a run can still change (and be cancelled); both stores and the claim rules ask this. */
 export function runIsActive(status: string): boolean {

@@ -1,10 +1,13 @@
 // The bounded diagnostics channel of the lifecycle runner (design/dispatch §2.6): low-sensitivity
-// records `{ code, count }` only, at most N per minute, the rest folded into one suppressed count.
+// records `{ code, count }` (and a syscall's errno name) only, at most N per minute, the rest folded
+// into one suppressed count. Controller failures inside a cycle come here too (docs/decisions/0142).
 
 /** A stable error code and how many times it happened; never a message, path, PID or SQL. */
 export interface DiagnosticRecord {
   readonly code: string;
   readonly count: number;
+  /** The errno name of a failed syscall (`EPERM`), when the error carried one. */
+  readonly errno?: string;
 }
 
 export type DiagnosticsCallback = (record: DiagnosticRecord) => void;
@@ -19,10 +22,23 @@ export const DIAGNOSTICS_UNKNOWN_CODE = 'ERR_PIDFENCE_CYCLE_FAILED';
 
 const CODE_PATTERN = /^ERR_[A-Z0-9_]{1,60}$/;
 
+const ERRNO_PATTERN = /^E[A-Z0-9]{1,15}$/;
+
 /** A thrown value reduced to its stable code: the message is never looked at. */
 export function diagnosticCode(error: unknown): string {
   const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
   return typeof code === 'string' && CODE_PATTERN.test(code) ? code : DIAGNOSTICS_UNKNOWN_CODE;
+}
+
+/** A failure as low-sensitivity facts: its code and, for a failed syscall, its errno name. */
+export interface FailureFacts {
+  readonly code: string;
+  readonly errno: string | null;
+}
+
+export function failureFactsOf(error: unknown): FailureFacts {
+  const errno = typeof error === 'object' && error !== null ? (error as { errno?: unknown }).errno : undefined;
+  return { code: diagnosticCode(error), errno: typeof errno === 'string' && ERRNO_PATTERN.test(errno) ? errno : null };
 }
 
 export class RateLimitedDiagnostics {
@@ -39,7 +55,7 @@ export class RateLimitedDiagnostics {
     this.#now = now;
   }
 
-  report(code: string): void {
+  report(code: string, errno: string | null = null): void {
     const now = this.#now();
     if (now - this.#windowStart >= DIAGNOSTICS_WINDOW_MS) {
       const suppressed = this.#suppressed;
@@ -53,7 +69,7 @@ export class RateLimitedDiagnostics {
       return;
     }
     this.#emitted += 1;
-    this.#deliver({ code, count: 1 });
+    this.#deliver(errno === null ? { code, count: 1 } : { code, count: 1, errno });
   }
 
   /** A throwing callback must not end the loop that reports to it. */
@@ -64,4 +80,14 @@ export class RateLimitedDiagnostics {
       // Nothing to do: the diagnostics channel is best-effort by design.
     }
   }
+}
+
+/**
+ * A controller failure inside a cycle is not a failed cycle (the dispatch settled dispatch_error and
+ * backs off), but an operator must hear of it: each one goes to the diagnostics with its code and errno.
+ */
+export function reportControllerFailures(diagnostics: RateLimitedDiagnostics, report: unknown): void {
+  const failures = (report as { controllerFailures?: unknown } | null)?.controllerFailures;
+  if (!Array.isArray(failures)) return;
+  for (const failure of failures as FailureFacts[]) diagnostics.report(failure.code, failure.errno);
 }

@@ -23,6 +23,7 @@ import {
 import type { DispatchRepository } from '../store/dispatch-repository';
 import type { RunStore } from '../store/run-store';
 import type { ControllerRegistry } from './controller-registry';
+import { failureFactsOf, type FailureFacts } from './diagnostics';
 
 /**
  * Time the result transaction may still need after the controller returned. The lease must cover
@@ -62,17 +63,29 @@ export interface DispatcherOptions {
   /** Stable lease-owner id of this dispatcher (a replica id); defaultOwnerId() when omitted. */
   readonly owner?: string;
   readonly backoff?: BackoffPolicy;
+  /**
+   * Told once a claim is won, just before the controller is asked to stop the process (TERM, then
+   * KILL after graceMs): a foreground runner tells its user why the next seconds are quiet. Run and
+   * attempt id only; a throwing observer changes nothing.
+   */
+  readonly onStopping?: (target: { readonly runId: string; readonly attemptId: string }) => void;
   /** TEST ONLY, see DispatcherTestHooks. */
   readonly testHooks?: DispatcherTestHooks;
 }
 
-/** Low-sensitivity: no PID, handle, owner or token. */
+/**
+ * Low-sensitivity: no PID, handle, owner or token. `controllerFailure`: the controller threw (the
+ * result is then `dispatch_error`), reduced to its code and errno for the diagnostics channel.
+ */
 export type DispatchOutcome =
-  | { readonly kind: 'recorded'; readonly result: DispatchResult; readonly status: SettledStatus; readonly dispatchCount: number }
+  | { readonly kind: 'recorded'; readonly result: DispatchResult; readonly status: SettledStatus; readonly dispatchCount: number; readonly controllerFailure: FailureFacts | null }
   /** Our lease was taken over while we called the controller; the newer owner's result stands. */
-  | { readonly kind: 'stale_fence'; readonly result: DispatchResult }
+  | { readonly kind: 'stale_fence'; readonly result: DispatchResult; readonly controllerFailure: FailureFacts | null }
   /** The claim did not grant a lease: someone else holds it, it is not due, settled, or ineligible. */
   | { readonly kind: 'not_claimed'; readonly claim: Exclude<ClaimOutcome['kind'], 'claimed'> };
+
+/** The diagnostic code of a controller that answered something outside its contract. */
+export const CONTROLLER_ANSWER_INVALID = 'ERR_PIDFENCE_CONTROLLER_ANSWER';
 
 /** What a controller may answer; anything else is treated as a controller failure. */
 const TERMINATION_RESULTS: ReadonlySet<string> = new Set<TerminationResult>(['termination_requested', 'already_exited', 'identity_mismatch', 'pid_mismatch', 'unsupported', 'invalid']);
@@ -95,6 +108,7 @@ export class Dispatcher {
   readonly #controllers: ControllerRegistry;
   readonly #backoff: BackoffPolicy;
   readonly #hooks: DispatcherTestHooks;
+  readonly #onStopping: DispatcherOptions['onStopping'];
 
   constructor(options: DispatcherOptions) {
     this.owner = validateOwner(options.owner ?? defaultOwnerId());
@@ -115,6 +129,7 @@ export class Dispatcher {
     this.#repository = options.repository;
     this.#runStore = options.runStore;
     this.#hooks = options.testHooks ?? {};
+    this.#onStopping = options.onStopping;
   }
 
   /** Claim → controller → recordResult for one due run. Store failures reject; controller failures are results. */
@@ -132,7 +147,12 @@ export class Dispatcher {
 
     const fence: DispatchFence = { runId: target.runId, attemptId: target.attemptId, owner: this.owner, token, expectedVersion: claim.record.version };
     await this.#hooks.afterClaim?.(fence);
-    const result = await this.#callController(target);
+    try {
+      this.#onStopping?.({ runId: target.runId, attemptId: target.attemptId });
+    } catch {
+      // an observer must not change a stop
+    }
+    const { result, failure } = await this.#callController(target);
     await this.#hooks.afterControllerCall?.(fence, result);
 
     const retryable = classifyResult(result).retryable;
@@ -142,24 +162,29 @@ export class Dispatcher {
       eventId: `evt-${randomUUID()}`,
       ...(retryable ? { retryDelayMs: backoffDelayMs(claim.record.dispatchCount, this.#backoff) } : {}),
     });
-    if (recorded.kind === 'stale_fence') return { kind: 'stale_fence', result };
-    return { kind: 'recorded', result, status: recorded.record.status as SettledStatus, dispatchCount: recorded.record.dispatchCount };
+    if (recorded.kind === 'stale_fence') return { kind: 'stale_fence', result, controllerFailure: failure };
+    return { kind: 'recorded', result, status: recorded.record.status as SettledStatus, dispatchCount: recorded.record.dispatchCount, controllerFailure: failure };
   }
 
-  /** design/dispatch §2.3-2.4: the controller's verdict, or the retryable result that stands for its absence or failure. */
-  async #callController(target: DispatchTarget): Promise<DispatchResult> {
+  /**
+   * design/dispatch §2.3-2.4: the controller's verdict, or the retryable result that stands for its
+   * absence or failure; a thrown failure is kept as its code and errno for the diagnostics.
+   */
+  async #callController(target: DispatchTarget): Promise<{ readonly result: DispatchResult; readonly failure: FailureFacts | null }> {
+    const verdict = (result: DispatchResult) => ({ result, failure: null });
     const attempt = await this.#runStore.getAttempt(target.runId, target.attemptId);
-    if (attempt === null || attempt.handle === null || attempt.pid === null) return 'handle_missing';
+    if (attempt === null || attempt.handle === null || attempt.pid === null) return verdict('handle_missing');
     const platform = handlePlatform(attempt.handle);
-    if (platform === null) return 'invalid';
+    if (platform === null) return verdict('invalid');
     const controller = this.#controllers.get(platform);
-    if (controller === undefined) return 'controller_missing';
+    if (controller === undefined) return verdict('controller_missing');
     try {
       const outcome = await controller.requestTermination({ attemptPid: attempt.pid, handle: attempt.handle, graceMs: this.graceMs });
-      return TERMINATION_RESULTS.has(outcome?.result) ? outcome.result : 'dispatch_error';
-    } catch {
-      // The error text may carry paths or errnos: it never reaches the event (only the enum does).
-      return 'dispatch_error';
+      if (TERMINATION_RESULTS.has(outcome?.result)) return verdict(outcome.result);
+      return { result: 'dispatch_error', failure: { code: CONTROLLER_ANSWER_INVALID, errno: null } };
+    } catch (error) {
+      // The error text may carry paths: only the enum reaches the event, only code and errno the diagnostics.
+      return { result: 'dispatch_error', failure: failureFactsOf(error) };
     }
   }
 }

@@ -4,6 +4,7 @@ export { ControllerRegistry, validatePlatform, type TerminationController } from
 export { handlePlatform } from '../process/index';
 export type { TerminationOutcome, TerminationRequest, TerminationResult } from './controller-registry';
 export {
+  CONTROLLER_ANSWER_INVALID,
   Dispatcher,
   LEASE_SETTLE_MARGIN_MS,
   defaultOwnerId,
@@ -32,6 +33,7 @@ export {
   DIAGNOSTICS_WINDOW_MS,
   type DiagnosticRecord,
   type DiagnosticsCallback,
+  type FailureFacts,
 } from './diagnostics';
 export { LOCAL_PROFILES, PROFILES, profile, type DispatchProfile, type Profile, type ProfileName } from './profiles';
 export { CycleTimer, type CycleTimerOptions, type CycleTimerState } from './cycle-timer';

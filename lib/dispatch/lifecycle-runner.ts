@@ -1,6 +1,7 @@
 // LifecycleRunner (design/dispatch §2.6): a Supervisor on the one CycleTimer, for embedders that use the
 // dispatch layer alone: explicit start()/stop(); only start() creates a timer (unref'd); the next
-// cycle is scheduled only after the previous one ended; errors go to bounded diagnostics.
+// cycle is scheduled only after the previous one ended; errors, and controller failures inside a
+// cycle, go to bounded diagnostics.
 import { PidfenceError, PidfenceRangeError } from '../base/errors';
 import { validateBoundedInteger } from '../contract/index';
 import {
@@ -8,6 +9,7 @@ import {
   DIAGNOSTICS_PER_MINUTE_MAX,
   RateLimitedDiagnostics,
   diagnosticCode,
+  reportControllerFailures,
   type DiagnosticsCallback,
 } from './diagnostics';
 import { CycleTimer, type CycleTimerState } from './cycle-timer';
@@ -22,7 +24,7 @@ export const STOP_TIMEOUT_DEFAULT_MS = 5_000;
 export const STOP_TIMEOUT_MAX_MS = 60_000;
 
 export interface LifecycleRunnerOptions {
-  /** Anything with one bounded cycle per call, normally a Supervisor. */
+  /** Anything with one bounded cycle per call, normally a Supervisor (whose controller failures are reported too). */
   readonly supervisor: { runCycle(): Promise<unknown> };
   /** Pause between the end of one cycle and the start of the next. */
   readonly cadenceMs: number;
@@ -65,7 +67,7 @@ export class LifecycleRunner {
     this.#timer = new CycleTimer({
       cycle: async () => {
         try {
-          await supervisor.runCycle();
+          reportControllerFailures(diagnostics, await supervisor.runCycle());
         } catch (error) {
           diagnostics.report(diagnosticCode(error));
         }

@@ -12,6 +12,7 @@ import {
 } from '../contract/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
 import type { DispatchOutcome, DispatchTarget } from './dispatcher';
+import type { FailureFacts } from './diagnostics';
 import { SupervisorCycleError } from './errors';
 
 export interface SupervisorOptions {
@@ -44,6 +45,8 @@ export interface CycleReport {
   readonly completedFirst: number;
   /** The store had more due items than this cycle's page budget: the next cycle continues. */
   readonly budgetExhausted: boolean;
+  /** Each controller failure of the cycle (code and errno): what its runner reports to diagnostics. */
+  readonly controllerFailures: readonly FailureFacts[];
 }
 
 function after(item: { atMs: number; runId: string }, cursor: DueCursor | null): boolean {
@@ -79,6 +82,7 @@ export class Supervisor {
    */
   async runCycle(): Promise<CycleReport> {
     const counts = { pages: 0, items: 0, dispatched: 0, blocked: 0, retryWait: 0, staleFence: 0, notClaimed: 0, completedFirst: 0 };
+    const controllerFailures: FailureFacts[] = [];
     let cursor: DueCursor | null = null;
     while (counts.pages < this.pagesPerCycle) {
       const page = await this.#repository.duePage({
@@ -93,16 +97,17 @@ export class Supervisor {
           continue;
         }
         const outcome = await this.#dispatcher.dispatch(item);
+        if (outcome.kind !== 'not_claimed' && outcome.controllerFailure !== null) controllerFailures.push(outcome.controllerFailure);
         if (outcome.kind === 'not_claimed') counts.notClaimed += 1;
         else if (outcome.kind === 'stale_fence') counts.staleFence += 1;
         else if (outcome.status === 'dispatched') counts.dispatched += 1;
         else if (outcome.status === 'blocked') counts.blocked += 1;
         else counts.retryWait += 1;
       }
-      if (page.next === null) return { ...counts, budgetExhausted: false };
+      if (page.next === null) return { ...counts, budgetExhausted: false, controllerFailures };
       cursor = page.next;
     }
-    return { ...counts, budgetExhausted: true };
+    return { ...counts, budgetExhausted: true, controllerFailures };
   }
 
   /** The whole page is checked before any item of it is dispatched. */

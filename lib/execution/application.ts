@@ -67,6 +67,8 @@ export interface ExecutionOptions {
   readonly onCompleted?: (ref: AttemptRef, outcome: CompletionOutcome) => void;
   /** Every stop this runner recorded (cancel, timeout, shutdown): run id and result, low-sensitivity. */
   readonly onStopped?: (ref: AttemptRef, result: string) => void;
+  /** A stop of this runner is about to send TERM and wait out its grace (the dispatcher's onStopping). */
+  readonly onStopping?: (ref: AttemptRef) => void;
   /** Dispatch lease owner id (default: host/pid/random). */
   readonly owner?: string;
 }
@@ -110,6 +112,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     repository, runStore, controllers: new ControllerRegistry([controller]), graceMs,
     leaseDurationMs: controller.boundMs(graceMs) + LEASE_SETTLE_MARGIN_MS + 1_000,
     owner: options.owner ?? runnerId,
+    ...(options.onStopping === undefined ? {} : { onStopping: options.onStopping }),
   });
   const notices = new CompletionNotices();
   const processor = new CompletionProcessor({ runStore, executionStore, receiptDirectory, heldGroups });

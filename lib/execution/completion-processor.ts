@@ -27,10 +27,15 @@ import {
   receiptTokenDigest,
   type CompletionReceipt,
 } from './receipts';
+import { startFailureOfStatus, type StartFailure } from './start-failure';
 
 /** Low-sensitivity: no PID, handle, token or command. */
 export type CompletionOutcome =
-  | { readonly kind: 'completed'; readonly status: RunTerminalStatus; readonly cause: CompletionCause; readonly exitCode: number | null; readonly signal: string | null }
+  | {
+    readonly kind: 'completed'; readonly status: RunTerminalStatus; readonly cause: CompletionCause; readonly exitCode: number | null; readonly signal: string | null;
+    /** The job could not be started at all (its receipt says so; exitCode is 126 or 127): see start-failure.ts. */
+    readonly startFailure: StartFailure | null;
+  }
   /** The attempt was terminal already; a receipt found for it was authenticated and cleaned up. */
   | { readonly kind: 'terminal'; readonly status: RunTerminalStatus; readonly lateReceipt: boolean }
   | { readonly kind: 'quarantined'; readonly reason: QuarantineReason }
@@ -168,7 +173,8 @@ export class CompletionProcessor {
       const current = result.attempt.status;
       return { kind: 'terminal', status: isTerminal(current) ? current : status, lateReceipt: false };
     }
-    return { kind: 'completed', status, cause, exitCode: exit?.exitCode ?? null, signal: exit?.signal ?? null };
+    const startFailure = receipt?.spawnFailed === true ? startFailureOfStatus(receipt.exitCode) : null;
+    return { kind: 'completed', status, cause, exitCode: exit?.exitCode ?? null, signal: exit?.signal ?? null, startFailure };
   }
 
   /** Intent first (a journal row), then the move, then the row is closed. */

@@ -7,7 +7,7 @@
 // page, wait and notice set is bounded.
 import { PidfenceError } from '../base/errors';
 import { CycleTimer, type CycleTimerState, type Profile } from '../dispatch/index';
-import { RateLimitedDiagnostics, diagnosticCode, type DiagnosticsCallback } from '../dispatch/diagnostics';
+import { RateLimitedDiagnostics, diagnosticCode, reportControllerFailures, type DiagnosticsCallback, type FailureFacts } from '../dispatch/diagnostics';
 import type { ExecutionStore } from '../store/execution-store';
 import type { ActiveCursor } from '../contract/index';
 import type { CompletionOutcome, CompletionProcessor } from './completion-processor';
@@ -34,7 +34,7 @@ export interface ControlLifecycleOptions {
   readonly processor: CompletionProcessor;
   readonly deadlines: DeadlineSource;
   /** The dispatch path (a Supervisor): one bounded cycle of due cancellations. */
-  readonly dispatch: { runCycle(): Promise<{ readonly dispatched: number }> };
+  readonly dispatch: { runCycle(): Promise<{ readonly dispatched: number; readonly controllerFailures?: readonly FailureFacts[] }> };
   readonly notices: CompletionNotices;
   readonly receiptDirectory: string;
   readonly diagnostics?: DiagnosticsCallback;
@@ -143,6 +143,7 @@ export class ControlLifecycle {
     }
     const deadlines = await this.#options.deadlines.runPage();
     const dispatch = await this.#options.dispatch.runCycle();
+    reportControllerFailures(this.#diagnostics, dispatch);
     const cleaned = await this.#cleanupIfDue();
     return { notices: noticed.length, deadlines: deadlines.requested, dispatched: dispatch.dispatched, active: page.items.length, completed, cleaned };
   }

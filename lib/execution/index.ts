@@ -23,3 +23,4 @@ export {
 export { HOST_ID_ENV, resolveHostId } from './host-id';
 export { registerRunner, runnerGoneProof, type RunnerSelf } from './runner';
 export { recoverExecutions, RECOVERY_PAGES_MAX, type RecoveryReport } from './recovery';
+export { START_FAILURE_STATUS, startFailureOf, type StartFailure } from './start-failure';

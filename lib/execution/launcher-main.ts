@@ -10,6 +10,7 @@ import { constants as osConstants } from 'node:os';
 
 import { LAUNCH_ORDER_FD, type LaunchOrder } from './launch-order';
 import { RECEIPT_VERSION, writeReceiptAtomic } from './receipts';
+import { START_FAILURE_STATUS, startFailureOf } from './start-failure';
 
 function readOrder(): LaunchOrder | null {
   try {
@@ -52,7 +53,7 @@ function main(): void {
   // Same process group (no detached): a stop of the launcher's group reaches the job.
   const child = spawn(order.command, order.args, { stdio: 'inherit', env: process.env });
   // The statuses shells use: 126 found but not executable, 127 not found (or not startable at all).
-  child.once('error', (error: NodeJS.ErrnoException) => finish(['EACCES', 'EPERM', 'ENOEXEC'].includes(error.code ?? '') ? 126 : 127, null, true));
+  child.once('error', (error: NodeJS.ErrnoException) => finish(START_FAILURE_STATUS[startFailureOf(error.code)], null, true));
   child.once('exit', (code, signal) => finish(code, signal, false));
 }
 

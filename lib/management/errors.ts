@@ -11,7 +11,8 @@ export type ManagementErrorCode =
   | 'ERR_PIDFENCE_REARM_NOT_BLOCKED'
   | 'ERR_PIDFENCE_REARM_RESULT_MISMATCH'
   | 'ERR_PIDFENCE_SUMMARY_INCONSISTENT'
-  | 'ERR_PIDFENCE_CURSOR_PROJECT';
+  | 'ERR_PIDFENCE_CURSOR_PROJECT'
+  | 'ERR_PIDFENCE_CURSOR_FILTER';
 
 export class ManagementError extends PidfenceError {
   declare readonly code: ManagementErrorCode;

@@ -1,11 +1,14 @@
 // pidfence/management: the management plane (design/dispatch §5) over a
-// ManagementStore, acting as one configured principal: inspect, rearm, summary, blocked page.
+// ManagementStore, acting as one configured principal: inspect, rearm, summary, blocked page, and the
+// run views list and show (docs/decisions/0140).
 import { OVERDUE_AFTER_DEFAULT_MS, validateOverdueAfterMs, type DispatchInspection, type RearmExpectation } from '../contract/index';
 import type { ManagementStore } from '../store/management-store';
 import { principalOf, type Principal } from './authorization';
 import { blockedPage, type BlockedPage } from './blocked-page';
 import { inspectDispatch } from './inspect';
 import { rearmDispatch, type RearmTestHooks } from './rearm';
+import { showRun, type RunDetail } from './run-detail';
+import { listRuns, type ListRunsRequest, type RunListPage } from './run-list';
 import { projectSummary, type ProjectSummary } from './summary';
 
 export { auditActor, authorize, authorizeImpersonation, notPermitted, principalOf } from './authorization';
@@ -16,6 +19,12 @@ export type { CancelTarget } from './cancel-authorization';
 export { authorizeRun, runNotVisible } from './visibility';
 export type { ProjectSummary } from './summary';
 export type { BlockedPage } from './blocked-page';
+export { listRuns, runExitOf, RUN_LIST_PAGE_DEFAULT, RUN_LIST_PAGE_MAX } from './run-list';
+export type { ListRunsRequest, RunExit, RunListItem, RunListPage } from './run-list';
+export { showRun, RUN_DETAIL_ATTEMPTS_MAX, RUN_DETAIL_EVENTS_MAX } from './run-detail';
+export type { AttemptView, RunDetail, RunEventView } from './run-detail';
+export { RunNotVisibleError } from './visibility';
+export type { VisibilityScope } from './visibility';
 export type { RearmTestHooks } from './rearm';
 export { ManagementError } from './errors';
 export type { ManagementErrorCode } from './errors';
@@ -63,6 +72,16 @@ export class ManagementPlane {
   /** Needs run.read on the project; read with the counts in one statement. */
   summary(projectId: string): Promise<ProjectSummary> {
     return projectSummary(this.#store, this.#principal, projectId, this.#overdueAfterMs);
+  }
+
+  /** Needs run.read on the project: one page of its runs, newest first (docs/decisions/0140). */
+  listRuns(request: ListRunsRequest): Promise<RunListPage> {
+    return listRuns(this.#store, this.#principal, request);
+  }
+
+  /** Needs run.read on the run's project; another project's run answers like a missing one. */
+  showRun(runId: string): Promise<RunDetail> {
+    return showRun(this.#store, this.#principal, runId);
   }
 
   /** Needs run.read on the project. */

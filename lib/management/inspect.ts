@@ -8,7 +8,7 @@ import { authorizeRun, runNotVisible } from './visibility';
 export async function inspectDispatch(store: ManagementStore, principal: Principal, runId: string): Promise<DispatchInspection> {
   const id = validateId(runId, 'runId');
   const inspection = await store.inspectDispatch(id);
-  if (inspection === null) throw runNotVisible(id);
-  await authorizeRun(store, principal, id, inspection.projectId, 'run.read');
+  if (inspection === null) throw runNotVisible(id, 'dispatch');
+  await authorizeRun(store, principal, id, inspection.projectId, 'run.read', 'dispatch');
   return inspection;
 }

@@ -17,7 +17,7 @@ export interface RearmTestHooks {
 function refusal(outcome: Exclude<RearmOutcome, { kind: 'rearmed' }>, runId: string, subject: string, projectId: string, expectation: RearmExpectation): Error {
   switch (outcome.kind) {
     case 'not_found':
-      return runNotVisible(runId);
+      return runNotVisible(runId, 'dispatch');
     case 'not_permitted':
       return notPermitted(subject, 'run.stop', projectId);
     case 'stale_version':
@@ -39,8 +39,8 @@ export async function rearmDispatch(
   const id = validateId(runId, 'runId');
   const expected = validateRearmExpectation(expectation);
   const before = await store.inspectDispatch(id);
-  await authorizeRun(store, principal, id, before?.projectId ?? null, 'run.stop');
-  if (before === null) throw runNotVisible(id);
+  await authorizeRun(store, principal, id, before?.projectId ?? null, 'run.stop', 'dispatch');
+  if (before === null) throw runNotVisible(id, 'dispatch');
   await hooks.afterAuthorization?.();
   const outcome = await store.rearm({
     runId: id,

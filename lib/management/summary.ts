@@ -1,5 +1,5 @@
 // summary(projectId) (design/dispatch §5.2, gate 16): counts of the five states and of each blocking result,
-// cross-checked, and a three-state assessment. One store statement; no run, attempt or lease
+// cross-checked, the running jobs, and a three-state assessment. One store statement; no run, attempt or lease
 // identity in the answer. A blocked run raises attention; it does not withdraw global readiness.
 import {
   BLOCKING_RESULTS,
@@ -21,9 +21,13 @@ export interface ProjectSummary {
   readonly total: number;
   readonly states: StateCounts;
   readonly blockingResults: BlockingCounts;
-  /** Due or lease-expired dispatches older than overdueAfterMs: the dispatcher is not keeping up. */
+  /** Due or lease-expired dispatches of active runs older than overdueAfterMs: the dispatcher is not keeping up. */
   readonly overdue: number;
   readonly overdueAfterMs: number;
+  /** Dispatches still pending, leased or retrying whose run has ended: not in flight (docs/decisions/0140). */
+  readonly runEnded: number;
+  /** Jobs of the project running now (attempts in `running`): they keep the assessment `converging` (docs/decisions/0140). */
+  readonly running: number;
   readonly assessment: Assessment;
 }
 
@@ -37,12 +41,15 @@ export function checkedSummary(projectId: string, counts: SummaryCounts, overdue
   const broken = [
     ...(stateTotal !== counts.total ? [`the five states add up to ${stateTotal}, not the total ${counts.total}`] : []),
     ...(blockingTotal !== counts.states.blocked ? [`the blocking results add up to ${blockingTotal}, not blocked ${counts.states.blocked}`] : []),
-    ...(counts.overdue > active ? [`overdue ${counts.overdue} exceeds the ${active} active dispatches`] : []),
+    ...(counts.overdue + counts.runEnded > active ? [`overdue ${counts.overdue} and run-ended ${counts.runEnded} exceed the ${active} active dispatches`] : []),
   ];
   if (broken.length > 0) {
     throw new ManagementError(`the summary of project ${projectId} does not add up (${broken.join('; ')}); the store holds rows outside the dispatch rules. Run the store's readiness check and inspect the project's dispatches.`, 'ERR_PIDFENCE_SUMMARY_INCONSISTENT');
   }
-  const assessment: Assessment = counts.states.blocked > 0 || counts.overdue > 0 ? 'attention_required' : active > 0 ? 'converging' : 'clear';
+  // docs/decisions/0140: a running job is work in flight like an unsettled stop of a live run; blocked or
+  // overdue still win.
+  const inFlight = active - counts.runEnded;
+  const assessment: Assessment = counts.states.blocked > 0 || counts.overdue > 0 ? 'attention_required' : inFlight > 0 || counts.running > 0 ? 'converging' : 'clear';
   return {
     projectId,
     asOfMs: counts.asOfMs,
@@ -51,6 +58,8 @@ export function checkedSummary(projectId: string, counts: SummaryCounts, overdue
     blockingResults: { ...counts.blockingResults },
     overdue: counts.overdue,
     overdueAfterMs,
+    runEnded: counts.runEnded,
+    running: counts.running,
     assessment,
   };
 }

@@ -6,11 +6,33 @@ import type { ManagementStore } from '../store/management-store';
 import { authorizeImpersonation, notPermitted, type Principal } from './authorization';
 import { ManagementError } from './errors';
 
-export function runNotVisible(runId: string): ManagementError {
-  return new ManagementError(
-    `run ${runId} is not in this store, or you do not hold run.read on its project, or it has no cancellation dispatch yet; check the run id, --db and your grants.`,
-    'ERR_PIDFENCE_RUN_NOT_FOUND',
-  );
+/** What the refused request needed: the run itself, or also its cancellation dispatch (inspect, rearm). */
+export type VisibilityScope = 'run' | 'dispatch';
+
+/**
+ * The one refusal for a run the caller may not see. It names the store when the caller knows it
+ * (the CLI: `inStore`), which is the same for a missing and a foreign run, so it reveals nothing.
+ */
+export class RunNotVisibleError extends ManagementError {
+  readonly runId: string;
+  readonly scope: VisibilityScope;
+
+  constructor(runId: string, scope: VisibilityScope, storeName?: string) {
+    const where = storeName === undefined ? 'this store' : `the store ${storeName}`;
+    const dispatch = scope === 'dispatch' ? ', or it has no cancellation dispatch yet' : '';
+    super(`run ${runId} is not in ${where}, or you do not hold run.read on its project${dispatch}; check the run id, --db and your grants.`, 'ERR_PIDFENCE_RUN_NOT_FOUND');
+    this.runId = runId;
+    this.scope = scope;
+  }
+
+  /** The same refusal, naming the store it was asked of. */
+  inStore(storeName: string): RunNotVisibleError {
+    return new RunNotVisibleError(this.runId, this.scope, storeName);
+  }
+}
+
+export function runNotVisible(runId: string, scope: VisibilityScope = 'run'): RunNotVisibleError {
+  return new RunNotVisibleError(runId, scope);
 }
 
 /**
@@ -24,8 +46,9 @@ export async function authorizeRun(
   runId: string,
   projectId: string | null,
   permission: Permission,
+  scope: VisibilityScope = 'run',
 ): Promise<void> {
-  if (projectId === null || !(await store.hasPermission(principal.subject, projectId, 'run.read'))) throw runNotVisible(runId);
+  if (projectId === null || !(await store.hasPermission(principal.subject, projectId, 'run.read'))) throw runNotVisible(runId, scope);
   if (permission !== 'run.read' && !(await store.hasPermission(principal.subject, projectId, permission))) throw notPermitted(principal.subject, permission, projectId);
   await authorizeImpersonation(store, principal, projectId);
 }

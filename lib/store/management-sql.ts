@@ -10,6 +10,7 @@ import {
   type DispatchInspection,
   type RearmCommand,
   type RearmOutcome,
+  type RunListPosition,
   type StateCounts,
   type SummaryCounts,
 } from '../contract/index';
@@ -46,8 +47,29 @@ export function summarySql(p: SqlParams<'subject' | 'projectId' | 'overdueAfterM
     COUNT(*) AS "total",
     ${DISPATCH_STATUSES.map((status) => countWhere(`status = '${status}'`, STATE_ALIASES[status] ?? status)).join(',\n    ')},
     ${BLOCKING_RESULTS.map((result) => countWhere(`status = 'blocked' AND last_result = '${result}'`, BLOCKING_ALIASES[result] ?? result)).join(',\n    ')},
-    ${countWhere(`(status IN ('pending', 'retry_wait') AND next_attempt_at_ms < ${overdueBefore}) OR (status = 'leased' AND lease_expires_at_ms < ${overdueBefore})`, 'overdue')}
+    ${countWhere(`((status IN ('pending', 'retry_wait') AND next_attempt_at_ms < ${overdueBefore}) OR (status = 'leased' AND lease_expires_at_ms < ${overdueBefore})) AND ${RUN_LIVE}`, 'overdue')},
+    ${countWhere(`status IN ('pending', 'leased', 'retry_wait') AND NOT ${RUN_LIVE}`, 'runEnded')},
+    (${runningJobsSql(p.projectId)}) AS "running"
   FROM cancellation_dispatches WHERE project_id = ${p.projectId}`;
+}
+
+/**
+ * The dispatch row's run is still queued or running (one primary-key read). A stop still pending,
+ * leased or waiting to retry for a run that has ended has nothing left to stop (docs/decisions/0140):
+ * it is counted apart and is neither in flight nor overdue.
+ */
+const RUN_LIVE = `EXISTS (SELECT 1 FROM runs WHERE runs.id = cancellation_dispatches.run_id AND runs.status IN ('queued', 'running'))`;
+
+/**
+ * The project's running jobs: its attempts in `running`. The repeated active-status term lets both
+ * databases read the partial index of active attempts (as many rows as jobs are alive, whatever the
+ * history), then each run by its key. EXISTS, not a join: with `runs_by_project` (docs/decisions/0140)
+ * a join would let the planner walk every run the project ever had instead.
+ */
+function runningJobsSql(projectId: string): string {
+  return `SELECT COUNT(*) FROM attempts
+      WHERE attempts.status IN ('claimed', 'starting', 'running') AND attempts.status = 'running'
+        AND EXISTS (SELECT 1 FROM runs WHERE runs.id = attempts.run_id AND runs.project_id = ${projectId})`;
 }
 
 /**
@@ -62,6 +84,64 @@ export function blockedPageSql(from: string, p: SqlParams<'projectId' | 'asOfMs'
       AND (blocked_at_ms, run_id) > (${p.afterAtMs}, ${p.afterRunId})
     ORDER BY blocked_at_ms, run_id
     LIMIT ${p.limit}`;
+}
+
+/**
+ * A run's columns for `list` and `show` (docs/decisions/0140), for `runs AS r`: the run's own
+ * low-sensitivity columns and three correlated reads, each by a key — the first attempt's creation
+ * (attempts' primary key), the `run.terminal` event (run_events' key) and the latest attempt's
+ * `attempt.terminal` payload (attempt_events' key). No PID, handle, digest or runner column.
+ */
+const RUN_VIEW_COLUMNS = `r.id AS "runId", r.status AS "status", r.cancel_reason AS "cancelReason",
+    r.cancel_requested_at_ms AS "cancelRequestedAtMs", r.created_at_ms AS "createdAtMs",
+    (SELECT MIN(a.created_at_ms) FROM attempts a WHERE a.run_id = r.id) AS "startedAtMs",
+    (SELECT e.created_at_ms FROM run_events e WHERE e.run_id = r.id AND e.type = 'run.terminal' ORDER BY e.seq LIMIT 1) AS "endedAtMs",
+    (SELECT ae.payload FROM attempts a JOIN attempt_events ae ON ae.attempt_id = a.id
+      WHERE a.run_id = r.id AND ae.type = 'attempt.terminal' ORDER BY a.created_at_ms DESC, a.id DESC, ae.seq DESC LIMIT 1) AS "terminal"`;
+
+type RunPageParams = SqlParams<'projectId' | 'beforeAtMs' | 'beforeRunId' | 'limit'>;
+
+function runPageSql(from: string, filter: string, p: RunPageParams): string {
+  return `SELECT ${RUN_VIEW_COLUMNS}
+    FROM ${from}
+    WHERE r.project_id = ${p.projectId}${filter} AND (r.created_at_ms, r.id) < (${p.beforeAtMs}, ${p.beforeRunId})
+    ORDER BY r.created_at_ms DESC, r.id DESC
+    LIMIT ${p.limit}`;
+}
+
+/** A project's runs, newest first, from `runs_by_project` (project_id, created_at_ms, id). `from` names `runs AS r`. */
+export function runPageAllSql(from: string, p: RunPageParams): string {
+  return runPageSql(from, '', p);
+}
+
+/** The runs of one status, newest first, from `runs_by_project_status` (project_id, status, created_at_ms, id). */
+export function runPageByStatusSql(from: string, p: RunPageParams & SqlParams<'status'>): string {
+  return runPageSql(from, ` AND r.status = ${p.status}`, p);
+}
+
+export function runDetailSql(p: SqlParams<'runId'>): string {
+  return `SELECT ${RUN_VIEW_COLUMNS}, r.project_id AS "projectId" FROM runs r WHERE r.id = ${p.runId}`;
+}
+
+export function runAttemptsSql(p: SqlParams<'runId' | 'limit'>): string {
+  return `SELECT id AS "attemptId", status, deadline_at_ms AS "deadlineAtMs", created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs"
+    FROM attempts WHERE run_id = ${p.runId} ORDER BY created_at_ms, id LIMIT ${p.limit}`;
+}
+
+export function runAttemptEventsSql(p: SqlParams<'runId' | 'limit'>): string {
+  return `SELECT e.attempt_id AS "attemptId", e.seq, e.type, e.payload, e.created_at_ms AS "createdAtMs"
+    FROM attempts a JOIN attempt_events e ON e.attempt_id = a.id
+    WHERE a.run_id = ${p.runId} ORDER BY a.created_at_ms, a.id, e.seq LIMIT ${p.limit}`;
+}
+
+export function runEventsSql(p: SqlParams<'runId' | 'limit'>): string {
+  return `SELECT NULL AS "attemptId", seq, type, payload, created_at_ms AS "createdAtMs"
+    FROM run_events WHERE run_id = ${p.runId} ORDER BY seq LIMIT ${p.limit}`;
+}
+
+/** The keyset parameters of a run page, named as both stores' statements name them. */
+export function runRowsParams(query: { readonly projectId: string; readonly before: RunListPosition; readonly limit: number }): { projectId: string; beforeAtMs: number; beforeRunId: string; limit: number } {
+  return { projectId: query.projectId, beforeAtMs: query.before.createdAtMs, beforeRunId: query.before.runId, limit: query.limit };
 }
 
 /** The rearm CAS (design/dispatch §5.1): the whole expectation in the WHERE clause; due at the store's now. */
@@ -93,7 +173,9 @@ function count(row: Readonly<Record<string, unknown>>, alias: string): number {
 export function summaryCountsOf(row: Readonly<Record<string, unknown>>): SummaryCounts {
   const states = Object.fromEntries(DISPATCH_STATUSES.map((status) => [status, count(row, STATE_ALIASES[status] ?? status)])) as unknown as StateCounts;
   const blockingResults = Object.fromEntries(BLOCKING_RESULTS.map((result) => [result, count(row, BLOCKING_ALIASES[result] ?? result)])) as unknown as BlockingCounts;
-  return { permitted: count(row, 'permitted') > 0, asOfMs: count(row, 'asOfMs'), total: count(row, 'total'), states, blockingResults, overdue: count(row, 'overdue') };
+  return {
+    permitted: count(row, 'permitted') > 0, asOfMs: count(row, 'asOfMs'), total: count(row, 'total'), states, blockingResults, overdue: count(row, 'overdue'), runEnded: count(row, 'runEnded'), running: count(row, 'running'),
+  };
 }
 
 /**

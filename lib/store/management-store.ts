@@ -3,10 +3,13 @@
 // The store is the time authority here too: no method takes "now".
 import type {
   BlockedItem,
+  CancelReason,
   DispatchInspection,
   Permission,
   RearmCommand,
   RearmOutcome,
+  RunListPosition,
+  RunStatus,
   SummaryCounts,
 } from '../contract/index';
 
@@ -18,6 +21,68 @@ export interface BlockedRows {
   readonly asOfMs: number;
   /** At most `limit` rows in `(blockedAtMs, runId)` order, none blocked after `asOfMs`. */
   readonly rows: readonly BlockedItem[];
+}
+
+/** One page of a project's runs (docs/decisions/0140): newest first, strictly before `before`. */
+export interface RunRowsQuery {
+  readonly projectId: string;
+  /** Only runs in this status; null: every status. */
+  readonly status: RunStatus | null;
+  /** The last run of the previous page, or a position after every run for the first page. */
+  readonly before: RunListPosition;
+  readonly limit: number;
+}
+
+/**
+ * A run as `list` and `show` read it: the run's own low-sensitivity columns and three facts read
+ * with it — when its first attempt was created, when it ended (its `run.terminal` event) and the
+ * `attempt.terminal` payload of its latest attempt (status, cause, exit code, signal) as stored.
+ */
+export interface RunRow {
+  readonly runId: string;
+  readonly status: RunStatus;
+  readonly cancelReason: CancelReason | null;
+  readonly cancelRequestedAtMs: number | null;
+  readonly createdAtMs: number;
+  readonly startedAtMs: number | null;
+  readonly endedAtMs: number | null;
+  /** Text on SQLite, parsed JSON on PostgreSQL; null while no attempt ended. */
+  readonly terminal: unknown;
+}
+
+export interface RunAttemptRow {
+  readonly attemptId: string;
+  readonly status: string;
+  readonly deadlineAtMs: number | null;
+  readonly createdAtMs: number;
+  readonly updatedAtMs: number;
+}
+
+/** A run or attempt event as stored; `attemptId` is null for a run event. The payload as the driver gives it. */
+export interface RunEventRow {
+  readonly attemptId: string | null;
+  readonly seq: number;
+  readonly type: string;
+  readonly payload: unknown;
+  readonly createdAtMs: number;
+}
+
+/** Limits of one `show` read: each list is read with at most this many rows. */
+export interface RunDetailLimits {
+  readonly attempts: number;
+  readonly attemptEvents: number;
+  readonly events: number;
+}
+
+export interface RunDetailRows {
+  readonly run: RunRow & { readonly projectId: string };
+  /** Oldest first. */
+  readonly attempts: readonly RunAttemptRow[];
+  /** By attempt (oldest first), then sequence. */
+  readonly attemptEvents: readonly RunEventRow[];
+  /** The run's events in sequence order. */
+  readonly events: readonly RunEventRow[];
+  readonly dispatch: DispatchInspection | null;
 }
 
 export interface ManagementStore {
@@ -35,6 +100,14 @@ export interface ManagementStore {
   summaryCounts(subject: string, projectId: string, overdueAfterMs: number): Promise<SummaryCounts>;
   /** One keyset page of the project's blocked dispatches from the per-project partial index (design/dispatch §5.4). */
   blockedRows(projectId: string, position: BlockedPosition, limit: number): Promise<BlockedRows>;
+  /** One keyset page of a project's runs from the per-project run indexes (docs/decisions/0140); at most `limit` rows. */
+  runRows(query: RunRowsQuery): Promise<readonly RunRow[]>;
+  /**
+   * One run with its attempts, events and dispatch, read in one transaction; null when there is no
+   * such run. Never a PID, handle, receipt digest, runner, lease owner or token: those columns are
+   * not selected.
+   */
+  runDetail(runId: string, limits: RunDetailLimits): Promise<RunDetailRows | null>;
 }
 
 export interface GrantChange {

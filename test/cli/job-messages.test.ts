@@ -3,7 +3,8 @@
 import test from 'ava';
 
 import { parseDurationWithin } from '../../lib/cli/duration';
-import { jobStartFailure, stopHint, storeName } from '../../lib/cli/job-messages';
+import { graceNotice, jobStartFailureMessage, stopHint, storeName } from '../../lib/cli/job-messages';
+import { START_FAILURE_STATUS, startFailureOf } from '../../lib/execution/index';
 
 test('the stop hint adds --db only for a store that is not the default, quoted for the shell', (t) => {
   t.is(stopHint('run-1', undefined), 'pidfence cancel run-1');
@@ -13,10 +14,16 @@ test('the stop hint adds --db only for a store that is not the default, quoted f
 });
 
 test('a command that is missing exits 127, one that is not executable 126, each with a sentence', (t) => {
-  t.like(jobStartFailure('ENOENT'), { exitStatus: 127, message: 'command not found: check its name and $PATH (pidfence runs it without a shell).' });
-  t.like(jobStartFailure('EACCES'), { exitStatus: 126 });
-  t.regex(jobStartFailure('EACCES')?.message ?? '', /^permission denied/);
-  t.is(jobStartFailure('EMFILE'), undefined);
+  t.is(START_FAILURE_STATUS[startFailureOf('ENOENT')], 127);
+  for (const errno of ['EACCES', 'EPERM', 'ENOEXEC']) t.is(START_FAILURE_STATUS[startFailureOf(errno)], 126, errno);
+  t.is(jobStartFailureMessage('command_not_found'), 'command not found: check its name and $PATH (pidfence runs it without a shell).');
+  t.regex(jobStartFailureMessage('permission_denied'), /^permission denied: /);
+});
+
+test('the grace line is for a terminal only, and says when the KILL follows', (t) => {
+  t.is(graceNotice(false, 'run-1', 5_000), null);
+  t.is(graceNotice(true, 'run-1', 5_000), 'pidfence: stopping run run-1: TERM to its process group now, KILL in 5s if it is still running\n');
+  t.regex(graceNotice(true, 'run-1', 1_500) ?? '', /KILL in 1\.5s/);
 });
 
 test('a store is named by its file, or its URL without the password', (t) => {

@@ -43,3 +43,17 @@ test('an unknown option after `pidfence run COMMAND` hints to put the job\'s opt
   t.is(other.code, 2);
   t.false(/-- COMMAND/.test(other.stderr), 'the hint is only for commands that take a job');
 });
+
+test('under --json a usage error is JSON too: commander\'s text is held back, the code is ERR_PIDFENCE_USAGE', async (t) => {
+  const unknown = await pidfence(['list', '--json', '--bogus']);
+  t.is(unknown.code, 2);
+  t.is(unknown.stdout, '');
+  t.deepEqual(JSON.parse(unknown.stderr), { error: { code: 'ERR_PIDFENCE_USAGE', category: 'input', message: "unknown option '--bogus'" } });
+  const jobOption = await pidfence(['run', '--json', 'ls', '-la']);
+  t.is(jobOption.code, 2);
+  const parsed = JSON.parse(jobOption.stderr) as { error: { code: string; message: string } };
+  t.is(parsed.error.code, 'ERR_PIDFENCE_USAGE');
+  t.regex(parsed.error.message, /^unknown option '-la'; hint: .*pidfence run \[options\] -- COMMAND/);
+  const missing = await pidfence(['show', '--json']);
+  t.like(JSON.parse(missing.stderr), { error: { code: 'ERR_PIDFENCE_USAGE' } });
+});

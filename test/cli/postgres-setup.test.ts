@@ -8,6 +8,7 @@ import test from 'ava';
 import { Client } from 'pg';
 
 import { clusterInit, clusterRemove, clusterStart, clusterUrl } from '../helpers/pg-cluster';
+import { migratedDatabase } from '../helpers/pg-store';
 import { pidfence, type Run } from './pidfence-process';
 
 const SHORT_SENTENCE_MAX = 400;
@@ -55,4 +56,23 @@ test('migrate and grant-runtime set up PostgreSQL from the CLI; wrong password, 
   oneShortSentence(t, await pidfence(['migrate', '--db', url('nobody', 'secret-x')]), 'ERR_PIDFENCE_STORE_AUTH', /user name or password/);
   oneShortSentence(t, await pidfence(['migrate', '--db', url('app_owner', 'secret-owner', 'nosuchdb')]), 'ERR_PIDFENCE_STORE_NO_DATABASE', /Create it \(createdb/);
   oneShortSentence(t, await pidfence(['status', '--project', 'proj', '--db', url('postgres', 'secret-super')]), 'ERR_PIDFENCE_STORE_SUPERUSER', /is a superuser.*runtime role's URL/);
+});
+
+test('grant-runtime for a role that does not exist (SQLSTATE 42704): one sentence saying to create it, exit 3 by its category, nothing granted', async (t) => {
+  const db = await migratedDatabase('grant_runtime_missing');
+  t.teardown(() => db.dispose());
+  for (const args of [[], ['--json']]) {
+    const run = await pidfence(['grant-runtime', 'pidfence_no_such_role', '--db', db.ownerUrl, ...args]);
+    t.is(run.code, 3, run.stderr);
+    t.is(run.stdout, '');
+    const message = args.length === 0 ? run.stderr : (JSON.parse(run.stderr) as { error: { code: string; category: string; message: string } }).error.message;
+    t.regex(message, /the role pidfence_no_such_role does not exist on this server; create it first \(CREATE ROLE pidfence_no_such_role LOGIN PASSWORD/);
+    if (args.length === 0) {
+      t.is(run.stderr.split('\n').length, 2, 'one line');
+      t.true(run.stderr.includes('(ERR_PIDFENCE_PG_ROLE_MISSING)'), run.stderr);
+      t.false(/42704|disk|locks/.test(run.stderr), 'no raw SQLSTATE advice');
+    } else {
+      t.like(JSON.parse(run.stderr), { error: { code: 'ERR_PIDFENCE_PG_ROLE_MISSING', category: 'unavailable' } });
+    }
+  }
 });

@@ -48,7 +48,7 @@ for (const factory of storeFactories) {
     t.deepEqual(await next.dispatch(target), { kind: 'not_claimed', claim: 'leased' }, 'no takeover while the lease lives');
     t.is(counting.calls, 0);
     await store.advanceTime(childLeaseMs + 1);
-    t.deepEqual(await next.dispatch(target), { kind: 'recorded', result: 'already_exited', status: 'dispatched', dispatchCount: 2 });
+    t.deepEqual(await next.dispatch(target), { kind: 'recorded', result: 'already_exited', status: 'dispatched', dispatchCount: 2, controllerFailure: null });
     t.is(counting.calls, 1, 're-verified through the controller');
     const events = (await store.runStore.listEvents(target.runId)).filter((e) => e.type !== 'run.cancel_requested');
     t.deepEqual(events.map((e) => [e.type, e.payload]), [['run.cancel_dispatched', { attemptId: target.attemptId, dispatchCount: 2, result: 'already_exited' }]]);
@@ -73,7 +73,7 @@ for (const factory of storeFactories) {
     const next = dispatcherFor(store, [counting], { owner: 'takeover-owner' });
     t.deepEqual(await next.dispatch(target), { kind: 'not_claimed', claim: 'leased' });
     await store.advanceTime(childLeaseMs + 1);
-    t.deepEqual(await next.dispatch(target), { kind: 'recorded', result: 'termination_requested', status: 'dispatched', dispatchCount: 2 });
+    t.deepEqual(await next.dispatch(target), { kind: 'recorded', result: 'termination_requested', status: 'dispatched', dispatchCount: 2, controllerFailure: null });
     t.is(counting.calls, 1);
     t.deepEqual(await job.exited, { code: null, signal: 'SIGKILL' }, 'the same process, still alive and proven, was stopped');
     t.is(job.lines.filter((line) => line === 'leader-TERM').length, 2, 'TERM again, then KILL after the grace');

@@ -38,7 +38,7 @@ for (const factory of storeFactories) {
     const job = startJob(t);
     const target = await cancelledRunFor(store, job);
     const dispatcher = dispatcherFor(store, [new LocalProcessController()], { owner: 'worker-a' });
-    t.deepEqual(await dispatcher.dispatch(target), { kind: 'recorded', result: 'termination_requested', status: 'dispatched', dispatchCount: 1 });
+    t.deepEqual(await dispatcher.dispatch(target), { kind: 'recorded', result: 'termination_requested', status: 'dispatched', dispatchCount: 1, controllerFailure: null });
     t.like(await store.repository.getRecord(target.runId), { status: 'dispatched', leaseOwner: null, leaseTokenDigest: null, lastResult: 'termination_requested' });
     const events = await store.runStore.listEvents(target.runId);
     const last = events[events.length - 1];

@@ -24,7 +24,7 @@ function bentRepository(repository: DispatchRepository, bend: (page: DuePage, ca
 // steps cannot move a retry across its due time.
 const SLOW_BACKOFF = { baseMs: 60_000, maxMs: 60 * 60 * 1000 } as const;
 
-const EMPTY_REPORT: CycleReport = { pages: 1, items: 0, dispatched: 0, blocked: 0, retryWait: 0, staleFence: 0, notClaimed: 0, completedFirst: 0, budgetExhausted: false };
+const EMPTY_REPORT: CycleReport = { pages: 1, items: 0, dispatched: 0, blocked: 0, retryWait: 0, staleFence: 0, notClaimed: 0, completedFirst: 0, budgetExhausted: false, controllerFailures: [] };
 
 for (const factory of storeFactories) {
   const name = factory.name;

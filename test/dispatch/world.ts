@@ -64,13 +64,16 @@ export class ThrowingController implements TerminationController {
   readonly platform = 'linux';
   calls = 0;
 
+  /** `thrown`: what every call throws (default: an untyped Error whose text must never leak). */
+  constructor(private readonly thrown: unknown = new Error(SECRET_TEXT)) {}
+
   boundMs(graceMs: number): number {
     return LocalProcessController.boundMs(graceMs);
   }
 
   async requestTermination(): Promise<TerminationOutcome> {
     this.calls += 1;
-    throw new Error(SECRET_TEXT);
+    throw this.thrown;
   }
 }
 

@@ -4,7 +4,7 @@ import path from 'node:path';
 
 import type { ExecutionContext } from 'ava';
 
-import { reapGroupAtEnd } from '../helpers/job-groups';
+import { handleGroup, reapGroupAtEnd } from '../helpers/job-groups';
 import { spawnJob, type Job } from '../helpers/processes';
 
 /** The CLI under test; PIDFENCE_TEST_CLI points another build at the same tests. */
@@ -31,6 +31,19 @@ export async function startRun(t: ExecutionContext, db: string, groupOf: (runId:
   const pgid = await groupOf(runId);
   reapGroupAtEnd(t, pgid);
   return { job: runner, runId, pgid };
+}
+
+/** The job group of a run on the SQLite store `file`, read from its attempt's durable handle (for startRun). */
+export function sqliteJobGroup(file: string): (runId: string) => Promise<number> {
+  return async (runId) => {
+    const { openSqliteStore } = await import('../../lib/store/sqlite/index');
+    const store = openSqliteStore(file);
+    try {
+      return handleGroup((await store.runStore.getAttempt(runId, `${runId}-a1`))?.handle ?? '');
+    } finally {
+      store.close();
+    }
+  };
 }
 
 /** `pidfence cancel` as its own process; the caller holds run.stop (grantCancelOn…). */

@@ -5,24 +5,13 @@ import test from 'ava';
 
 import { signalVerified } from '../../lib/native/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
-import { groupMembers, handleGroup } from '../helpers/job-groups';
-import { cancel, cliProcess, grantCancelOnSqlite, startRun } from './cli-runs';
+import { groupMembers } from '../helpers/job-groups';
+import { cancel, cliProcess, grantCancelOnSqlite, sqliteJobGroup, startRun } from './cli-runs';
 import { worldDirectory } from './world';
 import { delay, until } from '../helpers/wait';
 
 /** Ten children that ignore TERM, HUP and INT: only KILL ends them. */
 const STUBBORN_JOB = ['sh', '-c', 'trap "" TERM HUP INT; for i in 1 2 3 4 5 6 7 8 9 10; do sleep 30 & done; wait'];
-
-function sqliteHandle(file: string): (runId: string) => Promise<number> {
-  return async (runId) => {
-    const store = openSqliteStore(file);
-    try {
-      return handleGroup((await store.runStore.getAttempt(runId, `${runId}-a1`))?.handle ?? '');
-    } finally {
-      store.close();
-    }
-  };
-}
 
 async function runStatus(file: string, runId: string): Promise<string | undefined> {
   const store = openSqliteStore(file);
@@ -35,7 +24,7 @@ async function runStatus(file: string, runId: string): Promise<string | undefine
 
 test.serial('run plus supervise on one store: SIGTERM the supervise and the foreground run\'s job is untouched', async (t) => {
   const at = worldDirectory(t);
-  const run = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+  const run = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
   await grantCancelOnSqlite(at.file);
   const supervisor = cliProcess(t, ['supervise', '--db', at.file, '--grace', '300ms']);
   await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
@@ -58,7 +47,7 @@ test.serial('run plus a second runner, with cancel: the run exits with the job\'
   await grantCancelOnSqlite(at.file);
   const exits: Array<number | null> = [];
   for (let trial = 0; trial < 40; trial += 1) {
-    const run = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+    const run = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
     const cancelled = await cancel(t, at.file, run.runId);
     t.is(cancelled.code, 0);
     const exit = await Promise.race([run.job.exited, delay(20_000).then(() => ({ code: -1 }))]);
@@ -72,7 +61,7 @@ test.serial('run plus a second runner, with cancel: the run exits with the job\'
 
 test.serial('SIGKILL the run: its job lives on, a cancel stops it itself and says so; a later supervise adopts the next one', async (t) => {
   const at = worldDirectory(t);
-  const first = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+  const first = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
   await grantCancelOnSqlite(at.file);
   await until(() => groupMembers(first.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
   t.is(signalVerified(first.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');
@@ -84,7 +73,7 @@ test.serial('SIGKILL the run: its job lives on, a cancel stops it itself and say
   t.is(groupMembers(first.pgid).length, 0);
   t.is(await runStatus(at.file, first.runId), 'cancelled');
 
-  const second = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+  const second = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
   await until(() => groupMembers(second.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
   t.is(signalVerified(second.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');
   await second.job.exited;
@@ -105,7 +94,7 @@ test.serial('SIGKILL the run: its job lives on, a cancel stops it itself and say
 for (const signals of [['SIGHUP'], ['SIGTERM'], ['SIGINT', 'SIGINT']] as const) {
   test.serial(`pidfence run on ${signals.join(' then ')}: no process of the job survives and the run converges`, async (t) => {
     const at = worldDirectory(t);
-    const run = await startRun(t, at.file, sqliteHandle(at.file), STUBBORN_JOB);
+    const run = await startRun(t, at.file, sqliteJobGroup(at.file), STUBBORN_JOB);
     await until(() => groupMembers(run.pgid).length === 12, { timeoutMs: 10_000, what: 'launcher, shell and ten children' });
     t.is(signalVerified(run.job.identity, signals[0], { group: false }).kind, 'signalled');
     if (signals.length === 2) {
@@ -139,7 +128,7 @@ test.serial('an unknown stop result writes no false terminal: without the addon 
 
 test.serial('two cancels race for one orphan: one takes it over and stops it, the other says its runner stops it', async (t) => {
   const at = worldDirectory(t);
-  const run = await startRun(t, at.file, sqliteHandle(at.file), ['sleep', '30']);
+  const run = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
   await grantCancelOnSqlite(at.file);
   await until(() => groupMembers(run.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
   t.is(signalVerified(run.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');

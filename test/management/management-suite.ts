@@ -9,14 +9,17 @@ import { BLOCKED_PAGE_SIZE, createLeaseToken, leaseTokenDigest, type BlockingRes
 import { authorizeCancel, ManagementPlane, type GrantAdministration, type ManagementStore } from '../../lib/management/index';
 import { formatHandle, handleFromIdentity } from '../../lib/process/index';
 import type { DispatchRepository } from '../../lib/store/dispatch-repository';
+import type { ExecutionStore } from '../../lib/store/execution-store';
 import type { RunStore } from '../../lib/store/run-store';
 import { CountingController, dispatcherFor, startJob } from '../dispatch/world';
 import { uniqueId } from '../helpers/unique-id';
-import { cancelledRun } from '../helpers/cancelled-runs';
+import { cancelledRun, PLACEHOLDER_BINDING } from '../helpers/cancelled-runs';
 
 export interface ManagementWorld {
   readonly runStore: RunStore;
   readonly repository: DispatchRepository;
+  /** Completes attempts with their exit (the runs `list` and `show` report). */
+  readonly executionStore: ExecutionStore;
   readonly management: ManagementStore;
   /** The store owner's grant writes. */
   readonly grants: GrantAdministration;
@@ -37,6 +40,8 @@ export interface ManagementWorldFactory {
 }
 
 const OWNER = 'worker-7:pid-4242';
+/** The process binding of every fixture run: no view may show it. */
+const FIXTURE_HANDLE = PLACEHOLDER_BINDING.handle;
 const PROJECT = 'project-a';
 const OTHER_PROJECT = 'project-b';
 
@@ -59,6 +64,35 @@ async function leasedRun(world: ManagementWorld, projectId: string, leaseDuratio
   const claim = await world.repository.claim({ ...run, owner: OWNER, token, leaseDurationMs });
   if (claim.kind !== 'claimed') throw new Error(`fixture: claim was ${claim.kind}`);
   return { runId: run.runId, token };
+}
+
+type RunFixtureState = 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled';
+
+/** A run in `state`, ended (where it ends) through the real completion path with its exit. */
+async function runIn(world: ManagementWorld, projectId: string, state: RunFixtureState, exitCode = 0): Promise<string> {
+  const runId = uniqueId('run');
+  const attemptId = `${runId}-a1`;
+  await world.runStore.createRun({ runId, projectId });
+  if (state === 'queued') return runId;
+  await world.runStore.createAttempt({ runId, attemptId });
+  await world.runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'running', ...PLACEHOLDER_BINDING });
+  if (state === 'running') return runId;
+  if (state === 'cancelled') await world.runStore.requestCancellation({ runId, reason: 'user', eventId: uniqueId('evt') });
+  const ended = await world.executionStore.completeAttempt({
+    runId, attemptId, status: state, cause: state === 'cancelled' ? 'stopped' : 'receipt',
+    exit: state === 'cancelled' ? null : { exitCode, signal: null }, attemptEventId: uniqueId('evt'), runEventId: uniqueId('evt'), journalReceipt: false,
+  });
+  if (ended.kind !== 'completed') throw new Error(`fixture: completion was ${ended.kind}`);
+  return runId;
+}
+
+/** What no run view may carry: process identity, the runner, lease and receipt secrets. */
+function assertNoSecrets(t: ExecutionContext, view: unknown, ...secrets: string[]): void {
+  const text = JSON.stringify(view);
+  for (const key of ['"pid"', '"handle"', '"runnerId"', '"leaseOwner"', '"leaseTokenDigest"', '"receiptTokenDigest"', '"command"', '"args"', '"env"']) {
+    t.false(text.includes(key), `a view carries ${key}`);
+  }
+  for (const secret of [FIXTURE_HANDLE, OWNER, ...secrets]) t.false(text.includes(secret), `a view carries ${secret.slice(0, 12)}`);
 }
 
 async function grant(world: ManagementWorld, subject: string, projectId: string, ...permissions: Array<'run.read' | 'run.stop' | 'grants.write'>): Promise<void> {
@@ -216,9 +250,17 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const project = uniqueId('proj');
     await grant(world, viewer, project, 'run.read');
     const plane = planeFor(world, viewer);
-    t.like(await plane.summary(project), { total: 0, assessment: 'clear', overdue: 0 });
+    t.like(await plane.summary(project), { total: 0, assessment: 'clear', overdue: 0, running: 0 });
+    // docs/decisions/0140: a running job is in flight; once it ended, nothing is.
+    const job = await runIn(world, project, 'running');
+    t.like(await plane.summary(project), { total: 0, assessment: 'converging', running: 1 });
+    await world.executionStore.completeAttempt({
+      runId: job, attemptId: `${job}-a1`, status: 'succeeded', cause: 'receipt', exit: { exitCode: 0, signal: null }, attemptEventId: uniqueId('evt'), runEventId: uniqueId('evt'), journalReceipt: false,
+    });
+    t.like(await plane.summary(project), { total: 0, assessment: 'clear', running: 0 });
+    // A settled stop whose job was not seen ending yet: still running, so still converging.
     await settledRun(world, project, 'termination_requested');
-    t.like(await plane.summary(project), { total: 1, assessment: 'clear', states: { dispatched: 1 } });
+    t.like(await plane.summary(project), { total: 1, assessment: 'converging', running: 1, states: { dispatched: 1 } });
     await leasedRun(world, project);
     await settledRun(world, project, 'controller_missing', 60_000);
     t.like(await plane.summary(project), { total: 3, assessment: 'converging', states: { leased: 1, retry_wait: 1, dispatched: 1, blocked: 0 } });
@@ -229,8 +271,9 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const summary = await plane.summary(project);
     t.deepEqual(summary.states, { pending: 0, leased: 1, retry_wait: 1, dispatched: 1, blocked: 3 });
     t.deepEqual(summary.blockingResults, { identity_mismatch: 2, pid_mismatch: 0, unsupported: 0, invalid: 1 });
-    t.like(summary, { projectId: project, total: 6, overdue: 0, assessment: 'attention_required' });
-    t.deepEqual(Object.keys(summary).sort(), ['asOfMs', 'assessment', 'blockingResults', 'overdue', 'overdueAfterMs', 'projectId', 'states', 'total']);
+    // Every fixture's job is still running (nothing completed its attempt); the other project's is not counted.
+    t.like(summary, { projectId: project, total: 6, overdue: 0, running: 6, assessment: 'attention_required' });
+    t.deepEqual(Object.keys(summary).sort(), ['asOfMs', 'assessment', 'blockingResults', 'overdue', 'overdueAfterMs', 'projectId', 'runEnded', 'running', 'states', 'total']);
     t.false(/"run-|worker-7/.test(JSON.stringify(summary)), 'no run, attempt or lease identity');
   });
 
@@ -244,6 +287,24 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     t.like(await plane.summary(project), { assessment: 'converging', overdue: 0 });
     await world.advanceTime(1_100);
     t.like(await plane.summary(project), { assessment: 'attention_required', overdue: 1, states: { blocked: 0, retry_wait: 1 } });
+  });
+
+  test(`gate 16: an unsettled dispatch of a run that already ended is nothing in flight: it neither keeps the project converging nor turns overdue [${name}]`, async (t) => {
+    const world = await withWorld(t);
+    const viewer = uniqueId('viewer');
+    const project = uniqueId('proj');
+    await grant(world, viewer, project, 'run.read');
+    const plane = planeFor(world, viewer, { overdueAfterMs: 1_000 });
+    // The stop could not be made (no handle yet) and waits to retry; then the job ends on its own.
+    const { runId } = await settledRun(world, project, 'handle_missing', 10);
+    t.like(await plane.summary(project), { assessment: 'converging', runEnded: 0, running: 1, states: { retry_wait: 1 } });
+    const ended = await world.executionStore.completeAttempt({
+      runId, attemptId: `${runId}-a1`, status: 'succeeded', cause: 'receipt', exit: { exitCode: 0, signal: null }, attemptEventId: uniqueId('evt'), runEventId: uniqueId('evt'), journalReceipt: false,
+    });
+    t.is(ended.kind, 'completed');
+    t.like(await plane.summary(project), { assessment: 'clear', runEnded: 1, running: 0, overdue: 0, states: { retry_wait: 1 } });
+    await world.advanceTime(1_100);
+    t.like(await plane.summary(project), { assessment: 'clear', runEnded: 1, overdue: 0 }, 'past the overdue bound, still nothing to do');
   });
 
   test(`gate 17: summary sends exactly one statement — the grant check and every count together [${name}]`, async (t) => {
@@ -303,7 +364,7 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     await refused(t, plane.blockedPage(project, 'bp1.not-a-cursor'), 'ERR_PIDFENCE_INVALID_CURSOR');
   });
 
-  test(`gate 14: another project's run answers inspect, rearm and cancel exactly like a missing run, with no project id [${name}]`, async (t) => {
+  test(`gate 14: another project's run answers inspect, rearm, show and cancel exactly like a missing run, with no project id [${name}]`, async (t) => {
     const world = await withWorld(t);
     const stranger = uniqueId('stranger');
     await grant(world, stranger, OTHER_PROJECT, 'run.read', 'run.stop', 'grants.write');
@@ -319,6 +380,7 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const answers = [
       [await refusalOf(plane.inspect(foreign.runId), foreign.runId), await refusalOf(plane.inspect(missing), missing)],
       [await refusalOf(plane.rearm(foreign.runId, expectation), foreign.runId), await refusalOf(plane.rearm(missing, expectation), missing)],
+      [await refusalOf(plane.showRun(foreign.runId), foreign.runId), await refusalOf(plane.showRun(missing), missing)],
       [
         await refusalOf(authorizeCancel(world.management, { subject: stranger }, foreign.runId, foreignRun), foreign.runId),
         await refusalOf(authorizeCancel(world.management, { subject: stranger }, missing, null), missing),
@@ -359,5 +421,99 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     t.is(await writtenState(world, blocked.runId), before, 'no dispatch change, no event, no audit row');
     t.like(await planeFor(world, operator).rearm(blocked.runId, expectation), { status: 'retry_wait' });
     t.is((await world.auditRows(blocked.runId)).length, 1);
+  });
+
+  test(`list: a project's runs newest first with state, start, end, exit and reason, paged by cursor, filtered by state, behind run.read [${name}]`, async (t) => {
+    const world = await withWorld(t);
+    const viewer = uniqueId('viewer');
+    const project = uniqueId('proj');
+    await grant(world, viewer, project, 'run.read');
+    // Oldest first; each created a few milliseconds after the last, so the order is the creation order.
+    const created: string[] = [];
+    for (const [state, exitCode] of [['succeeded', 0], ['failed', 3], ['cancelled', 0], ['running', 0], ['queued', 0]] as const) {
+      created.push(await runIn(world, project, state, exitCode));
+      await world.advanceTime(5);
+    }
+    await runIn(world, OTHER_PROJECT, 'failed', 9);
+    const [succeeded, failed, cancelled, running, queued] = created as [string, string, string, string, string];
+    const plane = planeFor(world, viewer);
+    const page = await plane.listRuns({ projectId: project });
+    t.deepEqual(page.items.map((item) => item.runId), [queued, running, cancelled, failed, succeeded]);
+    t.like(page, { projectId: project, state: null, next: null });
+    const byId = new Map(page.items.map((item) => [item.runId, item]));
+    t.like(byId.get(failed), { status: 'failed', cancelReason: null, exit: { cause: 'receipt', exitCode: 3, signal: null } });
+    t.like(byId.get(succeeded), { status: 'succeeded', exit: { cause: 'receipt', exitCode: 0, signal: null } });
+    t.like(byId.get(cancelled), { status: 'cancelled', cancelReason: 'user', exit: { cause: 'stopped', exitCode: null, signal: null } });
+    t.like(byId.get(running), { status: 'running', endedAtMs: null, exit: null });
+    t.like(byId.get(queued), { status: 'queued', startedAtMs: null, endedAtMs: null, exit: null });
+    for (const item of page.items) {
+      t.deepEqual(Object.keys(item).sort(), ['cancelReason', 'createdAtMs', 'endedAtMs', 'exit', 'runId', 'startedAtMs', 'status']);
+      if (item.endedAtMs !== null) t.true(item.endedAtMs >= (item.startedAtMs ?? Infinity) && (item.startedAtMs ?? 0) >= item.createdAtMs, item.runId);
+    }
+    assertNoSecrets(t, page);
+
+    // Pages of two: every run exactly once, in order, and the last page says so.
+    const walked: string[] = [];
+    let cursor: string | undefined;
+    let pages = 0;
+    do {
+      const next: Awaited<ReturnType<typeof plane.listRuns>> = await plane.listRuns({ projectId: project, limit: 2, ...(cursor === undefined ? {} : { cursor }) });
+      walked.push(...next.items.map((item) => item.runId));
+      cursor = next.next ?? undefined;
+      pages += 1;
+    } while (cursor !== undefined);
+    t.deepEqual(walked, page.items.map((item) => item.runId));
+    t.is(pages, 3);
+
+    t.deepEqual((await plane.listRuns({ projectId: project, state: 'failed' })).items.map((item) => item.runId), [failed]);
+    t.deepEqual((await plane.listRuns({ projectId: project, state: 'running' })).items.map((item) => item.runId), [running]);
+    t.deepEqual((await plane.listRuns({ projectId: project, state: 'timed_out' })).items, []);
+    // A state walk keeps its state through the cursor.
+    const firstEnded = await plane.listRuns({ projectId: project, state: 'succeeded', limit: 1 });
+    t.deepEqual(firstEnded.items.map((item) => item.runId), [succeeded]);
+    t.is(firstEnded.next, null);
+    const twoOfAll = await plane.listRuns({ projectId: project, limit: 2 });
+    await refused(t, plane.listRuns({ projectId: OTHER_PROJECT, cursor: twoOfAll.next ?? '' }), 'ERR_PIDFENCE_CURSOR_PROJECT');
+    await refused(t, plane.listRuns({ projectId: project, state: 'failed', cursor: twoOfAll.next ?? '' }), 'ERR_PIDFENCE_CURSOR_FILTER');
+    await refused(t, plane.listRuns({ projectId: project, cursor: 'rl1.garbage' }), 'ERR_PIDFENCE_INVALID_CURSOR');
+    await t.throwsAsync(plane.listRuns({ projectId: project, limit: 101 }), { code: 'ERR_PIDFENCE_INVALID_PAGE_LIMIT' });
+    await t.throwsAsync(plane.listRuns({ projectId: project, state: 'done' as never }), { code: 'ERR_PIDFENCE_INVALID_RUN_STATUS' });
+    await refused(t, planeFor(world, uniqueId('nobody')).listRuns({ projectId: project }), 'ERR_PIDFENCE_NOT_PERMITTED');
+    await refused(t, plane.listRuns({ projectId: OTHER_PROJECT }), 'ERR_PIDFENCE_NOT_PERMITTED');
+  });
+
+  test(`show: one run with its attempts, events, dispatch and exit, and never a pid, handle, runner or lease owner [${name}]`, async (t) => {
+    const world = await withWorld(t);
+    const viewer = uniqueId('viewer');
+    await grant(world, viewer, PROJECT, 'run.read');
+    const plane = planeFor(world, viewer);
+    // A stop claimed by OWNER and settled, then the job's receipt: exit by SIGTERM.
+    const stopped = await settledRun(world, PROJECT, 'termination_requested');
+    const attemptId = `${stopped.runId}-a1`;
+    const ended = await world.executionStore.completeAttempt({
+      runId: stopped.runId, attemptId, status: 'cancelled', cause: 'receipt', exit: { exitCode: null, signal: 'SIGTERM' }, attemptEventId: uniqueId('evt'), runEventId: uniqueId('evt'), journalReceipt: false,
+    });
+    t.is(ended.kind, 'completed');
+    const run = await plane.showRun(stopped.runId);
+    t.like(run, { runId: stopped.runId, projectId: PROJECT, status: 'cancelled', cancelReason: 'user', exit: { cause: 'receipt', exitCode: null, signal: 'SIGTERM' }, attemptsTruncated: false, eventsTruncated: false });
+    t.true(typeof run.cancelRequestedAtMs === 'number' && typeof run.endedAtMs === 'number');
+    t.is(run.attempts.length, 1);
+    t.like(run.attempts[0], { attemptId, status: 'cancelled', exit: { cause: 'receipt', signal: 'SIGTERM' } });
+    t.deepEqual(run.attempts[0]?.events.map((event) => event.type), ['attempt.terminal']);
+    t.deepEqual(run.events.map((event) => event.type), ['run.cancel_requested', 'run.cancel_dispatched', 'run.terminal']);
+    t.deepEqual(run.events.map((event) => event.seq), [1, 2, 3]);
+    t.deepEqual(run.events[0]?.detail, { reason: 'user' });
+    t.deepEqual(run.events[1]?.detail, { attemptId, result: 'termination_requested', dispatchCount: 1 });
+    t.like(run.dispatch, { runId: stopped.runId, status: 'dispatched', lastResult: 'termination_requested', dispatchCount: 1 });
+    assertNoSecrets(t, run, stopped.token, leaseTokenDigest(stopped.token));
+
+    // A queued run: no attempt, no event, no dispatch; a running one has no exit yet.
+    const queued = await plane.showRun(await runIn(world, PROJECT, 'queued'));
+    t.like(queued, { status: 'queued', startedAtMs: null, endedAtMs: null, exit: null, attempts: [], events: [], dispatch: null });
+    const running = await plane.showRun(await runIn(world, PROJECT, 'running'));
+    t.like(running, { status: 'running', exit: null, dispatch: null });
+    t.like(running.attempts[0], { status: 'running', exit: null, events: [] });
+    assertNoSecrets(t, [queued, running]);
+    await refused(t, planeFor(world, uniqueId('nobody')).showRun(stopped.runId), 'ERR_PIDFENCE_RUN_NOT_FOUND');
   });
 }

@@ -38,6 +38,7 @@ async function openWorld(): Promise<ManagementWorld> {
   return {
     runStore: store.runStore,
     repository: store.dispatchRepository,
+    executionStore: store.executionStore,
     management: store.managementStore,
     grants,
     advanceTime: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
@@ -136,6 +137,51 @@ test('gate 18: on 30,000 dispatches in 7 projects the blocked page is an index s
   const page = await runtime.query(MANAGEMENT_SQL.blockedPage, ['xp-3', 10_000_000, -1, '', 17]);
   t.is(page.rows.length, 17);
   t.true(page.rows.every((row: { runId: string }) => Number(row.runId.slice(3)) % 7 === 3 && Number(row.runId.slice(3)) % 3 === 0));
+});
+
+test('on 30,000 runs in 7 projects a run-list page is an index scan in keyset order of the per-project run indexes [postgres]', async (t) => {
+  const db = await database();
+  const rows = 30_000;
+  // Mostly succeeded; one run in 500 failed: a state filter that only its own index serves well.
+  const status = "CASE WHEN g % 500 = 3 THEN 'failed' ELSE 'succeeded' END";
+  await db.owner.query(`INSERT INTO runs (id, project_id, owner, status, version, next_event_seq, created_at_ms, updated_at_ms)
+    SELECT 'yr-' || g, 'yp-' || (g % 7), 'runtime', ${status}, 1, 1, 5000 + g, 5000 + g FROM generate_series(1, ${rows}) AS g`);
+  await db.owner.query(`INSERT INTO attempts (run_id, id, status, created_at_ms, updated_at_ms)
+    SELECT 'yr-' || g, 'yr-' || g || '-a1', ${status}, 5000 + g, 5000 + g FROM generate_series(1, ${rows}) AS g`);
+  await db.owner.query('ANALYZE runs, attempts');
+
+  const runtime = new Pool({ connectionString: db.runtimeUrl, max: 1 });
+  t.teardown(() => runtime.end());
+  const explain = async (sql: string, params: unknown[]): Promise<PlanNode[]> => {
+    const result = await runtime.query(`EXPLAIN (ANALYZE, FORMAT JSON) ${sql}`, params);
+    const plan = (result.rows[0] as { 'QUERY PLAN': Array<{ Plan: PlanNode }> })['QUERY PLAN'][0]?.Plan;
+    if (plan === undefined) throw new Error('no plan');
+    return nodes(plan);
+  };
+  const cases: Array<[string, string, unknown[]]> = [
+    [MANAGEMENT_SQL.runPageAll, 'runs_by_project', ['yp-3', 10_000_000, '', 21]],
+    [MANAGEMENT_SQL.runPageAll, 'runs_by_project', ['yp-3', 20_000, 'yr-15000', 21]],
+    [MANAGEMENT_SQL.runPageByStatus, 'runs_by_project_status', ['yp-3', 10_000_000, '', 21, 'failed']],
+    [MANAGEMENT_SQL.runPageByStatus, 'runs_by_project_status', ['yp-3', 20_000, 'yr-15000', 21, 'failed']],
+  ];
+  for (const [sql, index, params] of cases) {
+    const plan = await explain(sql, params);
+    const scans = plan.filter((node) => node['Relation Name'] === 'runs');
+    t.is(scans.length, 1, JSON.stringify(plan));
+    const [scan] = scans;
+    t.true(['Index Scan', 'Index Only Scan'].includes(scan?.['Node Type'] ?? ''), scan?.['Node Type']);
+    t.is(scan?.['Index Name'], index);
+    t.regex(scan?.['Index Cond'] ?? '', /project_id = 'yp-3'::text.*ROW\(created_at_ms, id\) < ROW/);
+    // The page is the index order itself: Limit directly over the scan, no sort of the project's runs.
+    t.deepEqual(plan.slice(0, 2).map((node) => node['Relation Name'] ?? node['Node Type']), ['Limit', 'runs'], JSON.stringify(plan.map((node) => node['Node Type'])));
+    t.false(plan.some((node) => node['Node Type'] === 'Seq Scan'));
+    t.is(scan?.['Rows Removed by Filter'] ?? 0, 0);
+    t.true((scan?.['Actual Rows'] ?? 99) <= 21);
+  }
+  const page = await runtime.query(MANAGEMENT_SQL.runPageByStatus, ['yp-3', 10_000_000, '', 21, 'failed']);
+  // g ≡ 3 (mod 7) and g ≡ 3 (mod 500): g = 3 + 3500k for k = 0..8, newest first.
+  t.deepEqual(page.rows.map((row: { runId: string }) => row.runId), [8, 7, 6, 5, 4, 3, 2, 1, 0].map((k) => `yr-${3 + 3500 * k}`));
+  t.true(page.rows.every((row: { runId: string; status: string }) => Number(row.runId.slice(3)) % 7 === 3 && row.status === 'failed'));
 });
 
 test('gate 15: run_events and management_audit are append-only: the runtime role may INSERT and SELECT them, and UPDATE and DELETE are refused [postgres]', async (t) => {

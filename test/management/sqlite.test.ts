@@ -23,6 +23,7 @@ async function openWorld(): Promise<ManagementWorld & { database: ReturnType<typ
     database: store.database,
     runStore: store.runStore,
     repository: store.dispatchRepository,
+    executionStore: store.executionStore,
     management: store.managementStore,
     grants: store.managementStore,
     advanceTime: async (ms) => { now += ms; },
@@ -72,4 +73,21 @@ test('the blocked page statement is bound to the per-project partial index (INDE
   const plan = world.database.prepare(`EXPLAIN QUERY PLAN ${MANAGEMENT_SQL.blockedPage}`).all({ projectId: 'p', asOfMs: 1, afterAtMs: -1, afterRunId: '', limit: 17 }) as Array<{ detail: string }>;
   t.true(plan.some((row) => /USING (COVERING )?INDEX cancellation_dispatches_blocked \(project_id=\? AND /.test(row.detail)), JSON.stringify(plan));
   t.false(plan.some((row) => /^SCAN cancellation_dispatches\b(?! USING)/.test(row.detail)));
+});
+
+test('the run list statements are bound to the per-project run indexes and read pages in index order; the running count reads only active attempts [sqlite]', async (t) => {
+  const world = await openWorld();
+  t.teardown(() => world.close());
+  const { MANAGEMENT_SQL } = await import('../../lib/store/sqlite/management-statements');
+  const planOf = (sql: string, params: Record<string, unknown>): string[] => (world.database.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(params) as Array<{ detail: string }>).map((row) => row.detail);
+  const page = { projectId: 'p', beforeAtMs: 1, beforeRunId: '', limit: 21 };
+  const all = planOf(MANAGEMENT_SQL.runPageAll, page);
+  t.regex(all[0] ?? '', /^SEARCH r USING (COVERING )?INDEX runs_by_project \(project_id=\? AND \(created_at_ms,id\)<\(\?,\?\)\)$/, all.join('; '));
+  const byStatus = planOf(MANAGEMENT_SQL.runPageByStatus, { ...page, status: 'failed' });
+  t.regex(byStatus[0] ?? '', /^SEARCH r USING (COVERING )?INDEX runs_by_project_status \(project_id=\? AND status=\? AND \(created_at_ms,id\)<\(\?,\?\)\)$/, byStatus.join('; '));
+  // The only sort is inside the per-run subquery (one run's attempts), never over the page.
+  for (const plan of [all, byStatus]) t.is(plan.filter((detail) => /TEMP B-TREE/.test(detail)).length, 1, plan.join('; '));
+  const summary = planOf(MANAGEMENT_SQL.summary, { subject: 'viewer', projectId: 'p', overdueAfterMs: 1, nowMs: 1 });
+  t.true(summary.some((detail) => /^SCAN attempts USING (COVERING )?INDEX attempts_one_active$/.test(detail)), summary.join('; '));
+  t.false(summary.some((detail) => /runs_by_project/.test(detail)), 'the running count never walks the project\'s run history');
 });

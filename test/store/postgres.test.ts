@@ -123,7 +123,7 @@ test.serial('migrations: owner migrates once, the runtime role is ready, and rea
   t.teardown(() => db.dispose());
   t.deepEqual(await migratePostgres(db.ownerUrl), [], 'a second migrate applies nothing');
   const files = loadMigrations(migrationsDirectory('postgres'));
-  t.deepEqual(files.map((file) => file.name), ['0001_runs_attempts_events', '0002_cancellation_dispatches', '0003_management_audit', '0004_grants', '0005_execution_lifecycle', '0006_runner_ownership', '0007_dispatch_functions', '0008_append_only_history', '0009_cluster_worker_leases']);
+  t.deepEqual(files.map((file) => file.name), ['0001_runs_attempts_events', '0002_cancellation_dispatches', '0003_management_audit', '0004_grants', '0005_execution_lifecycle', '0006_runner_ownership', '0007_dispatch_functions', '0008_append_only_history', '0009_cluster_worker_leases', '0010_runs_by_project']);
   const last = files[files.length - 1];
   const recorded = await db.owner.query<{ version: number; checksum: string }>('SELECT version, checksum FROM pidfence_migrations ORDER BY version');
   t.deepEqual(recorded.rows.map((row) => row.checksum), files.map((file) => file.checksum), 'sha256 of each file recorded');

@@ -5,7 +5,8 @@ import type { Command } from 'commander';
 import type { BlockedPage } from '../../management/index';
 import type { CliCommand, CliIo } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { writeJson, addManagementOptions, projectRequired, timeText, withManagementPlane, type ManagementOptions } from '../principal';
+import { writeJson, timeText } from '../output';
+import { addManagementOptions, projectRequired, withManagementPlane, type ManagementOptions } from '../principal';
 
 export function blockedText(page: BlockedPage): string {
   const header = `project ${page.projectId}: ${page.items.length} blocked run(s) on this page, as of ${timeText(page.asOfMs) ?? '-'}`;

@@ -6,13 +6,14 @@ import { randomUUID } from 'node:crypto';
 
 import type { Command } from 'commander';
 
-import { validateId } from '../../contract/index';
+import { validateId, type RequestCancellationOutcome } from '../../contract/index';
 import { createExecution, type OrphanStop } from '../../execution/index';
 import { authorizeCancel, ManagementError, runNotVisible } from '../../management/index';
 import type { CliCommand, CliIo } from '../command';
 import { openExecutionTarget } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { actingPrincipal, writeJson, addManagementOptions, requestedPrincipal, type ManagementOptions } from '../principal';
+import { writeJson } from '../output';
+import { actingPrincipal, addManagementOptions, nameStoreInRefusal, requestedPrincipal, type ManagementOptions } from '../principal';
 import { openStore, resolveStoreTarget, type StoreTarget } from '../store-target';
 
 /** A cancel that stops an orphan gives its drain this long; then supervise finishes the job. */
@@ -45,22 +46,26 @@ function orphanSentence(runId: string, stop: OrphanStop): string {
   }
 }
 
+/** Durable user intent, after run.stop on the run's project (docs/decisions/0043); another project's run looks missing. */
+async function requestCancel(target: StoreTarget, runId: string, requested: string | undefined): Promise<RequestCancellationOutcome> {
+  // A cancel never creates a store: a wrong directory must not answer "no such run" from a new file.
+  const store = await openStore(target, { create: false });
+  try {
+    const principal = actingPrincipal(requested, await store.authenticatedSubject());
+    await authorizeCancel(store.managementStore, principal, runId, await store.runStore.getRun(runId));
+    const outcome = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
+    if (outcome.kind === 'run_missing') throw runNotVisible(runId);
+    return outcome;
+  } finally {
+    await store.close();
+  }
+}
+
 async function cancelAction(runIdText: string, options: ManagementOptions, io: CliIo): Promise<ExitCode> {
   const runId = validateId(runIdText, 'RUN');
   const requested = requestedPrincipal(options.as, io.env);
   const target = resolveStoreTarget(options.db, io.env);
-  // A cancel never creates a store: a wrong directory must not answer "no such run" from a new file.
-  const store = await openStore(target, { create: false });
-  let outcome;
-  try {
-    const principal = actingPrincipal(requested, await store.authenticatedSubject());
-    // run.stop on the run's project (docs/decisions/0043); another project's run looks missing.
-    await authorizeCancel(store.managementStore, principal, runId, await store.runStore.getRun(runId));
-    outcome = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
-  } finally {
-    await store.close();
-  }
-  if (outcome.kind === 'run_missing') throw runNotVisible(runId);
+  const outcome = await nameStoreInRefusal(target, requestCancel(target, runId, requested));
   if (outcome.kind !== 'requested' && outcome.kind !== 'already_requested') {
     throw new ManagementError(`run ${runId} has already finished; nothing to cancel.`, 'ERR_PIDFENCE_RUN_FINISHED');
   }

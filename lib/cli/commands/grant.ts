@@ -9,7 +9,8 @@ import { auditActor, authorizeImpersonation, notPermitted, type Principal } from
 import type { GrantAdministration } from '../../store/management-store';
 import type { CliCommand, CliIo } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { actingPrincipal, writeJson, addManagementOptions, requestedPrincipal, type ManagementOptions } from '../principal';
+import { writeJson } from '../output';
+import { actingPrincipal, addManagementOptions, requestedPrincipal, type ManagementOptions } from '../principal';
 import { openGrantAdministration, resolveStoreTarget } from '../store-target';
 
 interface GrantOptions extends ManagementOptions {

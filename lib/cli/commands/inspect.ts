@@ -5,7 +5,8 @@ import type { Command } from 'commander';
 import type { DispatchInspection } from '../../contract/index';
 import type { CliCommand, CliIo } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { factLines, writeJson, addManagementOptions, timeText, withManagementPlane, type ManagementOptions } from '../principal';
+import { factLines, writeJson, timeText } from '../output';
+import { addManagementOptions, withManagementPlane, type ManagementOptions } from '../principal';
 
 export function inspectionText(inspection: DispatchInspection, headline: string): string {
   return `${headline}\n${factLines([

@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 
 import { addStoreOptions, type CliCommand, type CliIo, type StoreOptions } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { writeJson } from '../principal';
+import { writeJson } from '../output';
 import { resolveStoreTarget, type StoreTarget } from '../store-target';
 
 async function applyMigrations(target: StoreTarget): Promise<readonly string[]> {

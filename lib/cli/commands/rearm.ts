@@ -6,7 +6,8 @@ import { PidfenceRangeError } from '../../base/errors';
 import type { BlockingResult } from '../../contract/index';
 import type { CliCommand, CliIo } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { writeJson, addManagementOptions, withManagementPlane, type ManagementOptions } from '../principal';
+import { writeJson } from '../output';
+import { addManagementOptions, withManagementPlane, type ManagementOptions } from '../principal';
 import { inspectionText } from './inspect';
 
 function parseVersion(text: string): number {

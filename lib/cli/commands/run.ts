@@ -4,19 +4,24 @@
 // (docs/decisions/0070). SIGINT, SIGTERM and SIGHUP (a closed terminal) drain it (`shutdown`); a
 // second one sends KILL to the job's group through the held pidfd. It exits only once the job has
 // converged, so it never leaves the job behind; if it is killed outright, `supervise` or `cancel`
-// on this host takes the job over.
+// on this host takes the job over. With --json the job writes to stderr and stdout carries one
+// RunReport (docs/decisions/0141).
 import { constants as osConstants } from 'node:os';
 
 import type { Command } from 'commander';
 
-import { createExecution, type CompletionOutcome } from '../../execution/index';
+import { PidfenceError } from '../../base/errors';
+import type { RunTerminalStatus } from '../../contract/index';
+import { createExecution, type CompletionOutcome, type StartFailure } from '../../execution/index';
+import type { RunExit } from '../../management/index';
 import { addStoreOptions, type CliCommand, type CliIo, type StoreOptions } from '../command';
 import { capabilities } from '../../native/index';
 import { GRACE_MS_MAX } from '../../process/index';
 import { parseDuration, parseDurationWithin } from '../duration';
-import { stopHint } from '../job-messages';
+import { graceNotice, jobStartFailureMessage, stopHint } from '../job-messages';
 import { openExecutionTarget } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
+import { writeJson } from '../output';
 import { resolveStoreTarget } from '../store-target';
 
 interface RunOptions extends StoreOptions {
@@ -44,6 +49,39 @@ function jobExitStatus(outcome: CompletionOutcome): number {
   return outcome.cause === 'stopped' ? 128 + osConstants.signals.SIGKILL : EXIT.failure;
 }
 
+/** What `run --json` prints on stdout once the run ended (docs/decisions/0141): one document. */
+export interface RunReport {
+  readonly runId: string;
+  readonly projectId: string;
+  /** The run's terminal status; null when the drain timed out before it converged. */
+  readonly status: RunTerminalStatus | null;
+  /** pidfence's own exit status: the job's, as a shell reports it (124 for a timed-out job that exited 0). */
+  readonly exitStatus: number;
+  /** How the job ended: exit code or signal, and the cause; null when that is not known. */
+  readonly exit: RunExit | null;
+  /** The job could not be started at all: `command_not_found` (exit 127) or `permission_denied` (126). */
+  readonly startFailure: StartFailure | null;
+}
+
+export function runReportOf(runId: string, projectId: string, outcome: CompletionOutcome): RunReport {
+  const completed = outcome.kind === 'completed' ? outcome : null;
+  return {
+    runId,
+    projectId,
+    status: outcome.kind === 'completed' || outcome.kind === 'terminal' ? outcome.status : null,
+    exitStatus: exitStatusOf(outcome),
+    exit: completed === null ? null : { cause: completed.cause, exitCode: completed.exitCode, signal: completed.signal },
+    startFailure: completed?.startFailure ?? null,
+  };
+}
+
+/** The end line on stderr: how the run ended, and why a job that never started did not. */
+function endLine(report: RunReport): string {
+  if (report.status === null) return `pidfence: run ${report.runId} did not converge before the drain timed out\n`;
+  const why = report.startFailure === null ? '' : `: ${jobStartFailureMessage(report.startFailure)}`;
+  return `pidfence: run ${report.runId} ${report.status}${why}\n`;
+}
+
 async function runAction(command: string, args: readonly string[], options: RunOptions, io: CliIo): Promise<ExitCode | number> {
   const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, '--timeout');
   const graceMs = parseDurationWithin(options.grace, '--grace', GRACE_MS_MAX);
@@ -51,6 +89,8 @@ async function runAction(command: string, args: readonly string[], options: RunO
   let finished: ((outcome: CompletionOutcome) => void) | undefined;
   const completion = new Promise<CompletionOutcome>((resolve) => { finished = resolve; });
   let runId: string | null = null;
+  let interrupts = 0;
+  const tty = (io.stderr as NodeJS.WriteStream).isTTY === true;
   const app = createExecution({
     stores: target.stores,
     receiptDirectory: target.receiptDirectory,
@@ -60,10 +100,14 @@ async function runAction(command: string, args: readonly string[], options: RunO
     // The foreground command lives until its run completes: the one timer holds the process.
     keepAlive: true,
     onCompleted: (ref, outcome) => { if (ref.runId === runId) finished?.(outcome); },
+    // A cancel or a timeout: say why the next seconds are quiet (an interrupt already said so).
+    onStopping: (ref) => {
+      const notice = ref.runId === runId && interrupts === 0 ? graceNotice(tty, ref.runId, graceMs) : null;
+      if (notice !== null) io.stderr.write(notice);
+    },
   });
   // A terminal that went away (SIGHUP) makes writes fail; the run goes on to stop its job.
   io.stderr.on?.('error', () => undefined);
-  let interrupts = 0;
   const interrupt = (signal: NodeJS.Signals) => {
     interrupts += 1;
     if (interrupts === 1) {
@@ -78,11 +122,11 @@ async function runAction(command: string, args: readonly string[], options: RunO
   for (const signal of RUN_STOP_SIGNALS) process.on(signal, interrupt);
   try {
     const admitted = await app.admit({
-      projectId: options.project, command, args, stdio: 'inherit', env: io.env, ...(timeoutMs === undefined ? {} : { timeoutMs }),
+      // Under --json stdout is pidfence's one document: the job writes to stderr instead.
+      projectId: options.project, command, args, stdio: options.json === true ? ['inherit', 2, 'inherit'] : 'inherit', env: io.env, ...(timeoutMs === undefined ? {} : { timeoutMs }),
     });
     if (admitted.kind !== 'admitted') {
-      io.stderr.write(`pidfence: the run was refused (${admitted.reason}).\n`);
-      return EXIT.refused;
+      throw new PidfenceError(`the run was not admitted (${admitted.reason}): pidfence was already stopping, so nothing was started; run it again.`, 'ERR_PIDFENCE_RUN_REFUSED');
     }
     runId = admitted.runId;
     io.stderr.write(`pidfence: run ${runId} started (stop it with: ${stopHint(runId, options.db)})\n`);
@@ -90,9 +134,10 @@ async function runAction(command: string, args: readonly string[], options: RunO
       io.stderr.write('pidfence: warning: this kernel or build cannot prove process identities, so neither --timeout nor cancel can stop this job; it runs to its own end.\n');
     }
     app.start();
-    const outcome = await completion;
-    io.stderr.write(`pidfence: run ${runId} ${outcome.kind === 'completed' || outcome.kind === 'terminal' ? outcome.status : 'did not converge before the drain timed out'}\n`);
-    return exitStatusOf(outcome);
+    const report = runReportOf(runId, options.project, await completion);
+    io.stderr.write(endLine(report));
+    if (options.json === true) writeJson(io, report);
+    return report.exitStatus;
   } finally {
     await app.drain();
     for (const signal of RUN_STOP_SIGNALS) process.removeListener(signal, interrupt);

@@ -6,7 +6,8 @@ import { BLOCKING_RESULTS, DISPATCH_STATUSES, type Assessment } from '../../cont
 import type { ProjectSummary } from '../../management/index';
 import type { CliCommand, CliIo } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { factLines, writeJson, addManagementOptions, projectRequired, timeText, withManagementPlane, type ManagementOptions } from '../principal';
+import { factLines, writeJson, timeText } from '../output';
+import { addManagementOptions, projectRequired, withManagementPlane, type ManagementOptions } from '../principal';
 
 export const ASSESSMENT_EXIT: Readonly<Record<Assessment, ExitCode>> = {
   clear: EXIT.ok,
@@ -22,6 +23,8 @@ export function statusText(summary: ProjectSummary): string {
     ...DISPATCH_STATUSES.map((status) => [status, summary.states[status]] as const),
     ...BLOCKING_RESULTS.map((result) => [`blocked by ${result}`, summary.blockingResults[result]] as const),
     [`overdue (> ${summary.overdueAfterMs} ms)`, summary.overdue],
+    ['unsettled, run ended', summary.runEnded],
+    ['running jobs', summary.running],
   ];
   return `project ${summary.projectId}: ${summary.assessment}\n${factLines(facts)}\n`;
 }
@@ -29,7 +32,7 @@ export function statusText(summary: ProjectSummary): string {
 export const statusCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
     addManagementOptions(program.command('status'))
-      .description('one-shot project summary; exit 0 clear, 10 converging, 20 attention required (needs run.read)')
+      .description('one-shot project summary; exit 0 clear, 10 converging (jobs running or stops in flight), 20 attention required (needs run.read)')
       .option('--project <id>', 'the project to summarise (required)')
       .action(async (options: ManagementOptions) => {
         const project = projectRequired(options);

@@ -3,9 +3,11 @@
 // refuses to start with the reason), then startup recovery, which takes over the jobs of runners of
 // this host that are proved gone (docs/decisions/0070), then the one control timer. It acts only on
 // the jobs it owns. SIGTERM/SIGINT drain it; a failure while running (CYCLE_FAILURE_LIMIT failed
-// cycles) drains it too, within its bound.
+// cycles) drains it too, within its bound. It logs each stop it made (run id and result); with
+// --json every line on stdout is one JSON event (docs/decisions/0141).
 import type { Command } from 'commander';
 
+import { errorCategory } from '../../base/error-registry';
 import { PidfenceError } from '../../base/errors';
 import { createExecution, type ControlCycleReport } from '../../execution/index';
 import { capabilities } from '../../native/index';
@@ -14,6 +16,7 @@ import { GRACE_MS_MAX } from '../../process/index';
 import { parseDurationWithin } from '../duration';
 import { openExecutionTarget } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
+import { writeJsonError, jsonLineWrite } from '../output';
 import { resolveStoreTarget } from '../store-target';
 
 interface SuperviseOptions extends StoreOptions {
@@ -45,13 +48,12 @@ async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<Ex
   const graceMs = parseDurationWithin(options.grace, '--grace', GRACE_MS_MAX);
   const storeTarget = resolveStoreTarget(options.db, io.env);
   const refusal = readinessRefusal();
-  if (refusal !== null) {
-    io.stderr.write(`pidfence: supervise refused to start: ${refusal}\n`);
-    return EXIT.refused;
-  }
+  if (refusal !== null) throw new PidfenceError(`supervise refused to start: ${refusal}`, 'ERR_PIDFENCE_SUPERVISE_REFUSED');
   // Schema version and migration checksums: the store refuses to open when they disagree.
   const target = await openExecutionTarget(storeTarget, io.env);
   const tty = (io.stderr as NodeJS.WriteStream).isTTY === true;
+  // --json: stdout is a stream of one-line JSON documents, one per event (docs/decisions/0141).
+  const json = options.json === true;
   let completed = 0;
   let fatal: string | null = null;
   let wake: (() => void) | undefined;
@@ -74,24 +76,32 @@ async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<Ex
     onCycle: status,
     onCompleted: () => { completed += 1; },
     // Each stop it made, by run id and result (never a PID, command or handle).
-    onStopped: (ref, result) => { io.stdout.write(`pidfence supervise: stopped ${ref.runId} (${result})\n`); },
+    onStopped: (ref, result) => {
+      if (json) jsonLineWrite(io, { event: 'stopped', runId: ref.runId, result });
+      else io.stdout.write(`pidfence supervise: stopped ${ref.runId} (${result})\n`);
+    },
     onFatal: (code) => { fatal = code; wake?.(); },
   });
   const recovered = await app.recover();
-  if (tty) io.stderr.write(`pidfence supervise: recovered ${recovered.completed} finished, ${recovered.running} running, ${recovered.unproven} unproven\n`);
+  if (json) jsonLineWrite(io, { event: 'recovered', completed: recovered.completed, running: recovered.running, unproven: recovered.unproven });
+  else if (tty) io.stderr.write(`pidfence supervise: recovered ${recovered.completed} finished, ${recovered.running} running, ${recovered.unproven} unproven\n`);
   const onSignal = () => wake?.();
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
   app.start();
-  io.stdout.write('pidfence supervise: ready\n');
+  if (json) jsonLineWrite(io, { event: 'ready', profile: options.profile });
+  else io.stdout.write('pidfence supervise: ready\n');
   await stopped;
   process.removeListener('SIGTERM', onSignal);
   process.removeListener('SIGINT', onSignal);
   const report = await app.drain();
   if (tty) io.stderr.write('\n');
-  io.stdout.write(`pidfence supervise: drain ${report.kind} (${report.converged} converged, ${report.remaining} remaining)\n`);
+  if (json) jsonLineWrite(io, { event: 'drained', outcome: report.kind, converged: report.converged, remaining: report.remaining });
+  else io.stdout.write(`pidfence supervise: drain ${report.kind} (${report.converged} converged, ${report.remaining} remaining)\n`);
   if (fatal !== null) {
-    io.stderr.write(`pidfence: supervise stopped after repeated failures (${fatal as string}).\n`);
+    const message = `supervise stopped after repeated failures (${fatal as string}); check the store, then start it again.`;
+    if (json) writeJsonError(io, fatal, errorCategory(fatal), message);
+    else io.stderr.write(`pidfence: ${message}\n`);
     return EXIT.storeUnavailable;
   }
   return report.kind === 'drained' ? EXIT.ok : EXIT.failure;

@@ -2,7 +2,7 @@
 // transaction (run lock → dispatch lock, grant re-read, CAS, RunEvent, audit), the one-statement
 // summary and the blocked keyset page, with transaction_timestamp() as the only clock. Grant writes
 // run on the migration owner's connection (PostgresGrantAdministration).
-import type { Pool } from 'pg';
+import type { Pool, QueryResultRow as QueryRow } from 'pg';
 
 import {
   buildDispatchEventPayload,
@@ -14,8 +14,8 @@ import {
   type RearmOutcome,
   type SummaryCounts,
 } from '../../contract/index';
-import type { BlockedPosition, BlockedRows, GrantAdministration, GrantChange, ManagementStore } from '../management-store';
-import { inspectionOf, rearmRefusal, summaryCountsOf } from '../management-sql';
+import type { BlockedPosition, BlockedRows, GrantAdministration, GrantChange, ManagementStore, RunDetailLimits, RunDetailRows, RunRow, RunRowsQuery } from '../management-store';
+import { inspectionOf, rearmRefusal, runRowsParams, summaryCountsOf } from '../management-sql';
 import { poolFor, type PostgresTarget } from './connection';
 import { MANAGEMENT_SQL } from './management-statements';
 import { appendRunEvent, type LockedRun } from './run-events';
@@ -82,6 +82,29 @@ export class PostgresManagementStore implements ManagementStore {
       const after = position.kind === 'first' ? { blockedAtMs: -1, runId: '' } : position.after;
       const rows = await tx.rows<BlockedItem>(MANAGEMENT_SQL.blockedPage, [projectId, asOfMs, after.blockedAtMs, after.runId, limit]);
       return { asOfMs, rows: rows.map((item) => ({ runId: item.runId, blockedAtMs: item.blockedAtMs })) };
+    });
+  }
+
+  async runRows(query: RunRowsQuery): Promise<readonly RunRow[]> {
+    const { projectId, beforeAtMs, beforeRunId, limit } = runRowsParams(query);
+    const page = [projectId, beforeAtMs, beforeRunId, limit];
+    return inTransaction(this.#pool, 'runRows', (tx) => (query.status === null
+      ? tx.rows<RunRow & QueryRow>(MANAGEMENT_SQL.runPageAll, page)
+      : tx.rows<RunRow & QueryRow>(MANAGEMENT_SQL.runPageByStatus, [...page, query.status])));
+  }
+
+  async runDetail(runId: string, limits: RunDetailLimits): Promise<RunDetailRows | null> {
+    return inTransaction(this.#pool, 'runDetail', async (tx) => {
+      const [run] = await tx.rows<RunDetailRows['run'] & QueryRow>(MANAGEMENT_SQL.runDetail, [runId]);
+      if (run === undefined) return null;
+      const [dispatch] = await tx.rows(MANAGEMENT_SQL.inspect, [runId]);
+      return {
+        run,
+        attempts: await tx.rows<RunDetailRows['attempts'][number] & QueryRow>(MANAGEMENT_SQL.runAttempts, [runId, limits.attempts]),
+        attemptEvents: await tx.rows<RunDetailRows['attemptEvents'][number] & QueryRow>(MANAGEMENT_SQL.runAttemptEvents, [runId, limits.attemptEvents]),
+        events: await tx.rows<RunDetailRows['events'][number] & QueryRow>(MANAGEMENT_SQL.runEvents, [runId, limits.events]),
+        dispatch: dispatch === undefined ? null : inspectionOf(dispatch),
+      };
     });
   }
 }

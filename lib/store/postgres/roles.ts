@@ -3,7 +3,7 @@
 // or CREATE. grantRuntime() is run by the migration owner; readiness checks the same table.
 import { escapeIdentifier } from 'pg';
 
-import { PidfenceTypeError } from '../../base/errors';
+import { PidfenceError, PidfenceTypeError } from '../../base/errors';
 import { withPool, type PostgresTarget } from './connection';
 import { MIGRATIONS_TABLE } from './migrate';
 import { inTransaction } from './transaction';
@@ -57,7 +57,26 @@ export function validateRoleName(role: unknown): string {
  * and USAGE on the current schema. Run as the migration owner after migratePostgres().
  */
 export async function grantRuntime(target: PostgresTarget, runtimeRole: string): Promise<void> {
-  const role = escapeIdentifier(validateRoleName(runtimeRole));
+  const name = validateRoleName(runtimeRole);
+  const role = escapeIdentifier(name);
+  try {
+    await grantRuntimeTo(target, role);
+  } catch (error) {
+    // 42704 undefined_object: the only object these GRANTs name that migrations do not make is the role.
+    if ((error as PidfenceError).errno === UNDEFINED_OBJECT) {
+      throw new PidfenceError(
+        `the role ${name} does not exist on this server; create it first (CREATE ROLE ${name} LOGIN PASSWORD '...', as a superuser or a CREATEROLE holder), then run grant-runtime again.`,
+        'ERR_PIDFENCE_PG_ROLE_MISSING',
+        { errno: UNDEFINED_OBJECT, cause: error },
+      );
+    }
+    throw error;
+  }
+}
+
+const UNDEFINED_OBJECT = '42704';
+
+async function grantRuntimeTo(target: PostgresTarget, role: string): Promise<void> {
   await withPool(target, (pool) => inTransaction(pool, 'grantRuntime', async (tx) => {
     const [schema] = await tx.rows<{ name: string }>('SELECT current_schema() AS name', []);
     await tx.exec(`GRANT USAGE ON SCHEMA ${escapeIdentifier(schema?.name ?? 'public')} TO ${role}`);

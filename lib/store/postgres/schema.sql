@@ -387,6 +387,10 @@ CREATE INDEX receipt_journal_open ON public.receipt_journal USING btree (created
 
 CREATE INDEX run_dispatch_leases_open ON public.run_dispatch_leases USING btree (expires_at_ms, run_id) WHERE (released_at_ms IS NULL);
 
+CREATE INDEX runs_by_project ON public.runs USING btree (project_id, created_at_ms, id);
+
+CREATE INDEX runs_by_project_status ON public.runs USING btree (project_id, status, created_at_ms, id);
+
 CREATE INDEX runs_cancel_open ON public.runs USING btree (cancel_requested_at_ms, id) WHERE ((cancel_requested_at_ms IS NOT NULL) AND (status = ANY (ARRAY['queued'::text, 'running'::text])));
 
 ALTER TABLE ONLY public.attempt_events

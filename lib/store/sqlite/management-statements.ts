@@ -2,7 +2,9 @@
 // the shared text in ../management-sql.ts with SQLite's named parameters and injected clock.
 import type Database from 'better-sqlite3';
 
-import { blockedPageSql, hasGrantSql, insertAuditSql, inspectSql, rearmSql, summarySql } from '../management-sql';
+import { blockedPageSql, hasGrantSql, insertAuditSql, inspectSql, rearmSql, runAttemptEventsSql, runAttemptsSql, runDetailSql, runEventsSql, runPageAllSql, runPageByStatusSql, summarySql } from '../management-sql';
+
+const RUN_PAGE = { projectId: ':projectId', beforeAtMs: ':beforeAtMs', beforeRunId: ':beforeRunId', limit: ':limit' } as const;
 
 export const MANAGEMENT_SQL = {
   hasGrant: hasGrantSql({ subject: ':subject', projectId: ':projectId', permission: ':permission' }),
@@ -12,6 +14,13 @@ export const MANAGEMENT_SQL = {
   blockedPage: blockedPageSql('cancellation_dispatches INDEXED BY cancellation_dispatches_blocked', {
     projectId: ':projectId', asOfMs: ':asOfMs', afterAtMs: ':afterAtMs', afterRunId: ':afterRunId', limit: ':limit',
   }),
+  /** INDEXED BY, as for the blocked page: a run list never scans another project's runs. */
+  runPageAll: runPageAllSql('runs AS r INDEXED BY runs_by_project', RUN_PAGE),
+  runPageByStatus: runPageByStatusSql('runs AS r INDEXED BY runs_by_project_status', { ...RUN_PAGE, status: ':status' }),
+  runDetail: runDetailSql({ runId: ':runId' }),
+  runAttempts: runAttemptsSql({ runId: ':runId', limit: ':limit' }),
+  runAttemptEvents: runAttemptEventsSql({ runId: ':runId', limit: ':limit' }),
+  runEvents: runEventsSql({ runId: ':runId', limit: ':limit' }),
   rearm: rearmSql({ runId: ':runId', expectedVersion: ':expectedVersion', expectedResult: ':expectedResult', nowMs: ':nowMs' }),
   insertAudit: insertAuditSql({
     id: ':id', runId: ':runId', projectId: ':projectId', actor: ':actor', expectedVersion: ':expectedVersion', expectedResult: ':expectedResult', nowMs: ':nowMs',

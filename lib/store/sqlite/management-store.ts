@@ -11,8 +11,8 @@ import {
   type RunRecord,
   type SummaryCounts,
 } from '../../contract/index';
-import type { BlockedPosition, BlockedRows, GrantAdministration, GrantChange, ManagementStore } from '../management-store';
-import { inspectionOf, rearmRefusal, summaryCountsOf } from '../management-sql';
+import type { BlockedPosition, BlockedRows, GrantAdministration, GrantChange, ManagementStore, RunDetailLimits, RunDetailRows, RunRow, RunRowsQuery } from '../management-store';
+import { inspectionOf, rearmRefusal, runRowsParams, summaryCountsOf } from '../management-sql';
 import { storeFailure } from '../store-errors';
 import { readClock, type Clock } from './clock';
 import type { SqliteDatabase } from './database';
@@ -98,6 +98,29 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
       const rows = this.#sql.blockedPage.all({ projectId, asOfMs, afterAtMs: after.blockedAtMs, afterRunId: after.runId, limit }) as Array<{ runId: string; blockedAtMs: number }>;
       return { asOfMs, rows: rows.map((row) => ({ runId: row.runId, blockedAtMs: row.blockedAtMs })) };
     });
+  }
+
+  async runRows(query: RunRowsQuery): Promise<readonly RunRow[]> {
+    return this.#guard('runRows', () => {
+      const params = runRowsParams(query);
+      return (query.status === null ? this.#sql.runPageAll.all(params) : this.#sql.runPageByStatus.all({ ...params, status: query.status })) as RunRow[];
+    });
+  }
+
+  async runDetail(runId: string, limits: RunDetailLimits): Promise<RunDetailRows | null> {
+    // One read transaction: the run, its attempts, events and dispatch as of one moment.
+    return this.#guard('runDetail', () => this.#database.transaction((): RunDetailRows | null => {
+      const run = this.#sql.runDetail.get({ runId }) as RunDetailRows['run'] | undefined;
+      if (run === undefined) return null;
+      const dispatch = this.#sql.inspect.get(runId) as Record<string, unknown> | undefined;
+      return {
+        run,
+        attempts: this.#sql.runAttempts.all({ runId, limit: limits.attempts }) as RunDetailRows['attempts'],
+        attemptEvents: this.#sql.runAttemptEvents.all({ runId, limit: limits.attemptEvents }) as RunDetailRows['attemptEvents'],
+        events: this.#sql.runEvents.all({ runId, limit: limits.events }) as RunDetailRows['events'],
+        dispatch: dispatch === undefined ? null : inspectionOf(dispatch),
+      };
+    })());
   }
 
   // ---- GrantAdministration: whoever may write the file is its owner (docs/decisions/0040) ----

@@ -1,0 +1,70 @@
+// `pidfence list` (alias `ps`) (docs/decisions/0140): one page of a project's runs, newest first —
+// state, start, end, exit and the reason a stop was asked for; `--state` filters, `--cursor` pages
+// on. Needs run.read on the project. Never a PID, handle, command or environment.
+import { InvalidArgumentError, type Command } from 'commander';
+
+import { RUN_STATUSES, type RunStatus } from '../../contract/index';
+import { RUN_LIST_PAGE_DEFAULT, RUN_LIST_PAGE_MAX, type RunExit, type RunListItem, type RunListPage } from '../../management/index';
+import type { CliCommand, CliIo } from '../command';
+import { EXIT, type ExitCode } from '../exit-codes';
+import { writeJson, tableLines } from '../output';
+import { addManagementOptions, withManagementPlane, type ManagementOptions } from '../principal';
+
+interface ListOptions extends ManagementOptions {
+  readonly project: string;
+  readonly state?: RunStatus;
+  readonly cursor?: string;
+  readonly limit?: number;
+}
+
+function limitParse(text: string): number {
+  if (!/^\d{1,3}$/.test(text) || Number(text) < 1 || Number(text) > RUN_LIST_PAGE_MAX) throw new InvalidArgumentError(`it must be a number of runs from 1 to ${RUN_LIST_PAGE_MAX}.`);
+  return Number(text);
+}
+
+/** An epoch-ms time as the list shows it: ISO 8601 in UTC, the same instant the JSON's number is. */
+export function isoText(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}
+
+/** The job's own exit code, else the signal that ended it; null while it has not ended. */
+export function exitText(exit: RunExit | null): string | number | null {
+  return exit?.exitCode ?? exit?.signal ?? null;
+}
+
+/** Why the run ended where it was not the job's own doing: the stop's reason, or how its end was proved. */
+export function reasonText(run: Pick<RunListItem, 'cancelReason' | 'exit'>): string | null {
+  if (run.cancelReason !== null) return run.cancelReason;
+  return run.exit === null || run.exit.cause === 'receipt' ? null : run.exit.cause;
+}
+
+export function listText(page: RunListPage): string {
+  const filter = page.state === null ? '' : ` ${page.state}`;
+  const header = `project ${page.projectId}: ${page.items.length}${filter} run(s) on this page, newest first`;
+  const rows = page.items.map((run) => [run.runId, run.status, isoText(run.startedAtMs), isoText(run.endedAtMs), exitText(run.exit), reasonText(run)]);
+  const next = page.next === null ? 'last page' : `next page: pidfence list --project ${page.projectId} --cursor ${page.next}`;
+  return [header, ...tableLines(['run', 'state', 'started', 'ended', 'exit', 'reason'], rows), next].join('\n') + '\n';
+}
+
+export const listCommand: CliCommand = {
+  register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
+    addManagementOptions(program.command('list').alias('ps'))
+      .description('the runs of a project, newest first: state, start, end, exit status and reason (needs run.read)')
+      .option('--project <id>', 'the project', 'default')
+      .option('--state <state>', `only runs in this state: ${RUN_STATUSES.join(', ')}`)
+      .option('--limit <n>', `runs per page (1-${RUN_LIST_PAGE_MAX}, default ${RUN_LIST_PAGE_DEFAULT})`, limitParse)
+      .option('--cursor <next>', 'the `next` cursor of the previous page')
+      .action(async (options: ListOptions) => {
+        const request = {
+          projectId: options.project,
+          ...(options.state === undefined ? {} : { state: options.state }),
+          ...(options.cursor === undefined ? {} : { cursor: options.cursor }),
+          ...(options.limit === undefined ? {} : { limit: options.limit }),
+        };
+        const page = await withManagementPlane(options, io, (plane) => plane.listRuns(request));
+        if (options.json === true) writeJson(io, page);
+        else io.stdout.write(listText(page));
+        done(EXIT.ok);
+      });
+  },
+};
