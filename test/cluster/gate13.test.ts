@@ -22,9 +22,12 @@ import { delay, until } from '../helpers/wait';
 
 const ready = clusterFixture('cluster_gate13');
 
-/** A job that records TERM in `marker` and exits; it never exits by itself. */
+/**
+ * A job that records TERM in `marker` and exits. It ends by itself only after about two minutes, so a
+ * test that fails after SIGKILLing its worker leaves no job behind for long.
+ */
 function markingJob(marker: string): string[] {
-  return ['sh', '-c', `trap 'echo term > ${marker}; exit 143' TERM; while :; do sleep 0.05; done`];
+  return ['sh', '-c', `trap 'echo term > ${marker}; exit 143' TERM; i=0; while [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done`];
 }
 
 /** The project the worker's local journal recorded for `runId` (the journal is closed again at once). */
