@@ -1,4 +1,4 @@
-// Waiting helpers shared by the layers that bound how long they wait.
+// Waiting and timing helpers shared by the layers that bound how long they wait or measure it.
 
 export function delay(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
@@ -13,4 +13,14 @@ export function settlesWithin(work: Promise<unknown>, ms: number): Promise<boole
       resolve(true);
     });
   });
+}
+
+/** A monotonic start reading, for durations (docs/decisions/0110). */
+export function monotonicNow(): bigint {
+  return process.hrtime.bigint();
+}
+
+/** Seconds since a monotonicNow() reading. */
+export function secondsSince(started: bigint): number {
+  return Number(process.hrtime.bigint() - started) / 1e9;
 }

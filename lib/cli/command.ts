@@ -3,6 +3,7 @@
 import type { Command } from 'commander';
 
 import type { ExitCode } from './exit-codes';
+import { writeJson } from './output';
 
 export interface CliIo {
   readonly stdout: NodeJS.WritableStream;
@@ -25,4 +26,32 @@ export function addStoreOptions(command: Command): Command {
   return command
     .option('--db <path|url>', 'SQLite file, or a postgres:// URL (default: $PIDFENCE_DB, else ./pidfence.db)')
     .option('--json', 'machine-readable output (the same facts as the text)');
+}
+
+/**
+ * A one-shot subcommand: `define` adds its options and arguments, `run` gets the positional
+ * arguments (the tuple A, one string per required argument) and the options, and returns the exit code. An error it throws
+ * is main.ts's to print (one sentence, exit status by category).
+ */
+export function oneShotCommand<O, A extends readonly string[] = []>(
+  name: string,
+  description: string,
+  define: (command: Command) => Command,
+  run: (io: CliIo, args: A, options: O) => Promise<ExitCode>,
+): CliCommand {
+  return {
+    register(program, io, done) {
+      define(program.command(name).description(description)).action(async (...values: unknown[]) => {
+        const command = values[values.length - 1] as Command;
+        // commander has checked every required <argument>, so the tuple A holds.
+        done(await run(io, command.processedArgs as unknown as A, command.opts() as O));
+      });
+    },
+  };
+}
+
+/** A one-shot command's answer: one JSON document under --json, else its text. */
+export function writeAnswer<T>(io: CliIo, json: boolean | undefined, answer: T, text: (answer: T) => string): void {
+  if (json === true) writeJson(io, answer);
+  else io.stdout.write(text(answer));
 }

@@ -6,12 +6,15 @@ import { homedir } from 'node:os';
 import * as path from 'node:path';
 
 import type { ExecutionStores } from '../execution/index';
+import type { ManagementStore } from '../store/management-store';
 import { openSqlite, type StoreTarget } from './store-target';
 
 export interface ExecutionTarget {
   readonly stores: ExecutionStores;
   /** Where the completion receipts of this store live on this host. */
   readonly receiptDirectory: string;
+  /** The store's management reads (supervise's metrics and status page); closed with `stores`. */
+  readonly managementStore: ManagementStore;
 }
 
 /** Overrides where a PostgreSQL store's receipts live on this host. */
@@ -39,6 +42,7 @@ export async function openExecutionTarget(target: StoreTarget, env: NodeJS.Proce
     return {
       stores: { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
       receiptDirectory: postgresReceiptDirectory(target.url, env),
+      managementStore: store.managementStore,
     };
   }
   // run and supervise may create the store; its trouble is a sentence and exit 3 like every command's.
@@ -46,5 +50,6 @@ export async function openExecutionTarget(target: StoreTarget, env: NodeJS.Proce
   return {
     stores: { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
     receiptDirectory: `${target.file}.receipts`,
+    managementStore: store.managementStore,
   };
 }

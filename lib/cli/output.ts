@@ -10,7 +10,7 @@ export function writeJson(io: CliIo, value: unknown): void {
 }
 
 /** One event of a long-running command (`supervise --json`): one complete JSON document per line. */
-export function jsonLineWrite(io: CliIo, value: unknown): void {
+export function writeJsonLine(io: CliIo, value: unknown): void {
   io.stdout.write(`${JSON.stringify(value)}\n`);
 }
 

@@ -5,8 +5,9 @@ import type { Command } from 'commander';
 
 import { PidfenceRangeError } from '../base/errors';
 import { ManagementPlane, principalOf, RunNotVisibleError, type Principal } from '../management/index';
-import { addStoreOptions, type CliIo, type StoreOptions } from './command';
+import { addStoreOptions, writeAnswer, type CliIo, type StoreOptions } from './command';
 import { storeName } from './job-messages';
+import { EXIT, type ExitCode } from './exit-codes';
 import { openStore, resolveStoreTarget, type StoreTarget } from './store-target';
 
 export const PRINCIPAL_ENV = 'PIDFENCE_PRINCIPAL';
@@ -52,6 +53,22 @@ export async function withManagementPlane<T>(options: ManagementOptions, io: Cli
   } finally {
     await store.close();
   }
+}
+
+/**
+ * The body every management read command shares: ask the plane as the resolved principal, print the
+ * answer as one JSON document (--json) or as text, and exit with `exitOf(answer)` (0 by default).
+ */
+export async function answerFromPlane<T>(
+  options: ManagementOptions,
+  io: CliIo,
+  ask: (plane: ManagementPlane) => Promise<T>,
+  text: (answer: T) => string,
+  exitOf: (answer: T) => ExitCode = () => EXIT.ok,
+): Promise<ExitCode> {
+  const answer = await withManagementPlane(options, io, ask);
+  writeAnswer(io, options.json, answer, text);
+  return exitOf(answer);
 }
 
 /** A run the caller cannot see is refused naming the store it was asked of (the same for a missing and a foreign run). */

@@ -9,12 +9,13 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { Pool } from 'pg';
 
 import { PidfenceError } from '../base/errors';
-import { validateId, validateOwner } from '../contract/index';
-import { authorize, ManagementPlane, principalOf } from '../management/index';
+import { OVERDUE_AFTER_DEFAULT_MS, validateId, validateOwner } from '../contract/index';
+import { authorize, readExportedSummary, ManagementPlane, principalOf } from '../management/index';
 import { PostgresDispatchRepository, PostgresExecutionStore, PostgresManagementStore, PostgresRunStore, postgresReadiness } from '../store/postgres/index';
 import { DispatchAvailability } from './availability';
 import { CancellationDispatchControl, DispatchFailedClosed, type DispatchControlTestHooks, type DispatchObservation } from './dispatch-control';
 import { ClusterLeaseStore, type WorkerCaller } from './lease-store';
+import { STATUS_ROOT, answerStatusPage } from '../web/status-page';
 import { SCHEMAS } from './schemas';
 
 export interface ControlPlaneTls {
@@ -44,6 +45,11 @@ export interface ControlPlaneOptions {
   readonly observe?: (observation: DispatchObservation) => void;
   /** TEST ONLY: handed to the cancellation wrapper (see DispatchControlTestHooks). */
   readonly testHooks?: DispatchControlTestHooks;
+  /**
+   * Serve GET /metrics (docs/decisions/0110): prom-client is loaded only when this is given. Gauges
+   * are exported for `projects` only (docs/decisions/0112); the counters need no project.
+   */
+  readonly metrics?: { readonly projects?: readonly string[]; readonly overdueAfterMs?: number };
 }
 
 export interface ControlPlane {
@@ -89,7 +95,14 @@ function replyError(reply: FastifyReply, error: unknown): FastifyReply {
   return reply.code(500).send({ code: 'ERR_PIDFENCE_CLUSTER_INTERNAL' });
 }
 
+/** What GET /metrics serves; undefined when metrics were not asked for. */
+interface MetricsEndpoint {
+  readonly contentType: string;
+  exposition(): Promise<string>;
+}
+
 interface Services {
+  readonly metrics: MetricsEndpoint | undefined;
   readonly leases: ClusterLeaseStore;
   readonly control: CancellationDispatchControl;
   readonly runStore: PostgresRunStore;
@@ -99,7 +112,7 @@ interface Services {
 }
 
 function addRoutes(app: FastifyInstance, services: Services): void {
-  const { leases, control, runStore, managementStore: management, availability, pool } = services;
+  const { leases, control, runStore, managementStore: management, availability, pool, metrics } = services;
   const caller = (request: FastifyRequest): WorkerCaller => ({ principal: principalOfRequest(request), sessionId: (request.body as { sessionId: string }).sessionId });
   const plane = (request: FastifyRequest): ManagementPlane => new ManagementPlane({ store: management, principal: principalOfRequest(request) });
 
@@ -114,6 +127,18 @@ function addRoutes(app: FastifyInstance, services: Services): void {
     }
     return { ready: true };
   });
+
+  // Aggregates only, with bounded labels: any certificate of the cluster CA may scrape (docs/decisions/0110).
+  if (metrics !== undefined) {
+    app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).header('cache-control', 'no-store').send(await metrics.exposition()));
+  }
+  // The status page (docs/decisions/0111): HTML through the management plane, as the certificate's subject.
+  const statusPage = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
+    const page = await answerStatusPage(request.url, () => plane(request));
+    return reply.code(page.status).headers(page.headers).send(page.body);
+  };
+  app.get(STATUS_ROOT, statusPage);
+  app.get(`${STATUS_ROOT}/*`, statusPage);
 
   app.post('/v1/sessions', { schema: SCHEMAS.empty }, async (request) => ({ sessionId: await leases.registerSession(principalOfRequest(request)) }));
   app.post('/v1/sessions/end', { schema: SCHEMAS.session }, async (request) => ({ ended: await leases.endSession(caller(request)) }));
@@ -165,17 +190,20 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     await postgresReadiness(pool);
     const dispatchLeaseMs = options.dispatchLeaseMs ?? 10_000;
     const availability = new DispatchAvailability(dispatchLeaseMs);
+    const management = new PostgresManagementStore(pool);
+    const metrics = options.metrics === undefined ? undefined : await createMetricsEndpoint(management, options.metrics);
     const leases = new ClusterLeaseStore(pool, new PostgresExecutionStore(pool), { leaseDurationMs: options.workerLeaseMs ?? 15_000 });
     const control = new CancellationDispatchControl(leases, new PostgresDispatchRepository(pool), {
       replicaOwnerId, leaseDurationMs: dispatchLeaseMs, availability, ...(options.observe === undefined ? {} : { observe: options.observe }),
       ...(options.testHooks === undefined ? {} : { testHooks: options.testHooks }),
+      ...(metrics === undefined ? {} : { observer: metrics.observer }),
     });
     let handled = 0;
     app.addHook('onRequest', async () => {
       handled++;
     });
     app.setErrorHandler((error, _request, reply) => replyError(reply, error));
-    addRoutes(app, { leases, control, runStore: new PostgresRunStore(pool), managementStore: new PostgresManagementStore(pool), availability, pool });
+    addRoutes(app, { leases, control, runStore: new PostgresRunStore(pool), managementStore: management, availability, pool, metrics });
     await app.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 0 });
     const address = app.server.address();
     const port = typeof address === 'object' && address !== null ? address.port : 0;
@@ -185,6 +213,13 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     await pool.end().catch(() => undefined);
     throw error;
   }
+}
+
+/** prom-client is loaded here, on demand, and nowhere else in the control plane (docs/decisions/0110). */
+async function createMetricsEndpoint(management: PostgresManagementStore, options: NonNullable<ControlPlaneOptions['metrics']>): Promise<MetricsEndpoint & { readonly observer: import('../dispatch/index').DispatchObserver }> {
+  const { createMetrics } = await import('../metrics/index');
+  const overdueAfterMs = options.overdueAfterMs ?? OVERDUE_AFTER_DEFAULT_MS;
+  return createMetrics({ projects: options.projects ?? [], overdueAfterMs, readProject: (projectId) => readExportedSummary(management, projectId, overdueAfterMs) });
 }
 
 function closer(app: FastifyInstance, pool: Pool, drainTimeoutMs: number): () => Promise<void> {

@@ -4,8 +4,10 @@
 // `run.cancel_dispatched` event; anything that cannot prove that fails closed.
 import { randomUUID } from 'node:crypto';
 
+import { monotonicNow, secondsSince } from '../base/time';
 import { PidfenceError } from '../base/errors';
 import { createLeaseToken, validateLeaseDurationMs, validateOwner } from '../contract/index';
+import { observerOf, type DispatchObserver } from '../dispatch/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
 import type { DispatchAvailability, DispatchFailureCode } from './availability';
 import type { LeaseRef, LeaseTickAnswer, WorkerCaller } from './lease-store';
@@ -46,6 +48,8 @@ export interface DispatchControlOptions {
   readonly observe?: (observation: DispatchObservation) => void;
   /** TEST ONLY, see DispatchControlTestHooks. */
   readonly testHooks?: DispatchControlTestHooks;
+  /** Claims, settlements and stale fences for metrics (docs/decisions/0110); no authority either. */
+  readonly observer?: Partial<DispatchObserver>;
 }
 
 /** A stop that could not be proved settled: the worker gets no stop, only this code. */
@@ -83,6 +87,7 @@ export class CancellationDispatchControl implements LeaseControl {
   readonly #config: ValidConfig | null;
   readonly #observe: (observation: DispatchObservation) => void;
   readonly #hooks: DispatchControlTestHooks;
+  readonly #observer: DispatchObserver;
 
   /**
    * A bad owner id or lease duration does not throw here: renewals must keep flowing, so the
@@ -95,6 +100,7 @@ export class CancellationDispatchControl implements LeaseControl {
     this.#config = validConfig(options);
     this.#observe = options.observe ?? (() => undefined);
     this.#hooks = options.testHooks ?? {};
+    this.#observer = observerOf(options.observer);
     if (this.#config === null) this.#availability.withdraw('ERR_PIDFENCE_CLUSTER_CONFIG', true);
   }
 
@@ -110,9 +116,11 @@ export class CancellationDispatchControl implements LeaseControl {
   async #deliverStop(ref: LeaseRef, stop: Extract<LeaseTickAnswer, { kind: 'stop_requested' }>): Promise<ControlledTickAnswer> {
     if (this.#config === null) throw this.#failClosed('ERR_PIDFENCE_CLUSTER_CONFIG', stop.scope);
     const { owner, leaseDurationMs } = this.#config;
+    const started = monotonicNow();
     const claim = await this.#guard(stop.scope, 'ERR_PIDFENCE_CLUSTER_DISPATCH_UNAVAILABLE', () => this.#repository.claim({
       runId: ref.runId, attemptId: ref.attemptId, cancelRequestedAtMs: stop.stopAtMs, owner, token: createLeaseToken(), leaseDurationMs,
     }));
+    this.#observer.onClaim(claim.kind);
     switch (claim.kind) {
       case 'claimed': {
         await this.#hooks.afterClaim?.();
@@ -120,6 +128,9 @@ export class CancellationDispatchControl implements LeaseControl {
           runId: ref.runId, attemptId: ref.attemptId, owner, token: claim.token, expectedVersion: claim.record.version,
           result: 'termination_requested', eventId: `evt-${randomUUID()}`,
         }));
+        // Nothing here waits between the two transactions: the time is the claim and the settlement.
+        if (settled.kind === 'stale_fence') this.#observer.onStaleFence();
+        else this.#observer.onSettled('termination_requested', secondsSince(started));
         const durable = settled.kind === 'recorded' && settled.record.status === 'dispatched' && settled.record.lastResult === 'termination_requested';
         if (!durable) throw this.#failClosed('ERR_PIDFENCE_CLUSTER_SETTLE_FAILED', stop.scope);
         await this.#hooks.afterSettle?.();

@@ -5,6 +5,9 @@ import { classifyResult, DISPATCH_RESULTS, DISPATCH_STATUSES, type DispatchResul
 import type { DispatchEventPayload, RunEvent } from './events';
 import { DUE_PAGE_DEFAULT, DUE_PAGE_MAX } from './limits';
 import {
+  enumField,
+  nullableField,
+  storedRecordValidator,
   validateBoundedInteger,
   validateCounter,
   validateDigest,
@@ -183,52 +186,36 @@ export function validateDuePageQuery(value: unknown = {}): { readonly limit: num
   };
 }
 
-function nullable<T>(value: unknown, check: (v: unknown) => T): T | null {
-  return value === null ? null : check(value);
-}
-
-function invariant(holds: boolean, rule: string): void {
-  if (!holds) {
-    throw new PidfenceRangeError(`dispatch record breaks the state invariant: ${rule}. The store is corrupt or was written outside pidfence.`, 'ERR_PIDFENCE_INVALID_RECORD');
-  }
-}
+const nullableEpoch = nullableField(validateEpochMs);
 
 /**
  * Checks a record read from a store: field types and the status/lease/retry/terminal shape that the
  * schema's CHECK constraints also hold. Stores call it at the boundary, so corruption fails closed.
  */
-export function validateDispatchRecord(value: unknown): CancellationDispatchRecord {
-  const keys = ['runId', 'projectId', 'attemptId', 'status', 'version', 'dispatchCount', 'nextAttemptAtMs', 'leaseOwner', 'leaseTokenDigest', 'leaseExpiresAtMs', 'lastResult', 'lastDispatchedAtMs', 'blockedAtMs', 'createdAtMs', 'updatedAtMs'];
-  // Every key is present: a store maps each column, and an absent nullable is spelt null.
-  const input = validateExactShape(value, 'dispatch record', [], keys);
-  for (const key of keys) invariant(key in input, `every field is present (${key} is missing)`);
-  const record: CancellationDispatchRecord = {
-    runId: validateId(input.runId, 'runId'),
-    projectId: validateId(input.projectId, 'projectId'),
-    attemptId: validateId(input.attemptId, 'attemptId'),
-    status: validateEnum(input.status, 'status', DISPATCH_STATUSES, 'ERR_PIDFENCE_INVALID_RECORD'),
-    version: validateCounter(input.version, 'version'),
-    dispatchCount: validateCounter(input.dispatchCount, 'dispatchCount'),
-    nextAttemptAtMs: nullable(input.nextAttemptAtMs, (v) => validateEpochMs(v, 'nextAttemptAtMs')),
-    leaseOwner: nullable(input.leaseOwner, validateOwner),
-    leaseTokenDigest: nullable(input.leaseTokenDigest, (v) => validateDigest(v, 'leaseTokenDigest')),
-    leaseExpiresAtMs: nullable(input.leaseExpiresAtMs, (v) => validateEpochMs(v, 'leaseExpiresAtMs')),
-    lastResult: nullable(input.lastResult, (v) => validateEnum(v, 'lastResult', DISPATCH_RESULTS, 'ERR_PIDFENCE_INVALID_RECORD')),
-    lastDispatchedAtMs: nullable(input.lastDispatchedAtMs, (v) => validateEpochMs(v, 'lastDispatchedAtMs')),
-    blockedAtMs: nullable(input.blockedAtMs, (v) => validateEpochMs(v, 'blockedAtMs')),
-    createdAtMs: validateEpochMs(input.createdAtMs, 'createdAtMs'),
-    updatedAtMs: validateEpochMs(input.updatedAtMs, 'updatedAtMs'),
-  };
-  checkStateShape(record);
-  return record;
-}
+export const validateDispatchRecord: (value: unknown) => CancellationDispatchRecord = storedRecordValidator<CancellationDispatchRecord>('dispatch record', {
+  runId: validateId,
+  projectId: validateId,
+  attemptId: validateId,
+  status: enumField(DISPATCH_STATUSES),
+  version: validateCounter,
+  dispatchCount: validateCounter,
+  nextAttemptAtMs: nullableEpoch,
+  leaseOwner: nullableField(validateOwner),
+  leaseTokenDigest: nullableField(validateDigest),
+  leaseExpiresAtMs: nullableEpoch,
+  lastResult: nullableField(enumField(DISPATCH_RESULTS)),
+  lastDispatchedAtMs: nullableEpoch,
+  blockedAtMs: nullableEpoch,
+  createdAtMs: validateEpochMs,
+  updatedAtMs: validateEpochMs,
+}, checkStateShape);
 
 function settledAs(record: CancellationDispatchRecord, status: 'dispatched' | 'blocked'): boolean {
   return record.lastResult !== null && classifyResult(record.lastResult).status === status;
 }
 
 /** The status/lease/retry/terminal shape, the same rules as the schema's CHECK constraints. */
-export function checkStateShape(record: CancellationDispatchRecord): void {
+export function checkStateShape(record: CancellationDispatchRecord, invariant: (holds: boolean, rule: string) => void): void {
   const hasLease = record.leaseOwner !== null && record.leaseTokenDigest !== null && record.leaseExpiresAtMs !== null;
   const noLease = record.leaseOwner === null && record.leaseTokenDigest === null && record.leaseExpiresAtMs === null;
   invariant(record.dispatchCount <= record.version, 'dispatch_count never exceeds version');

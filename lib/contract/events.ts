@@ -3,7 +3,7 @@
 import { shapeProblem } from '../base/shape';
 import { PidfenceTypeError } from '../base/errors';
 import type { DispatchEventType, DispatchResult } from './classification';
-import { validateCounter, validateDispatchResult, validateId } from './validators';
+import { enumField, storedRecordValidator, validateCounter, validateDispatchResult, validateEpochMs, validateId } from './validators';
 
 export type CancelReason = 'user' | 'policy' | 'timeout' | 'shutdown';
 export const CANCEL_REASONS: readonly CancelReason[] = ['user', 'policy', 'timeout', 'shutdown'];
@@ -26,6 +26,22 @@ export interface RunEvent<P = unknown> {
   readonly payload: P;
   readonly createdAtMs: number;
 }
+
+export const RUN_EVENT_TYPES: readonly RunEventType[] = [
+  'run.cancel_requested', 'run.cancel_dispatched', 'run.cancel_dispatch_blocked', 'run.cancel_dispatch_failed', 'run.cancel_dispatch_rearmed', 'run.terminal',
+];
+
+/** A RunEvent read from a store, its payload already decoded from JSON. */
+export const validateRunEvent: (value: unknown) => RunEvent = storedRecordValidator<RunEvent>('run event', {
+  id: validateId,
+  runId: validateId,
+  seq: validateCounter,
+  type: enumField(RUN_EVENT_TYPES),
+  payload: (value) => value,
+  createdAtMs: validateEpochMs,
+}, (event, invariant) => {
+  invariant(event.seq >= 1, 'event sequences start at 1');
+});
 
 const PAYLOAD_KEYS = ['attemptId', 'dispatchCount', 'result'] as const;
 

@@ -5,9 +5,14 @@ import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 import { CANCEL_REASONS, type CancelReason, type RunEvent } from './events';
 import { EPOCH_MS_MAX } from './limits';
 import {
+  enumField,
+  nullableField,
+  storedRecordValidator,
   validateBoundedInteger,
+  validateCounter,
   validateDigest,
   validateEnum,
+  validateEpochMs,
   validateExactShape,
   validateId,
 } from './validators';
@@ -218,6 +223,47 @@ export function validateMarkTerminalCommand(value: unknown): MarkTerminalCommand
     eventId: validateId(input.eventId, 'eventId'),
   };
   return input.attemptId === undefined ? command : { ...command, attemptId: validateId(input.attemptId, 'attemptId') };
+}
+
+const ATTEMPT_STATUSES: readonly AttemptStatus[] = [...ATTEMPT_ACTIVE_STATUSES, ...RUN_TERMINAL_STATUSES];
+const nullableEpoch = nullableField(validateEpochMs);
+
+/** A run row read from a store, checked like the schema's CHECK constraints check it (corruption fails closed). */
+export const validateRunRecord: (value: unknown) => RunRecord = storedRecordValidator<RunRecord>('run record', {
+  runId: validateId,
+  projectId: validateId,
+  owner: enumField(RUN_OWNERS),
+  status: enumField(RUN_STATUSES),
+  version: validateCounter,
+  cancelRequestedAtMs: nullableEpoch,
+  cancelReason: nullableField(enumField(CANCEL_REASONS)),
+  nextEventSeq: validateCounter,
+  createdAtMs: validateEpochMs,
+  updatedAtMs: validateEpochMs,
+}, (run, invariant) => {
+  invariant((run.cancelRequestedAtMs === null) === (run.cancelReason === null), 'a cancel request has both its time and its reason');
+  invariant(run.nextEventSeq >= 1, 'event sequences start at 1');
+});
+
+/** An attempt row read from a store; the handle is opaque here (lib/process parses it), only its type is checked. */
+export const validateAttemptRecord: (value: unknown) => AttemptRecord = storedRecordValidator<AttemptRecord>('attempt record', {
+  attemptId: validateId,
+  runId: validateId,
+  status: enumField(ATTEMPT_STATUSES),
+  pid: nullableField((value, field) => validateBoundedInteger(value, field, 1, ATTEMPT_PID_MAX, 'ERR_PIDFENCE_INVALID_RECORD')),
+  handle: nullableField(storedHandle),
+  deadlineAtMs: nullableEpoch,
+  receiptTokenDigest: nullableField(validateDigest),
+  createdAtMs: validateEpochMs,
+  updatedAtMs: validateEpochMs,
+}, (attempt, invariant) => {
+  invariant((attempt.pid === null) === (attempt.handle === null), 'a pid is stored together with its handle');
+});
+
+/** The column allows longer handles than today's parser (a future handle version): only non-empty text here. */
+function storedHandle(value: unknown, field: string): string {
+  if (typeof value !== 'string' || value.length === 0) throw new PidfenceRangeError(`${field} must be non-empty text.`, 'ERR_PIDFENCE_INVALID_RECORD');
+  return value;
 }
 
 export function validateEventPage(value: unknown = {}): { readonly afterSeq: number; readonly limit: number } {

@@ -1,8 +1,8 @@
 // Field validators shared by every command of the contract (design/postgres §D2): exact shapes, typed
 // errors with stable codes, and messages that say what to pass, never echoing a secret value.
-import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
+import { isPidfenceInputError, PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 import { TOKEN_PATTERN } from '../base/limits';
-import { shapeProblem } from '../base/shape';
+import { isPlainObject, shapeProblem } from '../base/shape';
 import { isDispatchResult, type DispatchResult } from './classification';
 import {
   COUNTER_MAX,
@@ -96,6 +96,61 @@ export function validateDispatchResult(value: unknown): DispatchResult {
     throw new PidfenceTypeError('result must be one of the design/dispatch §2.4 results (termination_requested, already_exited, identity_mismatch, ...).', 'ERR_PIDFENCE_INVALID_RESULT');
   }
   return value;
+}
+
+/** Checks one column of a stored row; `field` names it in the error. */
+export type FieldCheck<T> = (value: unknown, field: string) => T;
+/** One check per field of a record: the field list is the exact column set of the row. */
+export type RecordSpec<R> = { readonly [K in keyof R]-?: FieldCheck<R[K]> };
+
+/** A NULL column or `check(value)`. */
+export function nullableField<T>(check: FieldCheck<T>): FieldCheck<T | null> {
+  return (value, field) => (value === null ? null : check(value, field));
+}
+
+/** One of `allowed`; anything else breaks the record. */
+export function enumField<T extends string>(allowed: readonly T[]): FieldCheck<T> {
+  return (value, field) => validateEnum(value, field, allowed, 'ERR_PIDFENCE_INVALID_RECORD');
+}
+
+/**
+ * The validator of a record read back from a store (design/architecture §6: corruption fails closed):
+ * a plain object with exactly the spec's fields, every one present (a store maps each column; an
+ * absent nullable is spelt null), each checked, then the record's own rules. Whatever is wrong is
+ * ERR_PIDFENCE_INVALID_RECORD: a bad stored value is the store's fault, never the caller's input.
+ */
+export function storedRecordValidator<R>(what: string, spec: RecordSpec<R>, rules: (record: R, broken: (holds: boolean, rule: string) => void) => void): (value: unknown) => R {
+  const fields = Object.entries(spec) as Array<[string, FieldCheck<unknown>]>;
+  const keys = fields.map(([key]) => key);
+  const broken = (holds: boolean, rule: string): void => {
+    if (!holds) throw storedRecordError(what, rule);
+  };
+  const shapeBroken = (value: unknown): never => {
+    const problem = shapeProblem(value, keys);
+    throw storedRecordError(what, problem === null || problem.kind === 'not_object' ? 'it is not a plain object' : `${problem.kind === 'unknown_key' ? 'unknown' : 'missing'} field ${problem.key.slice(0, 32)}`);
+  };
+  return (value) => {
+    // As many own keys as fields, and no field undefined below: exactly the fields (the cheap form of shapeProblem).
+    if (!isPlainObject(value) || Object.keys(value).length !== keys.length) shapeBroken(value);
+    const row = value as Record<string, unknown>;
+    const record: Record<string, unknown> = {};
+    try {
+      for (const [key, check] of fields) {
+        const column = row[key];
+        if (column === undefined) shapeBroken(value);
+        record[key] = check(column, key);
+      }
+    } catch (error) {
+      if (isPidfenceInputError(error) && error.code !== 'ERR_PIDFENCE_INVALID_RECORD') throw storedRecordError(what, error.message.replace(/\.$/, ''));
+      throw error;
+    }
+    rules(record as R, broken);
+    return record as R;
+  };
+}
+
+function storedRecordError(what: string, detail: string): PidfenceRangeError {
+  return new PidfenceRangeError(`${what} breaks the state invariant: ${detail}. The store is corrupt or was written outside pidfence.`, 'ERR_PIDFENCE_INVALID_RECORD');
 }
 
 export function validateEnum<T extends string>(value: unknown, what: string, allowed: readonly T[], code: string): T {

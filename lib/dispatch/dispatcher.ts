@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 
+import { monotonicNow, secondsSince } from '../base/time';
 import { PidfenceRangeError } from '../base/errors';
 import { GRACE_MS_MAX, handlePlatform, type TerminationResult } from '../process/index';
 import {
@@ -24,6 +25,7 @@ import type { DispatchRepository } from '../store/dispatch-repository';
 import type { RunStore } from '../store/run-store';
 import type { ControllerRegistry } from './controller-registry';
 import { failureFactsOf, type FailureFacts } from './diagnostics';
+import { observerOf, type DispatchObserver } from './observer';
 
 /**
  * Time the result transaction may still need after the controller returned. The lease must cover
@@ -63,6 +65,8 @@ export interface DispatcherOptions {
   /** Stable lease-owner id of this dispatcher (a replica id); defaultOwnerId() when omitted. */
   readonly owner?: string;
   readonly backoff?: BackoffPolicy;
+  /** Told of claims, answers, results and stale fences (metrics, docs/decisions/0110); default: nothing. */
+  readonly observer?: Partial<DispatchObserver>;
   /**
    * Told once a claim is won, just before the controller is asked to stop the process (TERM, then
    * KILL after graceMs): a foreground runner tells its user why the next seconds are quiet. Run and
@@ -108,6 +112,7 @@ export class Dispatcher {
   readonly #controllers: ControllerRegistry;
   readonly #backoff: BackoffPolicy;
   readonly #hooks: DispatcherTestHooks;
+  readonly #observer: DispatchObserver;
   readonly #onStopping: DispatcherOptions['onStopping'];
 
   constructor(options: DispatcherOptions) {
@@ -129,12 +134,14 @@ export class Dispatcher {
     this.#repository = options.repository;
     this.#runStore = options.runStore;
     this.#hooks = options.testHooks ?? {};
+    this.#observer = observerOf(options.observer);
     this.#onStopping = options.onStopping;
   }
 
   /** Claim → controller → recordResult for one due run. Store failures reject; controller failures are results. */
   async dispatch(target: DispatchTarget): Promise<DispatchOutcome> {
     const token = createLeaseToken();
+    const claimStarted = monotonicNow();
     const claim = await this.#repository.claim({
       runId: target.runId,
       attemptId: target.attemptId,
@@ -143,6 +150,8 @@ export class Dispatcher {
       token,
       leaseDurationMs: this.leaseDurationMs,
     });
+    const claimSeconds = secondsSince(claimStarted);
+    this.#observer.onClaim(claim.kind);
     if (claim.kind !== 'claimed') return { kind: 'not_claimed', claim: claim.kind };
 
     const fence: DispatchFence = { runId: target.runId, attemptId: target.attemptId, owner: this.owner, token, expectedVersion: claim.record.version };
@@ -153,16 +162,22 @@ export class Dispatcher {
       // an observer must not change a stop
     }
     const { result, failure } = await this.#callController(target);
+    this.#observer.onControllerAnswer(result);
     await this.#hooks.afterControllerCall?.(fence, result);
 
     const retryable = classifyResult(result).retryable;
+    const settleStarted = monotonicNow();
     const recorded = await this.#repository.recordResult({
       ...fence,
       result,
       eventId: `evt-${randomUUID()}`,
       ...(retryable ? { retryDelayMs: backoffDelayMs(claim.record.dispatchCount, this.#backoff) } : {}),
     });
-    if (recorded.kind === 'stale_fence') return { kind: 'stale_fence', result, controllerFailure: failure };
+    if (recorded.kind === 'stale_fence') {
+      this.#observer.onStaleFence();
+      return { kind: 'stale_fence', result, controllerFailure: failure };
+    }
+    this.#observer.onSettled(result, claimSeconds + secondsSince(settleStarted));
     return { kind: 'recorded', result, status: recorded.record.status as SettledStatus, dispatchCount: recorded.record.dispatchCount, controllerFailure: failure };
   }
 

@@ -14,6 +14,7 @@ import type { DispatchRepository } from '../store/dispatch-repository';
 import type { DispatchOutcome, DispatchTarget } from './dispatcher';
 import type { FailureFacts } from './diagnostics';
 import { SupervisorCycleError } from './errors';
+import { observerOf, type DispatchObserver } from './observer';
 
 export interface SupervisorOptions {
   readonly repository: Pick<DispatchRepository, 'duePage'>;
@@ -29,6 +30,8 @@ export interface SupervisorOptions {
    * is consumed first, so a job that ended is never stopped. true: the attempt is terminal now.
    */
   readonly completeFirst?: (item: DueItem) => Promise<boolean>;
+  /** Told when each cycle ends and whether it failed (metrics, docs/decisions/0110). */
+  readonly observer?: Partial<DispatchObserver>;
 }
 
 /** What one cycle did; counts only, low-sensitivity. */
@@ -61,6 +64,7 @@ export class Supervisor {
   readonly #dispatcher: SupervisorOptions['dispatcher'];
   readonly #runnerId: string | undefined;
   readonly #completeFirst: SupervisorOptions['completeFirst'];
+  readonly #observer: DispatchObserver;
 
   constructor(options: SupervisorOptions) {
     this.pageSize = options.pageSize === undefined
@@ -73,6 +77,7 @@ export class Supervisor {
     this.#dispatcher = options.dispatcher;
     this.#runnerId = options.runnerId;
     this.#completeFirst = options.completeFirst;
+    this.#observer = observerOf(options.observer);
   }
 
   /**
@@ -81,6 +86,17 @@ export class Supervisor {
    * overflows, lacks its cursor, or does not move strictly forward; store errors reject as they are.
    */
   async runCycle(): Promise<CycleReport> {
+    try {
+      const report = await this.#cycle();
+      this.#observer.onCycle(false);
+      return report;
+    } catch (error) {
+      this.#observer.onCycle(true);
+      throw error;
+    }
+  }
+
+  async #cycle(): Promise<CycleReport> {
     const counts = { pages: 0, items: 0, dispatched: 0, blocked: 0, retryWait: 0, staleFence: 0, notClaimed: 0, completedFirst: 0 };
     const controllerFailures: FailureFacts[] = [];
     let cursor: DueCursor | null = null;

@@ -9,10 +9,12 @@ import {
   ControllerRegistry,
   type DiagnosticsCallback,
   Dispatcher,
+  type DispatchObserver,
   type DispatchOutcome,
   type DispatchTarget,
   LEASE_SETTLE_MARGIN_MS,
   LOCAL_PROFILES,
+  observerOf,
   profile as profileNamed,
   Supervisor,
 } from '../dispatch/index';
@@ -71,6 +73,8 @@ export interface ExecutionOptions {
   readonly onStopping?: (ref: AttemptRef) => void;
   /** Dispatch lease owner id (default: host/pid/random). */
   readonly owner?: string;
+  /** Told of claims, results, cycles, signals and cancel-to-exit times (metrics, docs/decisions/0110). */
+  readonly observer?: Partial<DispatchObserver>;
 }
 
 export interface ExecutionApplication {
@@ -107,15 +111,17 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
   const runner: RunnerSelf = { runnerId: `rnr-${randomUUID()}`, hostId: resolveHostId(options.env), kind: options.runnerKind ?? 'supervise' };
   const { runnerId } = runner;
   const heldGroups = new HeldGroups();
-  const controller = new LocalProcessController({ heldGroups });
+  const observer = observerOf(options.observer);
+  const controller = new LocalProcessController({ heldGroups, onSignal: (signal) => observer.onSignal(signal) });
   const dispatcher = new Dispatcher({
     repository, runStore, controllers: new ControllerRegistry([controller]), graceMs,
     leaseDurationMs: controller.boundMs(graceMs) + LEASE_SETTLE_MARGIN_MS + 1_000,
     owner: options.owner ?? runnerId,
+    observer,
     ...(options.onStopping === undefined ? {} : { onStopping: options.onStopping }),
   });
   const notices = new CompletionNotices();
-  const processor = new CompletionProcessor({ runStore, executionStore, receiptDirectory, heldGroups });
+  const processor = new CompletionProcessor({ runStore, executionStore, receiptDirectory, heldGroups, observer });
   const completeFirst = async (ref: AttemptRef): Promise<boolean> => {
     const outcome = await processor.process(ref);
     if (outcome.kind === 'completed') completed(ref, outcome);
@@ -135,7 +141,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
       return outcome;
     },
   };
-  const supervisor = new Supervisor({ repository, dispatcher: stops, pageSize: profile.pageSize, pagesPerCycle: 1, runnerId, completeFirst });
+  const supervisor = new Supervisor({ repository, dispatcher: stops, pageSize: profile.pageSize, pagesPerCycle: 1, runnerId, completeFirst, observer });
   const admission = new Admission({ runStore, notices, receiptDirectory, runnerId, heldGroups });
   const admitted = new Map<string, AttemptRef>();
   const completed = (ref: AttemptRef, outcome: CompletionOutcome): void => {

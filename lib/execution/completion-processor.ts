@@ -13,6 +13,7 @@ import {
   type RunRecord,
   type RunTerminalStatus,
 } from '../contract/index';
+import { observerOf, type DispatchObserver } from '../dispatch/index';
 import { groupLiveness, HeldGroups } from '../process/index';
 import type { ExecutionStore } from '../store/execution-store';
 import type { RunStore } from '../store/run-store';
@@ -53,6 +54,8 @@ export interface CompletionProcessorOptions {
   readonly clock?: () => number;
   /** The job groups this runner holds (a fresh, empty set when omitted). */
   readonly heldGroups?: HeldGroups;
+  /** Told how long after its cancel intent a stopped job was seen ended (docs/decisions/0110). */
+  readonly observer?: Partial<DispatchObserver>;
 }
 
 function isTerminal(status: string): status is RunTerminalStatus {
@@ -75,6 +78,7 @@ export class CompletionProcessor {
   readonly #directory: string;
   readonly #clock: () => number;
   readonly #held: HeldGroups;
+  readonly #observer: DispatchObserver;
   /** The handle of each attempt looked at, so its hold is released when it ends. */
   readonly #handles = new Map<string, string>();
 
@@ -84,6 +88,7 @@ export class CompletionProcessor {
     this.#store = options.executionStore;
     this.#directory = options.receiptDirectory;
     this.#clock = options.clock ?? Date.now;
+    this.#observer = observerOf(options.observer);
   }
 
   /**
@@ -114,7 +119,7 @@ export class CompletionProcessor {
     if (attempt.status === 'claimed') {
       if (run.cancelRequestedAtMs === null && options.allowNeverStarted !== true) return { kind: 'active' };
       const status = run.cancelRequestedAtMs === null ? 'failed' : cancelStatus(run);
-      return this.#commit(attempt, status, 'never_started', null, false);
+      return this.#commit(attempt, run, status, 'never_started', null, false);
     }
     if (attempt.handle === null) return { kind: 'unproven' };
     // The launcher leads the job's group; its death is not the job's end (docs/decisions/0071):
@@ -125,8 +130,8 @@ export class CompletionProcessor {
     const second = await this.#fromReceipt(attempt, run);
     if (second !== null) return second;
     return run.cancelRequestedAtMs === null
-      ? this.#commit(attempt, 'failed', 'lost', null, false)
-      : this.#commit(attempt, cancelStatus(run), 'stopped', null, false);
+      ? this.#commit(attempt, run, 'failed', 'lost', null, false)
+      : this.#commit(attempt, run, cancelStatus(run), 'stopped', null, false);
   }
 
   async #fromReceipt(attempt: AttemptRecord, run: RunRecord): Promise<CompletionOutcome | null> {
@@ -137,7 +142,7 @@ export class CompletionProcessor {
     if (reason !== null) return this.#quarantine(attempt, reason);
     if (isTerminal(attempt.status)) return this.#cleanLate(attempt, attempt.status);
     const receipt = read.receipt;
-    const outcome = await this.#commit(attempt, statusForReceipt(receipt, run), 'receipt', receipt, true);
+    const outcome = await this.#commit(attempt, run, statusForReceipt(receipt, run), 'receipt', receipt, true);
     if (outcome.kind === 'terminal') return this.#cleanLate(attempt, outcome.status);
     if (outcome.kind === 'completed') {
       deleteReceipt(this.#directory, attempt.attemptId);
@@ -163,7 +168,7 @@ export class CompletionProcessor {
     return null;
   }
 
-  async #commit(attempt: AttemptRecord, status: RunTerminalStatus, cause: CompletionCause, receipt: CompletionReceipt | null, journal: boolean): Promise<CompletionOutcome> {
+  async #commit(attempt: AttemptRecord, run: RunRecord, status: RunTerminalStatus, cause: CompletionCause, receipt: CompletionReceipt | null, journal: boolean): Promise<CompletionOutcome> {
     const exit = receipt === null ? null : { exitCode: receipt.exitCode, signal: receipt.signal };
     const result = await this.#store.completeAttempt({
       runId: attempt.runId, attemptId: attempt.attemptId, status, cause, exit, attemptEventId: `evt-${randomUUID()}`, runEventId: `evt-${randomUUID()}`, journalReceipt: journal,
@@ -172,6 +177,12 @@ export class CompletionProcessor {
     if (result.kind === 'already_terminal') {
       const current = result.attempt.status;
       return { kind: 'terminal', status: isTerminal(current) ? current : status, lateReceipt: false };
+    }
+    if ((status === 'cancelled' || status === 'timed_out') && run.cancelRequestedAtMs !== null) {
+      // The receipt's finish time when there is one, else now: both host clocks; clamped at 0 for a
+      // store clock (PostgreSQL's) that runs ahead of this host.
+      const endedAtMs = receipt?.finishedAtMs ?? this.#clock();
+      this.#observer.onCancelToExit(Math.max(0, endedAtMs - run.cancelRequestedAtMs) / 1_000);
     }
     const startFailure = receipt?.spawnFailed === true ? startFailureOfStatus(receipt.exitCode) : null;
     return { kind: 'completed', status, cause, exitCode: exit?.exitCode ?? null, signal: exit?.signal ?? null, startFailure };

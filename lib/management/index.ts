@@ -13,7 +13,7 @@ import { projectSummary, type ProjectSummary } from './summary';
 
 export { auditActor, authorize, authorizeImpersonation, notPermitted, principalOf } from './authorization';
 export type { Principal } from './authorization';
-export { checkedSummary } from './summary';
+export { checkedSummary, readExportedSummary } from './summary';
 export { authorizeCancel } from './cancel-authorization';
 export type { CancelTarget } from './cancel-authorization';
 export { authorizeRun, runNotVisible } from './visibility';

@@ -72,3 +72,12 @@ export async function projectSummary(store: ManagementStore, principal: Principa
   await authorizeImpersonation(store, principal, id);
   return checkedSummary(id, counts, overdueAfterMs);
 }
+
+/**
+ * The summary of a project the process's operator listed for metrics (docs/decisions/0112): read
+ * with no principal and no grant, because the operator who starts the server chose to export it.
+ */
+export async function readExportedSummary(store: Pick<ManagementStore, 'summaryCounts'>, projectId: string, overdueAfterMs: number): Promise<ProjectSummary> {
+  const id = validateId(projectId, 'projectId');
+  return checkedSummary(id, await store.summaryCounts(null, id, overdueAfterMs), overdueAfterMs);
+}

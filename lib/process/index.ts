@@ -24,4 +24,5 @@ export {
   type TerminationOutcome,
   type TerminationRequest,
   type TerminationResult,
+  type VerifiedSignal,
 } from './local-process-controller';

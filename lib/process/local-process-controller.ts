@@ -1,7 +1,7 @@
 // LocalProcessController: stops the exact process group a durable handle names (design/dispatch §2.3-2.5,
 // design/execution §3). Every signal is preceded by its own proof; the whole call is bounded.
 import { PidfenceError, PidfenceRangeError, PidfenceTypeError } from '../base/errors';
-import { settlesWithin } from '../base/time';
+import { monotonicNow, secondsSince, settlesWithin } from '../base/time';
 import {
   capabilities,
   acquireGroupHold,
@@ -9,6 +9,8 @@ import {
   waitExit,
   type ExpectedIdentity,
   type GroupHold,
+  type GroupSignalOutcome,
+  type SignalMode,
   type SignalOutcome,
 } from '../native/index';
 import { validatePid } from '../native/validate';
@@ -88,21 +90,58 @@ async function groupEmptiedBy(hold: GroupHold, deadline: number): Promise<boolea
   }
 }
 
+/** One signal the controller sent after its proof (docs/decisions/0110): never a PID or handle. */
+export interface VerifiedSignal {
+  readonly signal: 'SIGTERM' | 'SIGCONT' | 'SIGKILL';
+  /** How it went out: through the pidfd to the group, or the pgid fallback while the pidfd was held. */
+  readonly mode: SignalMode;
+  /** Proof and signal together (one native call), in seconds. */
+  readonly seconds: number;
+}
+
 export interface LocalProcessControllerOptions {
   /**
    * The groups the runner holds: when a handle's leader (the launcher) is gone but the runner
    * still holds its group, the members that outlived it are stopped through the held pidfd.
    */
   readonly heldGroups?: HeldGroups;
+  /** Told of every signal that went out (metrics); a throw from it changes nothing. */
+  readonly onSignal?: (signal: VerifiedSignal) => void;
 }
 
 export class LocalProcessController {
   /** The platform of the handles this controller understands. */
   readonly platform = 'linux';
   readonly #heldGroups: HeldGroups | null;
+  readonly #onSignal: ((signal: VerifiedSignal) => void) | null;
 
   constructor(options: LocalProcessControllerOptions = {}) {
     this.#heldGroups = options.heldGroups ?? null;
+    this.#onSignal = options.onSignal ?? null;
+  }
+
+  /** signalVerified to the group, timed and reported when it went out. */
+  private verified(expected: ExpectedIdentity, signal: VerifiedSignal['signal']): SignalOutcome {
+    const started = monotonicNow();
+    const result = signalVerified(expected, signal, { group: true });
+    if (result.kind === 'signalled') this.report({ signal, mode: result.mode, seconds: secondsSince(started) });
+    return result;
+  }
+
+  /** A signal through a held pidfd (the hold is the proof), timed and reported when it went out. */
+  private throughHold(hold: GroupHold, signal: VerifiedSignal['signal']): GroupSignalOutcome {
+    const started = monotonicNow();
+    const result = hold.signalGroup(signal);
+    if (result.kind === 'signalled') this.report({ signal, mode: result.mode, seconds: secondsSince(started) });
+    return result;
+  }
+
+  private report(signal: VerifiedSignal): void {
+    try {
+      this.#onSignal?.(signal);
+    } catch {
+      // an observer must not change a stop
+    }
   }
 
   /** The longest a requestTermination call with this grace can take. */
@@ -151,10 +190,10 @@ export class LocalProcessController {
 
   /** TERM then CONT to the group, each after its own proof; null when both went out. */
   private termAndResume(expected: ExpectedIdentity): TerminationOutcome | null {
-    const term = signalVerified(expected, 'SIGTERM', { group: true });
+    const term = this.verified(expected, 'SIGTERM');
     if (term.kind !== 'signalled') return this.firstSignalRefused(term);
     // A stopped group keeps TERM pending until it runs again.
-    const resume = signalVerified(expected, 'SIGCONT', { group: true });
+    const resume = this.verified(expected, 'SIGCONT');
     if (resume.kind === 'error') throw signalFailure(resume);
     return null;
   }
@@ -169,11 +208,11 @@ export class LocalProcessController {
     const deadline = Date.now() + graceMs;
     if (await settlesWithin(hold.exited, graceMs)) {
       if (await groupEmptiedBy(hold, deadline)) return outcome('termination_requested', false, true);
-      const sweep = hold.signalGroup('SIGKILL');
+      const sweep = this.throughHold(hold, 'SIGKILL');
       if (sweep.kind === 'error') throw signalFailure(sweep);
       return outcome('termination_requested', sweep.kind === 'signalled', true);
     }
-    const kill = signalVerified(expected, 'SIGKILL', { group: true });
+    const kill = this.verified(expected, 'SIGKILL');
     if (kill.kind === 'error') throw signalFailure(kill);
     if (kill.kind !== 'signalled') return outcome('termination_requested', false, kill.kind === 'already_exited');
     return outcome('termination_requested', true, await settlesWithin(hold.exited, KILL_CONFIRM_MS));
@@ -184,14 +223,14 @@ export class LocalProcessController {
    * through the held pidfd, and the answer says whether the group was seen empty.
    */
   private async stopOrphanedGroup(hold: GroupHold, graceMs: number): Promise<TerminationOutcome> {
-    const term = hold.signalGroup('SIGTERM');
+    const term = this.throughHold(hold, 'SIGTERM');
     if (term.kind === 'already_exited') return outcome('already_exited', false, true);
     if (term.kind === 'unsupported') return outcome('unsupported');
     if (term.kind === 'error') throw signalFailure(term);
-    const resume = hold.signalGroup('SIGCONT');
+    const resume = this.throughHold(hold, 'SIGCONT');
     if (resume.kind === 'error') throw signalFailure(resume);
     if (await groupEmptiedBy(hold, Date.now() + graceMs)) return outcome('termination_requested', false, true);
-    const kill = hold.signalGroup('SIGKILL');
+    const kill = this.throughHold(hold, 'SIGKILL');
     if (kill.kind === 'error') throw signalFailure(kill);
     return outcome('termination_requested', kill.kind === 'signalled', await groupEmptiedBy(hold, Date.now() + KILL_CONFIRM_MS));
   }
@@ -203,7 +242,7 @@ export class LocalProcessController {
     const waited = await waitExit(expected, graceMs);
     if (waited.kind !== 'timeout') return outcome('termination_requested', false, waited.kind === 'exited' || waited.kind === 'already_exited');
 
-    const kill = signalVerified(expected, 'SIGKILL', { group: true });
+    const kill = this.verified(expected, 'SIGKILL');
     if (kill.kind === 'error') throw signalFailure(kill);
     if (kill.kind !== 'signalled') return outcome('termination_requested', false, kill.kind === 'already_exited');
     const killed = await waitExit(expected, KILL_CONFIRM_MS);

@@ -14,7 +14,9 @@ import {
   type StateCounts,
   type SummaryCounts,
 } from '../contract/index';
+import { isPlainObject } from '../base/shape';
 import type { SqlParams } from './sql-params';
+import { storeInvariant } from './store-errors';
 
 const INSPECTION_COLUMNS = `run_id AS "runId", project_id AS "projectId", attempt_id AS "attemptId", status, version,
   dispatch_count AS "dispatchCount", last_result AS "lastResult", next_attempt_at_ms AS "nextAttemptAtMs",
@@ -35,7 +37,8 @@ const BLOCKING_ALIASES: Readonly<Record<string, string>> = { identity_mismatch: 
 const countWhere = (condition: string, alias: string): string => `COALESCE(SUM(CASE WHEN ${condition} THEN 1 ELSE 0 END), 0) AS "${alias}"`;
 
 /**
- * design/dispatch §5.2-5.3: one statement returns the subject's run.read, the database time and every count,
+ * design/dispatch §5.2-5.3: one statement returns the subject's run.read (none for a null subject: the
+ * operator's metrics allowlist, docs/decisions/0112), the database time and every count,
  * so `pidfence status` sends exactly one query. Blocking results are counted among blocked rows only,
  * which is what makes the cross-check (they add up to `blocked`) meaningful.
  */
@@ -164,17 +167,19 @@ export function inspectionOf(row: Readonly<Record<string, unknown>>): DispatchIn
   return picked as unknown as DispatchInspection;
 }
 
-function count(row: Readonly<Record<string, unknown>>, alias: string): number {
-  const value = Number(row[alias]);
-  if (!Number.isSafeInteger(value) || value < 0) throw new Error(`summary column ${alias} is not a count`);
-  return value;
-}
-
-export function summaryCountsOf(row: Readonly<Record<string, unknown>>): SummaryCounts {
-  const states = Object.fromEntries(DISPATCH_STATUSES.map((status) => [status, count(row, STATE_ALIASES[status] ?? status)])) as unknown as StateCounts;
-  const blockingResults = Object.fromEntries(BLOCKING_RESULTS.map((result) => [result, count(row, BLOCKING_ALIASES[result] ?? result)])) as unknown as BlockingCounts;
+/** The one-statement summary's row (always exactly one: it aggregates); anything else breaks the store's rule. */
+export function summaryCountsOf(store: 'sqlite' | 'postgres', answer: unknown): SummaryCounts {
+  if (!isPlainObject(answer)) throw storeInvariant(store, 'summary', 'the summary statement returned no row');
+  const row = answer;
+  const count = (alias: string): number => {
+    const value = Number(row[alias]);
+    if (!Number.isSafeInteger(value) || value < 0) throw storeInvariant(store, 'summary', `summary column ${alias} is not a count`);
+    return value;
+  };
+  const states = Object.fromEntries(DISPATCH_STATUSES.map((status) => [status, count(STATE_ALIASES[status] ?? status)])) as unknown as StateCounts;
+  const blockingResults = Object.fromEntries(BLOCKING_RESULTS.map((result) => [result, count(BLOCKING_ALIASES[result] ?? result)])) as unknown as BlockingCounts;
   return {
-    permitted: count(row, 'permitted') > 0, asOfMs: count(row, 'asOfMs'), total: count(row, 'total'), states, blockingResults, overdue: count(row, 'overdue'), runEnded: count(row, 'runEnded'), running: count(row, 'running'),
+    permitted: count('permitted') > 0, asOfMs: count('asOfMs'), total: count('total'), states, blockingResults, overdue: count('overdue'), runEnded: count('runEnded'), running: count('running'),
   };
 }
 

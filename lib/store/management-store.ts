@@ -96,8 +96,11 @@ export interface ManagementStore {
    * is re-read inside that transaction; any mismatch is an outcome and nothing is written.
    */
   rearm(command: RearmCommand): Promise<RearmOutcome>;
-  /** Every count of the project and the subject's `run.read`, from one statement (design/dispatch §5.2-5.3). */
-  summaryCounts(subject: string, projectId: string, overdueAfterMs: number): Promise<SummaryCounts>;
+  /**
+   * Every count of the project and the subject's `run.read`, from one statement (design/dispatch §5.2-5.3).
+   * A null subject reads no grant (`permitted` false): the metrics of an operator's allowlist (docs/decisions/0112).
+   */
+  summaryCounts(subject: string | null, projectId: string, overdueAfterMs: number): Promise<SummaryCounts>;
   /** One keyset page of the project's blocked dispatches from the per-project partial index (design/dispatch §5.4). */
   blockedRows(projectId: string, position: BlockedPosition, limit: number): Promise<BlockedRows>;
   /** One keyset page of a project's runs from the per-project run indexes (docs/decisions/0140); at most `limit` rows. */

@@ -13,3 +13,16 @@ export function storeFailure(store: 'sqlite' | 'postgres', operation: string, er
     { errno: driverCode, cause: error },
   );
 }
+
+/**
+ * A rule the store's own transaction guarantees did not hold: a CAS that its lock makes impossible
+ * lost, a row it just read is gone, the database answered an outcome that does not exist. Never a
+ * driver failure, never bad input: the database was changed outside pidfence, or pidfence has a bug.
+ * The rule names columns and outcomes only, never a value.
+ */
+export function storeInvariant(store: 'sqlite' | 'postgres', operation: string, rule: string): PidfenceError {
+  return new PidfenceError(
+    `the ${store} store found its own rule broken during ${operation}: ${rule}. The database was changed outside pidfence or this is a pidfence bug; report it with this message.`,
+    'ERR_PIDFENCE_STORE_INVARIANT',
+  );
+}

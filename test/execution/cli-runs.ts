@@ -4,8 +4,10 @@ import path from 'node:path';
 
 import type { ExecutionContext } from 'ava';
 
-import { handleGroup, reapGroupAtEnd } from '../helpers/job-groups';
+import { signalVerified } from '../../lib/native/index';
+import { groupMembers, handleGroup, reapGroupAtEnd } from '../helpers/job-groups';
 import { spawnJob, type Job } from '../helpers/processes';
+import { until } from '../helpers/wait';
 
 /** The CLI under test; PIDFENCE_TEST_CLI points another build at the same tests. */
 export const CLI = process.env.PIDFENCE_TEST_CLI ?? path.resolve(__dirname, '..', '..', 'lib', 'cli', 'main.js');
@@ -77,4 +79,25 @@ export async function grantCancelOnPostgres(ownerUrl: string, runtimeRole: strin
   } finally {
     await administration.close();
   }
+}
+
+/** The status of a run on a SQLite store. */
+export async function runStatus(file: string, runId: string): Promise<string | undefined> {
+  const { openSqliteStore } = await import('../../lib/store/sqlite/index');
+  const store = openSqliteStore(file);
+  try {
+    return (await store.runStore.getRun(runId))?.status;
+  } finally {
+    store.close();
+  }
+}
+
+/** A `pidfence run` of `sleep 30` whose runner was SIGKILLed: its job lives on, orphaned (docs/decisions/0070). */
+export async function orphanedRun(t: ExecutionContext, file: string): Promise<CliRun> {
+  const run = await startRun(t, file, sqliteJobGroup(file), ['sleep', '30']);
+  await until(() => groupMembers(run.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
+  const killed = signalVerified(run.job.identity, 'SIGKILL', { group: false }).kind;
+  if (killed !== 'signalled') throw new Error(`the runner could not be killed: ${killed}`);
+  await run.job.exited;
+  return run;
 }

@@ -6,21 +6,12 @@ import test from 'ava';
 import { signalVerified } from '../../lib/native/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { groupMembers } from '../helpers/job-groups';
-import { cancel, cliProcess, grantCancelOnSqlite, sqliteJobGroup, startRun } from './cli-runs';
+import { cancel, cliProcess, grantCancelOnSqlite, orphanedRun, runStatus, sqliteJobGroup, startRun } from './cli-runs';
 import { worldDirectory } from './world';
 import { delay, until } from '../helpers/wait';
 
 /** Ten children that ignore TERM, HUP and INT: only KILL ends them. */
 const STUBBORN_JOB = ['sh', '-c', 'trap "" TERM HUP INT; for i in 1 2 3 4 5 6 7 8 9 10; do sleep 30 & done; wait'];
-
-async function runStatus(file: string, runId: string): Promise<string | undefined> {
-  const store = openSqliteStore(file);
-  try {
-    return (await store.runStore.getRun(runId))?.status;
-  } finally {
-    store.close();
-  }
-}
 
 test.serial('run plus supervise on one store: SIGTERM the supervise and the foreground run\'s job is untouched', async (t) => {
   const at = worldDirectory(t);
@@ -61,11 +52,8 @@ test.serial('run plus a second runner, with cancel: the run exits with the job\'
 
 test.serial('SIGKILL the run: its job lives on, a cancel stops it itself and says so; a later supervise adopts the next one', async (t) => {
   const at = worldDirectory(t);
-  const first = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
+  const first = await orphanedRun(t, at.file);
   await grantCancelOnSqlite(at.file);
-  await until(() => groupMembers(first.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
-  t.is(signalVerified(first.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');
-  await first.job.exited;
   t.is(groupMembers(first.pgid).length, 2, 'the launcher and the job outlive their runner');
   const cancelled = await cancel(t, at.file, first.runId);
   t.is(cancelled.code, 0);
@@ -73,10 +61,7 @@ test.serial('SIGKILL the run: its job lives on, a cancel stops it itself and say
   t.is(groupMembers(first.pgid).length, 0);
   t.is(await runStatus(at.file, first.runId), 'cancelled');
 
-  const second = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
-  await until(() => groupMembers(second.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
-  t.is(signalVerified(second.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');
-  await second.job.exited;
+  const second = await orphanedRun(t, at.file);
   const supervisor = cliProcess(t, ['supervise', '--db', at.file, '--grace', '300ms']);
   await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
   const store = openSqliteStore(at.file);

@@ -45,6 +45,7 @@ export function worldOver(t: ExecutionContext, stores: ExecutionStores, receipts
     graceMs: options.graceMs ?? TEST_GRACE_MS,
     drainTimeoutMs: options.drainTimeoutMs ?? 10_000,
     ...(options.profile === undefined ? {} : { profile: options.profile }),
+    ...(options.observer === undefined ? {} : { observer: options.observer }),
     onCompleted: (ref, outcome) => {
       completions.push({ runId: ref.runId, outcome });
       for (const wake of [...waiters]) wake();

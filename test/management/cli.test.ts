@@ -74,7 +74,7 @@ test('gate 17: pidfence status exits 0 / 10 / 20 for clear / converging / attent
   const json = await pidfence(['status', '--project', 'proj', '--json'], env);
   t.is(text.code, 20);
   t.is(json.code, 20);
-  const summary = JSON.parse(json.stdout) as { assessment: string; asOfMs: number; total: number; states: Record<string, number>; blockingResults: Record<string, number>; overdue: number; overdueAfterMs: number };
+  const summary = JSON.parse(json.stdout) as { assessment: string; asOfMs: number; total: number; states: Record<string, number>; blockingResults: Record<string, number>; overdue: number; overdueAfterMs: number; running: number };
   t.like(summary, { assessment: 'attention_required', total: 4, states: { leased: 1, dispatched: 1, blocked: 2 }, blockingResults: { identity_mismatch: 1, pid_mismatch: 1 } });
   const facts = textFacts(text.stdout);
   t.is(facts.get('assessment'), summary.assessment);
@@ -82,6 +82,7 @@ test('gate 17: pidfence status exits 0 / 10 / 20 for clear / converging / attent
   for (const [state, count] of Object.entries(summary.states)) t.is(facts.get(state), String(count), state);
   for (const [result, count] of Object.entries(summary.blockingResults)) t.is(facts.get(`blocked by ${result}`), String(count), result);
   t.is(facts.get(`overdue (> ${summary.overdueAfterMs} ms)`), String(summary.overdue));
+  t.is(facts.get('running jobs'), String(summary.running));
   t.false(/run-\d|cli-test-worker/.test(text.stdout + json.stdout), 'no run or lease identity');
 });
 

@@ -3,6 +3,8 @@
 // uses (a loosened map fails too), the two stores never import each other, and dispatch and
 // management see the store interfaces only. Tests and benchmarks point one way as well: a helper never
 // imports a suite, and a benchmark imports only the shared harness in test/helpers.
+// docs/decisions/0110: prom-client (lib/metrics) is imported on demand only.
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import test from 'ava';
@@ -35,8 +37,12 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   dispatch: ['base', 'contract', 'process', 'store/interfaces'],
   management: ['base', 'contract', 'store/interfaces'],
   execution: ['base', 'contract', 'dispatch', 'native', 'process', 'store/interfaces'],
-  cluster: ['base', 'contract', 'execution', 'management', 'store/interfaces', 'store/postgres', 'store/sqlite'],
-  cli: ['base', 'cluster', 'contract', 'execution', 'management', 'native', 'process', 'store/interfaces', 'store/postgres', 'store/sqlite'],
+  // prom-client's only home (docs/decisions/0110): fed by the dispatch observer, loaded on demand.
+  metrics: ['base', 'contract', 'dispatch'],
+  // The status page and the supervise metrics server (docs/decisions/0111): reads through management.
+  web: ['base', 'contract', 'management'],
+  cluster: ['base', 'contract', 'dispatch', 'execution', 'management', 'metrics', 'store/interfaces', 'store/postgres', 'store/sqlite', 'web'],
+  cli: ['base', 'cluster', 'contract', 'execution', 'management', 'metrics', 'native', 'process', 'store/interfaces', 'store/postgres', 'store/sqlite', 'web'],
   root: ['base', 'native'],
 };
 
@@ -106,4 +112,22 @@ test('test helpers import lib/ and other helpers only, never a suite', (t) => {
 test('benchmarks import lib/, their own bench/lib and the shared harness in test/helpers, never a test or suite', (t) => {
   const wrong = relativeImports('bench').filter(({ target }) => !/^(lib|bench|test\/helpers)\//.test(target) || /\.test$|-suite$/.test(target));
   t.deepEqual(wrong, []);
+});
+
+test('lib/metrics (prom-client) is only ever imported on demand: no static import of it outside its folder (docs/decisions/0110)', (t) => {
+  const staticImports: string[] = [];
+  let dynamic = 0;
+  for (const file of sources(LIB)) {
+    if (layerOf(file) === 'metrics') continue;
+    const text = readFileSync(file, 'utf8');
+    for (const match of text.matchAll(/\b(?:import|export)(\s+type)?\s[^;]*?\bfrom\s+'([^']+)'|\bimport\(\s*'([^']+)'\s*\)/g)) {
+      const specifier = match[2] ?? match[3] ?? '';
+      if (importedLayer(file, specifier) !== 'metrics' && specifier !== 'prom-client') continue;
+      // `import type` is erased by the compiler: it loads nothing.
+      if (match[3] !== undefined) dynamic++;
+      else if (match[1] === undefined) staticImports.push(`${path.relative(LIB, file)}: ${specifier}`);
+    }
+  }
+  t.deepEqual(staticImports, []);
+  t.true(dynamic >= 2, `the control plane and supervise load metrics on demand (${dynamic} found)`);
 });

@@ -40,6 +40,8 @@ const ALLOWED = [
   /^native\/tools\/source-digest\.js$/,
   /^prebuilds\/linux-(x64|arm64)\/pidfence\.(glibc|musl)\.node$/,
   /^docs\/(benchmarks|gates)\.md$/,
+  /^docs\/prometheus-rules\.yml$/,
+  /^docs\/status-page\.png$/,
   /^docs\/decisions\/\d{4}-[a-z0-9-]+\.md$/,
   /^docs\/design\/[a-zA-Z0-9-]+\.md$/,
 ];
@@ -83,6 +85,7 @@ import * as native from 'pidfence/native';
 import * as dispatch from 'pidfence/dispatch';
 import * as management from 'pidfence/management';
 import * as execution from 'pidfence/execution';
+import { createMetrics, type Metrics } from 'pidfence/metrics';
 
 export async function firstRun(file: string): Promise<RunRecord | null> {
   const store: SqliteStore = openSqliteStore(file);
@@ -94,7 +97,8 @@ export async function firstRun(file: string): Promise<RunRecord | null> {
 }
 export type Targets = PostgresTarget | PostgresStore;
 export type Stores = DispatchRepository | RunStore;
-export const seen = [PidfenceError, controller, native, dispatch, management, execution];
+export const seen = [PidfenceError, controller, native, dispatch, management, execution, createMetrics];
+export type Scraped = Metrics['exposition'];
 `;
 
 function tsconfig(moduleResolution: 'node16' | 'node10'): object {

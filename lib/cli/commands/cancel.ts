@@ -4,12 +4,11 @@
 // takes the job over on this host and stops it itself, through the same claim and dispatch path.
 import { randomUUID } from 'node:crypto';
 
-import type { Command } from 'commander';
 
 import { validateId, type RequestCancellationOutcome } from '../../contract/index';
 import { createExecution, type OrphanStop } from '../../execution/index';
 import { authorizeCancel, ManagementError, runNotVisible } from '../../management/index';
-import type { CliCommand, CliIo } from '../command';
+import { type CliIo, oneShotCommand } from '../command';
 import { openExecutionTarget } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
 import { writeJson } from '../output';
@@ -80,13 +79,10 @@ async function cancelAction(runIdText: string, options: ManagementOptions, io: C
   return EXIT.ok;
 }
 
-export const cancelCommand: CliCommand = {
-  register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    addManagementOptions(program.command('cancel'))
-      .description('request the cancellation of a run (needs run.stop; durable; its runner stops the exact process, or this command does when that runner is gone)')
-      .argument('<run>', 'the run id printed by `pidfence run`')
-      .action(async (run: string, options: ManagementOptions) => {
-        done(await cancelAction(run, options, io));
-      });
-  },
-};
+export const cancelCommand = oneShotCommand<ManagementOptions, [string]>(
+  'cancel',
+  'request the cancellation of a run (needs run.stop; durable; its runner stops the exact process, or this command does when that runner is gone)',
+  (command) => addManagementOptions(command)
+    .argument('<run>', 'the run id printed by `pidfence run`'),
+  (io, [run], options) => cancelAction(run, options, io),
+);

@@ -19,6 +19,8 @@ interface ControlPlaneCliOptions {
   readonly port: string;
   readonly workerLease: string;
   readonly replicaId?: string;
+  readonly metrics?: boolean;
+  readonly metricsProject?: string[];
 }
 
 /** Reads a PEM file; a missing or unreadable one is a typed error naming the option. */
@@ -55,6 +57,8 @@ export const controlPlaneCommand: CliCommand = {
       .option('--port <n>', 'listen port (0: any free port)', '8443')
       .option('--worker-lease <duration>', 'the workers\' run-dispatch lease', '15s')
       .option('--replica-id <id>', 'this replica\'s stable owner id (default: cp-<uuid> per process)')
+      .option('--metrics', 'serve GET /metrics (Prometheus text) to any certificate of --ca')
+      .option('--metrics-project <id...>', 'the projects whose gauges /metrics exports (implies --metrics)')
       .action(async (options: ControlPlaneCliOptions) => {
         done(await controlPlaneAction(options, io));
       });
@@ -73,8 +77,9 @@ async function controlPlaneAction(options: ControlPlaneCliOptions, io: CliIo): P
   const plane = await startControlPlane({
     databaseUrl, tls, host: options.host, port, workerLeaseMs: parseDuration(options.workerLease, '--worker-lease'),
     ...(options.replicaId === undefined ? {} : { replicaOwnerId: options.replicaId }),
+    ...(options.metrics === true || options.metricsProject !== undefined ? { metrics: { projects: options.metricsProject ?? [] } } : {}),
   });
-  io.stdout.write(`pidfence control-plane: listening on ${plane.url}\n`);
+  io.stdout.write(`pidfence control-plane: listening on ${plane.url} (status page ${plane.url}/status)\n`);
   await untilSignal();
   await plane.close();
   io.stdout.write('pidfence control-plane: closed\n');

@@ -1,15 +1,13 @@
 // `pidfence grant <subject> <project> <permission>` (docs/decisions/0040): the owner's way to give or
 // take (--revoke) a permission. The acting principal needs grants.write on the project, except for
 // one --bootstrap grant of grants.write on a database that holds no grants at all.
-import type { Command } from 'commander';
 
 import { PidfenceError, PidfenceRangeError } from '../../base/errors';
 import { validateId, validatePermission, validateSubject } from '../../contract/index';
 import { auditActor, authorizeImpersonation, notPermitted, type Principal } from '../../management/index';
 import type { GrantAdministration } from '../../store/management-store';
-import type { CliCommand, CliIo } from '../command';
-import { EXIT, type ExitCode } from '../exit-codes';
-import { writeJson } from '../output';
+import { oneShotCommand, writeAnswer } from '../command';
+import { EXIT } from '../exit-codes';
 import { actingPrincipal, addManagementOptions, requestedPrincipal, type ManagementOptions } from '../principal';
 import { openGrantAdministration, resolveStoreTarget } from '../store-target';
 
@@ -40,33 +38,31 @@ async function authorizeGrant(admin: GrantAdministration, actor: Principal, proj
   }
 }
 
-export const grantCommand: CliCommand = {
-  register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    addManagementOptions(program.command('grant'))
-      .description('give (or --revoke) a permission: run.read, run.stop or grants.write on a project (needs grants.write, or --bootstrap)')
-      .argument('<subject>', 'who receives the permission')
-      .argument('<project>', 'the project')
-      .argument('<permission>', 'run.read | run.stop | grants.write')
-      .option('--revoke', 'take the permission away instead')
-      .option('--bootstrap', 'first grant on a database without grants: grants.write for the first administrator')
-      .action(async (subjectArg: string, projectArg: string, permissionArg: string, options: GrantOptions) => {
-        const change = { subject: validateSubject(subjectArg), projectId: validateId(projectArg, 'project'), permission: validatePermission(permissionArg) };
-        const requested = requestedPrincipal(options.as, io.env);
-        if (options.bootstrap === true && options.revoke === true) throw new PidfenceRangeError('--bootstrap and --revoke do not go together.', 'ERR_PIDFENCE_USAGE');
-        const admin = await openGrantAdministration(resolveStoreTarget(options.db, io.env), { create: options.bootstrap === true });
-        try {
-          const actor = actingPrincipal(requested, await admin.authenticatedSubject());
-          await authorizeGrant(admin, actor, change.projectId, change.permission, options.bootstrap === true);
-          const by = auditActor(actor);
-          const outcome = options.revoke === true ? await admin.revokeGrant(change) : await admin.writeGrant(change, by);
-          if (options.json === true) writeJson(io, { ...change, outcome, by });
-          else io.stdout.write(`${change.subject} ${change.permission} on ${change.projectId}: ${outcome}\n`);
-          done(EXIT.ok);
-        } catch (error) {
-          throw ownerOnly(error);
-        } finally {
-          await admin.close();
-        }
-      });
+export const grantCommand = oneShotCommand<GrantOptions, [string, string, string]>(
+  'grant',
+  'give (or --revoke) a permission: run.read, run.stop or grants.write on a project (needs grants.write, or --bootstrap)',
+  (command) => addManagementOptions(command)
+    .argument('<subject>', 'who receives the permission')
+    .argument('<project>', 'the project')
+    .argument('<permission>', 'run.read | run.stop | grants.write')
+    .option('--revoke', 'take the permission away instead')
+    .option('--bootstrap', 'first grant on a database without grants: grants.write for the first administrator'),
+  async (io, [subjectArg, projectArg, permissionArg], options) => {
+    const change = { subject: validateSubject(subjectArg), projectId: validateId(projectArg, 'project'), permission: validatePermission(permissionArg) };
+    const requested = requestedPrincipal(options.as, io.env);
+    if (options.bootstrap === true && options.revoke === true) throw new PidfenceRangeError('--bootstrap and --revoke do not go together.', 'ERR_PIDFENCE_USAGE');
+    const admin = await openGrantAdministration(resolveStoreTarget(options.db, io.env), { create: options.bootstrap === true });
+    try {
+      const actor = actingPrincipal(requested, await admin.authenticatedSubject());
+      await authorizeGrant(admin, actor, change.projectId, change.permission, options.bootstrap === true);
+      const by = auditActor(actor);
+      const outcome = options.revoke === true ? await admin.revokeGrant(change) : await admin.writeGrant(change, by);
+      writeAnswer(io, options.json, { ...change, outcome, by }, () => `${change.subject} ${change.permission} on ${change.projectId}: ${outcome}\n`);
+      return EXIT.ok;
+    } catch (error) {
+      throw ownerOnly(error);
+    } finally {
+      await admin.close();
+    }
   },
-};
+);

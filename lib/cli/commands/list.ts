@@ -1,14 +1,13 @@
 // `pidfence list` (alias `ps`) (docs/decisions/0140): one page of a project's runs, newest first —
 // state, start, end, exit and the reason a stop was asked for; `--state` filters, `--cursor` pages
 // on. Needs run.read on the project. Never a PID, handle, command or environment.
-import { InvalidArgumentError, type Command } from 'commander';
+import { InvalidArgumentError } from 'commander';
 
 import { RUN_STATUSES, type RunStatus } from '../../contract/index';
 import { RUN_LIST_PAGE_DEFAULT, RUN_LIST_PAGE_MAX, type RunExit, type RunListItem, type RunListPage } from '../../management/index';
-import type { CliCommand, CliIo } from '../command';
-import { EXIT, type ExitCode } from '../exit-codes';
-import { writeJson, tableLines } from '../output';
-import { addManagementOptions, withManagementPlane, type ManagementOptions } from '../principal';
+import { oneShotCommand } from '../command';
+import { tableLines } from '../output';
+import { addManagementOptions, answerFromPlane, type ManagementOptions } from '../principal';
 
 interface ListOptions extends ManagementOptions {
   readonly project: string;
@@ -17,7 +16,7 @@ interface ListOptions extends ManagementOptions {
   readonly limit?: number;
 }
 
-function limitParse(text: string): number {
+function parseLimit(text: string): number {
   if (!/^\d{1,3}$/.test(text) || Number(text) < 1 || Number(text) > RUN_LIST_PAGE_MAX) throw new InvalidArgumentError(`it must be a number of runs from 1 to ${RUN_LIST_PAGE_MAX}.`);
   return Number(text);
 }
@@ -46,25 +45,21 @@ export function listText(page: RunListPage): string {
   return [header, ...tableLines(['run', 'state', 'started', 'ended', 'exit', 'reason'], rows), next].join('\n') + '\n';
 }
 
-export const listCommand: CliCommand = {
-  register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    addManagementOptions(program.command('list').alias('ps'))
-      .description('the runs of a project, newest first: state, start, end, exit status and reason (needs run.read)')
-      .option('--project <id>', 'the project', 'default')
-      .option('--state <state>', `only runs in this state: ${RUN_STATUSES.join(', ')}`)
-      .option('--limit <n>', `runs per page (1-${RUN_LIST_PAGE_MAX}, default ${RUN_LIST_PAGE_DEFAULT})`, limitParse)
-      .option('--cursor <next>', 'the `next` cursor of the previous page')
-      .action(async (options: ListOptions) => {
-        const request = {
-          projectId: options.project,
-          ...(options.state === undefined ? {} : { state: options.state }),
-          ...(options.cursor === undefined ? {} : { cursor: options.cursor }),
-          ...(options.limit === undefined ? {} : { limit: options.limit }),
-        };
-        const page = await withManagementPlane(options, io, (plane) => plane.listRuns(request));
-        if (options.json === true) writeJson(io, page);
-        else io.stdout.write(listText(page));
-        done(EXIT.ok);
-      });
+export const listCommand = oneShotCommand<ListOptions>(
+  'list',
+  'the runs of a project, newest first: state, start, end, exit status and reason (needs run.read)',
+  (command) => addManagementOptions(command.alias('ps'))
+    .option('--project <id>', 'the project', 'default')
+    .option('--state <state>', `only runs in this state: ${RUN_STATUSES.join(', ')}`)
+    .option('--limit <n>', `runs per page (1-${RUN_LIST_PAGE_MAX}, default ${RUN_LIST_PAGE_DEFAULT})`, parseLimit)
+    .option('--cursor <next>', 'the `next` cursor of the previous page'),
+  async (io, _arguments, options) => {
+    const request = {
+      projectId: options.project,
+      ...(options.state === undefined ? {} : { state: options.state }),
+      ...(options.cursor === undefined ? {} : { cursor: options.cursor }),
+      ...(options.limit === undefined ? {} : { limit: options.limit }),
+    };
+    return await answerFromPlane(options, io, (plane) => plane.listRuns(request), listText);
   },
-};
+);

@@ -1,11 +1,10 @@
 // `pidfence show RUN` (docs/decisions/0140): one run with its attempts, events, cancellation
 // dispatch and exit. Needs run.read on the run's project; another project's run answers exactly
 // like a missing one. Never a PID, handle, command or environment.
-import type { Command } from 'commander';
 
 import type { RunDetail, RunEventView } from '../../management/index';
-import type { CliCommand, CliIo } from '../command';
-import { EXIT, type ExitCode } from '../exit-codes';
+import { oneShotCommand } from '../command';
+import { EXIT } from '../exit-codes';
 import { factLines, writeJson, tableLines, timeText } from '../output';
 import { addManagementOptions, withManagementPlane, type ManagementOptions } from '../principal';
 import { inspectionText } from './inspect';
@@ -48,16 +47,15 @@ export function showText(run: RunDetail): string {
   return `${lines.join('\n')}\n${dispatch}`;
 }
 
-export const showCommand: CliCommand = {
-  register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    addManagementOptions(program.command('show'))
-      .description('one run: state, times, exit status, attempts, events and cancellation dispatch (needs run.read)')
-      .argument('<run>', 'the run id')
-      .action(async (runId: string, options: ManagementOptions) => {
-        const run = await withManagementPlane(options, io, (plane) => plane.showRun(runId));
-        if (options.json === true) writeJson(io, run);
-        else io.stdout.write(showText(run));
-        done(EXIT.ok);
-      });
+export const showCommand = oneShotCommand<ManagementOptions, [string]>(
+  'show',
+  'one run: state, times, exit status, attempts, events and cancellation dispatch (needs run.read)',
+  (command) => addManagementOptions(command)
+    .argument('<run>', 'the run id'),
+  async (io, [runId], options) => {
+    const run = await withManagementPlane(options, io, (plane) => plane.showRun(runId));
+    if (options.json === true) writeJson(io, run);
+    else io.stdout.write(showText(run));
+    return EXIT.ok;
   },
-};
+);

@@ -1,13 +1,12 @@
 // `pidfence status --project <id>` (design/dispatch §5.3, gate 17): the project summary as a one-shot status
 // card, text or --json from the same facts, exit 0 / 10 / 20 for clear / converging / attention.
-import type { Command } from 'commander';
 
 import { BLOCKING_RESULTS, DISPATCH_STATUSES, type Assessment } from '../../contract/index';
 import type { ProjectSummary } from '../../management/index';
-import type { CliCommand, CliIo } from '../command';
+import { oneShotCommand } from '../command';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { factLines, writeJson, timeText } from '../output';
-import { addManagementOptions, projectRequired, withManagementPlane, type ManagementOptions } from '../principal';
+import { factLines, timeText } from '../output';
+import { addManagementOptions, projectRequired, answerFromPlane, type ManagementOptions } from '../principal';
 
 export const ASSESSMENT_EXIT: Readonly<Record<Assessment, ExitCode>> = {
   clear: EXIT.ok,
@@ -29,17 +28,13 @@ export function statusText(summary: ProjectSummary): string {
   return `project ${summary.projectId}: ${summary.assessment}\n${factLines(facts)}\n`;
 }
 
-export const statusCommand: CliCommand = {
-  register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    addManagementOptions(program.command('status'))
-      .description('one-shot project summary; exit 0 clear, 10 converging (jobs running or stops in flight), 20 attention required (needs run.read)')
-      .option('--project <id>', 'the project to summarise (required)')
-      .action(async (options: ManagementOptions) => {
-        const project = projectRequired(options);
-        const summary = await withManagementPlane(options, io, (plane) => plane.summary(project));
-        if (options.json === true) writeJson(io, summary);
-        else io.stdout.write(statusText(summary));
-        done(ASSESSMENT_EXIT[summary.assessment]);
-      });
+export const statusCommand = oneShotCommand<ManagementOptions>(
+  'status',
+  'one-shot project summary; exit 0 clear, 10 converging (jobs running or stops in flight), 20 attention required (needs run.read)',
+  (command) => addManagementOptions(command)
+    .option('--project <id>', 'the project to summarise (required)'),
+  async (io, _arguments, options) => {
+    const project = projectRequired(options);
+    return await answerFromPlane(options, io, (plane) => plane.summary(project), statusText, (summary) => ASSESSMENT_EXIT[summary.assessment]);
   },
-};
+);

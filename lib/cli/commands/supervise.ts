@@ -4,24 +4,56 @@
 // this host that are proved gone (docs/decisions/0070), then the one control timer. It acts only on
 // the jobs it owns. SIGTERM/SIGINT drain it; a failure while running (CYCLE_FAILURE_LIMIT failed
 // cycles) drains it too, within its bound. It logs each stop it made (run id and result); with
-// --json every line on stdout is one JSON event (docs/decisions/0141).
+// --json every line on stdout is one JSON event (docs/decisions/0141). With --metrics-port it serves
+// /metrics and, on SQLite, the status page on loopback (docs/decisions/0110, 0111); prom-client is
+// loaded only then.
 import type { Command } from 'commander';
 
 import { errorCategory } from '../../base/error-registry';
-import { PidfenceError } from '../../base/errors';
+import { PidfenceError, PidfenceRangeError } from '../../base/errors';
+import { OVERDUE_AFTER_DEFAULT_MS } from '../../contract/index';
 import { createExecution, type ControlCycleReport } from '../../execution/index';
+import { readExportedSummary } from '../../management/index';
 import { capabilities } from '../../native/index';
 import { addStoreOptions, type CliCommand, type CliIo, type StoreOptions } from '../command';
 import { GRACE_MS_MAX } from '../../process/index';
 import { parseDurationWithin } from '../duration';
-import { openExecutionTarget } from '../execution-target';
+import { openExecutionTarget, type ExecutionTarget } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
-import { writeJsonError, jsonLineWrite } from '../output';
-import { resolveStoreTarget } from '../store-target';
+import { writeJsonError, writeJsonLine } from '../output';
+import { resolveStoreTarget, type StoreTarget } from '../store-target';
 
 interface SuperviseOptions extends StoreOptions {
   readonly profile: string;
   readonly grace: string;
+  readonly metricsPort?: string;
+  readonly metricsHost: string;
+  readonly metricsProject: string[];
+}
+
+/** The metrics server of this supervise, when --metrics-port asked for one. */
+interface MetricsServing {
+  readonly observer: import('../../metrics/index').Metrics['observer'];
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+function parseMetricsPort(text: string): number {
+  const port = Number(text);
+  if (!/^\d{1,5}$/.test(text) || port > 65_535) throw new PidfenceRangeError('--metrics-port must be a port number from 0 to 65535 (0: any free port).', 'ERR_PIDFENCE_INVALID_PORT');
+  return port;
+}
+
+/** Loads prom-client and the server only now; on a PostgreSQL store the status page is the control plane's. */
+async function serveMetrics(options: SuperviseOptions, port: number, target: ExecutionTarget, storeTarget: StoreTarget): Promise<MetricsServing> {
+  const { createMetrics } = await import('../../metrics/index');
+  const { startLocalServer } = await import('../../web/local-server');
+  const metrics = createMetrics({
+    projects: options.metricsProject, overdueAfterMs: OVERDUE_AFTER_DEFAULT_MS,
+    readProject: (projectId) => readExportedSummary(target.managementStore, projectId, OVERDUE_AFTER_DEFAULT_MS),
+  });
+  const server = await startLocalServer({ host: options.metricsHost, port, metrics, management: storeTarget.kind === 'sqlite' ? target.managementStore : null });
+  return { observer: metrics.observer, url: server.url, close: () => server.close() };
 }
 
 /** The checks that need no store connection; the store's own (schema, checksums) run on open. */
@@ -38,6 +70,9 @@ export const superviseCommand: CliCommand = {
       .description('run the store\'s runner: deadlines, cancellations, receipts and recovery, until SIGTERM/SIGINT')
       .option('--profile <name>', 'edge (5 s, 4 items) or standalone (1 s, 32 items)', 'standalone')
       .option('--grace <duration>', 'TERM grace before KILL when a job is stopped', '5s')
+      .option('--metrics-port <n>', 'serve /metrics and the status page (/status) on this port (0: any free port)')
+      .option('--metrics-host <address>', 'the address to serve them on', '127.0.0.1')
+      .option('--metrics-project <id...>', 'the projects whose gauges /metrics exports', ['default'])
       .action(async (options: SuperviseOptions) => {
         done(await superviseAction(options, io));
       });
@@ -46,11 +81,19 @@ export const superviseCommand: CliCommand = {
 
 async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<ExitCode> {
   const graceMs = parseDurationWithin(options.grace, '--grace', GRACE_MS_MAX);
+  const metricsPort = options.metricsPort === undefined ? undefined : parseMetricsPort(options.metricsPort);
   const storeTarget = resolveStoreTarget(options.db, io.env);
   const refusal = readinessRefusal();
   if (refusal !== null) throw new PidfenceError(`supervise refused to start: ${refusal}`, 'ERR_PIDFENCE_SUPERVISE_REFUSED');
   // Schema version and migration checksums: the store refuses to open when they disagree.
   const target = await openExecutionTarget(storeTarget, io.env);
+  let serving: MetricsServing | undefined;
+  try {
+    serving = metricsPort === undefined ? undefined : await serveMetrics(options, metricsPort, target, storeTarget);
+  } catch (error) {
+    await target.stores.close();
+    throw error;
+  }
   const tty = (io.stderr as NodeJS.WriteStream).isTTY === true;
   // --json: stdout is a stream of one-line JSON documents, one per event (docs/decisions/0141).
   const json = options.json === true;
@@ -77,26 +120,40 @@ async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<Ex
     onCompleted: () => { completed += 1; },
     // Each stop it made, by run id and result (never a PID, command or handle).
     onStopped: (ref, result) => {
-      if (json) jsonLineWrite(io, { event: 'stopped', runId: ref.runId, result });
+      if (json) writeJsonLine(io, { event: 'stopped', runId: ref.runId, result });
       else io.stdout.write(`pidfence supervise: stopped ${ref.runId} (${result})\n`);
     },
     onFatal: (code) => { fatal = code; wake?.(); },
+    ...(serving === undefined ? {} : { observer: serving.observer }),
   });
-  const recovered = await app.recover();
-  if (json) jsonLineWrite(io, { event: 'recovered', completed: recovered.completed, running: recovered.running, unproven: recovered.unproven });
+  let recovered;
+  try {
+    recovered = await app.recover();
+  } catch (error) {
+    await serving?.close();
+    throw error;
+  }
+  if (json) writeJsonLine(io, { event: 'recovered', completed: recovered.completed, running: recovered.running, unproven: recovered.unproven });
   else if (tty) io.stderr.write(`pidfence supervise: recovered ${recovered.completed} finished, ${recovered.running} running, ${recovered.unproven} unproven\n`);
   const onSignal = () => wake?.();
   process.once('SIGTERM', onSignal);
   process.once('SIGINT', onSignal);
   app.start();
-  if (json) jsonLineWrite(io, { event: 'ready', profile: options.profile });
+  if (serving !== undefined) {
+    const status = storeTarget.kind === 'sqlite' ? `${serving.url}/status` : null;
+    if (json) writeJsonLine(io, { event: 'serving', metrics: `${serving.url}/metrics`, status });
+    else io.stdout.write(`pidfence supervise: metrics on ${serving.url}/metrics${status === null ? '' : `, status page on ${status}`}\n`);
+  }
+  if (json) writeJsonLine(io, { event: 'ready', profile: options.profile });
   else io.stdout.write('pidfence supervise: ready\n');
   await stopped;
   process.removeListener('SIGTERM', onSignal);
   process.removeListener('SIGINT', onSignal);
+  // Stop answering before the store closes (design/execution §5: storage is closed last).
+  await serving?.close();
   const report = await app.drain();
   if (tty) io.stderr.write('\n');
-  if (json) jsonLineWrite(io, { event: 'drained', outcome: report.kind, converged: report.converged, remaining: report.remaining });
+  if (json) writeJsonLine(io, { event: 'drained', outcome: report.kind, converged: report.converged, remaining: report.remaining });
   else io.stdout.write(`pidfence supervise: drain ${report.kind} (${report.converged} converged, ${report.remaining} remaining)\n`);
   if (fatal !== null) {
     const message = `supervise stopped after repeated failures (${fatal as string}); check the store, then start it again.`;

@@ -24,10 +24,10 @@ import {
   type RecordResultOutcome,
   type RunEvent,
 } from '../../contract/index';
-import { storeFailure } from '../store-errors';
+import { storeInvariant } from '../store-errors';
 import type { DispatchRepository } from '../dispatch-repository';
 import { duePageOf, FIRST_DUE_CURSOR, settlementOf } from '../dispatch-decisions';
-import { appendRunEvent, type LockedRun } from './run-events';
+import { appendRunEvent, lockRun } from './run-events';
 import { SQL } from './statements';
 import { inOneStatement, inTransaction, type OneStatement, type Tx } from './transaction';
 
@@ -88,7 +88,7 @@ export class PostgresDispatchRepository implements DispatchRepository {
     if (outcome.kind === 'claimed') return { kind: 'claimed', record: validateDispatchRecord(outcome.record), token: valid.token };
     if (outcome.kind === 'not_eligible') return { kind: 'not_eligible', reason: outcome.reason as Extract<ClaimOutcome, { kind: 'not_eligible' }>['reason'] };
     if (CLAIM_KINDS.has(outcome.kind)) return { kind: outcome.kind } as ClaimOutcome;
-    throw storeFailure('postgres', 'claim', new Error('unknown claim outcome'));
+    throw storeInvariant('postgres', 'claim', 'pidfence_claim answered an outcome that does not exist');
   }
 
   /** design/dispatch §2.4 in one round trip: pidfence_record_result settles, reserves the sequence, appends. */
@@ -105,7 +105,7 @@ export class PostgresDispatchRepository implements DispatchRepository {
     ]);
     if (outcome.kind === 'stale_fence') return { kind: 'stale_fence' };
     if (outcome.kind !== 'recorded' || outcome.seq === undefined || outcome.nowMs === undefined) {
-      throw storeFailure('postgres', 'recordResult', new Error('unknown result outcome'));
+      throw storeInvariant('postgres', 'recordResult', 'pidfence_record_result answered an outcome that does not exist');
     }
     const record = validateDispatchRecord(outcome.record);
     const event: RunEvent<DispatchEventPayload> = {
@@ -118,7 +118,7 @@ export class PostgresDispatchRepository implements DispatchRepository {
   async #call(operation: string, name: 'claimCall' | 'recordResultCall', values: readonly unknown[]): Promise<WireOutcome> {
     const statement: OneStatement = { name: this.#prepared ? `pidfence_${name}_v1` : undefined, text: SQL[name], values };
     const [row] = await inOneStatement<{ outcome: WireOutcome }>(this.#pool, operation, statement);
-    if (row === undefined) throw storeFailure('postgres', operation, new Error('no outcome row'));
+    if (row === undefined) throw storeInvariant('postgres', operation, 'the dispatch function returned no row');
     return row.outcome;
   }
 
@@ -137,7 +137,7 @@ export class PostgresDispatchRepository implements DispatchRepository {
 
   /** The statement-by-statement recordResult, kept for the test hook: same lock order, fences, CAS and append. */
   async #recordResultLocked(tx: Tx, command: RecordResultCommand): Promise<RecordResultOutcome> {
-    const [run] = await tx.rows<LockedRun>(SQL.lockRun, [command.runId]);
+    const run = await lockRun(tx, command.runId);
     if (run === undefined) return { kind: 'stale_fence' };
     const [attempt] = await tx.rows(SQL.lockAttempt, [command.runId, command.attemptId]);
     if (attempt === undefined) return { kind: 'stale_fence' };

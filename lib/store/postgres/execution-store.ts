@@ -7,7 +7,7 @@ import {
   type ActiveAttempt,
   type ActiveCursor,
   type AttemptEvent,
-  type AttemptRecord,
+  validateAttemptRecord,
   type CompleteAttemptCommand,
   type CompleteAttemptOutcome,
   type DeadlineCursor,
@@ -39,7 +39,7 @@ import {
   runTerminalPayload,
 } from '../execution-sql';
 import { EXECUTION_SQL } from './execution-statements';
-import { appendRunEvent, type LockedRun } from './run-events';
+import { appendRunEvent, lockRun } from './run-events';
 import { SQL } from './statements';
 import { inTransaction, type Tx } from './transaction';
 
@@ -84,11 +84,12 @@ export class PostgresExecutionStore implements ExecutionStore {
 
   /** Locks Run → Attempt (the order of every write transaction), then the CAS and both events at the run lock's time. */
   async #completeLocked(tx: Tx, valid: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
-    const [run] = await tx.rows<LockedRun>(SQL.lockRun, [valid.runId]);
-    const [attempt] = run === undefined ? [] : await tx.rows<AttemptRecord>(EXECUTION_SQL.lockAttemptRecord, [valid.runId, valid.attemptId]);
+    const run = await lockRun(tx, valid.runId);
+    const [attemptRow] = run === undefined ? [] : await tx.rows(EXECUTION_SQL.lockAttemptRecord, [valid.runId, valid.attemptId]);
+    const attempt = attemptRow === undefined ? undefined : validateAttemptRecord(attemptRow);
     const refusal = completionRefusal(attempt, run);
     if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
-    const [ended] = await tx.rows<AttemptRecord>(SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
+    const [ended] = await tx.rows(SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
     if (ended === undefined) return { kind: 'already_terminal', attempt };
     // Attempt event first, then the run's terminal state and event (design/execution §2 order).
     const [next] = await tx.rows<{ seq: number }>(EXECUTION_SQL.nextAttemptEventSeq, [valid.attemptId]);
@@ -96,7 +97,7 @@ export class PostgresExecutionStore implements ExecutionStore {
     await tx.rows(SQL.writeRunTerminal, [valid.runId, run.version, valid.status, run.nowMs]);
     const appended = await appendRunEvent(tx, run, { type: 'run.terminal', eventId: valid.runEventId, payload: runTerminalPayload(valid) });
     if (valid.journalReceipt) await tx.rows(EXECUTION_SQL.insertJournal, [valid.attemptId, 'delete', valid.runId, null]);
-    return { kind: 'completed', run: appended.run, attempt: ended };
+    return { kind: 'completed', run: appended.run, attempt: validateAttemptRecord(ended) };
   }
 
   async recordQuarantineIntent(command: { readonly runId: string; readonly attemptId: string; readonly reason: QuarantineReason }): Promise<void> {

@@ -18,7 +18,7 @@ import type { BlockedPosition, BlockedRows, GrantAdministration, GrantChange, Ma
 import { inspectionOf, rearmRefusal, runRowsParams, summaryCountsOf } from '../management-sql';
 import { poolFor, type PostgresTarget } from './connection';
 import { MANAGEMENT_SQL } from './management-statements';
-import { appendRunEvent, type LockedRun } from './run-events';
+import { appendRunEvent, lockRun } from './run-events';
 import { SQL } from './statements';
 import { inTransaction, type Tx } from './transaction';
 
@@ -51,7 +51,7 @@ export class PostgresManagementStore implements ManagementStore {
    * up-front check: a revoke committed before this statement fails the rearm closed.
    */
   async #rearmLocked(tx: Tx, command: RearmCommand): Promise<RearmOutcome> {
-    const [run] = await tx.rows<LockedRun>(SQL.lockRun, [command.runId]);
+    const run = await lockRun(tx, command.runId);
     if (run === undefined) return { kind: 'not_found' };
     const [row] = await tx.rows(SQL.lockDispatch, [command.runId]);
     const record = row === undefined ? undefined : validateDispatchRecord(row);
@@ -70,10 +70,9 @@ export class PostgresManagementStore implements ManagementStore {
     return { kind: 'rearmed', inspection, event };
   }
 
-  async summaryCounts(subject: string, projectId: string, overdueAfterMs: number): Promise<SummaryCounts> {
+  async summaryCounts(subject: string | null, projectId: string, overdueAfterMs: number): Promise<SummaryCounts> {
     const [row] = await inTransaction(this.#pool, 'summary', (tx) => tx.rows(MANAGEMENT_SQL.summary, [subject, projectId, overdueAfterMs]));
-    if (row === undefined) throw new Error('the summary statement returned no row');
-    return summaryCountsOf(row);
+    return summaryCountsOf('postgres', row);
   }
 
   async blockedRows(projectId: string, position: BlockedPosition, limit: number): Promise<BlockedRows> {

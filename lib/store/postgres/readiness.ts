@@ -3,6 +3,7 @@
 // read from the catalog. Works as the runtime role itself. Each failure names what to do.
 import { PidfenceError } from '../../base/errors';
 import { pendingMigrations } from '../migrations';
+import { storeInvariant } from '../store-errors';
 import { withPool, type PostgresTarget } from './connection';
 import { appliedMigrations, MIGRATIONS_TABLE, postgresMigrations } from './migrate';
 import { RUNTIME_PRIVILEGES, TABLE_PRIVILEGES, validateRoleName, type TablePrivilege } from './roles';
@@ -54,7 +55,7 @@ export async function postgresReadiness(target: PostgresTarget, options: Readine
       throw notReady(`the runtime role ${role} does not exist; create it (LOGIN, no other attributes) and run grantRuntime() as the migration owner.`, 'ERR_PIDFENCE_PG_ROLE_MISSING');
     }
     const [facts] = await tx.rows<{ schema: string; hasMigrations: boolean; bypasses: boolean; canCreate: boolean }>(ROLE_FACTS, [role]);
-    if (facts === undefined) throw new Error('the role facts query returned no row');
+    if (facts === undefined) throw storeInvariant('postgres', 'readiness', 'the role facts query returned no row');
     const pending = pendingMigrations(facts.hasMigrations ? await appliedMigrations(tx) : [], files);
     if (pending.length > 0) {
       throw notReady(

@@ -1,12 +1,25 @@
 // Appending a RunEvent inside an open PostgreSQL transaction (design/dispatch §2.4 steps 2-3): CAS on the
 // run version read under the run lock reserves the next sequence, then the event row is written.
-import { PidfenceError } from '../../base/errors';
-import type { RunEvent, RunEventType, RunRecord } from '../../contract/index';
+import { validateCounter, validateEpochMs, validateRunRecord, type RunEvent, type RunEventType, type RunRecord } from '../../contract/index';
+import { storeInvariant } from '../store-errors';
 import { SQL } from './statements';
 import type { Tx } from './transaction';
 
 /** A run row read by SQL.lockRun: the record plus the transaction's time. */
 export type LockedRun = RunRecord & { readonly nowMs: number };
+
+/** Lock 1 of the Run → Attempt → Dispatch order: the run, validated, with the transaction's time. */
+export async function lockRun(tx: Tx, runId: string): Promise<LockedRun | undefined> {
+  const [row] = await tx.rows(SQL.lockRun, [runId]);
+  if (row === undefined) return undefined;
+  const { nowMs, ...run } = row;
+  return { ...validateRunRecord(run), nowMs: validateEpochMs(nowMs, 'nowMs') };
+}
+
+/** The run record of a LockedRun, without the transaction's time. */
+export function lockedRecord({ nowMs: _nowMs, ...run }: LockedRun): RunRecord {
+  return run;
+}
 
 export interface EventAppend<P> {
   readonly type: RunEventType;
@@ -15,15 +28,11 @@ export interface EventAppend<P> {
 }
 
 export async function appendRunEvent<P>(tx: Tx, run: LockedRun, append: EventAppend<P>): Promise<{ readonly event: RunEvent<P>; readonly run: RunRecord }> {
-  const [reserved] = await tx.rows<RunRecord & { seq: number }>(SQL.reserveEventSeq, [run.runId, run.version, run.nowMs]);
-  if (reserved === undefined) {
-    // Impossible under the run lock unless something wrote the run outside pidfence.
-    throw new PidfenceError('the run changed inside a write transaction; the transaction was rolled back. Retry the operation.', 'ERR_PIDFENCE_RUN_VERSION_CONFLICT');
-  }
-  await tx.rows(SQL.insertEvent, [run.runId, reserved.seq, append.eventId, append.type, JSON.stringify(append.payload), run.nowMs]);
+  const [reserved] = await tx.rows(SQL.reserveEventSeq, [run.runId, run.version, run.nowMs]);
+  // Impossible under the run lock: the version was read under it in this transaction.
+  if (reserved === undefined) throw storeInvariant('postgres', 'the event append', 'the run version changed under its own row lock');
   const { seq, ...after } = reserved;
-  return {
-    event: { id: append.eventId, runId: run.runId, seq, type: append.type, payload: append.payload, createdAtMs: run.nowMs },
-    run: after,
-  };
+  const event = { id: append.eventId, runId: run.runId, seq: validateCounter(seq, 'seq'), type: append.type, payload: append.payload, createdAtMs: run.nowMs };
+  await tx.rows(SQL.insertEvent, [run.runId, event.seq, append.eventId, append.type, JSON.stringify(append.payload), run.nowMs]);
+  return { event, run: validateRunRecord(after) };
 }

@@ -27,18 +27,17 @@ import {
   type RunEvent,
   type RunRecord,
   runIsActive,
+  validateAttemptRecord,
+  validateRunEvent,
+  validateRunRecord,
 } from '../../contract/index';
 import type { RunStore } from '../run-store';
-import { appendRunEvent, type LockedRun } from './run-events';
+import { appendRunEvent, lockedRecord, lockRun, type LockedRun } from './run-events';
 import { SQL } from './statements';
 import { inTransaction, type Tx } from './transaction';
 
 function isActive(run: RunRecord): boolean {
   return runIsActive(run.status);
-}
-
-function withoutNow({ nowMs: _nowMs, ...run }: LockedRun): RunRecord {
-  return run;
 }
 
 export interface PostgresRunStoreOptions {
@@ -55,14 +54,14 @@ export class PostgresRunStore implements RunStore {
 
   /** Locks the run (lock 1 of the Run → Attempt → Dispatch order) and reads the transaction's time. */
   async #lockRun(tx: Tx, runId: string): Promise<LockedRun | undefined> {
-    return (await tx.rows<LockedRun>(SQL.lockRun, [runId]))[0];
+    return lockRun(tx, runId);
   }
 
   async createRun(command: CreateRunCommand): Promise<CreateRunOutcome> {
     const valid = validateCreateRunCommand(command);
     return inTransaction(this.#pool, 'createRun', async (tx) => {
-      const [run] = await tx.rows<RunRecord>(SQL.insertRun, [valid.runId, valid.projectId, valid.owner ?? 'runtime']);
-      return run === undefined ? { kind: 'exists' } : { kind: 'created', run };
+      const [run] = await tx.rows(SQL.insertRun, [valid.runId, valid.projectId, valid.owner ?? 'runtime']);
+      return run === undefined ? { kind: 'exists' } : { kind: 'created', run: validateRunRecord(run) };
     });
   }
 
@@ -75,17 +74,17 @@ export class PostgresRunStore implements RunStore {
       if ((await tx.rows(SQL.selectAttemptById, [valid.attemptId])).length > 0) return { kind: 'exists' };
       if ((await tx.rows(SQL.selectActiveAttempt, [valid.runId])).length > 0) return { kind: 'active_attempt_exists' };
       const deadlineAtMs = valid.timeoutMs === undefined ? null : run.nowMs + valid.timeoutMs;
-      const [attempt] = await tx.rows<AttemptRecord>(SQL.insertAttempt, [valid.runId, valid.attemptId, deadlineAtMs, valid.receiptTokenDigest ?? null, run.nowMs, valid.runnerId ?? null]);
+      const [attempt] = await tx.rows(SQL.insertAttempt, [valid.runId, valid.attemptId, deadlineAtMs, valid.receiptTokenDigest ?? null, run.nowMs, valid.runnerId ?? null]);
       await tx.rows(SQL.markRunRunning, [valid.runId, run.nowMs]);
-      return { kind: 'created', attempt: attempt as AttemptRecord };
+      return { kind: 'created', attempt: validateAttemptRecord(attempt) };
     });
   }
 
   async advanceAttempt(command: AdvanceAttemptCommand): Promise<AdvanceAttemptOutcome> {
     const valid = validateAdvanceAttemptCommand(command);
     return inTransaction(this.#pool, 'advanceAttempt', async (tx) => {
-      const [attempt] = await tx.rows<AttemptRecord>(SQL.advanceAttempt, [valid.runId, valid.attemptId, valid.from, valid.to, valid.pid ?? null, valid.handle ?? null]);
-      return attempt === undefined ? { kind: 'stale' } : { kind: 'advanced', attempt };
+      const [attempt] = await tx.rows(SQL.advanceAttempt, [valid.runId, valid.attemptId, valid.from, valid.to, valid.pid ?? null, valid.handle ?? null]);
+      return attempt === undefined ? { kind: 'stale' } : { kind: 'advanced', attempt: validateAttemptRecord(attempt) };
     });
   }
 
@@ -94,8 +93,8 @@ export class PostgresRunStore implements RunStore {
     return inTransaction(this.#pool, 'endAttempt', async (tx) => {
       const run = await this.#lockRun(tx, valid.runId);
       if (run === undefined) return { kind: 'stale' };
-      const [attempt] = await tx.rows<AttemptRecord>(SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
-      return attempt === undefined ? { kind: 'stale' } : { kind: 'ended', attempt };
+      const [attempt] = await tx.rows(SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
+      return attempt === undefined ? { kind: 'stale' } : { kind: 'ended', attempt: validateAttemptRecord(attempt) };
     });
   }
 
@@ -105,7 +104,7 @@ export class PostgresRunStore implements RunStore {
       const run = await this.#lockRun(tx, valid.runId);
       if (run === undefined) return { kind: 'run_missing' };
       if (!isActive(run)) return { kind: 'run_terminal' };
-      if (run.cancelRequestedAtMs !== null) return { kind: 'already_requested', run: withoutNow(run) };
+      if (run.cancelRequestedAtMs !== null) return { kind: 'already_requested', run: lockedRecord(run) };
       await tx.rows(SQL.writeCancelIntent, [valid.runId, run.version, valid.reason, run.nowMs]);
       const appended = await appendRunEvent(tx, run, { type: 'run.cancel_requested', eventId: valid.eventId, payload: { reason: valid.reason } });
       return { kind: 'requested', run: appended.run, event: appended.event };
@@ -117,7 +116,7 @@ export class PostgresRunStore implements RunStore {
     return inTransaction(this.#pool, 'markTerminal', async (tx) => {
       const run = await this.#lockRun(tx, valid.runId);
       if (run === undefined) return { kind: 'run_missing' };
-      if (!isActive(run)) return { kind: 'already_terminal', run: withoutNow(run) };
+      if (!isActive(run)) return { kind: 'already_terminal', run: lockedRecord(run) };
       if (valid.attemptId !== undefined) {
         if ((await tx.rows(SQL.selectAttempt, [valid.runId, valid.attemptId])).length === 0) return { kind: 'attempt_missing' };
         await tx.rows(SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
@@ -130,19 +129,20 @@ export class PostgresRunStore implements RunStore {
 
   async getRun(runId: string): Promise<RunRecord | null> {
     const id = validateId(runId, 'runId');
-    const [run] = await inTransaction(this.#pool, 'getRun', (tx) => tx.rows<RunRecord>(SQL.selectRun, [id]));
-    return run ?? null;
+    const [run] = await inTransaction(this.#pool, 'getRun', (tx) => tx.rows(SQL.selectRun, [id]));
+    return run === undefined ? null : validateRunRecord(run);
   }
 
   async getAttempt(runId: string, attemptId: string): Promise<AttemptRecord | null> {
     const ids = [validateId(runId, 'runId'), validateId(attemptId, 'attemptId')];
-    const [attempt] = await inTransaction(this.#pool, 'getAttempt', (tx) => tx.rows<AttemptRecord>(SQL.selectAttempt, ids));
-    return attempt ?? null;
+    const [attempt] = await inTransaction(this.#pool, 'getAttempt', (tx) => tx.rows(SQL.selectAttempt, ids));
+    return attempt === undefined ? null : validateAttemptRecord(attempt);
   }
 
   async listEvents(runId: string, page: { readonly afterSeq?: number; readonly limit?: number } = {}): Promise<RunEvent[]> {
     const id = validateId(runId, 'runId');
     const { afterSeq, limit } = validateEventPage(page);
-    return inTransaction(this.#pool, 'listEvents', (tx) => tx.rows<RunEvent>(SQL.listEvents, [id, afterSeq, limit]));
+    const rows = await inTransaction(this.#pool, 'listEvents', (tx) => tx.rows(SQL.listEvents, [id, afterSeq, limit]));
+    return rows.map(validateRunEvent);
   }
 }

@@ -7,24 +7,23 @@ import {
   validateDuePageQuery,
   validateId,
   validateRecordResultCommand,
-  type AttemptStatus,
   type CancellationDispatchRecord,
   type ClaimCommand,
   type ClaimOutcome,
-  type ClaimRunFacts,
   type DuePage,
   type DuePageQuery,
   type RecordResultCommand,
   type RecordResultOutcome,
-  type RunRecord,
 } from '../../contract/index';
 import type { DispatchRepository } from '../dispatch-repository';
 import { duePageOf, FIRST_DUE_CURSOR, planClaim, settlementOf } from '../dispatch-decisions';
-import { storeFailure } from '../store-errors';
-import { readClock, type Clock } from './clock';
+import { storeInvariant } from '../store-errors';
+import { SqliteBoundary } from './transaction';
+import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
 import { appendRunEvent } from './run-events';
-import { prepareStatements, type DueRow, type PreparedStatements } from './statements';
+import { selectAttempt, selectDispatch, selectHeldRun, selectRun } from './rows';
+import type { DueRow, PreparedStatements } from './statements';
 
 export interface SqliteDispatchRepositoryOptions {
   /** The time authority; Date.now unless a test or a device needs another. */
@@ -32,76 +31,58 @@ export interface SqliteDispatchRepositoryOptions {
 }
 
 export class SqliteDispatchRepository implements DispatchRepository {
+  readonly #boundary: SqliteBoundary;
   readonly #statements: PreparedStatements;
-  readonly #clock: Clock;
-  readonly #claim: (command: ClaimCommand) => ClaimOutcome;
-  readonly #recordResult: (command: RecordResultCommand) => RecordResultOutcome;
 
   constructor(database: SqliteDatabase, options: SqliteDispatchRepositoryOptions = {}) {
-    this.#statements = prepareStatements(database);
-    this.#clock = options.clock ?? Date.now;
-    const claim = database.transaction((command: ClaimCommand) => this.#claimLocked(command));
-    const recordResult = database.transaction((command: RecordResultCommand) => this.#recordResultLocked(command));
-    this.#claim = (command) => claim.immediate(command);
-    this.#recordResult = (command) => recordResult.immediate(command);
+    this.#boundary = new SqliteBoundary(database, options.clock);
+    this.#statements = this.#boundary.statements;
   }
 
   async claim(command: ClaimCommand): Promise<ClaimOutcome> {
     const valid = validateClaimCommand(command);
-    try {
-      return this.#claim(valid);
-    } catch (error) {
-      throw storeFailure('sqlite', 'claim', error);
-    }
+    return this.#boundary.write('claim', (nowMs) => this.#claimLocked(valid, nowMs));
   }
 
   async recordResult(command: RecordResultCommand): Promise<RecordResultOutcome> {
     const valid = validateRecordResultCommand(command);
-    try {
-      return this.#recordResult(valid);
-    } catch (error) {
-      throw storeFailure('sqlite', 'recordResult', error);
-    }
+    return this.#boundary.write('recordResult', (nowMs) => this.#recordResultLocked(valid, nowMs));
   }
 
   async duePage(query: DuePageQuery = {}): Promise<DuePage> {
     const { limit, after, runnerId } = validateDuePageQuery(query);
-    try {
-      const cursor = after ?? FIRST_DUE_CURSOR;
-      const rows = this.#statements.duePage.all({ afterAtMs: cursor.atMs, afterRunId: cursor.runId, nowMs: readClock(this.#clock), limit, runnerId }) as DueRow[];
+    const cursor = after ?? FIRST_DUE_CURSOR;
+    return this.#boundary.read('duePage', () => {
+      const rows = this.#statements.duePage.all({ afterAtMs: cursor.atMs, afterRunId: cursor.runId, nowMs: this.#boundary.now(), limit, runnerId }) as DueRow[];
       return duePageOf(rows, limit);
-    } catch (error) {
-      throw storeFailure('sqlite', 'duePage', error);
-    }
+    });
   }
 
   async getRecord(runId: string): Promise<CancellationDispatchRecord | null> {
     const id = validateId(runId, 'runId');
-    const row = this.#statements.selectDispatch.get(id);
-    return row === undefined ? null : validateDispatchRecord(row);
+    return this.#boundary.read('getRecord', () => selectDispatch(this.#statements, id)) ?? null;
   }
 
-  /** design/dispatch §2.2, inside BEGIN IMMEDIATE: the clock is read after the write lock is held. */
-  #claimLocked(command: ClaimCommand): ClaimOutcome {
-    const nowMs = readClock(this.#clock);
-    const run = this.#statements.selectRun.get(command.runId) as (RunRecord & ClaimRunFacts) | undefined;
-    const attempt = this.#statements.selectAttempt.get(command.runId, command.attemptId) as { status: AttemptStatus } | undefined;
-    const existing = run === undefined ? undefined : this.#statements.selectDispatch.get(command.runId);
-    const plan = planClaim(command, run, attempt?.status, existing === undefined ? undefined : validateDispatchRecord(existing), nowMs);
+  /** design/dispatch §2.2, inside BEGIN IMMEDIATE: `nowMs` was read after the write lock was held. */
+  #claimLocked(command: ClaimCommand, nowMs: number): ClaimOutcome {
+    const run = selectRun(this.#statements, command.runId);
+    const attempt = selectAttempt(this.#statements, command.runId, command.attemptId);
+    const existing = run === undefined ? undefined : selectDispatch(this.#statements, command.runId);
+    const plan = planClaim(command, run, attempt?.status, existing, nowMs);
     if (plan.kind === 'refuse') return plan.outcome;
     const lease = { ...plan.lease, runId: command.runId, attemptId: command.attemptId };
+    // planClaim refuses a missing run, so an insert always has the run's project.
     const written = plan.kind === 'insert'
-      ? this.#statements.insertLeasedDispatch.get({ ...lease, projectId: (run as RunRecord).projectId })
+      ? this.#statements.insertLeasedDispatch.get({ ...lease, projectId: run?.projectId ?? null })
       : this.#statements.leaseDispatch.get({ ...lease, version: plan.version });
-    if (written === undefined) {
-      throw storeFailure('sqlite', 'claim', { code: 'PIDFENCE_LEASE_CAS_LOST' });
-    }
+    // Impossible under BEGIN IMMEDIATE: the row was read (or found absent) in this transaction.
+    if (written === undefined) throw storeInvariant('sqlite', 'claim', 'the lease CAS lost inside its own write transaction');
     return { kind: 'claimed', record: validateDispatchRecord(written), token: command.token };
   }
 
   /** design/dispatch §2.4, inside BEGIN IMMEDIATE: fence-checked settle, run version CAS, event append. */
-  #recordResultLocked(command: RecordResultCommand): RecordResultOutcome {
-    const settlement = settlementOf(command, readClock(this.#clock));
+  #recordResultLocked(command: RecordResultCommand, nowMs: number): RecordResultOutcome {
+    const settlement = settlementOf(command, nowMs);
     const settled = this.#statements.settleDispatch.get({
       runId: command.runId,
       attemptId: command.attemptId,
@@ -116,7 +97,7 @@ export class SqliteDispatchRepository implements DispatchRepository {
     });
     if (settled === undefined) return { kind: 'stale_fence' };
     const record = validateDispatchRecord(settled);
-    const run = this.#statements.selectRun.get(command.runId) as RunRecord;
+    const run = selectHeldRun(this.#statements, command.runId, 'recordResult');
     const event = appendRunEvent(this.#statements, {
       runId: command.runId,
       version: run.version,

@@ -14,6 +14,7 @@ import {
   nextAttemptEventSeqSql,
   openJournalPageSql,
 } from '../execution-sql';
+import { prepareSet, type Prepared } from './statements';
 
 export const EXECUTION_SQL = {
   activeAttemptsPage: activeAttemptsPageSql('attempts AS a INDEXED BY attempts_one_active', { afterRunId: ':afterRunId', limit: ':limit' }),
@@ -33,10 +34,8 @@ export const EXECUTION_SQL = {
   closeJournal: closeJournalSql({ attemptId: ':attemptId', action: ':action', nowMs: ':nowMs' }),
 } as const;
 
-export type ExecutionStatements = { readonly [K in keyof typeof EXECUTION_SQL]: Database.Statement };
+export type ExecutionStatements = Prepared<typeof EXECUTION_SQL>;
 
 export function prepareExecutionStatements(database: Database.Database): ExecutionStatements {
-  const prepared = {} as Record<keyof typeof EXECUTION_SQL, Database.Statement>;
-  for (const name of Object.keys(EXECUTION_SQL) as Array<keyof typeof EXECUTION_SQL>) prepared[name] = database.prepare(EXECUTION_SQL[name]);
-  return prepared;
+  return prepareSet(database, EXECUTION_SQL);
 }

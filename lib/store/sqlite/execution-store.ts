@@ -5,7 +5,6 @@ import {
   type ActiveAttempt,
   type ActiveCursor,
   type AttemptEvent,
-  type AttemptRecord,
   type CompleteAttemptCommand,
   type CompleteAttemptOutcome,
   type DeadlineCursor,
@@ -14,8 +13,8 @@ import {
   type JournalEntry,
   type Page,
   type QuarantineReason,
-  type RunRecord,
   validateActivePageQuery,
+  validateAttemptRecord,
   validateAttemptRef,
   validateCompleteAttemptCommand,
   validateDeadlinePageQuery,
@@ -37,32 +36,32 @@ import {
   journalPageOf,
   runTerminalPayload,
 } from '../execution-sql';
-import { readClock, type Clock } from './clock';
-import { runSqliteRead, runSqliteWrite } from './transaction';
+import { storeInvariant } from '../store-errors';
+import { SqliteBoundary } from './transaction';
+import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
 import { prepareExecutionStatements, type ExecutionStatements } from './execution-statements';
 import { appendRunEvent } from './run-events';
-import { prepareStatements, type PreparedStatements } from './statements';
+import { counterColumn, selectAttempt, selectHeldRun, selectRun, validatedRow } from './rows';
+import type { PreparedStatements } from './statements';
 
 export class SqliteExecutionStore implements ExecutionStore {
-  readonly #database: SqliteDatabase;
+  readonly #boundary: SqliteBoundary;
   readonly #run: PreparedStatements;
   readonly #sql: ExecutionStatements;
-  readonly #clock: Clock;
 
   constructor(database: SqliteDatabase, options: { readonly clock?: Clock } = {}) {
-    this.#database = database;
-    this.#run = prepareStatements(database);
+    this.#boundary = new SqliteBoundary(database, options.clock);
+    this.#run = this.#boundary.statements;
     this.#sql = prepareExecutionStatements(database);
-    this.#clock = options.clock ?? Date.now;
   }
 
   #write<T>(operation: string, work: (nowMs: number) => T): T {
-    return runSqliteWrite(this.#database, this.#clock, operation, work);
+    return this.#boundary.write(operation, work);
   }
 
   #read<T>(operation: string, work: () => T): T {
-    return runSqliteRead(operation, work);
+    return this.#boundary.read(operation, work);
   }
 
   async activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor; readonly runnerId?: string }): Promise<Page<ActiveAttempt, ActiveCursor>> {
@@ -76,10 +75,10 @@ export class SqliteExecutionStore implements ExecutionStore {
 
   async dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor; readonly runnerId?: string }): Promise<Page<DueDeadline, DeadlineCursor>> {
     const { limit, after, runnerId } = validateDeadlinePageQuery(query);
-    const params = { nowMs: readClock(this.#clock), ...deadlineKeyset(after), limit };
-    const items = this.#read('dueDeadlinesPage', () => (runnerId === null
-      ? this.#sql.dueDeadlinesPage.all(params)
-      : this.#sql.ownedDueDeadlinesPage.all({ ...params, runnerId }))) as DueDeadline[];
+    const items = this.#read('dueDeadlinesPage', () => {
+      const params = { nowMs: this.#boundary.now(), ...deadlineKeyset(after), limit };
+      return runnerId === null ? this.#sql.dueDeadlinesPage.all(params) : this.#sql.ownedDueDeadlinesPage.all({ ...params, runnerId });
+    }) as DueDeadline[];
     return deadlinePageOf(items, limit);
   }
 
@@ -92,14 +91,15 @@ export class SqliteExecutionStore implements ExecutionStore {
   async completeAttempt(command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
     const valid = validateCompleteAttemptCommand(command);
     return this.#write('completeAttempt', (nowMs) => {
-      const attempt = this.#run.selectAttempt.get(valid.runId, valid.attemptId) as AttemptRecord | undefined;
-      const run = this.#run.selectRun.get(valid.runId) as RunRecord | undefined;
+      const attempt = selectAttempt(this.#run, valid.runId, valid.attemptId);
+      const run = selectRun(this.#run, valid.runId);
       const refusal = completionRefusal(attempt, run);
       if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
-      const ended = this.#run.endAttempt.get({ runId: valid.runId, attemptId: valid.attemptId, status: valid.status, nowMs }) as AttemptRecord | undefined;
+      const ended = validatedRow(this.#run.endAttempt.get({ runId: valid.runId, attemptId: valid.attemptId, status: valid.status, nowMs }), validateAttemptRecord);
       if (ended === undefined) return { kind: 'already_terminal', attempt };
       // Attempt event first, then the run's terminal state and event (design/execution §2 order).
-      const seq = (this.#sql.nextAttemptEventSeq.get(valid.attemptId) as { seq: number }).seq;
+      const seq = counterColumn(this.#sql.nextAttemptEventSeq.get(valid.attemptId), 'seq');
+      if (seq === undefined) throw storeInvariant('sqlite', 'completeAttempt', 'the next attempt event sequence has no row');
       this.#sql.insertAttemptEvent.run({
         runId: valid.runId, attemptId: valid.attemptId, seq, eventId: valid.attemptEventId,
         payload: attemptTerminalPayload(valid), nowMs,
@@ -109,7 +109,7 @@ export class SqliteExecutionStore implements ExecutionStore {
         runId: valid.runId, version: run.version, type: 'run.terminal', eventId: valid.runEventId, payload: runTerminalPayload(valid), nowMs,
       });
       if (valid.journalReceipt) this.#sql.insertJournal.run({ attemptId: valid.attemptId, action: 'delete', runId: valid.runId, reason: null, nowMs });
-      return { kind: 'completed', run: this.#run.selectRun.get(valid.runId) as RunRecord, attempt: ended };
+      return { kind: 'completed', run: selectHeldRun(this.#run, valid.runId, 'completeAttempt'), attempt: ended };
     });
   }
 

@@ -3,6 +3,7 @@
 import type Database from 'better-sqlite3';
 
 import { blockedPageSql, hasGrantSql, insertAuditSql, inspectSql, rearmSql, runAttemptEventsSql, runAttemptsSql, runDetailSql, runEventsSql, runPageAllSql, runPageByStatusSql, summarySql } from '../management-sql';
+import { prepareSet, type Prepared } from './statements';
 
 const RUN_PAGE = { projectId: ':projectId', beforeAtMs: ':beforeAtMs', beforeRunId: ':beforeRunId', limit: ':limit' } as const;
 
@@ -34,10 +35,8 @@ export const MANAGEMENT_SQL = {
   listGrants: 'SELECT project_id AS "projectId", permission FROM management_grants WHERE subject = ? ORDER BY project_id, permission',
 } as const;
 
-export type ManagementStatements = { readonly [K in keyof typeof MANAGEMENT_SQL]: Database.Statement };
+export type ManagementStatements = Prepared<typeof MANAGEMENT_SQL>;
 
 export function prepareManagementStatements(database: Database.Database): ManagementStatements {
-  const prepared = {} as Record<keyof typeof MANAGEMENT_SQL, Database.Statement>;
-  for (const name of Object.keys(MANAGEMENT_SQL) as Array<keyof typeof MANAGEMENT_SQL>) prepared[name] = database.prepare(MANAGEMENT_SQL[name]);
-  return prepared;
+  return prepareSet(database, MANAGEMENT_SQL);
 }

@@ -3,42 +3,35 @@
 // the blocked keyset page, and the owner's grant writes. The injected clock is the time authority.
 import {
   buildDispatchEventPayload,
-  validateDispatchRecord,
   type DispatchInspection,
   type Permission,
   type RearmCommand,
   type RearmOutcome,
-  type RunRecord,
   type SummaryCounts,
 } from '../../contract/index';
 import type { BlockedPosition, BlockedRows, GrantAdministration, GrantChange, ManagementStore, RunDetailLimits, RunDetailRows, RunRow, RunRowsQuery } from '../management-store';
 import { inspectionOf, rearmRefusal, runRowsParams, summaryCountsOf } from '../management-sql';
-import { storeFailure } from '../store-errors';
-import { readClock, type Clock } from './clock';
+import { SqliteBoundary } from './transaction';
+import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
 import { prepareManagementStatements, type ManagementStatements } from './management-statements';
 import { appendRunEvent } from './run-events';
-import { prepareStatements, type PreparedStatements } from './statements';
+import { selectDispatch, selectHeldRun } from './rows';
+import type { PreparedStatements } from './statements';
 
 export class SqliteManagementStore implements ManagementStore, GrantAdministration {
-  readonly #database: SqliteDatabase;
+  readonly #boundary: SqliteBoundary;
   readonly #sql: ManagementStatements;
   readonly #statements: PreparedStatements;
-  readonly #clock: Clock;
 
   constructor(database: SqliteDatabase, options: { readonly clock?: Clock } = {}) {
-    this.#database = database;
+    this.#boundary = new SqliteBoundary(database, options.clock);
     this.#sql = prepareManagementStatements(database);
-    this.#statements = prepareStatements(database);
-    this.#clock = options.clock ?? Date.now;
+    this.#statements = this.#boundary.statements;
   }
 
   #guard<T>(operation: string, work: () => T): T {
-    try {
-      return work();
-    } catch (error) {
-      throw storeFailure('sqlite', operation, error);
-    }
+    return this.#boundary.read(operation, work);
   }
 
   #held(subject: string, projectId: string, permission: Permission): boolean {
@@ -57,21 +50,19 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
   }
 
   async rearm(command: RearmCommand): Promise<RearmOutcome> {
-    return this.#guard('rearm', () => this.#database.transaction(() => this.#rearmLocked(command)).immediate());
+    return this.#boundary.write('rearm', (nowMs) => this.#rearmLocked(command, nowMs));
   }
 
   /** Inside BEGIN IMMEDIATE: no other writer (a revoke included) can run until this commits. */
-  #rearmLocked(command: RearmCommand): RearmOutcome {
-    const nowMs = readClock(this.#clock);
-    const row = this.#statements.selectDispatch.get(command.runId);
-    const record = row === undefined ? undefined : validateDispatchRecord(row);
+  #rearmLocked(command: RearmCommand, nowMs: number): RearmOutcome {
+    const record = selectDispatch(this.#statements, command.runId);
     const permitted = record !== undefined && this.#held(command.subject, record.projectId, 'run.stop');
     const refusal = rearmRefusal(record, permitted, command);
     if (refusal !== null || record === undefined) return refusal ?? { kind: 'not_found' };
     const updated = this.#sql.rearm.get({ runId: command.runId, expectedVersion: command.expectedVersion, expectedResult: command.expectedResult, nowMs }) as Record<string, unknown> | undefined;
     if (updated === undefined) return { kind: 'stale_version', version: record.version };
     const inspection = inspectionOf(updated);
-    const run = this.#statements.selectRun.get(command.runId) as RunRecord;
+    const run = selectHeldRun(this.#statements, command.runId, 'rearm');
     const event = appendRunEvent(this.#statements, {
       runId: command.runId,
       version: run.version,
@@ -87,13 +78,13 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
     return { kind: 'rearmed', inspection, event };
   }
 
-  async summaryCounts(subject: string, projectId: string, overdueAfterMs: number): Promise<SummaryCounts> {
-    return this.#guard('summary', () => summaryCountsOf(this.#sql.summary.get({ subject, projectId, overdueAfterMs, nowMs: readClock(this.#clock) }) as Record<string, unknown>));
+  async summaryCounts(subject: string | null, projectId: string, overdueAfterMs: number): Promise<SummaryCounts> {
+    return this.#guard('summary', () => summaryCountsOf('sqlite', this.#sql.summary.get({ subject, projectId, overdueAfterMs, nowMs: this.#boundary.now() })));
   }
 
   async blockedRows(projectId: string, position: BlockedPosition, limit: number): Promise<BlockedRows> {
     return this.#guard('blockedPage', () => {
-      const asOfMs = position.kind === 'first' ? readClock(this.#clock) : position.asOfMs;
+      const asOfMs = position.kind === 'first' ? this.#boundary.now() : position.asOfMs;
       const after = position.kind === 'first' ? { blockedAtMs: -1, runId: '' } : position.after;
       const rows = this.#sql.blockedPage.all({ projectId, asOfMs, afterAtMs: after.blockedAtMs, afterRunId: after.runId, limit }) as Array<{ runId: string; blockedAtMs: number }>;
       return { asOfMs, rows: rows.map((row) => ({ runId: row.runId, blockedAtMs: row.blockedAtMs })) };
@@ -109,7 +100,7 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
 
   async runDetail(runId: string, limits: RunDetailLimits): Promise<RunDetailRows | null> {
     // One read transaction: the run, its attempts, events and dispatch as of one moment.
-    return this.#guard('runDetail', () => this.#database.transaction((): RunDetailRows | null => {
+    return this.#boundary.snapshot('runDetail', (): RunDetailRows | null => {
       const run = this.#sql.runDetail.get({ runId }) as RunDetailRows['run'] | undefined;
       if (run === undefined) return null;
       const dispatch = this.#sql.inspect.get(runId) as Record<string, unknown> | undefined;
@@ -120,7 +111,7 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
         events: this.#sql.runEvents.all({ runId, limit: limits.events }) as RunDetailRows['events'],
         dispatch: dispatch === undefined ? null : inspectionOf(dispatch),
       };
-    })());
+    });
   }
 
   // ---- GrantAdministration: whoever may write the file is its owner (docs/decisions/0040) ----
@@ -130,7 +121,7 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
   }
 
   async writeGrant(change: GrantChange, grantedBy: string): Promise<'granted' | 'exists'> {
-    return this.#guard('writeGrant', () => (this.#sql.insertGrant.run({ ...change, grantedBy, nowMs: readClock(this.#clock) }).changes === 1 ? 'granted' : 'exists'));
+    return this.#guard('writeGrant', () => (this.#sql.insertGrant.run({ ...change, grantedBy, nowMs: this.#boundary.now() }).changes === 1 ? 'granted' : 'exists'));
   }
 
   async revokeGrant(change: GrantChange): Promise<'revoked' | 'absent'> {

@@ -1,7 +1,8 @@
 // Appending a RunEvent inside an open SQLite transaction (design/dispatch §2.4 steps 2-3): CAS on the run
 // version reserves the next sequence, then the low-sensitivity event row is written.
-import { PidfenceError } from '../../base/errors';
 import type { RunEvent, RunEventType } from '../../contract/index';
+import { storeInvariant } from '../store-errors';
+import { counterColumn } from './rows';
 import type { PreparedStatements } from './statements';
 
 export interface EventAppend<P> {
@@ -15,18 +16,16 @@ export interface EventAppend<P> {
 }
 
 export function appendRunEvent<P>(statements: PreparedStatements, append: EventAppend<P>): RunEvent<P> {
-  const reserved = statements.reserveEventSeq.get({ runId: append.runId, version: append.version, nowMs: append.nowMs }) as { seq: number } | undefined;
-  if (reserved === undefined) {
-    // Impossible under BEGIN IMMEDIATE unless something wrote the run outside pidfence.
-    throw new PidfenceError('the run changed inside a write transaction; the transaction was rolled back. Retry the operation.', 'ERR_PIDFENCE_RUN_VERSION_CONFLICT');
-  }
+  const seq = counterColumn(statements.reserveEventSeq.get({ runId: append.runId, version: append.version, nowMs: append.nowMs }), 'seq');
+  // Impossible under BEGIN IMMEDIATE: the version was read in this transaction.
+  if (seq === undefined) throw storeInvariant('sqlite', 'the event append', 'the run version changed inside its own write transaction');
   statements.insertEvent.run({
     runId: append.runId,
-    seq: reserved.seq,
+    seq,
     eventId: append.eventId,
     type: append.type,
     payload: JSON.stringify(append.payload),
     nowMs: append.nowMs,
   });
-  return { id: append.eventId, runId: append.runId, seq: reserved.seq, type: append.type, payload: append.payload, createdAtMs: append.nowMs };
+  return { id: append.eventId, runId: append.runId, seq, type: append.type, payload: append.payload, createdAtMs: append.nowMs };
 }

@@ -25,42 +25,43 @@ import {
   type RunEvent,
   type RunRecord,
   runIsActive,
+  validateAttemptRecord,
+  validateRunRecord,
 } from '../../contract/index';
 import type { RunStore } from '../run-store';
+import { SqliteBoundary } from './transaction';
 import type { Clock } from './clock';
-import { runSqliteWrite } from './transaction';
 import type { SqliteDatabase } from './database';
 import { appendRunEvent } from './run-events';
-import { prepareStatements, type PreparedStatements } from './statements';
+import { runEventOf, selectAttempt, selectHeldRun, selectRun, validatedRow } from './rows';
+import type { PreparedStatements } from './statements';
 
 function isActive(run: RunRecord): boolean {
   return runIsActive(run.status);
 }
 
 export class SqliteRunStore implements RunStore {
-  readonly #database: SqliteDatabase;
+  readonly #boundary: SqliteBoundary;
   readonly #statements: PreparedStatements;
-  readonly #clock: Clock;
 
   constructor(database: SqliteDatabase, options: { readonly clock?: Clock } = {}) {
-    this.#database = database;
-    this.#statements = prepareStatements(database);
-    this.#clock = options.clock ?? Date.now;
+    this.#boundary = new SqliteBoundary(database, options.clock);
+    this.#statements = this.#boundary.statements;
   }
 
   /** Runs `work` in one BEGIN IMMEDIATE transaction with the clock read under the lock. */
   #write<T>(operation: string, work: (nowMs: number) => T): T {
-    return runSqliteWrite(this.#database, this.#clock, operation, work);
+    return this.#boundary.write(operation, work);
   }
 
   #run(runId: string): RunRecord | undefined {
-    return this.#statements.selectRun.get(runId) as RunRecord | undefined;
+    return selectRun(this.#statements, runId);
   }
 
   async createRun(command: CreateRunCommand): Promise<CreateRunOutcome> {
     const valid = validateCreateRunCommand(command);
     return this.#write('createRun', (nowMs) => {
-      const run = this.#statements.insertRun.get({ runId: valid.runId, projectId: valid.projectId, owner: valid.owner ?? 'runtime', nowMs }) as RunRecord | undefined;
+      const run = validatedRow(this.#statements.insertRun.get({ runId: valid.runId, projectId: valid.projectId, owner: valid.owner ?? 'runtime', nowMs }), validateRunRecord);
       return run === undefined ? { kind: 'exists' } : { kind: 'created', run };
     });
   }
@@ -73,14 +74,14 @@ export class SqliteRunStore implements RunStore {
       if (!isActive(run)) return { kind: 'run_terminal' };
       if (this.#statements.selectAttemptById.get(valid.attemptId) !== undefined) return { kind: 'exists' };
       if (this.#statements.selectActiveAttempt.get(valid.runId) !== undefined) return { kind: 'active_attempt_exists' };
-      const attempt = this.#statements.insertAttempt.get({
+      const attempt = validateAttemptRecord(this.#statements.insertAttempt.get({
         runId: valid.runId,
         attemptId: valid.attemptId,
         deadlineAtMs: valid.timeoutMs === undefined ? null : nowMs + valid.timeoutMs,
         receiptTokenDigest: valid.receiptTokenDigest ?? null,
         runnerId: valid.runnerId ?? null,
         nowMs,
-      }) as AttemptRecord;
+      }));
       this.#statements.markRunRunning.run({ runId: valid.runId, nowMs });
       return { kind: 'created', attempt };
     });
@@ -89,7 +90,7 @@ export class SqliteRunStore implements RunStore {
   async advanceAttempt(command: AdvanceAttemptCommand): Promise<AdvanceAttemptOutcome> {
     const valid = validateAdvanceAttemptCommand(command);
     return this.#write('advanceAttempt', (nowMs) => {
-      const attempt = this.#statements.advanceAttempt.get({
+      const attempt = validatedRow(this.#statements.advanceAttempt.get({
         runId: valid.runId,
         attemptId: valid.attemptId,
         from: valid.from,
@@ -97,7 +98,7 @@ export class SqliteRunStore implements RunStore {
         pid: valid.pid ?? null,
         handle: valid.handle ?? null,
         nowMs,
-      }) as AttemptRecord | undefined;
+      }), validateAttemptRecord);
       return attempt === undefined ? { kind: 'stale' } : { kind: 'advanced', attempt };
     });
   }
@@ -105,7 +106,7 @@ export class SqliteRunStore implements RunStore {
   async endAttempt(command: EndAttemptCommand): Promise<EndAttemptOutcome> {
     const valid = validateEndAttemptCommand(command);
     return this.#write('endAttempt', (nowMs) => {
-      const attempt = this.#statements.endAttempt.get({ ...valid, nowMs }) as AttemptRecord | undefined;
+      const attempt = validatedRow(this.#statements.endAttempt.get({ ...valid, nowMs }), validateAttemptRecord);
       return attempt === undefined ? { kind: 'stale' } : { kind: 'ended', attempt };
     });
   }
@@ -121,7 +122,7 @@ export class SqliteRunStore implements RunStore {
       const event = appendRunEvent(this.#statements, {
         runId: valid.runId, version: run.version, type: 'run.cancel_requested', eventId: valid.eventId, payload: { reason: valid.reason }, nowMs,
       });
-      return { kind: 'requested', run: this.#run(valid.runId) as RunRecord, event };
+      return { kind: 'requested', run: selectHeldRun(this.#statements, valid.runId, 'requestCancellation'), event };
     });
   }
 
@@ -139,23 +140,23 @@ export class SqliteRunStore implements RunStore {
       const event = appendRunEvent(this.#statements, {
         runId: valid.runId, version: run.version, type: 'run.terminal', eventId: valid.eventId, payload: { status: valid.status }, nowMs,
       });
-      return { kind: 'terminal', run: this.#run(valid.runId) as RunRecord, event };
+      return { kind: 'terminal', run: selectHeldRun(this.#statements, valid.runId, 'markTerminal'), event };
     });
   }
 
   async getRun(runId: string): Promise<RunRecord | null> {
-    return this.#run(validateId(runId, 'runId')) ?? null;
+    const id = validateId(runId, 'runId');
+    return this.#boundary.read('getRun', () => this.#run(id)) ?? null;
   }
 
   async getAttempt(runId: string, attemptId: string): Promise<AttemptRecord | null> {
-    const row = this.#statements.selectAttempt.get(validateId(runId, 'runId'), validateId(attemptId, 'attemptId'));
-    return (row as AttemptRecord | undefined) ?? null;
+    const ids = [validateId(runId, 'runId'), validateId(attemptId, 'attemptId')] as const;
+    return this.#boundary.read('getAttempt', () => selectAttempt(this.#statements, ...ids)) ?? null;
   }
 
   async listEvents(runId: string, page: { readonly afterSeq?: number; readonly limit?: number } = {}): Promise<RunEvent[]> {
     const id = validateId(runId, 'runId');
     const { afterSeq, limit } = validateEventPage(page);
-    const rows = this.#statements.listEvents.all({ runId: id, afterSeq, limit }) as Array<Omit<RunEvent, 'payload'> & { payload: string }>;
-    return rows.map((row) => ({ ...row, payload: JSON.parse(row.payload) as unknown }));
+    return this.#boundary.read('listEvents', () => this.#statements.listEvents.all({ runId: id, afterSeq, limit }).map(runEventOf));
   }
 }

@@ -1,7 +1,5 @@
 // SqliteRunnerStore (docs/decisions/0070): runner registration, the owner of an attempt, and
 // adoption in one BEGIN IMMEDIATE transaction per batch.
-import type Database from 'better-sqlite3';
-
 import { randomUUID } from 'node:crypto';
 
 import {
@@ -26,9 +24,10 @@ import {
   runnerOf,
   transferAttemptSql,
 } from '../runner-sql';
+import { SqliteBoundary } from './transaction';
 import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
-import { runSqliteRead, runSqliteWrite } from './transaction';
+import { prepareSet, type Prepared } from './statements';
 
 const SQL = {
   registerRunner: registerRunnerSql({ runnerId: ':runnerId', hostId: ':hostId', kind: ':kind', identity: ':identity', nowMs: ':nowMs' }),
@@ -40,26 +39,23 @@ const SQL = {
   insertAdoptionEvent: insertAdoptionEventSql({ runId: ':runId', attemptId: ':attemptId', eventId: ':eventId', payload: ':payload', nowMs: ':nowMs' }),
 } as const;
 
-type Statements = { readonly [K in keyof typeof SQL]: Database.Statement };
 type OwnerRow = Parameters<typeof runnerOf>[0] & { readonly attemptId: string };
 
 export class SqliteRunnerStore implements RunnerStore {
-  readonly #database: SqliteDatabase;
-  readonly #clock: Clock;
-  readonly #sql: Statements;
+  readonly #boundary: SqliteBoundary;
+  readonly #sql: Prepared<typeof SQL>;
 
   constructor(database: SqliteDatabase, options: { readonly clock?: Clock } = {}) {
-    this.#database = database;
-    this.#clock = options.clock ?? Date.now;
-    this.#sql = Object.fromEntries(Object.entries(SQL).map(([name, text]) => [name, database.prepare(text)])) as unknown as Statements;
+    this.#boundary = new SqliteBoundary(database, options.clock);
+    this.#sql = prepareSet(database, SQL);
   }
 
   #write<T>(operation: string, work: (nowMs: number) => T): T {
-    return runSqliteWrite(this.#database, this.#clock, operation, work);
+    return this.#boundary.write(operation, work);
   }
 
   #read<T>(operation: string, work: () => T): T {
-    return runSqliteRead(operation, work);
+    return this.#boundary.read(operation, work);
   }
 
   async registerRunner(command: RegisterRunnerCommand): Promise<void> {

@@ -129,18 +129,32 @@ export interface DueRow {
   readonly atMs: number;
 }
 
-export type PreparedStatements = { readonly [K in keyof typeof SQL]: Database.Statement };
+/** A set of named SQL texts, prepared. */
+export type Prepared<S extends Readonly<Record<string, string>>> = { readonly [K in keyof S]: Database.Statement };
 
-/** Prepares every statement once per connection; better-sqlite3 re-prepares after schema changes. */
-// The dispatch repository, run store, execution store and management store all use this set on
-// the one connection openSqliteStore gives them: it is prepared once per connection, not per store.
-const preparedByDatabase = new WeakMap<Database.Database, PreparedStatements>();
+export type PreparedStatements = Prepared<typeof SQL>;
+
+/**
+ * Prepares a set of statements once per connection (better-sqlite3 re-prepares after schema
+ * changes): the five SQLite classes on the one connection openSqliteStore gives them share each
+ * set, whichever class asks first. Sets are module constants, so their identity is the cache key.
+ */
+const preparedByDatabase = new WeakMap<Database.Database, Map<object, object>>();
+
+export function prepareSet<S extends Readonly<Record<string, string>>>(database: Database.Database, sql: S): Prepared<S> {
+  let sets = preparedByDatabase.get(database);
+  if (sets === undefined) {
+    sets = new Map();
+    preparedByDatabase.set(database, sets);
+  }
+  const cached = sets.get(sql) as Prepared<S> | undefined;
+  if (cached !== undefined) return cached;
+  const prepared: Record<string, Database.Statement> = {};
+  for (const [name, text] of Object.entries(sql)) prepared[name] = database.prepare(text);
+  sets.set(sql, prepared);
+  return prepared as Prepared<S>;
+}
 
 export function prepareStatements(database: Database.Database): PreparedStatements {
-  const cached = preparedByDatabase.get(database);
-  if (cached !== undefined) return cached;
-  const prepared = {} as Record<keyof typeof SQL, Database.Statement>;
-  for (const name of Object.keys(SQL) as Array<keyof typeof SQL>) prepared[name] = database.prepare(SQL[name]);
-  preparedByDatabase.set(database, prepared);
-  return prepared;
+  return prepareSet(database, SQL);
 }

@@ -1,0 +1,4 @@
+// Prometheus metrics (docs/decisions/0110, 0112): loaded only when metrics are asked for, since it
+// loads prom-client. Callers import it with `await import(...)`, never statically.
+export { STOP_MODES } from '../dispatch/index';
+export { createMetrics, validateMetricsProjects, METRICS_PROJECTS_MAX, type Metrics, type MetricsOptions, type ProjectGauges } from './registry';
