@@ -1,28 +1,36 @@
-// Cluster stop latency and cost (issue 16, docs/decisions/0101, 0103). Not a test.
-// 1. Time from `cancel` at the control plane (HTTPS, mutual TLS) to the job's exit on the worker,
-//    median and p99, against the local path (durable cancel intent in SQLite, the local lifecycle
-//    stops the job) in the same run.
-// 2. Database cost of one lease-control tick: renewal vs stop (claim + settle) vs replay, in
-//    statements and round trips, counted on the pg client.
-// Run: npm run build && node dist/test/helpers/with-postgres.js node dist/bench/cluster-stop.js
-//      (PIDFENCE_BENCH_RUNS, default 300)
+// Cluster stop latency and cost (issue 17 §6; docs/decisions/0101, 0103). Not a test.
+// 1. Time from a cancel to the job's exit: at the control plane (HTTPS, mutual TLS; the worker's tick
+//    settles the dispatch and the worker stops the job), against two local paths in the same run:
+//    durable cancel intent written in this process (the local lifecycle stops the job), and the
+//    `pidfence cancel` command against a `pidfence run` (both real processes). Median and p99.
+// 2. Database cost of one lease-control tick from the wire: renewal vs stop (claim + settle) vs a
+//    replayed stop, in round trips and statements (ReadyForQuery and CommandComplete messages).
+// Run: npm run bench:cluster (PIDFENCE_BENCH_RUNS, default 300; PIDFENCE_BENCH_CLI_RUNS, default 100)
 import { randomUUID } from 'node:crypto';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
-import { Client, Pool } from 'pg';
+import { Pool } from 'pg';
 
 import { ControlPlaneClient, startControlPlane, startWorker, CancellationDispatchControl, ClusterLeaseStore, DispatchAvailability } from '../lib/cluster/index';
 import { createExecution } from '../lib/execution/index';
 import { PostgresDispatchRepository, PostgresExecutionStore, PostgresGrantAdministration, PostgresRunStore } from '../lib/store/postgres/index';
+import { osPrincipal } from '../lib/cli/os-user';
 import { openSqliteStore } from '../lib/store/sqlite/index';
 import { makeCertificates } from '../test/helpers/certificates';
 import { withBenchDatabase } from './lib/dispatch-postgres';
 import { machineHeader } from './lib/machine';
 import { quantile } from './lib/stats';
+import { tallyWire, wireSince, type WireTally } from './lib/wire-tally';
 
 const RUNS = Number(process.env.PIDFENCE_BENCH_RUNS ?? 300);
+const CLI_RUNS = Number(process.env.PIDFENCE_BENCH_CLI_RUNS ?? 100);
+/** Lease-control ticks of each kind whose wire cost is averaged (after one warm-up run). */
+const COST_RUNS = 20;
+const CLI = path.resolve(__dirname, '..', 'lib', 'cli', 'main.js');
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 function job(marker: string): string[] {
@@ -38,9 +46,12 @@ async function until(probe: () => boolean | Promise<boolean>, timeoutMs = 30_000
   }
 }
 
-function line(name: string, samples: number[]): string {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return `| ${name} | ${samples.length} | ${quantile(sorted, 0.5).toFixed(1)} | ${quantile(sorted, 0.99).toFixed(1)} |`;
+function median(samples: readonly number[]): number {
+  return quantile(samples, 0.5);
+}
+
+function line(name: string, samples: number[], baseline: number[]): string {
+  return `| ${name} | ${samples.length} | ${median(samples).toFixed(1)} | ${quantile(samples, 0.99).toFixed(1)} | ${(median(samples) / median(baseline)).toFixed(2)}x |`;
 }
 
 async function clusterLatencies(db: { runtimeUrl: string; owner: Pool }, scratch: string): Promise<number[]> {
@@ -104,60 +115,105 @@ async function localLatencies(scratch: string): Promise<number[]> {
   return samples;
 }
 
-/** Counts every query the pg clients of this process send, BEGIN/COMMIT included (one round trip each). */
-function countQueries(): { reset(): void; read(): { statements: number; roundTrips: number } } {
-  let roundTrips = 0;
-  let statements = 0;
-  const original = Client.prototype.query;
-  Client.prototype.query = function patched(this: Client, ...args: unknown[]) {
-    const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string } | undefined)?.text ?? '';
-    roundTrips += 1;
-    if (!/^\s*(BEGIN|COMMIT|ROLLBACK)/i.test(text)) statements += 1;
-    return (original as (...a: unknown[]) => unknown).apply(this, args);
-  } as typeof Client.prototype.query;
-  return { reset: () => { roundTrips = 0; statements = 0; }, read: () => ({ statements, roundTrips }) };
+/** `pidfence cancel RUN` (a new process) against the `pidfence run` that owns the job; the time includes both commands' start. */
+async function cliLatencies(scratch: string): Promise<{ stop: number[]; command: number[] }> {
+  const file = path.join(scratch, 'cli.db');
+  const store = openSqliteStore(file);
+  for (const permission of ['run.read', 'run.stop'] as const) await store.managementStore.writeGrant({ subject: osPrincipal(), projectId: 'bench', permission }, 'bench');
+  store.close();
+  const stop: number[] = [];
+  const command: number[] = [];
+  for (let i = 0; i < CLI_RUNS; i++) {
+    const marker = path.join(scratch, `cli-${i}.local`);
+    const runner = spawn(process.execPath, [CLI, 'run', '--db', file, '--project', 'bench', '--', ...job(marker)], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let said = '';
+    runner.stderr.setEncoding('utf8').on('data', (chunk: string) => { said += chunk; });
+    const runnerExit = once(runner, 'exit');
+    await until(() => /run (\S+) started/.test(said) && existsSync(`${marker}.up`));
+    const runId = /run (\S+) started/.exec(said)?.[1] as string;
+    const started = performance.now();
+    const cancel = spawn(process.execPath, [CLI, 'cancel', runId, '--db', file], { stdio: 'ignore' });
+    const cancelReturned = once(cancel, 'exit').then(() => performance.now() - started);
+    await until(() => existsSync(marker));
+    stop.push(performance.now() - started);
+    command.push(await cancelReturned);
+    await runnerExit;
+  }
+  return { stop, command };
 }
 
-async function tickCosts(db: { runtimeUrl: string }): Promise<string[]> {
-  const pool = new Pool({ connectionString: db.runtimeUrl, max: 2 });
+interface TickCost {
+  readonly name: string;
+  readonly wire: WireTally;
+}
+
+/** The wire cost of each kind of tick, averaged over COST_RUNS runs, on one replica's wrapper as the runtime role. */
+async function tickCosts(db: { runtimeUrl: string }): Promise<TickCost[]> {
+  const pool = new Pool({ connectionString: db.runtimeUrl, max: 1 });
+  const wire = tallyWire(pool);
   const leases = new ClusterLeaseStore(pool, new PostgresExecutionStore(pool), { leaseDurationMs: 30_000 });
   const control = new CancellationDispatchControl(leases, new PostgresDispatchRepository(pool), { replicaOwnerId: 'cp-bench', leaseDurationMs: 10_000, availability: new DispatchAvailability(10_000) });
   const runStore = new PostgresRunStore(pool);
-  const sessionId = await leases.registerSession('bench-cost');
-  const caller = { principal: 'bench-cost', sessionId };
-  await leases.enqueueJob({ runId: 'cost-1', projectId: 'bench', argv: ['true'] });
-  let pulled = await leases.pull(caller);
-  while (pulled.kind === 'assigned' && pulled.assignment.runId !== 'cost-1') pulled = await leases.pull(caller);
-  if (pulled.kind !== 'assigned') throw new Error('no assignment');
-  const ref = pulled.assignment;
-  await pool.query('SELECT 1');
-  const counter = countQueries();
-  const measure = async (name: string, tick: () => Promise<unknown>): Promise<string> => {
-    counter.reset();
+  const caller = { principal: 'bench-cost', sessionId: await leases.registerSession('bench-cost') };
+  const totals = new Map<string, WireTally>();
+  const measure = async (name: string, counted: boolean, tick: () => Promise<unknown>): Promise<void> => {
+    const before = { ...wire };
     await tick();
-    const { statements, roundTrips } = counter.read();
-    return `| ${name} | ${statements} | ${roundTrips} |`;
+    if (!counted) return;
+    const spent = wireSince(before, wire);
+    const sum = totals.get(name) ?? { roundTrips: 0, statements: 0, transactionControl: 0 };
+    totals.set(name, { roundTrips: sum.roundTrips + spent.roundTrips, statements: sum.statements + spent.statements, transactionControl: sum.transactionControl + spent.transactionControl });
   };
-  const rows = [await measure('renewal tick', () => control.tick(caller, ref))];
-  await runStore.requestCancellation({ runId: 'cost-1', reason: 'user', eventId: `evt-${randomUUID()}` });
-  rows.push(await measure('stop tick (claim + settle)', () => control.tick(caller, ref)));
-  rows.push(await measure('replayed stop tick', () => control.tick(caller, ref)));
-  await pool.end();
-  return rows;
+  try {
+    for (let i = 0; i <= COST_RUNS; i++) {
+      const runId = `cost-${i}`;
+      await leases.enqueueJob({ runId, projectId: 'bench', argv: ['true'] });
+      let pulled = await leases.pull(caller);
+      while (pulled.kind === 'assigned' && pulled.assignment.runId !== runId) pulled = await leases.pull(caller);
+      if (pulled.kind !== 'assigned') throw new Error('no assignment');
+      const ref = pulled.assignment;
+      await measure('renewal tick', i > 0, () => control.tick(caller, ref));
+      await runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
+      await measure('stop tick (tick + claim + settle)', i > 0, () => control.tick(caller, ref));
+      await measure('replayed stop tick (tick + claim finds it dispatched)', i > 0, () => control.tick(caller, ref));
+    }
+  } finally {
+    await pool.end();
+  }
+  return [...totals].map(([name, sum]) => ({
+    name, wire: { roundTrips: sum.roundTrips / COST_RUNS, statements: sum.statements / COST_RUNS, transactionControl: sum.transactionControl / COST_RUNS },
+  }));
+}
+
+function costTable(costs: readonly TickCost[]): string {
+  const renewal = costs[0]?.wire.roundTrips ?? Number.NaN;
+  const rows = costs.map(({ name, wire }) =>
+    `| ${name} | ${wire.roundTrips.toFixed(1)} | ${wire.statements.toFixed(1)} | ${wire.transactionControl.toFixed(1)} | ${(wire.roundTrips / renewal).toFixed(2)}x |`);
+  return ['| database cost of one tick, from the wire | round trips | statements | + BEGIN/COMMIT/SET | round trips vs renewal |', '| --- | ---: | ---: | ---: | ---: |', ...rows].join('\n');
 }
 
 async function main(): Promise<void> {
   const scratch = mkdtempSync(path.join(os.tmpdir(), 'pidfence-bench-cluster-'));
   try {
     await withBenchDatabase(async (db) => {
+      const header = machineHeader([
+        `runs: ${RUNS} on the cluster path and the in-process local path, ${CLI_RUNS} on the \`pidfence cancel\` path`,
+        'worker tick 50 ms (capacity 1, one control plane); the local lifecycles (the worker\'s, the in-process one, `pidfence run`\'s) cycle every 1 s (standalone)',
+        `tick cost: mean of ${COST_RUNS} runs per kind after one warm-up, one pool connection, counted from the wire (ReadyForQuery, CommandComplete)`,
+      ]);
       const cluster = await clusterLatencies(db, scratch);
       const local = await localLatencies(scratch);
+      const cli = await cliLatencies(scratch);
       const costs = await tickCosts(db);
-      process.stdout.write(`${machineHeader([`runs: ${RUNS} per path; worker tick 50 ms; local lifecycle period 1 s`])}\n\n`);
-      process.stdout.write('| stop path: cancel → job exit | runs | median ms | p99 ms |\n| --- | ---: | ---: | ---: |\n');
-      process.stdout.write(`${line('cluster (HTTPS cancel → tick → settle → worker stop)', cluster)}\n${line('local (cancel intent → lifecycle stop)', local)}\n\n`);
-      process.stdout.write('| database cost | statements | round trips |\n| --- | ---: | ---: |\n');
-      process.stdout.write(`${costs.join('\n')}\n`);
+      process.stdout.write(`## Cluster stop\n\n${header}\n\n`);
+      process.stdout.write('| stop path: cancel → job exit | runs | median ms | p99 ms | median vs cluster |\n| --- | ---: | ---: | ---: | ---: |\n');
+      process.stdout.write(`${[
+        line('cluster: HTTPS cancel → tick → claim + settle → worker stops the job', cluster, cluster),
+        line('local: cancel intent written in process → lifecycle stops the job', local, cluster),
+        line('local: `pidfence cancel` process → `pidfence run` stops the job', cli.stop, cluster),
+        line('(the `pidfence cancel` process itself: spawn → exit)', cli.command, cluster),
+      ].join('\n')}\n\n`);
+      process.stdout.write(`${costTable(costs)}\n`);
     });
   } finally {
     rmSync(scratch, { recursive: true, force: true });

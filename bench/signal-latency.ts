@@ -335,5 +335,6 @@ async function main(): Promise<void> {
 
 main().catch((error: unknown) => {
   console.error(error);
-  process.exitCode = 1;
+  // The leader's handle would keep the loop alive for ever: exit, and the 'exit' hook kills it.
+  process.exit(1);
 });

@@ -13,7 +13,7 @@ import { OVERDUE_AFTER_DEFAULT_MS, validateId, validateOwner } from '../contract
 import { authorize, readExportedSummary, ManagementPlane, principalOf } from '../management/index';
 import { PostgresDispatchRepository, PostgresExecutionStore, PostgresManagementStore, PostgresRunStore, postgresReadiness } from '../store/postgres/index';
 import { DispatchAvailability } from './availability';
-import { CancellationDispatchControl, DispatchFailedClosed, type DispatchObservation } from './dispatch-control';
+import { CancellationDispatchControl, DispatchFailedClosed, type DispatchControlTestHooks, type DispatchObservation } from './dispatch-control';
 import { ClusterLeaseStore, type WorkerCaller } from './lease-store';
 import { STATUS_ROOT, answerStatusPage } from '../web/status-page';
 import { SCHEMAS } from './schemas';
@@ -43,6 +43,8 @@ export interface ControlPlaneOptions {
   readonly maxConnections?: number;
   /** Observation only (fixed states and codes). */
   readonly observe?: (observation: DispatchObservation) => void;
+  /** TEST ONLY: handed to the cancellation wrapper (see DispatchControlTestHooks). */
+  readonly testHooks?: DispatchControlTestHooks;
   /**
    * Serve GET /metrics (docs/decisions/0110): prom-client is loaded only when this is given. Gauges
    * are exported for `projects` only (docs/decisions/0112); the counters need no project.
@@ -193,6 +195,7 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     const leases = new ClusterLeaseStore(pool, new PostgresExecutionStore(pool), { leaseDurationMs: options.workerLeaseMs ?? 15_000 });
     const control = new CancellationDispatchControl(leases, new PostgresDispatchRepository(pool), {
       replicaOwnerId, leaseDurationMs: dispatchLeaseMs, availability, ...(options.observe === undefined ? {} : { observe: options.observe }),
+      ...(options.testHooks === undefined ? {} : { testHooks: options.testHooks }),
       ...(metrics === undefined ? {} : { observer: metrics.observer }),
     });
     let handled = 0;

@@ -28,6 +28,16 @@ export interface LeaseControl {
   tick(caller: WorkerCaller, ref: LeaseRef): Promise<LeaseTickAnswer>;
 }
 
+/**
+ * TEST ONLY. Lets a crash-window test hold a replica inside its stop tick (design/cluster §D3): after
+ * the claim committed and before the settlement, or after the settlement committed and before the
+ * stop is released. A hook that never resolves holds the tick there; production code passes none.
+ */
+export interface DispatchControlTestHooks {
+  afterClaim?(): void | Promise<void>;
+  afterSettle?(): void | Promise<void>;
+}
+
 export interface DispatchControlOptions {
   /** The replica's stable owner id: the dispatch lease owner. */
   readonly replicaOwnerId: string;
@@ -36,6 +46,8 @@ export interface DispatchControlOptions {
   readonly availability: DispatchAvailability;
   /** Observation only: it is not authority, and a throw from it changes nothing. */
   readonly observe?: (observation: DispatchObservation) => void;
+  /** TEST ONLY, see DispatchControlTestHooks. */
+  readonly testHooks?: DispatchControlTestHooks;
   /** Claims, settlements and stale fences for metrics (docs/decisions/0110); no authority either. */
   readonly observer?: Partial<DispatchObserver>;
 }
@@ -74,6 +86,7 @@ export class CancellationDispatchControl implements LeaseControl {
   readonly #availability: DispatchAvailability;
   readonly #config: ValidConfig | null;
   readonly #observe: (observation: DispatchObservation) => void;
+  readonly #hooks: DispatchControlTestHooks;
   readonly #observer: DispatchObserver;
 
   /**
@@ -86,6 +99,7 @@ export class CancellationDispatchControl implements LeaseControl {
     this.#availability = options.availability;
     this.#config = validConfig(options);
     this.#observe = options.observe ?? (() => undefined);
+    this.#hooks = options.testHooks ?? {};
     this.#observer = observerOf(options.observer);
     if (this.#config === null) this.#availability.withdraw('ERR_PIDFENCE_CLUSTER_CONFIG', true);
   }
@@ -109,6 +123,7 @@ export class CancellationDispatchControl implements LeaseControl {
     this.#observer.onClaim(claim.kind);
     switch (claim.kind) {
       case 'claimed': {
+        await this.#hooks.afterClaim?.();
         const settled = await this.#guard(stop.scope, 'ERR_PIDFENCE_CLUSTER_SETTLE_FAILED', () => this.#repository.recordResult({
           runId: ref.runId, attemptId: ref.attemptId, owner, token: claim.token, expectedVersion: claim.record.version,
           result: 'termination_requested', eventId: `evt-${randomUUID()}`,
@@ -118,6 +133,7 @@ export class CancellationDispatchControl implements LeaseControl {
         else this.#observer.onSettled('termination_requested', secondsSince(started));
         const durable = settled.kind === 'recorded' && settled.record.status === 'dispatched' && settled.record.lastResult === 'termination_requested';
         if (!durable) throw this.#failClosed('ERR_PIDFENCE_CLUSTER_SETTLE_FAILED', stop.scope);
+        await this.#hooks.afterSettle?.();
         return this.#release(stop, 'dispatched', 'settled');
       }
       case 'dispatched':

@@ -34,6 +34,8 @@ export interface LeaseRef {
 }
 
 export interface Assignment extends LeaseRef {
+  /** The run's project: the worker journals the run under it (docs/decisions/0104). */
+  readonly projectId: string;
   readonly argv: readonly string[];
   readonly expiresAtMs: number;
   readonly deadlineAtMs: number | null;
@@ -153,7 +155,7 @@ export class ClusterLeaseStore {
     await this.reapExpired();
     return inTransaction(this.#pool, 'pull', async (tx) => {
       if ((await tx.rows(CLUSTER_SQL.touchSession, [valid.sessionId, valid.principal])).length === 0) return { kind: 'session_closed' };
-      const [job] = await tx.rows<{ runId: string; argv: string[]; timeoutMs: number | null }>(CLUSTER_SQL.lockWaitingJob, []);
+      const [job] = await tx.rows<{ runId: string; projectId: string; argv: string[]; timeoutMs: number | null }>(CLUSTER_SQL.lockWaitingJob, []);
       if (job === undefined) return { kind: 'none' };
       const [run] = await tx.rows<LockedRun>(SQL.lockRun, [job.runId]);
       if (run === undefined) return { kind: 'none' };
@@ -164,7 +166,7 @@ export class ClusterLeaseStore {
       await tx.rows(SQL.markRunRunning, [job.runId, run.nowMs]);
       const [lease] = await tx.rows<LeaseRow>(CLUSTER_SQL.grantLease, [job.runId, attemptId, valid.sessionId, run.nowMs, this.#leaseDurationMs]);
       if (lease === undefined) throw new Error('lease grant returned no row');
-      return { kind: 'assigned', assignment: { runId: job.runId, attemptId, fence: lease.fence, argv: job.argv, expiresAtMs: lease.expiresAtMs, deadlineAtMs } };
+      return { kind: 'assigned', assignment: { runId: job.runId, projectId: job.projectId, attemptId, fence: lease.fence, argv: job.argv, expiresAtMs: lease.expiresAtMs, deadlineAtMs } };
     });
   }
 

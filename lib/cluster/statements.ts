@@ -18,7 +18,7 @@ export const CLUSTER_SQL = {
    * The oldest waiting job: a queued runtime run without cancel intent. Locks the run (lock 1 of the
    * Run → Attempt → Lease order); SKIP LOCKED so two replicas hand out two different runs.
    */
-  lockWaitingJob: `SELECT j.run_id AS "runId", j.argv, j.timeout_ms AS "timeoutMs"
+  lockWaitingJob: `SELECT j.run_id AS "runId", r.project_id AS "projectId", j.argv, j.timeout_ms AS "timeoutMs"
     FROM cluster_jobs AS j JOIN runs AS r ON r.id = j.run_id
     WHERE r.status = 'queued' AND r.owner = 'runtime' AND r.cancel_requested_at_ms IS NULL
     ORDER BY j.created_at_ms, j.run_id LIMIT 1

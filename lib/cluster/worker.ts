@@ -141,7 +141,7 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     held.set(assignment.runId, entry);
     const [command, ...args] = assignment.argv;
     const admitted = await app.admit({
-      projectId: 'cluster', runId: assignment.runId, command: command as string, args,
+      projectId: assignment.projectId, runId: assignment.runId, command: command as string, args,
       // No local deadline: a task timeout is the control plane's (stop_requested, scope attempt).
       stdio: 'ignore',
     });

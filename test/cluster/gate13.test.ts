@@ -1,7 +1,7 @@
 // design/dispatch §6 gate 13 end to end (docs/decisions/0103): two `pidfence control-plane` processes on one
 // PostgreSQL and two `pidfence worker` processes, mutual TLS with certificates made by openssl. A
-// run-level stop reaches the job only after its dispatch settled (one run.cancel_dispatched, even
-// with the worker alternating between replicas); a task timeout stops the job with no run
+// run-level stop reaches the job only after its dispatch settled (one run.cancel_dispatched, whichever
+// replica each tick reaches; strict alternation is replicas.test's); a task timeout stops the job with no run
 // cancellation fact; a worker SIGKILLed mid-job loses its lease and its run does not stay running.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -13,6 +13,7 @@ import test from 'ava';
 import { ControlPlaneClient } from '../../lib/cluster/client';
 import { signalVerified } from '../../lib/native/index';
 import { PostgresGrantAdministration } from '../../lib/store/postgres/index';
+import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { CLI, grantCancelOnSqlite } from '../execution/cli-runs';
 import { spawnJob, type Job } from '../helpers/processes';
 import { makeCertificates } from '../helpers/certificates';
@@ -21,9 +22,19 @@ import { delay, until } from '../helpers/wait';
 
 const ready = clusterFixture('cluster_gate13');
 
-/** A job that records TERM in `marker` and exits; it never exits by itself. */
+/**
+ * A job that records TERM in `marker` and exits. It ends by itself only after about two minutes, so a
+ * test that fails after SIGKILLing its worker leaves no job behind for long.
+ */
 function markingJob(marker: string): string[] {
-  return ['sh', '-c', `trap 'echo term > ${marker}; exit 143' TERM; while :; do sleep 0.05; done`];
+  return ['sh', '-c', `trap 'echo term > ${marker}; exit 143' TERM; i=0; while [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done`];
+}
+
+/** The project the worker's local journal recorded for `runId` (the journal is closed again at once). */
+async function journalProjectOf(journal: string, runId: string): Promise<string | undefined> {
+  const store = openSqliteStore(journal);
+  const run = await store.runStore.getRun(runId).finally(() => store.close());
+  return run?.projectId;
 }
 
 function terminate(job: Job): Promise<unknown> {
@@ -89,7 +100,9 @@ test.serial('gate 13: two control planes and two workers: a cancel is settled be
   t.deepEqual(await world.eventTypes('g13-keep'), ['run.terminal']);
   // The job itself outlived its worker; on that host the local recovery path stops it (docs/decisions/0070).
   const killedJournal = path.join(scratch, `worker-${killed === workers[0] ? 0 : 1}.db`);
-  await grantCancelOnSqlite(killedJournal, 'cluster'); // cancel needs run.stop on that journal
+  // The journal keeps the run's own project (docs/decisions/0104): the local operator's grant names it.
+  t.is(await journalProjectOf(killedJournal, 'g13-keep'), 'project-13');
+  await grantCancelOnSqlite(killedJournal, 'project-13'); // cancel needs run.stop on that journal
   const cancelled = spawnSync(process.execPath, [CLI, 'cancel', 'g13-keep', '--db', killedJournal], { encoding: 'utf8', timeout: 30_000 });
   t.is(cancelled.status, 0, cancelled.stderr);
   t.regex(cancelled.stdout, /stopped the job itself/);

@@ -16,6 +16,7 @@ test.serial('cluster: a pull grants one attempt under a fence from the database 
   const { ref } = await w.assigned();
   const [clock] = (await db.owner.query<{ now: string }>('SELECT floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now')).rows;
   t.true(ref.fence > 1_600_000_000_000 && ref.fence <= Number(clock?.now));
+  t.is(ref.projectId, 'project-c', 'the assignment names the run\'s project (docs/decisions/0104)');
   const attempt = await w.runStore.getAttempt(ref.runId, ref.attemptId);
   t.like(attempt, { status: 'running', pid: null, handle: null });
   t.is((await w.runStore.getRun(ref.runId))?.status, 'running');

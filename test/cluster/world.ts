@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 
 import { Pool } from 'pg';
 
-import { CancellationDispatchControl, ClusterLeaseStore, DispatchAvailability, type DispatchObservation, type LeaseRef, type WorkerCaller } from '../../lib/cluster/index';
+import { CancellationDispatchControl, ClusterLeaseStore, DispatchAvailability, type Assignment, type DispatchObservation, type LeaseRef, type WorkerCaller } from '../../lib/cluster/index';
 import { PostgresExecutionStore, PostgresRunStore, type DispatchRepository } from '../../lib/store/postgres/index';
 import test from 'ava';
 
@@ -25,7 +25,7 @@ export interface ClusterWorld {
   readonly runStore: PostgresRunStore;
   replica(repository: DispatchRepository, options?: { readonly ownerId?: string; readonly leaseDurationMs?: number; readonly holdMs?: number }): Replica;
   /** Registers a session, enqueues one job and pulls it. */
-  assigned(options?: { readonly timeoutMs?: number }): Promise<{ readonly caller: WorkerCaller; readonly ref: LeaseRef }>;
+  assigned(options?: { readonly timeoutMs?: number }): Promise<{ readonly caller: WorkerCaller; readonly ref: Assignment }>;
   cancel(runId: string): Promise<number>;
   eventTypes(runId: string): Promise<string[]>;
   close(): Promise<void>;

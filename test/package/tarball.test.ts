@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import test from 'ava';
 
 import { packageRoot } from '../../lib/store/migrations';
+import { installedVersion, installPacked, packInto, runChecked as run, type PackResult } from '../helpers/packed-install';
 
 const root = packageRoot();
 /** The issue's target for the packed tarball with both glibc prebuilds. */
@@ -18,26 +19,10 @@ const root = packageRoot();
 const GLIBC_PACKED_TARGET_BYTES = 350 * 1024;
 const PACKED_GUARD_BYTES = 1024 * 1024;
 
-interface PackResult {
-  readonly filename: string;
-  readonly size: number;
-  readonly unpackedSize: number;
-  readonly files: ReadonlyArray<{ readonly path: string; readonly size: number }>;
-}
-
-function run(command: string, args: string[], cwd: string): string {
-  const result = spawnSync(command, args, { cwd, encoding: 'utf8', timeout: 240_000 });
-  if (result.status !== 0) {
-    throw new Error(`${command} ${args.join(' ')} failed (${result.status ?? result.signal}):\n${result.stdout}\n${result.stderr}`);
-  }
-  return result.stdout;
-}
-
 const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pidfence-pack-'));
 let packed: PackResult | undefined;
 function pack(): PackResult {
-  // --ignore-scripts: `npm test` has just compiled dist/; prepare would only repeat it.
-  packed ??= (JSON.parse(run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', workDir], root)) as PackResult[])[0]!;
+  packed ??= packInto(workDir);
   return packed;
 }
 
@@ -137,23 +122,10 @@ function tsconfig(moduleResolution: 'node16' | 'node10'): object {
 
 test('installed without pg: the SQLite path works, pidfence/postgres says how to install pg, and a strict consumer type-checks under node16 and node10', (t) => {
   const { filename } = pack();
-  const project = path.join(workDir, 'consumer');
-  fs.mkdirSync(project);
-  fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
-  const install = ['install', '--ignore-scripts', '--no-audit', '--no-fund', '--no-package-lock', path.join(workDir, filename)];
-  try {
-    run('npm', [...install, '--offline'], project);
-  } catch {
-    // A cache that holds the tarballs but not every package's metadata: let npm fill the gaps.
-    run('npm', [...install, '--prefer-offline'], project);
-  }
-  const installed = path.join(project, 'node_modules');
+  const installed = installPacked(path.join(workDir, filename), path.join(workDir, 'consumer'));
+  const project = path.dirname(installed);
   t.false(fs.existsSync(path.join(installed, 'pg')), 'pg is not installed with pidfence');
-  // Scripts were off: give better-sqlite3 the binary this checkout built for the same version.
-  const ours = JSON.parse(fs.readFileSync(path.join(root, 'node_modules/better-sqlite3/package.json'), 'utf8')) as { version: string };
-  const theirs = JSON.parse(fs.readFileSync(path.join(installed, 'better-sqlite3/package.json'), 'utf8')) as { version: string };
-  t.is(theirs.version, ours.version, 'the offline install chose the better-sqlite3 this checkout built');
-  fs.cpSync(path.join(root, 'node_modules/better-sqlite3/build'), path.join(installed, 'better-sqlite3/build'), { recursive: true });
+  t.is(installedVersion(installed, 'better-sqlite3'), installedVersion(path.join(root, 'node_modules'), 'better-sqlite3'), 'the offline install chose the better-sqlite3 this checkout built');
 
   const script = `
     const { openSqliteStore } = require('pidfence/sqlite');
