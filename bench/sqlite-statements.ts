@@ -40,19 +40,21 @@ function storeWorld(): World {
     VALUES (?, 'project-a', 'runtime', 'running', 1, ?, 'user', 2, ?, ?)`);
   const attempt = db.prepare(`INSERT INTO attempts (run_id, id, status, pid, handle, created_at_ms, updated_at_ms) VALUES (?, ?, 'running', 4242, '{"v":1}', ?, ?)`);
   const event = db.prepare(`INSERT INTO run_events (run_id, seq, id, type, payload, created_at_ms) VALUES (?, 1, ?, 'run.cancel_requested', '{"reason":"user"}', ?)`);
+  const s = prepareStatements(db);
   db.transaction(() => {
     for (let i = 0; i < ROWS; i += 1) {
       run.run(runId(i), NOW, NOW, NOW);
       attempt.run(runId(i), attemptId(i), NOW, NOW);
       event.run(runId(i), `${runId(i)}-e1`, NOW);
+      // The cancel request writes the pending dispatch (docs/decisions/0022); the claim leases it.
+      s.insertPendingDispatch.run({ runId: runId(i), nowMs: NOW });
     }
   })();
-  const s = prepareStatements(db);
   const steps: Steps = {
     'claim: read run': (i) => s.selectRun.get(runId(i)),
     'claim: read attempt status': (i) => s.selectAttemptStatus.get(runId(i), attemptId(i)),
-    'claim: read dispatch (none)': (i) => s.selectDispatch.get(runId(i)),
-    'claim: insert leased dispatch': (i) => s.insertLeasedDispatch.get({ runId: runId(i), attemptId: attemptId(i), projectId: 'project-a', owner: 'w', digest: DIGEST, expiresAtMs: NOW + 60_000, nowMs: NOW }),
+    'claim: read dispatch': (i) => s.selectDispatch.get(runId(i)),
+    'claim: lease (store) / insert leased (hand-written)': (i) => s.leaseDispatch.get({ runId: runId(i), attemptId: attemptId(i), version: 0, owner: 'w', digest: DIGEST, expiresAtMs: NOW + 60_000, nowMs: NOW }),
     'settle: fenced update': (i) => s.settleDispatch.get({
       runId: runId(i), attemptId: attemptId(i), owner: 'w', expectedVersion: 1, digest: DIGEST, status: 'dispatched', result: 'termination_requested', nextAttemptAtMs: null, blockedAtMs: null, nowMs: NOW,
     }),
@@ -96,8 +98,8 @@ function handWorld(): World {
   const steps: Steps = {
     'claim: read run': (i) => selectRun.get(runId(i)),
     'claim: read attempt status': (i) => selectAttempt.get(attemptId(i), runId(i)),
-    'claim: read dispatch (none)': (i) => selectDispatch.get(runId(i)),
-    'claim: insert leased dispatch': (i) => insertLeased.run(runId(i), attemptId(i), 'w', DIGEST, NOW + 60_000, NOW),
+    'claim: read dispatch': (i) => selectDispatch.get(runId(i)),
+    'claim: lease (store) / insert leased (hand-written)': (i) => insertLeased.run(runId(i), attemptId(i), 'w', DIGEST, NOW + 60_000, NOW),
     'settle: fenced update': (i) => settle.get('termination_requested', NOW, runId(i), attemptId(i), 'w', DIGEST, 1),
     'settle: read run version': (i) => selectRun.get(runId(i)),
     'settle: reserve event seq': (i) => reserve.get(NOW, runId(i), 1),
