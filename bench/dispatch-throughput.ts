@@ -22,6 +22,13 @@ const DOMAIN = 'pidfence.cancellation-dispatch-lease.v1\0';
 interface Measurement {
   readonly cyclesPerSecond: number;
   readonly walBytesPerCycle: number;
+  /** Process CPU time (user + system) per cycle: less sensitive than wall time to other work on the machine. */
+  readonly cpuMicrosPerCycle: number;
+}
+
+function cpuMicrosSince(start: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / CYCLES;
 }
 
 function walBytes(file: string): number {
@@ -57,6 +64,7 @@ async function measureRepository(synchronous: SqliteSynchronous): Promise<Measur
       runs.push({ runId, attemptId: `${runId}-a1`, cancelRequestedAtMs: cancelled.kind === 'requested' ? cancelled.run.cancelRequestedAtMs ?? 0 : 0 });
     }
     resetWal(store.database, synchronous);
+    const cpu = process.cpuUsage();
     const started = process.hrtime.bigint();
     for (const run of runs) {
       const token = createLeaseToken();
@@ -69,7 +77,7 @@ async function measureRepository(synchronous: SqliteSynchronous): Promise<Measur
       if (settled.kind !== 'recorded') throw new Error('bench: settle failed');
     }
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    return { cyclesPerSecond: CYCLES / seconds, walBytesPerCycle: walBytes(file) / CYCLES };
+    return { cyclesPerSecond: CYCLES / seconds, walBytesPerCycle: walBytes(file) / CYCLES, cpuMicrosPerCycle: cpuMicrosSince(cpu) };
   } finally {
     store.close();
     cleanup();
@@ -128,6 +136,7 @@ function measureHandWritten(synchronous: SqliteSynchronous): Measurement {
       insertEvent.run(`${runId}-e2`, runId, seq, 'run.cancel_dispatched', JSON.stringify({ attemptId, dispatchCount: row.dispatch_count, result: 'termination_requested' }), t);
     });
     resetWal(db, synchronous);
+    const cpu = process.cpuUsage();
     const started = process.hrtime.bigint();
     for (let i = 0; i < CYCLES; i += 1) {
       const runId = `run-${String(i).padStart(6, '0')}`;
@@ -136,7 +145,7 @@ function measureHandWritten(synchronous: SqliteSynchronous): Measurement {
       result.immediate(runId, `${runId}-a1`, token);
     }
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    return { cyclesPerSecond: CYCLES / seconds, walBytesPerCycle: walBytes(file) / CYCLES };
+    return { cyclesPerSecond: CYCLES / seconds, walBytesPerCycle: walBytes(file) / CYCLES, cpuMicrosPerCycle: cpuMicrosSince(cpu) };
   } finally {
     db.close();
     cleanup();
@@ -191,8 +200,8 @@ async function mainSqlite(): Promise<void> {
   console.log(`date: ${new Date().toISOString()}`);
   console.log(`command: node ${process.argv.slice(1).map((arg) => path.relative(process.cwd(), arg)).join(' ')} (cycles=${CYCLES}, rounds=${ROUNDS}, median of rounds; PIDFENCE_BENCH_CYCLES / _ROUNDS / _SQLITE_SYNC override)`);
   console.log('');
-  console.log('| synchronous | repository cycles/s | hand-written cycles/s | ratio, median of paired rounds (target ≥ 0.85 on NORMAL) | repository WAL B/cycle | hand-written WAL B/cycle | repository vs baseline 21,167 B |');
-  console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+  console.log('| synchronous | repository cycles/s | hand-written cycles/s | ratio, median of paired rounds (target ≥ 0.85 on NORMAL) | repository CPU µs/cycle | hand-written CPU µs/cycle | CPU ratio hand ÷ repository | repository WAL B/cycle | hand-written WAL B/cycle | repository vs baseline 21,167 B |');
+  console.log('| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
   for (const synchronous of SQLITE_MODES) {
     const repository: Measurement[] = [];
     const hand: Measurement[] = [];
@@ -205,9 +214,11 @@ async function mainSqlite(): Promise<void> {
     const handRate = median(hand.map((m) => m.cyclesPerSecond));
     // Each round's two sides ran back to back: the median of their ratios cancels load that drifts between rounds.
     const ratio = median(repository.map((m, round) => m.cyclesPerSecond / (hand[round]?.cyclesPerSecond ?? Number.NaN)));
+    const repoCpu = median(repository.map((m) => m.cpuMicrosPerCycle));
+    const handCpu = median(hand.map((m) => m.cpuMicrosPerCycle));
     const repoWal = median(repository.map((m) => m.walBytesPerCycle));
     const handWal = median(hand.map((m) => m.walBytesPerCycle));
-    console.log(`| ${synchronous} | ${fmt(repoRate)} | ${fmt(handRate)} | ${fmt(ratio, 2)}${synchronous === 'NORMAL' ? (ratio >= 0.85 ? ' PASS' : ' MISS') : ''} | ${fmt(repoWal)} | ${fmt(handWal)} | ${fmt(repoWal / BASELINE_WAL_BYTES, 2)} |`);
+    console.log(`| ${synchronous} | ${fmt(repoRate)} | ${fmt(handRate)} | ${fmt(ratio, 2)}${synchronous === 'NORMAL' ? (ratio >= 0.85 ? ' PASS' : ' MISS') : ''} | ${fmt(repoCpu)} | ${fmt(handCpu)} | ${fmt(handCpu / repoCpu, 2)} | ${fmt(repoWal)} | ${fmt(handWal)} | ${fmt(repoWal / BASELINE_WAL_BYTES, 2)} |`);
   }
   console.log(`loadavg after: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
 }

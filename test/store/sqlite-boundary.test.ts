@@ -21,6 +21,8 @@ function everyCall(store: SqliteStore, runId: string): Call[] {
   return [
     ['dispatch.claim', () => dispatch.claim({ runId, attemptId, cancelRequestedAtMs: 1, owner: 'w', token: createLeaseToken(), leaseDurationMs: 1_000 })],
     ['dispatch.recordResult', () => dispatch.recordResult({ runId, attemptId, owner: 'w', token: createLeaseToken(), expectedVersion: 1, result: 'already_exited', eventId: 'evt-r' })],
+    ['dispatch.claimPage', () => dispatch.claimPage({ owner: 'w', leaseDurationMs: 1_000, items: [{ runId, attemptId, cancelRequestedAtMs: 1, token: createLeaseToken() }] })],
+    ['dispatch.recordResults', () => dispatch.recordResults([{ runId, attemptId, owner: 'w', token: createLeaseToken(), expectedVersion: 1, result: 'already_exited', eventId: 'evt-rs' }])],
     ['dispatch.duePage', () => dispatch.duePage()],
     ['dispatch.getRecord', () => dispatch.getRecord(runId)],
     ['runs.createRun', () => runs.createRun({ runId: 'run-new', projectId: 'project-a' })],
