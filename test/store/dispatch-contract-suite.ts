@@ -354,6 +354,68 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
     t.deepEqual(await store.repository.getRecord(held.runId), heldRecord, 'a live lease in the page is left to its owner');
   });
 
+  /**
+   * One run in each state a claim can meet, built the same way twice: one twin is claimed item by
+   * item, the other as one page. The page must decide every item exactly as its own claim did.
+   */
+  const claimTargets = async (t: ExecutionContext, store: ContractStore): Promise<Array<Omit<ClaimCommand, 'owner' | 'token' | 'leaseDurationMs'>>> => {
+    const settledWith = async (result: DispatchResult, retryDelayMs?: number): Promise<CancelledRun> => {
+      const run = await cancelledRunIn(store);
+      const claim = claimOf(run, 'worker-before');
+      t.is((await store.repository.recordResult(resultOf(claim, await claimed(t, store, claim), result, retryDelayMs))).kind, 'recorded');
+      return run;
+    };
+    const due = await cancelledRunIn(store);
+    const held = await cancelledRunIn(store);
+    await claimed(t, store, claimOf(held, 'worker-before'));
+    const expired = await cancelledRunIn(store);
+    await claimed(t, store, claimOf(expired, 'worker-before', LEASE_MS));
+    const notDue = await settledWith('dispatch_error', RETRY_DELAY_MAX_MS);
+    const retryDue = await settledWith('dispatch_error', RETRY_MS);
+    const dispatched = await settledWith('termination_requested');
+    const blocked = await settledWith('invalid');
+    const terminal = await cancelledRunIn(store);
+    t.is((await store.runStore.markTerminal({ runId: terminal.runId, status: 'cancelled', eventId: uniqueId('evt'), attemptId: terminal.attemptId })).kind, 'terminal');
+    const quiet = uniqueId('run');
+    await store.runStore.createRun({ runId: quiet, projectId: 'p' });
+    await store.runStore.createAttempt({ runId: quiet, attemptId: `${quiet}-a1` });
+    const external = uniqueId('run');
+    await store.runStore.createRun({ runId: external, projectId: 'p', owner: 'external' });
+    await store.runStore.createAttempt({ runId: external, attemptId: `${external}-a1` });
+    const cancelled = await store.runStore.requestCancellation({ runId: external, reason: 'policy', eventId: uniqueId('evt') });
+    const mismatched = await cancelledRunIn(store);
+    const noAttempt = await cancelledRunIn(store);
+    return [
+      due, held, expired, notDue, retryDue, dispatched, blocked, terminal,
+      { runId: quiet, attemptId: `${quiet}-a1`, cancelRequestedAtMs: 0 },
+      { runId: external, attemptId: `${external}-a1`, cancelRequestedAtMs: cancelled.kind === 'requested' ? cancelled.run.cancelRequestedAtMs ?? 0 : 0 },
+      { ...mismatched, cancelRequestedAtMs: mismatched.cancelRequestedAtMs + 1 },
+      { ...noAttempt, attemptId: 'attempt-missing' },
+      { runId: uniqueId('run-missing'), attemptId: 'attempt-x', cancelRequestedAtMs: 0 },
+    ];
+  };
+
+  storeTest('claimPage decides every item exactly as its own claim: each outcome kind and reason, in one page (docs/decisions/0024)', async (t, store) => {
+    const [single, paged] = [await claimTargets(t, store), await claimTargets(t, store)];
+    await store.advanceTime(RETRY_MS + 20); // the short lease and the short retry are now due
+    const one: unknown[] = [];
+    for (const target of single) one.push(await store.repository.claim({ ...target, owner: 'worker-now', token: createLeaseToken(), leaseDurationMs: LONG_LEASE_MS }));
+    const page = await store.repository.claimPage({ owner: 'worker-now', leaseDurationMs: LONG_LEASE_MS, items: paged.map((target) => ({ ...target, token: createLeaseToken() })) });
+    const shape = (outcome: unknown) => {
+      const { kind, reason, record } = outcome as { kind: string; reason?: string; record?: CancellationDispatchRecord };
+      return record === undefined ? { kind, reason } : { kind, status: record.status, version: record.version, dispatchCount: record.dispatchCount, leaseOwner: record.leaseOwner };
+    };
+    t.deepEqual(page.map(shape), one.map(shape));
+    t.deepEqual(page.map((outcome) => (outcome.kind === 'not_eligible' ? outcome.reason : outcome.kind)), [
+      'claimed', 'leased', 'claimed', 'not_due', 'claimed', 'dispatched', 'blocked', 'run_terminal',
+      'cancel_not_requested', 'run_not_runtime', 'cancel_mismatch', 'attempt_missing', 'run_missing',
+    ]);
+    for (const [i, outcome] of page.entries()) {
+      if (outcome.kind !== 'claimed') continue;
+      t.like(await store.repository.getRecord(paged[i]?.runId ?? ''), { status: 'leased', leaseOwner: 'worker-now', version: outcome.record.version });
+    }
+  });
+
   storeTest('claimPage: two pages racing over the same runs in opposite orders grant each run to exactly one owner', async (t, store) => {
     const runs = await Promise.all(Array.from({ length: 6 }, () => cancelledRunIn(store)));
     const page = (owner: string, order: CancelledRun[]) =>

@@ -123,7 +123,7 @@ test.serial('migrations: owner migrates once, the runtime role is ready, and rea
   t.teardown(() => db.dispose());
   t.deepEqual(await migratePostgres(db.ownerUrl), [], 'a second migrate applies nothing');
   const files = loadMigrations(migrationsDirectory('postgres'));
-  t.deepEqual(files.map((file) => file.name), ['0001_runs_attempts_events', '0002_cancellation_dispatches', '0003_management_audit', '0004_grants', '0005_execution_lifecycle', '0006_runner_ownership', '0007_dispatch_functions', '0008_append_only_history', '0009_cluster_worker_leases', '0010_runs_by_project', '0011_pending_at_cancel_due_index']);
+  t.deepEqual(files.map((file) => file.name), ['0001_runs_attempts_events', '0002_cancellation_dispatches', '0003_management_audit', '0004_grants', '0005_execution_lifecycle', '0006_runner_ownership', '0007_dispatch_functions', '0008_append_only_history', '0009_cluster_worker_leases', '0010_runs_by_project', '0011_pending_at_cancel_due_index', '0012_set_based_page_functions']);
   const last = files[files.length - 1];
   const recorded = await db.owner.query<{ version: number; checksum: string }>('SELECT version, checksum FROM pidfence_migrations ORDER BY version');
   t.deepEqual(recorded.rows.map((row) => row.checksum), files.map((file) => file.checksum), 'sha256 of each file recorded');
@@ -356,7 +356,7 @@ test.serial('pg gate 11: the runtime role gains only EXECUTE on the dispatch fun
            has_function_privilege($1, p.oid, 'EXECUTE') AS runtime_execute
       FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
      WHERE n.nspname = current_schema() AND p.proname LIKE 'pidfence\\_%' ORDER BY p.proname`, [db.runtimeRole]);
-  t.deepEqual(rows.map((row) => row.name), ['pidfence_claim', 'pidfence_dispatch_json', 'pidfence_record_result', 'pidfence_set_limits']);
+  t.deepEqual(rows.map((row) => row.name), ['pidfence_claim', 'pidfence_claim_page', 'pidfence_dispatch_json', 'pidfence_lock_page', 'pidfence_record_result', 'pidfence_record_results', 'pidfence_set_limits']);
   for (const row of rows) {
     t.false(row.definer, `${row.name} is SECURITY INVOKER`);
     t.false(row.public_execute, `PUBLIC has no EXECUTE on ${row.name}`);

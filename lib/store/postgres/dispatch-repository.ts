@@ -32,7 +32,7 @@ import type { DispatchRepository } from '../dispatch-repository';
 import { duePageOf, FIRST_DUE_CURSOR, settlementOf } from '../dispatch-decisions';
 import { appendRunEvent, lockRun } from './run-events';
 import { SQL } from './statements';
-import { inOneStatement, inTransaction, type OneStatement, type Tx } from './transaction';
+import { inOneStatement, inTransaction, readInOneStatement, type OneStatement, type Tx } from './transaction';
 
 /**
  * Test-only seams, called inside the transaction between statements, so a test can prove what a
@@ -123,8 +123,9 @@ export class PostgresDispatchRepository implements DispatchRepository {
   }
 
   /**
-   * docs/decisions/0023 in one round trip: one statement calls pidfence_claim for every item in
-   * run-id order (so two pages lock shared rows in the same order), all in its implicit transaction.
+   * docs/decisions/0023 in one round trip: pidfence_claim_page (migration 0012, docs/decisions/0024)
+   * locks every Run, then every Attempt, then every Dispatch of the page in run-id order, and decides
+   * each item as pidfence_claim would, in a few set-based statements.
    */
   async claimPage(command: ClaimPageCommand): Promise<ClaimOutcome[]> {
     const commands = validateClaimPageCommand(command);
@@ -149,8 +150,8 @@ export class PostgresDispatchRepository implements DispatchRepository {
   }
 
   /**
-   * docs/decisions/0023 in one round trip: one statement calls pidfence_record_result for every
-   * command in run-id order, all in its implicit transaction. With the test hook, one by one.
+   * docs/decisions/0023 in one round trip: pidfence_record_results (migration 0012, docs/decisions/0024)
+   * settles each command as pidfence_record_result would, set-based. With the test hook, one by one.
    */
   async recordResults(commands: readonly RecordResultCommand[]): Promise<RecordResultOutcome[]> {
     const valid = validateRecordResultsCommand(commands);
@@ -168,14 +169,17 @@ export class PostgresDispatchRepository implements DispatchRepository {
   }
 
   #rows(operation: string, name: 'claimCall' | 'claimPageCall' | 'recordResultCall' | 'recordResultsCall', values: readonly unknown[]): Promise<Array<{ runId?: string; outcome: WireOutcome }>> {
-    const statement: OneStatement = { name: this.#prepared ? `pidfence_${name}_v1` : undefined, text: SQL[name], values };
+    const statement: OneStatement = { name: this.#prepared ? `pidfence_${name}_v2` : undefined, text: SQL[name], values };
     return inOneStatement<{ runId?: string; outcome: WireOutcome }>(this.#pool, operation, statement);
   }
 
   async duePage(query: DuePageQuery = {}): Promise<DuePage> {
     const { limit, after, runnerId } = validateDuePageQuery(query);
     const cursor = after ?? FIRST_DUE_CURSOR;
-    const rows = await inTransaction(this.#pool, 'duePage', (tx) => tx.rows<DueItem>(SQL.duePage, [cursor.atMs, cursor.runId, limit, runnerId]));
+    // One round trip, parsed once per connection (docs/decisions/0024).
+    const rows = await readInOneStatement<DueItem>(this.#pool, 'duePage', {
+      name: this.#prepared ? 'pidfence_duePage_v1' : undefined, text: SQL.duePage, values: [cursor.atMs, cursor.runId, limit, runnerId],
+    });
     return duePageOf(rows, limit);
   }
 

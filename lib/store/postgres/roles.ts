@@ -33,7 +33,7 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly TablePrivilege
 });
 
 /**
- * The dispatch functions of migration 0007 (docs/decisions/0021): SECURITY INVOKER, so they act
+ * The dispatch functions of migrations 0007 and 0012 (docs/decisions/0021, 0024): SECURITY INVOKER, so they act
  * with the table privileges above; the runtime role gains only EXECUTE on them.
  */
 export const RUNTIME_FUNCTIONS: readonly string[] = Object.freeze([
@@ -41,6 +41,9 @@ export const RUNTIME_FUNCTIONS: readonly string[] = Object.freeze([
   'pidfence_dispatch_json(cancellation_dispatches)',
   'pidfence_claim(text, text, bigint, text, text, bigint)',
   'pidfence_record_result(text, text, text, text, bigint, text, text, bigint, boolean, text, text)',
+  'pidfence_lock_page(text[], text[])',
+  'pidfence_claim_page(text[], text[], bigint[], text, text[], bigint)',
+  'pidfence_record_results(text[], text[], text[], text[], bigint[], text[], text[], bigint[], boolean[], text[], text[])',
 ]);
 
 const ROLE_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;

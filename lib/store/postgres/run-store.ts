@@ -35,7 +35,7 @@ import {
 import type { RunStore } from '../run-store';
 import { appendRunEvent, lockedRecord, lockRun, type LockedRun } from './run-events';
 import { SQL } from './statements';
-import { inTransaction, type Tx } from './transaction';
+import { inTransaction, readInOneStatement, type Tx } from './transaction';
 
 function isActive(run: RunRecord): boolean {
   return runIsActive(run.status);
@@ -144,8 +144,10 @@ export class PostgresRunStore implements RunStore {
 
   async getAttempts(refs: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }>): Promise<Array<AttemptRecord | null>> {
     const valid = validateAttemptRefs(refs);
-    const rows = (await inTransaction(this.#pool, 'getAttempts', (tx) => tx.rows(SQL.selectAttempts, [valid.map((ref) => ref.runId), valid.map((ref) => ref.attemptId)])))
-      .map((row) => validateAttemptRecord(row));
+    // One round trip (docs/decisions/0024): a single statement reads one snapshot on its own.
+    const rows = (await readInOneStatement(this.#pool, 'getAttempts', {
+      name: undefined, text: SQL.selectAttempts, values: [valid.map((ref) => ref.runId), valid.map((ref) => ref.attemptId)],
+    })).map((row) => validateAttemptRecord(row));
     return valid.map((ref) => rows.find((row) => row.runId === ref.runId && row.attemptId === ref.attemptId) ?? null);
   }
 

@@ -41,15 +41,12 @@ export const SQL = {
   // ---- dispatch repository ----
   /** One round trip each (migration 0007, docs/decisions/0021): the whole transaction runs in the server. */
   claimCall: 'SELECT pidfence_claim($1, $2, $3, $4, $5, $6) AS outcome',
-  /** docs/decisions/0023: the arrays come sorted by run id; a function scan keeps their order. */
-  claimPageCall: `SELECT t.run_id AS "runId", pidfence_claim(t.run_id, t.attempt_id, t.cancel_requested_at_ms, $4, t.digest, $6) AS outcome
-    FROM unnest($1::text[], $2::text[], $3::bigint[], $5::text[]) AS t(run_id, attempt_id, cancel_requested_at_ms, digest)`,
+  /** docs/decisions/0024: the arrays come sorted by run id, one element per item. */
+  claimPageCall: 'SELECT "runId", outcome FROM pidfence_claim_page($1::text[], $2::text[], $3::bigint[], $4, $5::text[], $6)',
   recordResultCall: 'SELECT pidfence_record_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS outcome',
-  /** docs/decisions/0023: the arrays come sorted by run id, one element per command. */
-  recordResultsCall: `SELECT t.run_id AS "runId",
-      pidfence_record_result(t.run_id, t.attempt_id, t.owner, t.digest, t.expected_version, t.status, t.result, t.retry_delay_ms, t.blocked, t.event_id, t.event_type) AS outcome
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::bigint[], $9::boolean[], $10::text[], $11::text[])
-      AS t(run_id, attempt_id, owner, digest, expected_version, status, result, retry_delay_ms, blocked, event_id, event_type)`,
+  /** docs/decisions/0024: the arrays come sorted by run id, one element per command. */
+  recordResultsCall: `SELECT "runId", outcome FROM pidfence_record_results($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
+    $6::text[], $7::text[], $8::bigint[], $9::boolean[], $10::text[], $11::text[])`,
   selectDispatch: `SELECT ${RECORD_COLUMNS} FROM cancellation_dispatches WHERE run_id = $1`,
 
   /** Steps 3+6 at once, for a run with no row yet (a row written before the pending one of docs/decisions/0022 existed). */
@@ -111,7 +108,8 @@ export const SQL = {
     FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
 
   selectAttempt: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE run_id = $1 AND id = $2`,
-  selectAttempts: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE (run_id, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+  selectAttempts: `SELECT ${ATTEMPT_COLUMNS} FROM attempts
+    WHERE run_id = ANY ($1::text[]) AND (run_id, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
   selectAttemptById: `SELECT 1 AS found FROM attempts WHERE id = $1`,
   selectActiveAttempt: `SELECT id FROM attempts WHERE run_id = $1 AND status IN ('claimed', 'starting', 'running')`,
   insertAttempt: `INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, runner_id, created_at_ms, updated_at_ms)

@@ -232,11 +232,10 @@ export interface OneStatement {
 }
 
 /**
- * Runs one statement as its own implicit transaction: one round trip that does its work and commits
- * (docs/decisions/0021). A lost connection after the statement was sent may have committed, so it is
- * COMMIT_UNKNOWN; a connection that could not be had is UNAVAILABLE (nothing was sent).
+ * Sends one statement as its own implicit transaction, in one round trip. A lost connection is
+ * handed to `lost`, which says what it means for this kind of statement.
  */
-export async function inOneStatement<R extends QueryResultRow>(pool: Pool, operation: string, statement: OneStatement): Promise<R[]> {
+async function sendOne<R extends QueryResultRow>(pool: Pool, operation: string, statement: OneStatement, lost: (failure: PidfenceError) => Error): Promise<R[]> {
   const client = await checkout(pool, operation);
   client.on('error', ignore);
   let broken: Error | undefined;
@@ -245,12 +244,31 @@ export async function inOneStatement<R extends QueryResultRow>(pool: Pool, opera
     const config = { text: statement.text, values: statement.values as unknown[], types: TYPES, query_timeout: clientTimeoutMs(DEFAULT_LIMITS) } as QueryConfigWithTimeout;
     return (await client.query<R>(statement.name === undefined ? config : { ...config, name: statement.name })).rows;
   } catch (error) {
-    const failure = pgFailure(operation, error);
-    if ((failure as PidfenceError).code !== 'ERR_PIDFENCE_STORE_UNAVAILABLE') throw failure;
+    const failure = pgFailure(operation, error) as PidfenceError;
+    if (failure.code !== 'ERR_PIDFENCE_STORE_UNAVAILABLE') throw failure;
     broken = failure;
-    throw storeError('ERR_PIDFENCE_STORE_COMMIT_UNKNOWN', operation, (failure as PidfenceError).errno ?? 'CONNECTION_LOST');
+    throw lost(failure);
   } finally {
     client.removeListener('error', ignore);
     client.release(broken);
   }
+}
+
+/**
+ * Runs one statement as its own implicit transaction: one round trip that does its work and commits
+ * (docs/decisions/0021). A lost connection after the statement was sent may have committed, so it is
+ * COMMIT_UNKNOWN; a connection that could not be had is UNAVAILABLE (nothing was sent).
+ */
+export function inOneStatement<R extends QueryResultRow>(pool: Pool, operation: string, statement: OneStatement): Promise<R[]> {
+  return sendOne<R>(pool, operation, statement, (failure) => storeError('ERR_PIDFENCE_STORE_COMMIT_UNKNOWN', operation, failure.errno ?? 'CONNECTION_LOST'));
+}
+
+/**
+ * Runs one read-only statement as its own implicit transaction: one round trip instead of BEGIN,
+ * the read and COMMIT (docs/decisions/0024). A read takes no row locks, so the SET LOCAL lock limit
+ * has nothing to bound; the client-side timeout still bounds a silent server. A read has nothing to
+ * commit, so a lost connection is UNAVAILABLE, never COMMIT_UNKNOWN.
+ */
+export function readInOneStatement<R extends QueryResultRow>(pool: Pool, operation: string, statement: OneStatement): Promise<R[]> {
+  return sendOne<R>(pool, operation, statement, (failure) => failure);
 }
