@@ -162,6 +162,55 @@ export function validateClaimPageCommand(value: unknown): ClaimCommand[] {
   return commands;
 }
 
+/**
+ * Read the next due page and claim its items in the same transaction (docs/decisions/0025): the
+ * due page of `duePage` for `tokens.length` items, each item claimed as its own `claim` with the
+ * token of its position.
+ */
+export interface ClaimDuePageCommand {
+  readonly owner: string;
+  readonly leaseDurationMs: number;
+  /** One fresh token per item the page may hold: 1 to DUE_PAGE_MAX, distinct; the page limit. */
+  readonly tokens: readonly string[];
+  /** The `next` cursor of the previous page; omitted for the first page. */
+  readonly after?: DueCursor;
+  /** Only cancellations of attempts this runner owns (docs/decisions/0070); omitted: every one. */
+  readonly runnerId?: string;
+}
+
+/**
+ * A due item and what its claim decided; `passed_over` when another transaction held its run at
+ * that moment (a store with row locks does not wait for it: the next cycle reads it again if it is
+ * still due). A passed-over item was not claimed and nothing of it changed.
+ */
+export interface ClaimedDueItem {
+  readonly item: DueItem;
+  readonly outcome: ClaimOutcome | { readonly kind: 'passed_over' };
+}
+
+export interface ClaimedDuePage {
+  /** In due order, as `duePage` would list them; at most `tokens.length`. */
+  readonly items: readonly ClaimedDueItem[];
+  /** As `duePage`: present when the page was full, strictly after the last item. */
+  readonly next: DueCursor | null;
+}
+
+export function validateClaimDuePageCommand(value: unknown): {
+  readonly owner: string; readonly leaseDurationMs: number; readonly tokens: readonly string[]; readonly after: DueCursor | null; readonly runnerId: string | null;
+} {
+  const input = validateExactShape(value, 'claim due page command', ['owner', 'leaseDurationMs', 'tokens'], ['after', 'runnerId']);
+  if (!Array.isArray(input.tokens)) throw new PidfenceRangeError('tokens must be an array of fresh lease tokens, one per item the page may claim.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  validateBoundedInteger(input.tokens.length, 'claim page size', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
+  const tokens = (input.tokens as unknown[]).map(validateToken);
+  if (new Set(tokens).size !== tokens.length) {
+    throw new PidfenceRangeError('a claim due page repeats a token; create one fresh token per item.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  }
+  const query = validateDuePageQuery({
+    limit: tokens.length, ...(input.after === undefined ? {} : { after: input.after }), ...(input.runnerId === undefined ? {} : { runnerId: input.runnerId }),
+  });
+  return { owner: validateOwner(input.owner), leaseDurationMs: validateLeaseDurationMs(input.leaseDurationMs), tokens, after: query.after, runnerId: query.runnerId };
+}
+
 /** 1 to DUE_PAGE_MAX attempt references (a dispatcher's claimed page), each id checked. */
 export function validateAttemptRefs(value: unknown): Array<{ runId: string; attemptId: string }> {
   if (!Array.isArray(value)) throw new PidfenceRangeError('attempt references must be an array of { runId, attemptId }.', 'ERR_PIDFENCE_INVALID_COMMAND');

@@ -22,7 +22,9 @@ import {
   type CancellationDispatchRecord,
   type ClaimOutcome,
   type DispatchResult,
+  type DueCursor,
   type DueItem,
+  type DuePage,
   type RecordResultCommand,
   type RecordResultOutcome,
   type SettledStatus,
@@ -110,6 +112,9 @@ export const CONTROLLER_ANSWER_INVALID = 'ERR_PIDFENCE_CONTROLLER_ANSWER';
 const TERMINATION_RESULTS: ReadonlySet<string> = new Set<TerminationResult>(['termination_requested', 'already_exited', 'identity_mismatch', 'pid_mismatch', 'unsupported', 'invalid']);
 
 export type DispatchTarget = Pick<DueItem, 'runId' | 'attemptId' | 'cancelRequestedAtMs'>;
+
+/** A target with the fresh token of its claim. */
+type ClaimTarget = DispatchTarget & { readonly token: string };
 
 /** `<host>/<pid>/<random>`, trimmed to the contract's owner alphabet and length. */
 export function defaultOwnerId(): string {
@@ -203,30 +208,70 @@ export class Dispatcher {
       }));
       const claimStarted = monotonicNow();
       const claims = await this.#repository.claimPage({ owner: this.owner, leaseDurationMs: this.leaseDurationMs, items: chunk });
-      const claimSeconds = secondsSince(claimStarted);
-      for (const claim of claims) this.#observer.onClaim(claim.kind);
-      const won = chunk.filter((_, i) => claims[i]?.kind === 'claimed');
-      const attempts = won.length === 0 ? [] : await this.#runStore.getAttempts(won.map((item) => ({ runId: item.runId, attemptId: item.attemptId })));
-      const stops: Array<Stop | null> = [];
-      let read = 0;
-      for (const [i, item] of chunk.entries()) {
-        const claim = claims[i] as ClaimOutcome;
-        stops.push(claim.kind === 'claimed' ? await this.#stop(item, item.token, claim.record, attempts[read++] ?? null) : null);
-      }
-      const commands = stops.flatMap((stop) => (stop === null ? [] : [stop.command]));
-      const settleStarted = monotonicNow();
-      const recorded = commands.length === 0 ? [] : await this.#repository.recordResults(commands);
-      // Store time of the page's claim and settle transactions, which each item waited for.
-      const storeSeconds = claimSeconds + secondsSince(settleStarted);
-      let next = 0;
-      for (const [i, item] of chunk.entries()) {
-        const claim = claims[i] as ClaimOutcome;
-        const outcome: DispatchOutcome = claim.kind === 'claimed'
-          ? this.#outcomeOf(stops[i] as Stop, recorded[next++] as RecordResultOutcome, storeSeconds)
-          : { kind: 'not_claimed', claim: claim.kind };
-        onOutcome?.(item, outcome);
-        outcomes.push(outcome);
-      }
+      outcomes.push(...await this.#stopAndSettle(chunk, claims, secondsSince(claimStarted), onOutcome));
+    }
+    return outcomes;
+  }
+
+  /**
+   * docs/decisions/0025: reads the next due page and claims it in one transaction — at most
+   * claimPageSize items, so the lease covers them all — then stops and settles as dispatchPage does.
+   * An item whose run another transaction held was passed over: it has no outcome here. `check`
+   * sees the page before any controller is called; if it throws, nothing is stopped and the leases
+   * just taken expire.
+   */
+  async dispatchDuePage(
+    query: { readonly limit: number; readonly after?: DueCursor; readonly runnerId?: string },
+    check?: (page: DuePage) => void,
+  ): Promise<{ readonly page: DuePage; readonly outcomes: DispatchOutcome[]; readonly passedOver: number }> {
+    const tokens = Array.from({ length: Math.min(query.limit, this.claimPageSize) }, () => createLeaseToken());
+    const claimStarted = monotonicNow();
+    const claimed = await this.#repository.claimDuePage({
+      owner: this.owner, leaseDurationMs: this.leaseDurationMs, tokens,
+      ...(query.after === undefined ? {} : { after: query.after }), ...(query.runnerId === undefined ? {} : { runnerId: query.runnerId }),
+    });
+    const claimSeconds = secondsSince(claimStarted);
+    const page: DuePage = { items: claimed.items.map((entry) => entry.item), next: claimed.next };
+    check?.(page);
+    const chunk: ClaimTarget[] = [];
+    const claims: ClaimOutcome[] = [];
+    for (const [i, { item, outcome }] of claimed.items.entries()) {
+      if (outcome.kind === 'passed_over') continue;
+      chunk.push({ runId: item.runId, attemptId: item.attemptId, cancelRequestedAtMs: item.cancelRequestedAtMs, token: tokens[i] as string });
+      claims.push(outcome);
+    }
+    const outcomes = chunk.length === 0 ? [] : await this.#stopAndSettle(chunk, claims, claimSeconds);
+    return { page, outcomes, passedOver: claimed.items.length - chunk.length };
+  }
+
+  /**
+   * After a chunk's claims: one attempt read for the won ones, each its own controller call, then one
+   * grouped settle, each with its own fence. Outcomes in the chunk's order.
+   */
+  async #stopAndSettle(chunk: readonly ClaimTarget[], claims: readonly ClaimOutcome[], claimSeconds: number, onOutcome?: (target: DispatchTarget, outcome: DispatchOutcome) => void): Promise<DispatchOutcome[]> {
+    for (const claim of claims) this.#observer.onClaim(claim.kind);
+    const won = chunk.filter((_, i) => claims[i]?.kind === 'claimed');
+    const attempts = won.length === 0 ? [] : await this.#runStore.getAttempts(won.map((item) => ({ runId: item.runId, attemptId: item.attemptId })));
+    const stops: Array<Stop | null> = [];
+    let read = 0;
+    for (const [i, item] of chunk.entries()) {
+      const claim = claims[i] as ClaimOutcome;
+      stops.push(claim.kind === 'claimed' ? await this.#stop(item, item.token, claim.record, attempts[read++] ?? null) : null);
+    }
+    const commands = stops.flatMap((stop) => (stop === null ? [] : [stop.command]));
+    const settleStarted = monotonicNow();
+    const recorded = commands.length === 0 ? [] : await this.#repository.recordResults(commands);
+    // Store time of the page's claim and settle transactions, which each item waited for.
+    const storeSeconds = claimSeconds + secondsSince(settleStarted);
+    const outcomes: DispatchOutcome[] = [];
+    let next = 0;
+    for (const [i, item] of chunk.entries()) {
+      const claim = claims[i] as ClaimOutcome;
+      const outcome: DispatchOutcome = claim.kind === 'claimed'
+        ? this.#outcomeOf(stops[i] as Stop, recorded[next++] as RecordResultOutcome, storeSeconds)
+        : { kind: 'not_claimed', claim: claim.kind };
+      onOutcome?.(item, outcome);
+      outcomes.push(outcome);
     }
     return outcomes;
   }

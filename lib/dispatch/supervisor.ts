@@ -11,7 +11,7 @@ import {
   type DuePage,
 } from '../contract/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
-import type { DispatchOutcome, DispatchTarget } from './dispatcher';
+import type { Dispatcher, DispatchOutcome, DispatchTarget } from './dispatcher';
 import type { FailureFacts } from './diagnostics';
 import { SupervisorCycleError } from './errors';
 import { observerOf, type DispatchObserver } from './observer';
@@ -25,6 +25,11 @@ export interface SupervisorOptions {
   readonly dispatcher: {
     dispatch(target: DispatchTarget): Promise<DispatchOutcome>;
     dispatchPage?(targets: readonly DispatchTarget[]): Promise<DispatchOutcome[]>;
+    /**
+     * Without completeFirst, each page is read and claimed in one transaction, and items another
+     * supervisor is claiming are passed over instead of waited for (docs/decisions/0025).
+     */
+    dispatchDuePage?: Dispatcher['dispatchDuePage'];
   };
   /** Items per due page: default 32, hard max 64. */
   readonly pageSize?: number;
@@ -106,23 +111,8 @@ export class Supervisor {
   async #cycle(): Promise<CycleReport> {
     const counts = { pages: 0, items: 0, dispatched: 0, blocked: 0, retryWait: 0, staleFence: 0, notClaimed: 0, completedFirst: 0 };
     const controllerFailures: FailureFacts[] = [];
-    let cursor: DueCursor | null = null;
-    while (counts.pages < this.pagesPerCycle) {
-      const page = await this.#repository.duePage({
-        limit: this.pageSize, ...(cursor === null ? {} : { after: cursor }), ...(this.#runnerId === undefined ? {} : { runnerId: this.#runnerId }),
-      });
-      this.#checkPage(page, cursor);
-      counts.pages += 1;
-      const open: DueItem[] = [];
-      for (const item of page.items) {
-        counts.items += 1;
-        if (this.#completeFirst !== undefined && await this.#completeFirst(item)) {
-          counts.completedFirst += 1;
-          continue;
-        }
-        open.push(item);
-      }
-      for (const outcome of await this.#dispatch(open)) {
+    const tally = (outcomes: readonly DispatchOutcome[]): void => {
+      for (const outcome of outcomes) {
         if (outcome.kind !== 'not_claimed' && outcome.controllerFailure !== null) controllerFailures.push(outcome.controllerFailure);
         if (outcome.kind === 'not_claimed') counts.notClaimed += 1;
         else if (outcome.kind === 'stale_fence') counts.staleFence += 1;
@@ -130,10 +120,41 @@ export class Supervisor {
         else if (outcome.status === 'blocked') counts.blocked += 1;
         else counts.retryWait += 1;
       }
+    };
+    let cursor: DueCursor | null = null;
+    while (counts.pages < this.pagesPerCycle) {
+      const page = await this.#page(cursor, counts, tally);
+      counts.pages += 1;
       if (page.next === null) return { ...counts, budgetExhausted: false, controllerFailures };
       cursor = page.next;
     }
     return { ...counts, budgetExhausted: true, controllerFailures };
+  }
+
+  /** One page: checked whole before any of its items is stopped; counted into `counts`. */
+  async #page(cursor: DueCursor | null, counts: { items: number; notClaimed: number; completedFirst: number }, tally: (outcomes: readonly DispatchOutcome[]) => void): Promise<DuePage> {
+    const query = { limit: this.pageSize, ...(cursor === null ? {} : { after: cursor }), ...(this.#runnerId === undefined ? {} : { runnerId: this.#runnerId }) };
+    const claimAsRead = this.#dispatcher.dispatchDuePage;
+    if (this.#completeFirst === undefined && claimAsRead !== undefined) {
+      const { page, outcomes, passedOver } = await claimAsRead.call(this.#dispatcher, query, (read) => this.#checkPage(read, cursor));
+      counts.items += page.items.length;
+      counts.notClaimed += passedOver;
+      tally(outcomes);
+      return page;
+    }
+    const page = await this.#repository.duePage(query);
+    this.#checkPage(page, cursor);
+    const open: DueItem[] = [];
+    for (const item of page.items) {
+      counts.items += 1;
+      if (this.#completeFirst !== undefined && await this.#completeFirst(item)) {
+        counts.completedFirst += 1;
+        continue;
+      }
+      open.push(item);
+    }
+    tally(await this.#dispatch(open));
+    return page;
   }
 
   async #dispatch(items: readonly DueItem[]): Promise<DispatchOutcome[]> {

@@ -4,6 +4,8 @@ import type {
   CancellationDispatchRecord,
   ClaimCommand,
   ClaimOutcome,
+  ClaimDuePageCommand,
+  ClaimedDuePage,
   ClaimPageCommand,
   DuePage,
   DuePageQuery,
@@ -25,6 +27,14 @@ export interface DispatchRepository {
    * in the page's order. A store failure fails the whole page (nothing claimed).
    */
   claimPage(command: ClaimPageCommand): Promise<ClaimOutcome[]>;
+
+  /**
+   * Reads the next due page and claims its items in one transaction (docs/decisions/0025): the
+   * items `duePage` would list for `tokens.length`, each decided as its own `claim` with the token
+   * of its position. Where rows are locked (PostgreSQL), an item whose run another transaction holds
+   * is `passed_over` instead of waited for, so supervisors sharing a store take disjoint items.
+   */
+  claimDuePage(command: ClaimDuePageCommand): Promise<ClaimedDuePage>;
 
   /**
    * Settles a lease (design/dispatch §2.4): in one transaction the dispatch moves to the classified status, the

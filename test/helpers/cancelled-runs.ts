@@ -19,13 +19,15 @@ export interface CancelledRunOptions {
   readonly projectId?: string;
   /** The attempt moves to `running` with this binding (`{}`: running, no process); null: it stays `claimed`. */
   readonly running?: { readonly pid?: number; readonly handle?: string } | null;
+  /** The runner that owns the attempt: a due page for that runner sees only its own. */
+  readonly runnerId?: string;
 }
 
 export async function cancelledRun(runStore: RunStore, options: CancelledRunOptions = {}): Promise<CancelledRun> {
   const runId = options.runId ?? uniqueId('run');
   const attemptId = `${runId}-a1`;
   await runStore.createRun({ runId, projectId: options.projectId ?? 'project-a' });
-  await runStore.createAttempt({ runId, attemptId });
+  await runStore.createAttempt({ runId, attemptId, ...(options.runnerId === undefined ? {} : { runnerId: options.runnerId }) });
   const running = options.running === undefined ? PLACEHOLDER_BINDING : options.running;
   if (running !== null) await runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'running', ...running });
   const cancelled = await runStore.requestCancellation({ runId, reason: 'user', eventId: uniqueId('evt') });

@@ -7,6 +7,7 @@ import path from 'node:path';
 
 import type { DispatchRepository } from '../../lib/store/dispatch-repository';
 import type { RunStore } from '../../lib/store/run-store';
+import type { RunnerStore } from '../../lib/store/runner-store';
 import { openPostgresStore, type PostgresStore, type PostgresStoreOptions } from '../../lib/store/postgres/index';
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
 import { injectPostgresEventAppendFailure, migratedDatabase, runtimeUrlNamed, uniqueApplicationName, type MigratedDatabase } from './pg-store';
@@ -21,6 +22,8 @@ export interface StoreConnection {
 
 /** What the contract suite needs of a store. */
 export interface ContractStore extends StoreConnection {
+  /** Runners own attempts; a due page for one runner sees only its own (docs/decisions/0070). */
+  readonly runnerStore: RunnerStore;
   /** Moves the store's clock forward (an injected offset on SQLite, the test clock or real time on PostgreSQL). */
   advanceTime(ms: number): Promise<void>;
   /** Makes every RunEvent append fail until the returned function restores it. */
@@ -79,6 +82,7 @@ const sqliteFactory: TestStoreFactory = {
     return {
       get repository() { return main.dispatchRepository; },
       get runStore() { return main.runStore; },
+      get runnerStore() { return main.runnerStore; },
       location: file,
       advanceTime: async (ms) => { offsetMs += ms; },
       connect: async () => {
@@ -129,6 +133,7 @@ const postgresFactory: TestStoreFactory = {
     return {
       get repository() { return main.dispatchRepository; },
       get runStore() { return main.runStore; },
+      get runnerStore() { return main.runnerStore; },
       location: url,
       advanceTime: (ms) => testClock.advance(ms),
       connect: async () => {
@@ -200,6 +205,7 @@ export async function openContractStore(
     applicationName,
     repository: store.dispatchRepository,
     runStore: store.runStore,
+    runnerStore: store.runnerStore,
     advanceTime: (ms) => delay(ms),
     injectEventAppendFailure: () => injectPostgresEventAppendFailure(database, applicationName),
     close: () => store.close(),

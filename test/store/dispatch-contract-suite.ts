@@ -30,6 +30,13 @@ function cancelledRunIn(store: ContractStore, projectId = 'project-a'): Promise<
   return cancelledRun(store.runStore, { projectId });
 }
 
+/** A fresh runner of this store: a due page for it sees only the runs created for it. */
+async function runnerIn(store: ContractStore): Promise<string> {
+  const runnerId = uniqueId('rnr');
+  await store.runnerStore.registerRunner({ runnerId, hostId: 'host-contract', kind: 'run', identity: '{}' });
+  return runnerId;
+}
+
 function claimOf(run: CancelledRun, owner: string, leaseDurationMs = LONG_LEASE_MS): ClaimCommand {
   return { ...run, owner, token: createLeaseToken(), leaseDurationMs };
 }
@@ -465,6 +472,54 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
     await rejectsAsInput(t, page(Array.from({ length: DUE_PAGE_MAX + 1 }, (_, i) => ({ ...item, runId: `${run.runId}-${i}` }))));
     await rejectsAsInput(t, page([{ ...item, token: 'short' }]));
     await rejectsAsInput(t, store.repository.claimPage({ owner: 'w', leaseDurationMs: LEASE_DURATION_MAX_MS + 1, items: [item] }));
+    t.deepEqual(await snapshot(store, run.runId), before);
+  });
+
+  storeTest('claimDuePage claims the due page as it reads it: due order, the token of each position, the cursor (docs/decisions/0025)', async (t, store) => {
+    const runnerId = await runnerIn(store);
+    const runs: CancelledRun[] = [];
+    for (let i = 0; i < 5; i += 1) runs.push(await cancelledRun(store.runStore, { runnerId }));
+    const held = runs[1] as CancelledRun;
+    const heldRecord = await claimed(t, store, claimOf(held, 'worker-other'));
+    const settled = runs[3] as CancelledRun;
+    const settleClaim = claimOf(settled, 'worker-other');
+    t.is((await store.repository.recordResult(resultOf(settleClaim, await claimed(t, store, settleClaim), 'termination_requested'))).kind, 'recorded');
+    await cancelledRunIn(store); // due, but another runner's: never on this runner's page
+    const expected = await store.repository.duePage({ limit: 2, runnerId });
+    const tokens = [createLeaseToken(), createLeaseToken()];
+    const first = await store.repository.claimDuePage({ owner: 'worker-page', leaseDurationMs: LONG_LEASE_MS, tokens, runnerId });
+    t.deepEqual(first.items.map((entry) => entry.item), expected.items, 'the items duePage lists, in its order');
+    t.deepEqual(first.next, expected.next);
+    t.deepEqual(first.items.map((entry) => entry.item.runId), [runs[0]?.runId, runs[2]?.runId], 'the live lease and the settled run are not due');
+    for (const [i, { item, outcome }] of first.items.entries()) {
+      if (outcome.kind !== 'claimed') return t.fail(`expected claimed, got ${outcome.kind}`);
+      t.is(outcome.token, tokens[i] as string, 'the token of the item\'s position');
+      t.like(await store.repository.getRecord(item.runId), { status: 'leased', leaseOwner: 'worker-page', leaseTokenDigest: leaseTokenDigest(tokens[i] as string), dispatchCount: 1 });
+    }
+    const rest = await store.repository.claimDuePage({ owner: 'worker-page', leaseDurationMs: LONG_LEASE_MS, tokens: [createLeaseToken(), createLeaseToken()], runnerId, ...(first.next === null ? {} : { after: first.next }) });
+    t.deepEqual(rest.items.map((entry) => [entry.item.runId, entry.outcome.kind]), [[runs[4]?.runId, 'claimed']]);
+    t.is(rest.next, null, 'a short page ends the walk');
+    const again = await store.repository.claimDuePage({ owner: 'worker-late', leaseDurationMs: LONG_LEASE_MS, tokens: [createLeaseToken()], runnerId });
+    t.deepEqual(again, { items: [], next: null }, 'nothing of this runner is due any more');
+    t.deepEqual(await store.repository.getRecord(held.runId), heldRecord, 'a live lease is left to its owner');
+  });
+
+  storeTest('claimDuePage refuses a malformed command before any SQL and changes nothing', async (t, store) => {
+    const runnerId = await runnerIn(store);
+    const run = await cancelledRun(store.runStore, { runnerId });
+    const before = await snapshot(store, run.runId);
+    const token = createLeaseToken();
+    const page = (command: Record<string, unknown>) => store.repository.claimDuePage({ owner: 'w', leaseDurationMs: LONG_LEASE_MS, tokens: [token], runnerId, ...command } as never);
+    await rejectsAsInput(t, page({ tokens: [] }));
+    await rejectsAsInput(t, page({ tokens: token }));
+    await rejectsAsInput(t, page({ tokens: [token, token] }));
+    await rejectsAsInput(t, page({ tokens: Array.from({ length: DUE_PAGE_MAX + 1 }, () => createLeaseToken()) }));
+    await rejectsAsInput(t, page({ tokens: ['short'] }));
+    await rejectsAsInput(t, page({ leaseDurationMs: LEASE_DURATION_MAX_MS + 1 }));
+    await rejectsAsInput(t, page({ owner: '' }));
+    await rejectsAsInput(t, page({ after: { atMs: 1 } }));
+    await rejectsAsInput(t, page({ runnerId: 'bad id' }));
+    await rejectsAsInput(t, page({ limit: 1 }));
     t.deepEqual(await snapshot(store, run.runId), before);
   });
 

@@ -348,6 +348,45 @@ test.serial('claim and recordResult are one round trip and one statement each on
   }
 });
 
+test.serial('claimDuePage passes over a run another transaction holds instead of waiting, and two racing supervisors claim each due run exactly once (docs/decisions/0025)', async (t) => {
+  const db = await ready;
+  const [one, two] = [await openContractStore(db, { checkReadiness: false }), await openContractStore(db, { checkReadiness: false })];
+  t.teardown(async () => { await one.close(); await two.close(); });
+  const runnerId = `rnr-due-${process.pid}`;
+  await one.runnerStore.registerRunner({ runnerId, hostId: 'host-due', kind: 'run', identity: '{}' });
+  const runs = [];
+  for (let i = 0; i < 4; i += 1) runs.push(await cancelledRun(one.runStore, { runId: `due-skip-${process.pid}-${i}`, runnerId }));
+  const lockedRun = runs[1]?.runId ?? '';
+  const holder = await db.owner.connect();
+  t.teardown(() => holder.release());
+  await holder.query('BEGIN');
+  await holder.query('SELECT 1 FROM runs WHERE id = $1 FOR UPDATE', [lockedRun]);
+  const before = await one.repository.getRecord(lockedRun);
+  const tokens = runs.map(() => createLeaseToken());
+  // Waiting on the held row would end in ERR_PIDFENCE_STORE_LOCK_TIMEOUT after the lock timeout.
+  const page = await one.repository.claimDuePage({ owner: 'worker-a', leaseDurationMs: 60_000, tokens, runnerId });
+  t.deepEqual(page.items.map((entry) => [entry.item.runId, entry.outcome.kind]), runs.map((run, i) => [run.runId, i === 1 ? 'passed_over' : 'claimed']));
+  const third = page.items[2]?.outcome;
+  t.is(third?.kind === 'claimed' ? third.token : undefined, tokens[2], 'the items after a passed-over one keep the token of their position');
+  t.deepEqual(await one.repository.getRecord(lockedRun), before, 'a passed-over run is not touched');
+  await holder.query('ROLLBACK');
+  const later = await one.repository.claimDuePage({ owner: 'worker-a', leaseDurationMs: 60_000, tokens: [createLeaseToken()], runnerId });
+  t.deepEqual(later.items.map((entry) => [entry.item.runId, entry.outcome.kind]), [[lockedRun, 'claimed']], 'the next page takes it once it is free');
+
+  for (let round = 0; round < 10; round += 1) {
+    const raceRunner = `rnr-race-${process.pid}-${round}`;
+    await one.runnerStore.registerRunner({ runnerId: raceRunner, hostId: 'host-due', kind: 'run', identity: '{}' });
+    const raced: string[] = [];
+    for (let i = 0; i < 6; i += 1) raced.push((await cancelledRun(one.runStore, { runId: `due-race-${process.pid}-${round}-${i}`, runnerId: raceRunner })).runId);
+    const claimAll = (store: typeof one, owner: string) =>
+      store.repository.claimDuePage({ owner, leaseDurationMs: 60_000, tokens: raced.map(() => createLeaseToken()), runnerId: raceRunner });
+    const pages = await Promise.all([claimAll(one, 'worker-a'), claimAll(two, 'worker-b')]);
+    const winners = pages.flatMap((result) => result.items.filter((entry) => entry.outcome.kind === 'claimed').map((entry) => entry.item.runId));
+    t.deepEqual([...winners].sort(), [...raced].sort(), `round ${round}: every due run claimed exactly once`);
+    for (const runId of raced) t.is((await one.repository.getRecord(runId))?.dispatchCount, 1);
+  }
+});
+
 test.serial('pg gate 11: the runtime role gains only EXECUTE on the dispatch functions; they run with its own privileges and PUBLIC cannot call them', async (t) => {
   const db = await ready;
   const { rows } = await db.admin.query<{ name: string; definer: boolean; public_execute: boolean; runtime_execute: boolean }>(`
@@ -356,7 +395,7 @@ test.serial('pg gate 11: the runtime role gains only EXECUTE on the dispatch fun
            has_function_privilege($1, p.oid, 'EXECUTE') AS runtime_execute
       FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
      WHERE n.nspname = current_schema() AND p.proname LIKE 'pidfence\\_%' ORDER BY p.proname`, [db.runtimeRole]);
-  t.deepEqual(rows.map((row) => row.name), ['pidfence_claim', 'pidfence_claim_page', 'pidfence_dispatch_json', 'pidfence_lock_page', 'pidfence_record_result', 'pidfence_record_results', 'pidfence_set_limits']);
+  t.deepEqual(rows.map((row) => row.name), ['pidfence_claim', 'pidfence_claim_due_page', 'pidfence_claim_page', 'pidfence_dispatch_json', 'pidfence_lock_page', 'pidfence_record_result', 'pidfence_record_results', 'pidfence_set_limits']);
   for (const row of rows) {
     t.false(row.definer, `${row.name} is SECURITY INVOKER`);
     t.false(row.public_execute, `PUBLIC has no EXECUTE on ${row.name}`);

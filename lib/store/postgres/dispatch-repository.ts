@@ -8,6 +8,7 @@ import {
   classifyResult,
   leaseTokenDigest,
   validateClaimCommand,
+  validateClaimDuePageCommand,
   validateClaimPageCommand,
   validateDispatchRecord,
   validateDuePageQuery,
@@ -17,6 +18,8 @@ import {
   type AttemptStatus,
   type CancellationDispatchRecord,
   type ClaimCommand,
+  type ClaimDuePageCommand,
+  type ClaimedDuePage,
   type ClaimOutcome,
   type ClaimPageCommand,
   type DispatchEventPayload,
@@ -137,6 +140,28 @@ export class PostgresDispatchRepository implements DispatchRepository {
     ]);
     const byRun = new Map(rows.map((row) => [row.runId, row.outcome]));
     return commands.map((c) => claimOutcomeOf('claimPage', byRun.get(c.runId), c.token));
+  }
+
+  /**
+   * docs/decisions/0025 in one round trip: the due query and pidfence_claim_due_page in one
+   * statement; an item whose run another transaction holds comes back `passed_over`.
+   */
+  async claimDuePage(command: ClaimDuePageCommand): Promise<ClaimedDuePage> {
+    const { owner, leaseDurationMs, tokens, after, runnerId } = validateClaimDuePageCommand(command);
+    const cursor = after ?? FIRST_DUE_CURSOR;
+    const rows = await inOneStatement<DueItem & { outcome: WireOutcome | null }>(this.#pool, 'claimDuePage', {
+      name: this.#prepared ? 'pidfence_claimDuePageCall_v1' : undefined,
+      text: SQL.claimDuePageCall,
+      values: [cursor.atMs, cursor.runId, tokens.length, runnerId, owner, tokens.map(leaseTokenDigest), leaseDurationMs],
+    });
+    const page = duePageOf(rows, tokens.length);
+    return {
+      items: page.items.map((item, i) => {
+        const outcome = rows[i]?.outcome ?? null;
+        return { item, outcome: outcome === null ? { kind: 'passed_over' as const } : claimOutcomeOf('claimDuePage', outcome, tokens[i] as string) };
+      }),
+      next: page.next,
+    };
   }
 
   /** design/dispatch §2.4 in one round trip: pidfence_record_result settles, reserves the sequence, appends. */

@@ -43,6 +43,7 @@ export const RUNTIME_FUNCTIONS: readonly string[] = Object.freeze([
   'pidfence_record_result(text, text, text, text, bigint, text, text, bigint, boolean, text, text)',
   'pidfence_lock_page(text[], text[])',
   'pidfence_claim_page(text[], text[], bigint[], text, text[], bigint)',
+  'pidfence_claim_due_page(text[], text[], bigint[], text, text[], bigint)',
   'pidfence_record_results(text[], text[], text[], text[], bigint[], text[], text[], bigint[], boolean[], text[], text[])',
 ]);
 

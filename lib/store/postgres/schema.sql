@@ -67,6 +67,33 @@ BEGIN
 END
 $$;
 
+CREATE FUNCTION public.pidfence_claim_due_page(p_run_ids text[], p_attempt_ids text[], p_cancel_requested_at_ms bigint[], p_owner text, p_digests text[], p_lease_duration_ms bigint) RETURNS TABLE("runId" text, outcome json)
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_taken text[];
+  v_run_ids text[];
+  v_attempt_ids text[];
+  v_cancel_requested_at_ms bigint[];
+  v_digests text[];
+BEGIN
+  PERFORM pidfence_set_limits();
+  SELECT array_agg(r.id) INTO v_taken
+    FROM (SELECT id FROM runs WHERE id = ANY (p_run_ids) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED) AS r;
+  IF v_taken IS NULL THEN
+    RETURN;
+  END IF;
+  -- The i-th due item keeps the i-th digest, whichever items were passed over.
+  SELECT array_agg(c.run_id ORDER BY c.ord), array_agg(c.attempt_id ORDER BY c.ord),
+         array_agg(c.cancel_requested_at_ms ORDER BY c.ord), array_agg(c.digest ORDER BY c.ord)
+    INTO v_run_ids, v_attempt_ids, v_cancel_requested_at_ms, v_digests
+    FROM unnest(p_run_ids, p_attempt_ids, p_cancel_requested_at_ms, p_digests)
+      WITH ORDINALITY AS c(run_id, attempt_id, cancel_requested_at_ms, digest, ord)
+    WHERE c.run_id = ANY (v_taken);
+  RETURN QUERY SELECT * FROM pidfence_claim_page(v_run_ids, v_attempt_ids, v_cancel_requested_at_ms, p_owner, v_digests, p_lease_duration_ms);
+END
+$$;
+
 CREATE FUNCTION public.pidfence_claim_page(p_run_ids text[], p_attempt_ids text[], p_cancel_requested_at_ms bigint[], p_owner text, p_digests text[], p_lease_duration_ms bigint) RETURNS TABLE("runId" text, outcome json)
     LANGUAGE plpgsql
     AS $$

@@ -23,6 +23,10 @@ const RUN_COLUMNS = `id AS "runId", project_id AS "projectId", owner, status, ve
 export const ATTEMPT_COLUMNS = `id AS "attemptId", run_id AS "runId", status, pid, handle, deadline_at_ms AS "deadlineAtMs",
   receipt_token_digest AS "receiptTokenDigest", created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs"`;
 
+const DUE_PAGE = duePageSql('',
+  { nowMs: DB_NOW_MS, afterAtMs: '$1::bigint', afterRunId: '$2::text', limit: '$3', runnerId: '$4::text' },
+  { runId: '"runId"', attemptId: '"attemptId"', cancelRequestedAtMs: '"cancelRequestedAtMs"', atMs: '"atMs"' });
+
 export const SQL = {
   /** The transaction's clock, for the transactions that take no run lock first. */
   now: `SELECT ${DB_NOW_MS} AS "nowMs"`,
@@ -79,9 +83,17 @@ export const SQL = {
    * The bounded due query over one index (docs/decisions/0022).
    * $1 afterAtMs, $2 afterRunId, $3 limit, $4 runnerId (NULL: every runner's).
    */
-  duePage: duePageSql('',
-    { nowMs: DB_NOW_MS, afterAtMs: '$1::bigint', afterRunId: '$2::text', limit: '$3', runnerId: '$4::text' },
-    { runId: '"runId"', attemptId: '"attemptId"', cancelRequestedAtMs: '"cancelRequestedAtMs"', atMs: '"atMs"' }),
+  duePage: DUE_PAGE,
+  /**
+   * The due page claimed in the statement that reads it (docs/decisions/0025): the due query's
+   * parameters, then $5 owner, $6 one digest per position, $7 lease duration. A due item without an
+   * outcome was passed over.
+   */
+  claimDuePageCall: `WITH due AS MATERIALIZED (${DUE_PAGE}),
+    claimed AS MATERIALIZED (SELECT * FROM pidfence_claim_due_page(
+      ARRAY(SELECT "runId" FROM due ORDER BY "atMs", "runId"), ARRAY(SELECT "attemptId" FROM due ORDER BY "atMs", "runId"),
+      ARRAY(SELECT "cancelRequestedAtMs" FROM due ORDER BY "atMs", "runId"), $5, $6::text[], $7))
+    SELECT due.*, claimed.outcome FROM due LEFT JOIN claimed USING ("runId") ORDER BY due."atMs", due."runId"`,
   /** design/dispatch §2.2 step 3 at cancel time (and for an attempt created after it). $1 runId, $2 nowMs. */
   insertPendingDispatch: insertPendingDispatchSql({ runId: '$1', nowMs: '$2' }),
 

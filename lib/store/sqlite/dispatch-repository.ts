@@ -3,6 +3,7 @@
 import {
   buildDispatchEventPayload,
   validateClaimCommand,
+  validateClaimDuePageCommand,
   validateClaimPageCommand,
   validateDispatchRecord,
   validateDuePageQuery,
@@ -11,8 +12,11 @@ import {
   validateRecordResultsCommand,
   type CancellationDispatchRecord,
   type ClaimCommand,
+  type ClaimDuePageCommand,
+  type ClaimedDuePage,
   type ClaimOutcome,
   type ClaimPageCommand,
+  type DueCursor,
   type DuePage,
   type DuePageQuery,
   type RecordResultCommand,
@@ -53,6 +57,27 @@ export class SqliteDispatchRepository implements DispatchRepository {
     return this.#boundary.write('claimPage', (nowMs) => commands.map((valid) => this.#claimLocked(valid, nowMs)));
   }
 
+  /**
+   * docs/decisions/0025: the due page and its claims under one BEGIN IMMEDIATE. SQLite has one
+   * writer at a time, so no item is ever passed over. An empty page is answered by a read alone:
+   * an idle cycle opens no write transaction.
+   */
+  async claimDuePage(command: ClaimDuePageCommand): Promise<ClaimedDuePage> {
+    const { owner, leaseDurationMs, tokens, after, runnerId } = validateClaimDuePageCommand(command);
+    const seen = this.#boundary.read('claimDuePage', () => this.#duePageAt(this.#boundary.now(), tokens.length, after, runnerId));
+    if (seen.items.length === 0) return { items: [], next: seen.next };
+    return this.#boundary.write('claimDuePage', (nowMs) => {
+      const page = this.#duePageAt(nowMs, tokens.length, after, runnerId);
+      return {
+        items: page.items.map((item, i) => ({
+          item,
+          outcome: this.#claimLocked({ runId: item.runId, attemptId: item.attemptId, cancelRequestedAtMs: item.cancelRequestedAtMs, owner, token: tokens[i] as string, leaseDurationMs }, nowMs),
+        })),
+        next: page.next,
+      };
+    });
+  }
+
   async recordResult(command: RecordResultCommand): Promise<RecordResultOutcome> {
     const valid = validateRecordResultCommand(command);
     return this.#boundary.write('recordResult', (nowMs) => this.#recordResultLocked(valid, nowMs));
@@ -66,11 +91,13 @@ export class SqliteDispatchRepository implements DispatchRepository {
 
   async duePage(query: DuePageQuery = {}): Promise<DuePage> {
     const { limit, after, runnerId } = validateDuePageQuery(query);
+    return this.#boundary.read('duePage', () => this.#duePageAt(this.#boundary.now(), limit, after, runnerId));
+  }
+
+  #duePageAt(nowMs: number, limit: number, after: DueCursor | null, runnerId: string | null): DuePage {
     const cursor = after ?? FIRST_DUE_CURSOR;
-    return this.#boundary.read('duePage', () => {
-      const rows = this.#statements.duePage.all({ afterAtMs: cursor.atMs, afterRunId: cursor.runId, nowMs: this.#boundary.now(), limit, runnerId }) as DueRow[];
-      return duePageOf(rows, limit);
-    });
+    const rows = this.#statements.duePage.all({ afterAtMs: cursor.atMs, afterRunId: cursor.runId, nowMs, limit, runnerId }) as DueRow[];
+    return duePageOf(rows, limit);
   }
 
   async getRecord(runId: string): Promise<CancellationDispatchRecord | null> {

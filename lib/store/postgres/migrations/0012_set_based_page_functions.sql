@@ -1,9 +1,10 @@
--- 0012: a page claim and a page settle as set-based functions (docs/decisions/0024). Each decides
--- every row exactly as pidfence_claim / pidfence_record_result of 0007 decide one, but in a few
--- statements for the whole page instead of five or six per row. Locks: every Run of the page in
--- run-id order, then every Attempt, then every Dispatch, so a page never holds a lower level while
--- waiting for a higher one (design/postgres §D7-D8). A write the row locks make impossible raises,
--- and the whole page rolls back.
+-- 0012: a page claim and a page settle as set-based functions (docs/decisions/0024), and a due page
+-- claimed as it is read (docs/decisions/0025). The page functions decide every row exactly as
+-- pidfence_claim / pidfence_record_result of 0007 decide one, but in a few statements for the
+-- whole page instead of five or six per row. Locks: every Run of the page in run-id order, then
+-- every Attempt, then every Dispatch, so a page never holds a lower level while waiting for a
+-- higher one (design/postgres §D7-D8). A write the row locks make impossible raises, and the whole
+-- page rolls back.
 
 -- The first steps of both: the transaction limits, then every Run of the page in run-id order, then
 -- every Attempt; answers the database time of the transaction.
@@ -91,6 +92,37 @@ BEGIN
 END
 $$;
 
+-- A due page claimed in the statement that read it (docs/decisions/0025): the runs of the due items
+-- that another transaction holds are passed over, never waited for, so supervisors sharing the store
+-- take disjoint items; the rest is pidfence_claim_page. Taking the run locks with SKIP LOCKED waits
+-- for nothing, so it cannot add a wait to the lock order.
+CREATE FUNCTION pidfence_claim_due_page(p_run_ids text[], p_attempt_ids text[], p_cancel_requested_at_ms bigint[],
+    p_owner text, p_digests text[], p_lease_duration_ms bigint) RETURNS TABLE ("runId" text, outcome json)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_taken text[];
+  v_run_ids text[];
+  v_attempt_ids text[];
+  v_cancel_requested_at_ms bigint[];
+  v_digests text[];
+BEGIN
+  PERFORM pidfence_set_limits();
+  SELECT array_agg(r.id) INTO v_taken
+    FROM (SELECT id FROM runs WHERE id = ANY (p_run_ids) ORDER BY id FOR NO KEY UPDATE SKIP LOCKED) AS r;
+  IF v_taken IS NULL THEN
+    RETURN;
+  END IF;
+  -- The i-th due item keeps the i-th digest, whichever items were passed over.
+  SELECT array_agg(c.run_id ORDER BY c.ord), array_agg(c.attempt_id ORDER BY c.ord),
+         array_agg(c.cancel_requested_at_ms ORDER BY c.ord), array_agg(c.digest ORDER BY c.ord)
+    INTO v_run_ids, v_attempt_ids, v_cancel_requested_at_ms, v_digests
+    FROM unnest(p_run_ids, p_attempt_ids, p_cancel_requested_at_ms, p_digests)
+      WITH ORDINALITY AS c(run_id, attempt_id, cancel_requested_at_ms, digest, ord)
+    WHERE c.run_id = ANY (v_taken);
+  RETURN QUERY SELECT * FROM pidfence_claim_page(v_run_ids, v_attempt_ids, v_cancel_requested_at_ms, p_owner, v_digests, p_lease_duration_ms);
+END
+$$;
+
 CREATE FUNCTION pidfence_record_results(p_run_ids text[], p_attempt_ids text[], p_owners text[], p_digests text[],
     p_expected_versions bigint[], p_statuses text[], p_results text[], p_retry_delays_ms bigint[], p_blocked boolean[],
     p_event_ids text[], p_event_types text[]) RETURNS TABLE ("runId" text, outcome json)
@@ -151,5 +183,6 @@ $$;
 REVOKE EXECUTE ON FUNCTION
   pidfence_lock_page(text[], text[]),
   pidfence_claim_page(text[], text[], bigint[], text, text[], bigint),
+  pidfence_claim_due_page(text[], text[], bigint[], text, text[], bigint),
   pidfence_record_results(text[], text[], text[], text[], bigint[], text[], text[], bigint[], boolean[], text[], text[])
   FROM PUBLIC;
