@@ -19,7 +19,10 @@ import { settledRun, type ManagementWorld as SeedWorld } from '../management/man
 import { migratedDatabase, type MigratedDatabase } from '../helpers/pg-store';
 import { ensureChromium } from '../helpers/test-tools';
 
-/** Where the screenshots go (ignored by git); docs/status-page.png is one of them, copied by hand. */
+/**
+ * Where the screenshots go (ignored by git); docs/status-page.png is one of them, copied by hand
+ * after `pngquant 32 --nofs --strip` (17 kB instead of 59 kB in the tarball, no visible change).
+ */
 const SCREENSHOTS = path.resolve(__dirname, '..', '..', '..', '.pidfence-test', 'screenshots');
 
 /** The flags Chromium needs on this closed network (docs/decisions/0113); playwright adds its own. */
