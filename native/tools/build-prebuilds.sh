@@ -56,13 +56,19 @@ if [ ! -x "$zig_dir/zig" ]; then
 fi
 zig="$zig_dir/zig"
 export ZIG_GLOBAL_CACHE_DIR="${ZIG_GLOBAL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pidfence/zig-cache}"
-compat="-include $PWD/native/tools/musl-compat.h"  # strerrorname_np is glibc-only
+# strerrorname_np is glibc-only; the no-demangler stub keeps libc++abi's demangler out.
+compat="-include $PWD/native/tools/musl-compat.h -include $PWD/native/tools/musl-no-demangler.h"
+# What keeps the statically linked libc++ small (docs/decisions/0081): Zig builds libc++, libc++abi
+# and libunwind with the link command's flags, so -Os and one section per function and object there
+# let --gc-sections drop what is unused; the version script exports only the N-API entry points.
+musl_link_flags="-Os -ffunction-sections -fdata-sections"
+musl_ldflags="-Wl,--version-script=$PWD/native/tools/musl-exports.map -Wl,--gc-sections"
 
 # arm64 first: prebuildify builds in build/, so the host glibc build is what remains there afterwards.
 build musl arm64 "ARM aarch64" CC="$zig cc -target aarch64-linux-musl" CXX="$zig c++ -target aarch64-linux-musl $compat" \
-  LINK="$zig c++ -target aarch64-linux-musl" PREBUILD_STRIP_BIN=aarch64-linux-gnu-strip
+  LINK="$zig c++ -target aarch64-linux-musl $musl_link_flags" LDFLAGS="$musl_ldflags" PREBUILD_STRIP_BIN=aarch64-linux-gnu-strip
 build musl x64 "x86-64" CC="$zig cc -target x86_64-linux-musl" CXX="$zig c++ -target x86_64-linux-musl $compat" \
-  LINK="$zig c++ -target x86_64-linux-musl"
+  LINK="$zig c++ -target x86_64-linux-musl $musl_link_flags" LDFLAGS="$musl_ldflags"
 build glibc arm64 "ARM aarch64" CC=aarch64-linux-gnu-gcc CXX=aarch64-linux-gnu-g++ PREBUILD_STRIP_BIN=aarch64-linux-gnu-strip
 build glibc x64 "x86-64"
 bash native/tools/check-musl.sh

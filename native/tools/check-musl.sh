@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks the musl prebuilds without a musl Node (none is on npm; docs/decisions/0081):
-# - both: ELF of the right machine, needing nothing but musl's libc.so (libc++ is linked in);
+# - both: ELF of the right machine, needing nothing but musl's libc.so (libc++ is linked in), and
+#   exporting only the N-API entry points;
 # - x64: dlopen() under Debian's musl loader (/lib/ld-musl-x86_64.so.1) from a musl-linked program
 #   that first provides every napi_* and uv_* symbol the addon imports from Node (musl binds all symbols at dlopen,
 #   so this proves each libc import resolves in musl), then finds napi_register_module_v1.
@@ -15,7 +16,11 @@ for arch in x64 arm64; do
   file="prebuilds/linux-$arch/pidfence.musl.node"
   needed=$(readelf -d "$file" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
   [ "$needed" = "libc.so " ] || { echo "error: $file needs [$needed], expected only musl's libc.so" >&2; exit 1; }
-  echo "$file: needs only libc.so" >&2
+  # native/tools/musl-exports.map: nothing of the static libc++ may stay exported.
+  exports=$(nm -D --defined-only "$file" | awk '{print $3}' | sort | tr '\n' ' ')
+  [ "$exports" = "napi_register_module_v1 node_api_module_get_api_version_v1 " ] ||
+    { echo "error: $file exports [$exports], expected only the N-API entry points" >&2; exit 1; }
+  echo "$file: needs only libc.so, exports only the N-API entry points" >&2
 done
 
 work=$(mktemp -d)
