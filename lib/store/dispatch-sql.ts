@@ -28,8 +28,15 @@ export function insertPendingDispatchSql(p: SqlParams<'runId' | 'nowMs'>): strin
       AND cancellation_dispatches.attempt_id <> excluded.attempt_id`;
 }
 
-/** The due index's partial predicate, repeated verbatim so SQLite can prove the index applies. */
-export const DUE_PREDICATE = `d.status IN ('pending', 'retry_wait', 'leased')`;
+/**
+ * The due index's partial predicate as each store's index spells it, repeated verbatim in the due
+ * query so the planner can prove the index applies. SQLite's is written with OR: it evaluates a
+ * 3+ value IN list on every write by building a temporary index of it (docs/decisions/0013).
+ */
+export const DUE_PREDICATE = {
+  postgres: `d.status IN ('pending', 'retry_wait', 'leased')`,
+  sqlite: `(d.status = 'pending' OR d.status = 'retry_wait' OR d.status = 'leased')`,
+} as const;
 
 const BRANCHES = [
   { status: 'pending', source: 'first_claim' },
@@ -44,6 +51,7 @@ const BRANCHES = [
  * `indexHint` is SQLite's `INDEXED BY …` (the statement fails to prepare without the index).
  */
 export function duePageSql(
+  store: keyof typeof DUE_PREDICATE,
   indexHint: string,
   p: SqlParams<'nowMs' | 'afterAtMs' | 'afterRunId' | 'limit' | 'runnerId'>,
   columns: { readonly runId: string; readonly attemptId: string; readonly cancelRequestedAtMs: string; readonly atMs: string },
@@ -54,7 +62,7 @@ export function duePageSql(
       FROM cancellation_dispatches AS d ${indexHint}
       JOIN runs AS r ON r.id = d.run_id
       JOIN attempts AS a ON a.run_id = d.run_id AND a.id = d.attempt_id
-      WHERE d.status = '${status}' AND ${DUE_PREDICATE} AND ${DUE_AT} <= ${p.nowMs}
+      WHERE d.status = '${status}' AND ${DUE_PREDICATE[store]} AND ${DUE_AT} <= ${p.nowMs}
         AND (${DUE_AT}, d.run_id) > (${p.afterAtMs}, ${p.afterRunId})
         AND (${p.runnerId} IS NULL OR a.runner_id = ${p.runnerId})
         AND r.status IN ('queued', 'running') AND r.owner = 'runtime' AND r.cancel_requested_at_ms IS NOT NULL

@@ -23,7 +23,7 @@ const RUN_COLUMNS = `id AS "runId", project_id AS "projectId", owner, status, ve
 export const ATTEMPT_COLUMNS = `id AS "attemptId", run_id AS "runId", status, pid, handle, deadline_at_ms AS "deadlineAtMs",
   receipt_token_digest AS "receiptTokenDigest", created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs"`;
 
-const DUE_PAGE = duePageSql('',
+const DUE_PAGE = duePageSql('postgres', '',
   { nowMs: DB_NOW_MS, afterAtMs: '$1::bigint', afterRunId: '$2::text', limit: '$3', runnerId: '$4::text' },
   { runId: '"runId"', attemptId: '"attemptId"', cancelRequestedAtMs: '"cancelRequestedAtMs"', atMs: '"atMs"' });
 

@@ -6,7 +6,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 
 import { PidfenceError } from '../../base/errors';
-import { loadMigrations, migrationsDirectory, pendingMigrations, type AppliedMigration } from '../migrations';
+import { loadMigrations, migrationsDirectory, pendingMigrations, type AppliedMigration, type MigrationFile } from '../migrations';
 
 export type SqliteDatabase = Database.Database;
 
@@ -139,10 +139,14 @@ function appliedMigrations(database: SqliteDatabase): AppliedMigration[] {
 
 /**
  * Applies the pending numbered migrations, each with its checksum row, under BEGIN IMMEDIATE so two
- * processes opening a new file at once apply them exactly once. Throws on checksum drift.
+ * processes opening a new file at once apply them exactly once. Throws on checksum drift. `files`
+ * defaults to every migration of the package; a prefix of them leaves an older schema (migration tests).
  */
-export function migrateSqliteDatabase(database: SqliteDatabase, clock: () => number = Date.now): string[] {
-  const files = loadMigrations(migrationsDirectory('sqlite'));
+export function migrateSqliteDatabase(
+  database: SqliteDatabase,
+  clock: () => number = Date.now,
+  files: readonly MigrationFile[] = loadMigrations(migrationsDirectory('sqlite')),
+): string[] {
   const migrate = database.transaction(() => {
     database.exec(MIGRATIONS_TABLE);
     const pending = pendingMigrations(appliedMigrations(database), files);

@@ -49,7 +49,7 @@ export const SQL = {
     RETURNING ${RECORD_COLUMNS}`,
 
   /** The bounded due query over one index (docs/decisions/0022). */
-  duePage: duePageSql('INDEXED BY cancellation_dispatches_due',
+  duePage: duePageSql('sqlite', 'INDEXED BY cancellation_dispatches_due',
     { nowMs: ':nowMs', afterAtMs: ':afterAtMs', afterRunId: ':afterRunId', limit: ':limit', runnerId: ':runnerId' },
     { runId: 'runId', attemptId: 'attemptId', cancelRequestedAtMs: 'cancelRequestedAtMs', atMs: 'atMs' }),
   /** design/dispatch §2.2 step 3 at cancel time (and for an attempt created after it). */
