@@ -70,8 +70,33 @@ async function measure(url: string, prefix: string, options: PostgresRepositoryO
 
 const PAGE = 32;
 
-/** A standalone page (docs/decisions/0023): claimPage of 32, then recordResults of the 32; counts per page. */
-async function measurePage(url: string, prefix: string): Promise<PerCall & { pages: number }> {
+/** One claimed page, as the settle needs it: each claimed item with its token and record version. */
+type ClaimedItem = { readonly runId: string; readonly attemptId: string; readonly token: string; readonly version: number };
+
+/** Claims the p-th page of 32: the items by id (claimPage, docs/decisions/0023) or the due page as it is read (claimDuePage, 0025). */
+async function claimNextPage(repository: PostgresDispatchRepository, how: 'claimPage' | 'claimDuePage', prefix: string, p: number): Promise<ClaimedItem[]> {
+  if (how === 'claimDuePage') {
+    const tokens = Array.from({ length: PAGE }, () => createLeaseToken());
+    const page = await repository.claimDuePage({ owner: 'bench', leaseDurationMs: 60_000, tokens });
+    return page.items.map(({ item, outcome }, i) => {
+      if (outcome.kind !== 'claimed') throw new Error(`bench: due page claim was ${outcome.kind}`);
+      return { runId: item.runId, attemptId: item.attemptId, token: tokens[i] as string, version: outcome.record.version };
+    });
+  }
+  const items = Array.from({ length: PAGE }, (_, i) => {
+    const runId = `${prefix}${p * PAGE + i}`;
+    return { runId, attemptId: `${runId}-a1`, cancelRequestedAtMs: CANCELLED_AT_MS, token: createLeaseToken() };
+  });
+  const claims = await repository.claimPage({ owner: 'bench', leaseDurationMs: 60_000, items });
+  return items.map((item, i) => {
+    const claim = claims[i];
+    if (claim?.kind !== 'claimed') throw new Error(`bench: page claim was ${claim?.kind}`);
+    return { runId: item.runId, attemptId: item.attemptId, token: item.token, version: claim.record.version };
+  });
+}
+
+/** A standalone page: a page claim of 32, then recordResults of the 32; counts per page. */
+async function measurePage(url: string, prefix: string, how: 'claimPage' | 'claimDuePage'): Promise<PerCall & { pages: number }> {
   const counts: WireCounts = { roundTrips: 0, statements: 0 };
   const pool = countingPool(url, counts);
   const repository = new PostgresDispatchRepository(pool);
@@ -80,19 +105,14 @@ async function measurePage(url: string, prefix: string): Promise<PerCall & { pag
   try {
     await pool.query('SELECT 1');
     for (let p = 0; p < pages; p += 1) {
-      const items = Array.from({ length: PAGE }, (_, i) => {
-        const runId = `${prefix}${p * PAGE + i}`;
-        return { runId, attemptId: `${runId}-a1`, cancelRequestedAtMs: CANCELLED_AT_MS, token: createLeaseToken() };
-      });
       const before = { ...counts };
-      const claims = await repository.claimPage({ owner: 'bench', leaseDurationMs: 60_000, items });
+      const claimed = await claimNextPage(repository, how, prefix, p);
       totals.claim.roundTrips += counts.roundTrips - before.roundTrips;
       totals.claim.statements += counts.statements - before.statements;
-      const commands = items.map((item, i) => {
-        const claim = claims[i];
-        if (claim?.kind !== 'claimed') throw new Error(`bench: page claim was ${claim?.kind}`);
-        return { runId: item.runId, attemptId: item.attemptId, owner: 'bench', token: item.token, expectedVersion: claim.record.version, result: 'termination_requested' as const, eventId: `${item.runId}-e2` };
-      });
+      if (claimed.length !== PAGE) throw new Error(`bench: claimed ${claimed.length} of a page of ${PAGE}`);
+      const commands = claimed.map((item) => ({
+        runId: item.runId, attemptId: item.attemptId, owner: 'bench', token: item.token, expectedVersion: item.version, result: 'termination_requested' as const, eventId: `${item.runId}-e2`,
+      }));
       const beforeSettle = { ...counts };
       const settled = await repository.recordResults(commands);
       totals.settle.roundTrips += counts.roundTrips - beforeSettle.roundTrips;
@@ -127,10 +147,12 @@ async function main(): Promise<void> {
       const settleVerdict = index === 2 ? '' : ` ${verdict(counted.settle.roundTrips)}`;
       rows.push(`| ${label} | ${claim} | ${counted.settle.roundTrips}${settleVerdict} | ${counted.settle.statements} |`);
     }
-    await seedRuns(db, 'rt-page-', RUNS);
-    const page = await measurePage(db.runtimeUrl, 'rt-page-');
-    rows.push(`| page of ${PAGE}: claimPage + recordResults, per page (${page.pages} pages) | ${page.claim.roundTrips} ${verdict(page.claim.roundTrips)} | ${page.claim.statements} | ${page.settle.roundTrips} ${verdict(page.settle.roundTrips)} | ${page.settle.statements} |`);
-    rows.push(`| page of ${PAGE}, per item | ${(page.claim.roundTrips / PAGE).toFixed(3)} | ${(page.claim.statements / PAGE).toFixed(3)} | ${(page.settle.roundTrips / PAGE).toFixed(3)} | ${(page.settle.statements / PAGE).toFixed(3)} |`);
+    for (const how of ['claimPage', 'claimDuePage'] as const) {
+      await seedRuns(db, `rt-${how}-`, RUNS);
+      const page = await measurePage(db.runtimeUrl, `rt-${how}-`, how);
+      rows.push(`| page of ${PAGE}: ${how}${how === 'claimDuePage' ? ' (the due read included)' : ''} + recordResults, per page (${page.pages} pages) | ${page.claim.roundTrips} ${verdict(page.claim.roundTrips)} | ${page.claim.statements} | ${page.settle.roundTrips} ${verdict(page.settle.roundTrips)} | ${page.settle.statements} |`);
+      rows.push(`| page of ${PAGE} (${how}), per item | ${(page.claim.roundTrips / PAGE).toFixed(3)} | ${(page.claim.statements / PAGE).toFixed(3)} | ${(page.settle.roundTrips / PAGE).toFixed(3)} | ${(page.settle.statements / PAGE).toFixed(3)} |`);
+    }
     console.log('# round trips and statements per call (PostgreSQL, counted from the wire)');
     console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown'} x${os.cpus().length}, ${os.platform()} ${os.release()}, Node ${process.version}, ${await serverVersion(db)}, loadavg ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
     console.log(`date: ${new Date().toISOString()}`);
