@@ -490,18 +490,43 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
     const first = await store.repository.claimDuePage({ owner: 'worker-page', leaseDurationMs: LONG_LEASE_MS, tokens, runnerId });
     t.deepEqual(first.items.map((entry) => entry.item), expected.items, 'the items duePage lists, in its order');
     t.deepEqual(first.next, expected.next);
-    t.deepEqual(first.items.map((entry) => entry.item.runId), [runs[0]?.runId, runs[2]?.runId], 'the live lease and the settled run are not due');
+    t.is(first.items.length, 2);
     for (const [i, { item, outcome }] of first.items.entries()) {
       if (outcome.kind !== 'claimed') return t.fail(`expected claimed, got ${outcome.kind}`);
       t.is(outcome.token, tokens[i] as string, 'the token of the item\'s position');
       t.like(await store.repository.getRecord(item.runId), { status: 'leased', leaseOwner: 'worker-page', leaseTokenDigest: leaseTokenDigest(tokens[i] as string), dispatchCount: 1 });
     }
     const rest = await store.repository.claimDuePage({ owner: 'worker-page', leaseDurationMs: LONG_LEASE_MS, tokens: [createLeaseToken(), createLeaseToken()], runnerId, ...(first.next === null ? {} : { after: first.next }) });
-    t.deepEqual(rest.items.map((entry) => [entry.item.runId, entry.outcome.kind]), [[runs[4]?.runId, 'claimed']]);
+    t.deepEqual(rest.items.map((entry) => entry.outcome.kind), ['claimed']);
+    const claimedIds = [...first.items, ...rest.items].map((entry) => entry.item.runId).sort();
+    t.deepEqual(claimedIds, [runs[0], runs[2], runs[4]].map((run) => run?.runId).sort(), 'every due run once; the live lease and the settled run are not due');
     t.is(rest.next, null, 'a short page ends the walk');
     const again = await store.repository.claimDuePage({ owner: 'worker-late', leaseDurationMs: LONG_LEASE_MS, tokens: [createLeaseToken()], runnerId });
     t.deepEqual(again, { items: [], next: null }, 'nothing of this runner is due any more');
     t.deepEqual(await store.repository.getRecord(held.runId), heldRecord, 'a live lease is left to its owner');
+  });
+
+  storeTest('claimDuePage: a page whose supervisor died is claimed again by the next one once its leases expire, with a new fence', async (t, store) => {
+    const runnerId = await runnerIn(store);
+    const runs = [await cancelledRun(store.runStore, { runnerId }), await cancelledRun(store.runStore, { runnerId })];
+    const deadTokens = [createLeaseToken(), createLeaseToken()];
+    const dead = await store.repository.claimDuePage({ owner: 'worker-dead', leaseDurationMs: LEASE_MS, tokens: deadTokens, runnerId });
+    t.deepEqual(dead.items.map((entry) => entry.outcome.kind), ['claimed', 'claimed']);
+    const early = await store.repository.claimDuePage({ owner: 'worker-next', leaseDurationMs: LONG_LEASE_MS, tokens: [createLeaseToken(), createLeaseToken()], runnerId });
+    t.deepEqual(early.items, [], 'live leases are not due');
+    await store.advanceTime(LEASE_MS + 50);
+    const tokens = [createLeaseToken(), createLeaseToken()];
+    const next = await store.repository.claimDuePage({ owner: 'worker-next', leaseDurationMs: LONG_LEASE_MS, tokens, runnerId });
+    t.deepEqual(next.items.map((entry) => [entry.item.source, entry.outcome.kind]), [['lease_expired', 'claimed'], ['lease_expired', 'claimed']]);
+    t.deepEqual(next.items.map((entry) => entry.item.runId).sort(), runs.map((run) => run.runId).sort());
+    for (const [i, { item }] of next.items.entries()) {
+      const run = runs.find((candidate) => candidate.runId === item.runId) as CancelledRun;
+      const record = await store.repository.getRecord(run.runId);
+      t.like(record, { leaseOwner: 'worker-next', leaseTokenDigest: leaseTokenDigest(tokens[i] as string), dispatchCount: 2 });
+      const deadToken = deadTokens[dead.items.findIndex((entry) => entry.item.runId === run.runId)] as string;
+      const stale = { runId: run.runId, attemptId: run.attemptId, owner: 'worker-dead', token: deadToken, expectedVersion: (record?.version ?? 0) - 1, result: 'termination_requested' as const, eventId: uniqueId('evt') };
+      t.deepEqual(await store.repository.recordResult(stale), { kind: 'stale_fence' }, 'the dead owner\'s fence no longer settles');
+    }
   });
 
   storeTest('claimDuePage refuses a malformed command before any SQL and changes nothing', async (t, store) => {

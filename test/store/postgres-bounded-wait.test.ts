@@ -73,7 +73,7 @@ async function failsWithin(t: import('ava').ExecutionContext, work: Promise<unkn
   return (error as PidfenceError).code;
 }
 
-test('a SIGSTOPped server: openPostgresStore, a claim and a due read on a warm pool fail typed within the bound; an unanswered claim is committed only when it said COMMIT_UNKNOWN, and then only as a lease that expires', async (t) => {
+test('a SIGSTOPped server: openPostgresStore, a claim, a due page claim and a due read on a warm pool fail typed within the bound; an unanswered claim is committed only when it said COMMIT_UNKNOWN, and then only as a lease that expires', async (t) => {
   const cluster = await clusterInit({ label: 'stopped' });
   t.teardown(() => clusterRemove(cluster));
   await clusterStart(cluster);
@@ -100,11 +100,14 @@ test('a SIGSTOPped server: openPostgresStore, a claim and a due read on a warm p
   const processes = serverProcesses(cluster);
   t.true(processes.length >= 3, 'the postmaster and its background processes');
   signalAll(processes, 'SIGSTOP');
-  let claimCode = '';
+  const claimCodes: string[] = [];
   try {
     await failsWithin(t, openPostgresStore(runtimeUrl), CONNECT_TIMEOUT_S * 1_000, ['ERR_PIDFENCE_STORE_UNAVAILABLE']);
     const claim = store.dispatchRepository.claim({ runId, attemptId, cancelRequestedAtMs, owner: 'stopped-test', token: createLeaseToken(), leaseDurationMs: 60_000 });
-    claimCode = await failsWithin(t, claim, STATEMENT_TIMEOUT_MS + CLIENT_MARGIN_MS, ['ERR_PIDFENCE_STORE_UNAVAILABLE', 'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN']);
+    claimCodes.push(await failsWithin(t, claim, STATEMENT_TIMEOUT_MS + CLIENT_MARGIN_MS, ['ERR_PIDFENCE_STORE_UNAVAILABLE', 'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN']));
+    // The due page claimed as it is read (docs/decisions/0025) is one statement that commits too.
+    const duePageClaim = store.dispatchRepository.claimDuePage({ owner: 'stopped-test', leaseDurationMs: 60_000, tokens: [createLeaseToken()] });
+    claimCodes.push(await failsWithin(t, duePageClaim, STATEMENT_TIMEOUT_MS + CLIENT_MARGIN_MS, ['ERR_PIDFENCE_STORE_UNAVAILABLE', 'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN']));
     // A read is one statement too (docs/decisions/0024), with nothing to commit: never COMMIT_UNKNOWN.
     await failsWithin(t, store.dispatchRepository.duePage({ limit: 4 }), STATEMENT_TIMEOUT_MS + CLIENT_MARGIN_MS, ['ERR_PIDFENCE_STORE_UNAVAILABLE']);
   } finally {
@@ -119,6 +122,6 @@ test('a SIGSTOPped server: openPostgresStore, a claim and a due read on a warm p
   const record = await after.dispatchRepository.getRecord(runId);
   // The cancel wrote the pending record (docs/decisions/0022); an uncommitted claim leaves it as it was.
   const untouched = record?.status === 'pending' && record.dispatchCount === 0;
-  if (claimCode === 'ERR_PIDFENCE_STORE_UNAVAILABLE') t.true(untouched, 'nothing was committed');
+  if (claimCodes.every((code) => code === 'ERR_PIDFENCE_STORE_UNAVAILABLE')) t.true(untouched, 'nothing was committed');
   else t.true(untouched || (record?.status === 'leased' && record.leaseOwner === 'stopped-test'), JSON.stringify(record?.status));
 });
