@@ -90,13 +90,16 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
 
   storeTest('gate 2: an unexpired lease is not taken over; after expiry a new owner gets a new token and version', async (t, store) => {
     const run = await cancelledRunIn(store);
-    const first = claimOf(run, 'worker-a', LEASE_MS);
+    // The longest wait the suite allows: the two "still leased" checks must finish before the lease
+    // ends even when a loaded machine stalls this process for a while.
+    const leaseMs = 3 * LEASE_MS;
+    const first = claimOf(run, 'worker-a', leaseMs);
     const firstRecord = await claimed(t, store, first);
-    t.is(firstRecord.leaseExpiresAtMs, firstRecord.updatedAtMs + LEASE_MS, 'the repository computes the expiry from its own clock');
+    t.is(firstRecord.leaseExpiresAtMs, firstRecord.updatedAtMs + leaseMs, 'the repository computes the expiry from its own clock');
     t.deepEqual(await store.repository.claim(claimOf(run, 'worker-b')), { kind: 'leased' });
     t.false((await store.repository.duePage()).items.some((item) => item.runId === run.runId), 'a live lease is not due');
 
-    await store.advanceTime(LEASE_MS + 20);
+    await store.advanceTime(leaseMs + 20);
     const due = (await store.repository.duePage({ limit: DUE_PAGE_MAX })).items.find((item) => item.runId === run.runId);
     t.like(due, { source: 'lease_expired', attemptId: run.attemptId, cancelRequestedAtMs: run.cancelRequestedAtMs });
 
