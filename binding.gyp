@@ -4,8 +4,11 @@
       "target_name": "pidfence",
       "sources": [
         "native/addon.cc",
+        "native/boot_clock.cc",
         "native/boot_id.cc",
         "native/exit_watch.cc",
+        "native/job_cgroup.cc",
+        "native/job_cgroup_entry.cc",
         "native/pidfd.cc",
         "native/proc_stat.cc"
       ],
@@ -28,5 +31,25 @@
         "-Werror"
       ]
     }
+    # launcher target: begin (docs/decisions/0151; outside the addon's source digest, in its own)
+    ,{
+      "target_name": "pidfence-launcher",
+      "type": "executable",
+      "sources": [
+        "native/launcher/cgroup.c",
+        "native/launcher/job_log.c",
+        "native/launcher/launcher.c",
+        "native/launcher/leftovers.c",
+        "native/launcher/order.c",
+        "native/launcher/receipt.c"
+      ],
+      "defines": [
+        "PIDFENCE_LAUNCHER_SOURCE_DIGEST=\"<!(node native/tools/source-digest.js launcher)\""
+      ],
+      "cflags!": ["-std=gnu99", "-std=gnu11"],
+      "cflags": ["-std=c17", "-O2", "-Wall", "-Wextra", "-Wshadow", "-Wformat=2", "-Werror", "-pthread"],
+      "ldflags": ["-pthread"]
+    }
+    # launcher target: end
   ]
 }

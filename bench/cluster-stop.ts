@@ -59,7 +59,8 @@ async function clusterLatencies(db: { runtimeUrl: string; owner: Pool }, scratch
   const plane = await startControlPlane({ databaseUrl: db.runtimeUrl, tls: { cert: certs.server.cert, key: certs.server.key, ca: certs.ca.cert } });
   const workerPem = certs.client('bench-worker');
   const worker = await startWorker({ controlPlaneUrls: [plane.url], tls: { cert: workerPem.cert, key: workerPem.key, ca: certs.ca.cert }, journalFile: path.join(scratch, 'worker.db'), tickMs: 50, capacity: 1, ...(process.env.PIDFENCE_BENCH_DEBUG === undefined ? {} : { observe: (event) => process.stderr.write(`${JSON.stringify(event)}\n`) }) });
-  await new PostgresGrantAdministration(db.owner).writeGrant({ subject: 'bench-operator', projectId: 'bench', permission: 'run.stop' }, 'bench');
+  // A cancel needs run.read (seeing the run) and run.stop, over HTTP as from the CLI (docs/decisions/0043, 0224).
+  for (const permission of ['run.read', 'run.stop'] as const) await new PostgresGrantAdministration(db.owner).writeGrant({ subject: 'bench-operator', projectId: 'bench', permission }, 'bench');
   const operatorPem = certs.client('bench-operator');
   const operator = new ControlPlaneClient(plane.url, { cert: operatorPem.cert, key: operatorPem.key, ca: certs.ca.cert });
   const runStore = new PostgresRunStore(db.owner);

@@ -12,6 +12,7 @@ import Database from 'better-sqlite3';
 import { createLeaseToken } from '../lib/contract/index';
 import { openSqliteStore, type SqliteSynchronous } from '../lib/store/sqlite/index';
 import { PG_SIDES, serverVersion, withBenchDatabase, type PgSide } from './lib/dispatch-postgres';
+import { driverOf } from '../lib/store/sqlite/driver';
 
 const CYCLES = Number(process.env.PIDFENCE_BENCH_CYCLES ?? 2_000);
 const ROUNDS = Number(process.env.PIDFENCE_BENCH_ROUNDS ?? 3);
@@ -63,7 +64,7 @@ async function measureRepository(synchronous: SqliteSynchronous): Promise<Measur
       const cancelled = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `${runId}-e1` });
       runs.push({ runId, attemptId: `${runId}-a1`, cancelRequestedAtMs: cancelled.kind === 'requested' ? cancelled.run.cancelRequestedAtMs ?? 0 : 0 });
     }
-    resetWal(store.database, synchronous);
+    resetWal(driverOf(store.database), synchronous);
     const cpu = process.cpuUsage();
     const started = process.hrtime.bigint();
     for (const run of runs) {

@@ -5,7 +5,8 @@
 //    the same window. Wake-ups: voluntary context switches of every thread of the process.
 // 3. WAL bytes per cancellation end to end: `pidfence run` → `pidfence cancel` → stopped → terminal,
 //    with a reader holding the WAL open so that no checkpoint can reuse it during the count.
-// 4. Installed size: the packed tarball installed into a new project with its production dependencies.
+// 4. Installed size and package count: the packed tarball installed into a new project alone (edge)
+//    and with its optional peers (full), against the install before issue 33 (docs/decisions/0223).
 // Run: npm run bench:edge (PIDFENCE_BENCH_IDLE_MS, default 60000; PIDFENCE_BENCH_WAL_RUNS, default 10)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -16,10 +17,9 @@ import * as path from 'node:path';
 import Database from 'better-sqlite3';
 
 import { osPrincipal } from '../lib/cli/os-user';
-import { signalVerified, type ProcessIdentity } from '../lib/native/index';
-import { spawnGroupLeader, type SpawnedJob } from '../lib/process/index';
 import { openSqliteStore } from '../lib/store/sqlite/index';
 import { installPacked, packInto } from '../test/helpers/packed-install';
+import { count, idleRows, until, type IdleRow } from './lib/held-runs';
 import { machineHeader } from './lib/machine';
 
 const root = path.resolve(__dirname, '..', '..');
@@ -31,16 +31,6 @@ const RSS_TARGET = 1.2;
 /** After the seeding, before the window: the supervise's first cycles and a GC have passed. */
 const SETTLE_MS = 10_000;
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(probe: () => boolean, what: string, timeoutMs = 120_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`bench: ${what} did not happen within ${timeoutMs} ms`);
-    await sleep(20);
-  }
-}
-
 function modulesLoaded(entry: string): { files: number; packages: string[] } {
   const script = `require(${JSON.stringify(entry)}); process.stdout.write(JSON.stringify(Object.keys(require.cache)))`;
   const result = spawnSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8', timeout: 60_000 });
@@ -48,119 +38,6 @@ function modulesLoaded(entry: string): { files: number; packages: string[] } {
   const files = JSON.parse(result.stdout) as string[];
   const packages = new Set(files.map((file) => /node_modules\/((@[^/]+\/)?[^/]+)/.exec(file)?.[1]).filter((name): name is string => name !== undefined));
   return { files: files.length, packages: [...packages].sort() };
-}
-
-/** RSS (kB) and voluntary context switches summed over the threads, from /proc (a read, no signal). */
-function processCounters(pid: number): { rssKb: number; wakeups: number } {
-  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
-  const rssKb = Number(/^VmRSS:\s+(\d+)/m.exec(status)?.[1] ?? Number.NaN);
-  let wakeups = 0;
-  for (const task of fs.readdirSync(`/proc/${pid}/task`)) {
-    try {
-      wakeups += Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/task/${task}/status`, 'utf8'))?.[1] ?? 0);
-    } catch {
-      // a thread that ended between the listing and the read
-    }
-  }
-  return { rssKb, wakeups };
-}
-
-interface Idler {
-  readonly name: string;
-  readonly job: SpawnedJob;
-}
-
-function idler(name: string, args: readonly string[]): Idler {
-  const job = spawnGroupLeader(process.execPath, args, { cwd: root, stdio: 'ignore' });
-  if (job.identity === null) throw new Error(`bench: ${name} did not start`);
-  return { name, job };
-}
-
-/** Verified SIGKILL of a group this benchmark started. */
-async function killGroup(identity: ProcessIdentity | null, exit: Promise<unknown>): Promise<void> {
-  if (identity === null) return;
-  if (signalVerified(identity, 'SIGKILL', { group: true }).kind === 'signalled') await exit;
-}
-
-/**
- * `count` running attempts of the supervise's own runner, written as its admission would write them
- * (claimed → starting → running with pid and durable handle). Each is a real idle process group
- * (`sleep`); the pidfence launcher is left out because it costs a Node process per job
- * (docs/decisions/0050), and adoption is left out because the edge profile adopts 64 attempts per
- * 5-minute cleanup period.
- */
-async function seedHeldRuns(file: string, runnerId: string, count: number, jobs: SpawnedJob[]): Promise<void> {
-  const store = openSqliteStore(file);
-  try {
-    for (let i = 0; i < count; i++) {
-      const job = spawnGroupLeader('sleep', ['3600'], { stdio: 'ignore' });
-      if (job.handle === null || job.child.pid === undefined) throw new Error('bench: sleep did not start');
-      jobs.push(job);
-      const runId = `idle-${i}`;
-      const attemptId = `${runId}-a1`;
-      await store.runStore.createRun({ runId, projectId: 'edge' });
-      await store.runStore.createAttempt({ runId, attemptId, runnerId });
-      await store.runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'starting' });
-      await store.runStore.advanceAttempt({ runId, attemptId, from: 'starting', to: 'running', pid: job.child.pid, handle: job.handle });
-    }
-  } finally {
-    store.close();
-  }
-}
-
-/** The first row of a read on its own short connection (the writers are other processes). */
-function readRow<T>(file: string, sql: string): T | undefined {
-  const db = new Database(file, { readonly: true });
-  try {
-    return db.prepare(sql).get() as T | undefined;
-  } finally {
-    db.close();
-  }
-}
-
-function count(file: string, sql: string): number {
-  return readRow<{ n: number }>(file, sql)?.n ?? 0;
-}
-
-interface IdleRow {
-  readonly name: string;
-  readonly rssKb: number;
-  readonly wakeupsPerMinute: number;
-}
-
-async function idleRows(dir: string): Promise<IdleRow[]> {
-  const bareFile = path.join(dir, 'bare.db');
-  const emptyFile = path.join(dir, 'empty.db');
-  const heldFile = path.join(dir, 'held.db');
-  openSqliteStore(emptyFile).close();
-  openSqliteStore(heldFile).close();
-  const supervise = (file: string): string[] => [CLI, 'supervise', '--db', file, '--profile', 'edge'];
-  const idlers = [
-    idler('bare `node -e`: better-sqlite3 database open (WAL)', ['-e', `const db = new (require('better-sqlite3'))(${JSON.stringify(bareFile)}); db.pragma('journal_mode = WAL'); setInterval(() => {}, 2 ** 30);`]),
-    idler('pidfence/sqlite store open + pidfence/dispatch loaded (no supervise, no runs)', ['-e', `require('pidfence/dispatch'); require('pidfence/sqlite').openSqliteStore(${JSON.stringify(path.join(dir, 'store.db'))}); setInterval(() => {}, 2 ** 30);`]),
-    idler('`pidfence supervise --profile edge`, no runs', supervise(emptyFile)),
-    idler(`\`pidfence supervise --profile edge\` holding ${HELD_RUNS} idle runs`, supervise(heldFile)),
-  ];
-  const held: SpawnedJob[] = [];
-  try {
-    const ownRunner = "SELECT id FROM runners WHERE kind = 'supervise' AND ended_at_ms IS NULL";
-    await until(() => readRow(heldFile, ownRunner) !== undefined, 'the supervise to register');
-    const runnerId = (readRow<{ id: string }>(heldFile, ownRunner) as { id: string }).id;
-    await seedHeldRuns(heldFile, runnerId, HELD_RUNS, held);
-    await sleep(SETTLE_MS);
-    const before = idlers.map((one) => processCounters(one.job.child.pid as number));
-    await sleep(IDLE_MS);
-    const after = idlers.map((one) => processCounters(one.job.child.pid as number));
-    if (count(heldFile, "SELECT count(*) AS n FROM attempts WHERE status = 'running'") !== HELD_RUNS) throw new Error('bench: the held runs did not stay running');
-    return idlers.map((one, i) => ({
-      name: one.name,
-      rssKb: after[i]?.rssKb ?? Number.NaN,
-      wakeupsPerMinute: (((after[i]?.wakeups ?? 0) - (before[i]?.wakeups ?? 0)) * 60_000) / IDLE_MS,
-    }));
-  } finally {
-    for (const one of idlers) await killGroup(one.job.identity, one.job.exit);
-    for (const job of held) await killGroup(job.identity, job.exit);
-  }
 }
 
 function walBytes(file: string): number {
@@ -227,14 +104,74 @@ function duKb(target: string): number {
   return Number(spawnSync('du', ['-sk', target], { encoding: 'utf8' }).stdout.split('\t')[0]);
 }
 
-/** The tarball installed into a new project: every package under its node_modules, largest first. */
-function installedSize(dir: string): { totalKb: number; packages: Array<{ name: string; kb: number }> } {
-  const packed = packInto(dir);
-  const modules = installPacked(path.join(dir, packed.filename), path.join(dir, 'consumer'));
-  const names = fs.readdirSync(modules).filter((name) => !name.startsWith('.')).flatMap((name) =>
+/** The packages of a node_modules folder by name (`@scope/name` for scoped ones). */
+function packagesIn(modules: string): string[] {
+  return fs.readdirSync(modules).filter((name) => !name.startsWith('.')).flatMap((name) =>
     name.startsWith('@') ? fs.readdirSync(path.join(modules, name)).map((inner) => `${name}/${inner}`) : [name]);
-  const packages = names.map((name) => ({ name, kb: duKb(path.join(modules, name)) })).sort((a, b) => b.kb - a.kb);
-  return { totalKb: duKb(modules), packages };
+}
+
+/** Every package reachable from `roots` through `dependencies` (flat node_modules, as npm installs them). */
+function reachable(modules: string, roots: readonly string[]): Set<string> {
+  const seen = new Set<string>();
+  const queue = [...roots];
+  while (queue.length > 0) {
+    const name = queue.pop() as string;
+    if (seen.has(name) || !fs.existsSync(path.join(modules, name, 'package.json'))) continue;
+    seen.add(name);
+    const manifest = JSON.parse(fs.readFileSync(path.join(modules, name, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
+    queue.push(...Object.keys(manifest.dependencies ?? {}));
+  }
+  return seen;
+}
+
+interface Footprint {
+  readonly totalKb: number;
+  readonly packages: ReadonlyArray<{ name: string; kb: number }>;
+  /** Everything but better-sqlite3 and what only it brings (its prebuilt-download helpers). */
+  readonly withoutSqliteKb: number;
+  readonly httpFrameworks: readonly string[];
+}
+
+const HTTP_FRAMEWORKS = ['fastify', 'express', 'koa', 'hapi', '@hapi/hapi', 'restify'];
+
+/** `npm install` of the tarball (and `alongside`) into a new project: sizes by `du`, packages by name, largest first. */
+function installFootprint(dir: string, tarball: string, name: string, alongside: readonly string[]): Footprint {
+  const modules = installPacked(tarball, path.join(dir, name), alongside);
+  const names = packagesIn(modules);
+  const packages = names.map((pkg) => ({ name: pkg, kb: duKb(path.join(modules, pkg)) })).sort((a, b) => b.kb - a.kb);
+  const own = (JSON.parse(fs.readFileSync(path.join(modules, 'pidfence', 'package.json'), 'utf8')) as { dependencies: Record<string, string> }).dependencies;
+  const peers = alongside.map((spec) => spec.slice(0, spec.lastIndexOf('@')));
+  const withoutSqlite = reachable(modules, [...Object.keys(own).filter((dep) => dep !== 'better-sqlite3'), ...peers]).add('pidfence');
+  return {
+    totalKb: duKb(modules),
+    packages,
+    withoutSqliteKb: packages.filter((pkg) => withoutSqlite.has(pkg.name)).reduce((sum, pkg) => sum + pkg.kb, 0),
+    httpFrameworks: names.filter((pkg) => HTTP_FRAMEWORKS.includes(pkg)),
+  };
+}
+
+/** The install measured on 2026-12-04 (docs/benchmarks.md, before issue 33): every dependency, Fastify and prom-client included. */
+const BEFORE = { mb: 40.6, packages: 104 };
+/** Issue 33: an edge device's install, without better-sqlite3 and its own helpers, fits in this. */
+const EDGE_TARGET_KB = 5 * 1024;
+
+function installRows(dir: string): string[] {
+  const tarball = path.join(dir, packInto(dir).filename);
+  const version = (pkg: string): string => (JSON.parse(fs.readFileSync(path.join(root, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version;
+  const peers = ['pg', '@types/pg', 'fastify', 'prom-client'].map((pkg) => `${pkg}@${version(pkg)}`);
+  const edge = installFootprint(dir, tarball, 'edge', []);
+  const full = installFootprint(dir, tarball, 'full', peers);
+  const row = (what: string, footprint: Footprint): string =>
+    `| ${what} | ${mb(footprint.totalKb)} | ${footprint.packages.length} | ${mb(footprint.withoutSqliteKb)} | ${footprint.httpFrameworks.join(', ') || 'none'} | ${(footprint.totalKb / 1024 / BEFORE.mb).toFixed(2)}x | ${(footprint.packages.length / BEFORE.packages).toFixed(2)}x | ${footprint.packages.slice(0, 5).map((pkg) => `${pkg.name} ${mb(pkg.kb)}`).join(', ')} |`;
+  return [
+    '', `Installed size (\`npm pack\`, then \`npm install\` of the tarball into a new project, better-sqlite3 with its one prebuilt binary; \`du\`), against the install before issue 33 (${BEFORE.mb} MB, ${BEFORE.packages} packages, 2026-12-04):`, '',
+    '| install | size | packages | without better-sqlite3 and what only it brings | HTTP framework | size vs before | packages vs before | largest |',
+    '| --- | ---: | ---: | ---: | --- | ---: | ---: | --- |',
+    row('edge: `npm install pidfence`', edge),
+    row(`full: \`npm install pidfence ${peers.map((spec) => spec.slice(0, spec.lastIndexOf('@'))).join(' ')}\``, full),
+    '',
+    `- ${edge.withoutSqliteKb <= EDGE_TARGET_KB && edge.httpFrameworks.length === 0 ? 'PASS' : 'MISS'} edge install without better-sqlite3: ${mb(edge.withoutSqliteKb)}, HTTP framework: ${edge.httpFrameworks.join(', ') || 'none'} (target <= ${mb(EDGE_TARGET_KB)} and none)`,
+  ];
 }
 
 const mb = (kb: number): string => `${(kb / 1024).toFixed(1)} MB`;
@@ -250,7 +187,7 @@ async function main(): Promise<void> {
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pidfence-edge-'));
   try {
-    const rows = await idleRows(dir);
+    const rows = await idleRows({ dir, cli: CLI, cwd: root, heldRuns: HELD_RUNS, settleMs: SETTLE_MS, idleMs: IDLE_MS });
     const bare = rows[0] as IdleRow;
     lines.push('', '| process, idle | RSS | RSS vs bare | wake-ups per minute |', '| --- | ---: | ---: | ---: |');
     for (const row of rows) lines.push(`| ${row.name} | ${row.rssKb} kB | ${(row.rssKb / bare.rssKb).toFixed(2)}x | ${row.wakeupsPerMinute.toFixed(0)} |`);
@@ -264,9 +201,7 @@ async function main(): Promise<void> {
     lines.push(`| cancellation: intent → dispatch claim and result → stopped → terminal, runner ended | ${wal.cancellation.toFixed(0)} | ${(wal.cancellation / frame).toFixed(1)} |`);
     lines.push(`| whole run | ${(wal.start + wal.cancellation).toFixed(0)} | ${((wal.start + wal.cancellation) / frame).toFixed(1)} |`);
 
-    const installed = installedSize(dir);
-    const shown = installed.packages.slice(0, 6).map((pkg) => `${pkg.name} ${mb(pkg.kb)}`).join(', ');
-    lines.push('', `Installed size (\`npm pack\`, then \`npm install\` of the tarball into a new project, production dependencies only, better-sqlite3 with its one prebuilt binary): ${mb(installed.totalKb)} in ${installed.packages.length} packages; largest: ${shown}.`);
+    lines.push(...installRows(dir));
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -1,8 +1,8 @@
 // Round trips and statements per claim and per settle, counted from the wire (issue 16 (d),
 // docs/decisions/0021): every pooled connection's ReadyForQuery messages (one per round trip) and
 // CommandComplete messages (one per top-level statement the server ran) while the repository
-// claims and settles N runs. The "statement by statement" column is the pre-0007 recordResult, still
-// taken when a test hook is set (the pre-0007 claim was six: BEGIN with the limits, 3 locks, write, COMMIT).
+// claims and settles N runs (the pre-0007 statement-by-statement path is gone, docs/decisions/0033: the
+// pre-0007 claim was six round trips, BEGIN with the limits, 3 locks, write, COMMIT; its settle seven).
 // Run: npm run build && node dist/test/helpers/with-postgres.js node dist/bench/round-trips.js
 import os from 'node:os';
 
@@ -45,7 +45,8 @@ async function measure(url: string, prefix: string, options: PostgresRepositoryO
     into.statements += counts.statements - before.statements;
   };
   try {
-    await pool.query('SELECT 1');
+    // Warmed through the store: a connection's first use also checks its synchronous_commit, once (docs/decisions/0010).
+    await repository.getRecord(`${prefix}0`);
     for (let i = 0; i < RUNS; i += 1) {
       const runId = `${prefix}${i}`;
       const token = createLeaseToken();
@@ -103,7 +104,7 @@ async function measurePage(url: string, prefix: string, how: 'claimPage' | 'clai
   const totals = { claim: { roundTrips: 0, statements: 0 }, settle: { roundTrips: 0, statements: 0 } };
   const pages = Math.floor(RUNS / PAGE);
   try {
-    await pool.query('SELECT 1');
+    await repository.getRecord(`${prefix}0`);
     for (let p = 0; p < pages; p += 1) {
       const before = { ...counts };
       const claimed = await claimNextPage(repository, how, prefix, p);
@@ -137,15 +138,13 @@ async function main(): Promise<void> {
     const modes: Array<[string, PostgresRepositoryOptions]> = [
       ['named prepared statements (default)', {}],
       ['unnamed (preparedStatements: false)', { preparedStatements: false }],
-      ['pre-0007 statement by statement (settle only: the test-hook path)', { hooks: { afterDispatchUpdate: async () => undefined } }],
     ];
     const rows: string[] = [];
     for (const [index, [label, options]] of modes.entries()) {
       await seedRuns(db, `rt-${index}-`, RUNS);
       const counted = await measure(db.runtimeUrl, `rt-${index}-`, options);
-      const claim = index === 2 ? '— | —' : `${counted.claim.roundTrips} ${verdict(counted.claim.roundTrips)} | ${counted.claim.statements}`;
-      const settleVerdict = index === 2 ? '' : ` ${verdict(counted.settle.roundTrips)}`;
-      rows.push(`| ${label} | ${claim} | ${counted.settle.roundTrips}${settleVerdict} | ${counted.settle.statements} |`);
+      const claim = `${counted.claim.roundTrips} ${verdict(counted.claim.roundTrips)} | ${counted.claim.statements}`;
+      rows.push(`| ${label} | ${claim} | ${counted.settle.roundTrips} ${verdict(counted.settle.roundTrips)} | ${counted.settle.statements} |`);
     }
     for (const how of ['claimPage', 'claimDuePage'] as const) {
       await seedRuns(db, `rt-${how}-`, RUNS);

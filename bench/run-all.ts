@@ -20,13 +20,21 @@ const doc = path.join(root, 'docs', 'benchmarks.md');
 const WITH_POSTGRES = ['node', 'dist/test/helpers/with-postgres.js'];
 const BENCHMARKS: readonly Benchmark[] = [
   { key: 'edge', command: ['node', 'dist/bench/edge-footprint.js'] },
+  { key: 'launcher', command: ['node', 'dist/bench/launcher-footprint.js'] },
+  { key: 'wake', command: ['node', 'dist/bench/local-stop.js'] },
+  { key: 'joblog', command: ['node', 'dist/bench/job-log.js'] },
   { key: 'signal', command: ['node', 'dist/bench/signal-latency.js'] },
   { key: 'safety', command: ['node', 'dist/bench/stop-safety.js'] },
+  { key: 'stop-tree', command: ['node', 'dist/bench/stop-tree.js'] },
   { key: 'dispatch', command: [...WITH_POSTGRES, 'node', 'dist/bench/dispatch-throughput.js'] },
   { key: 'round-trips', command: [...WITH_POSTGRES, 'node', 'dist/bench/round-trips.js'] },
   { key: 'supervisor', command: ['nice', '-n', '10', 'node', 'dist/bench/supervisor-scale.js'] },
   { key: 'burst', command: [...WITH_POSTGRES, 'node', 'dist/bench/burst-drain.js'] },
   { key: 'cluster', command: [...WITH_POSTGRES, 'node', 'dist/bench/cluster-stop.js'] },
+  { key: 'admission', command: [...WITH_POSTGRES, 'node', 'dist/bench/worker-admission.js'] },
+  { key: 'durability', command: ['nice', '-n', '10', 'node', 'dist/bench/durability.js'] },
+  { key: 'single-row', command: [...WITH_POSTGRES, 'node', 'dist/bench/single-row-functions.js'] },
+  { key: 'fleet', command: [...WITH_POSTGRES, 'node', 'dist/bench/fleet.js'] },
 ];
 /** A benchmark still running after this long is stopped and reported as ERROR. */
 const TIMEOUT_MS = Number(process.env.PIDFENCE_BENCH_TIMEOUT_MS ?? 90 * 60_000);

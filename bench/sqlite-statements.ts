@@ -11,8 +11,9 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 
 import { openSqliteStore } from '../lib/store/sqlite/index';
-import { prepareStatements } from '../lib/store/sqlite/statements';
+import { lazyPreparedSet, SQL } from '../lib/store/sqlite/statements';
 import { machineHeader } from './lib/machine';
+import { driverOf } from '../lib/store/sqlite/driver';
 
 const ROWS = Number(process.env.PIDFENCE_BENCH_ROWS ?? 3_000);
 const ROUNDS = Number(process.env.PIDFENCE_BENCH_ROUNDS ?? 5);
@@ -35,12 +36,12 @@ const payload = (i: number): string => JSON.stringify({ attemptId: attemptId(i),
 function storeWorld(): World {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'pidfence-bench-stmt-'));
   const store = openSqliteStore(path.join(dir, 'bench.db'));
-  const db = store.database;
+  const db = driverOf(store.database);
   const run = db.prepare(`INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
     VALUES (?, 'project-a', 'runtime', 'running', 1, ?, 'user', 2, ?, ?)`);
   const attempt = db.prepare(`INSERT INTO attempts (run_id, id, status, pid, handle, created_at_ms, updated_at_ms) VALUES (?, ?, 'running', 4242, '{"v":1}', ?, ?)`);
   const event = db.prepare(`INSERT INTO run_events (run_id, seq, id, type, payload, created_at_ms) VALUES (?, 1, ?, 'run.cancel_requested', '{"reason":"user"}', ?)`);
-  const s = prepareStatements(db);
+  const s = lazyPreparedSet(db, SQL);
   db.transaction(() => {
     for (let i = 0; i < ROWS; i += 1) {
       run.run(runId(i), NOW, NOW, NOW);

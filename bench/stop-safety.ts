@@ -287,7 +287,7 @@ async function cleanupJob(job: Job): Promise<void> {
     if (members.length === 0 && job.exited) return;
     for (const pid of members) {
       if (pid === pgid) continue;
-      let member: ProcessIdentity | null = null;
+      let member: ProcessIdentity | null;
       try {
         member = captureIdentity(pid);
       } catch {
@@ -421,7 +421,7 @@ async function runStale(): Promise<void> {
     // same-tick count printed is what really happened.
     const wantSameTick = round % 2 === 0;
     let otherTick = 0;
-    let trial: StaleTrial | 'missed' | 'other_tick' = 'missed';
+    let trial: StaleTrial | 'missed' | 'other_tick';
     for (;;) {
       trial = await staleTrial(contender, !wantSameTick, wantSameTick && otherTick < SAME_TICK_ATTEMPTS - 1);
       if (trial === 'missed') {

@@ -22,6 +22,7 @@ import { openSqliteStore, type SqliteStore } from '../lib/store/sqlite/index';
 import { machineHeader } from './lib/machine';
 import { summarize } from './lib/stats';
 import { renderTable, renderTargets, type Row, type Target } from './lib/table';
+import { driverOf } from '../lib/store/sqlite/driver';
 
 const SCALES = (process.env.PIDFENCE_BENCH_SCALES ?? '1000,100000,1000000').split(',').map(Number);
 const BACKLOG = (process.env.PIDFENCE_BENCH_BACKLOG ?? '1000,10000,100000').split(',').map(Number);
@@ -55,21 +56,21 @@ type RowKind = 'history' | 'backlog';
  */
 function insertNonDue(store: SqliteStore, from: number, to: number, kind: RowKind): void {
   const db = store.database;
-  const run = db.prepare(`INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
+  const run = driverOf(db).prepare(`INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
     VALUES (?, 'p', 'runtime', ?, 2, ?, 'user', 3, ?, ?)`);
-  const attempt = db.prepare(`INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, created_at_ms, updated_at_ms)
+  const attempt = driverOf(db).prepare(`INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, created_at_ms, updated_at_ms)
     VALUES (?, ?, ?, NULL, NULL, NULL, NULL, ?, ?)`);
-  const dispatch = db.prepare(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count, next_attempt_at_ms,
+  const dispatch = driverOf(db).prepare(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count, next_attempt_at_ms,
       lease_owner, lease_token_digest, lease_expires_at_ms, last_result, last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
     VALUES (?, 'p', ?, ?, 2, 1, ?, NULL, NULL, NULL, ?, ?, NULL, ?, ?)`);
-  const leased = db.prepare(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count, next_attempt_at_ms,
+  const leased = driverOf(db).prepare(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count, next_attempt_at_ms,
       lease_owner, lease_token_digest, lease_expires_at_ms, last_result, last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
     VALUES (?, 'p', ?, 'leased', 1, 1, NULL, 'other', '${'a'.repeat(64)}', ?, NULL, ?, NULL, ?, ?)`);
-  const blocked = db.prepare(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count, next_attempt_at_ms,
+  const blocked = driverOf(db).prepare(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count, next_attempt_at_ms,
       lease_owner, lease_token_digest, lease_expires_at_ms, last_result, last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
     VALUES (?, 'p', ?, 'blocked', 2, 1, NULL, NULL, NULL, NULL, 'pid_mismatch', ?, ?, ?, ?)`);
   const future = BASE_MS + 10 * 365 * 86_400_000;
-  db.transaction(() => {
+  driverOf(db).transaction(() => {
     for (let i = from; i < to; i += 1) {
       const id = `${kind}-${String(i).padStart(8, '0')}`;
       const at = BASE_MS - 86_400_000 + (i % 86_400_000);
@@ -139,8 +140,8 @@ async function scaleSeries(store: SqliteStore, kind: RowKind, scales: readonly n
     const t0 = Date.now();
     insertNonDue(store, have, scale, kind);
     have = scale;
-    store.database.pragma('wal_checkpoint(TRUNCATE)');
-    store.database.exec('ANALYZE');
+    driverOf(store.database).pragma('wal_checkpoint(TRUNCATE)');
+    driverOf(store.database).exec('ANALYZE');
     process.stderr.write(`${kind} ${scale}: inserted in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
     const label = `${prefix}${kind} ${scale.toLocaleString('en-US')}`;
     const base = rows[0]?.name;
@@ -221,8 +222,6 @@ async function main(): Promise<void> {
   }
   console.log(renderTable([...history, ...backlog]));
   console.log('');
-  const first = history[0];
-  const last = history[history.length - 2];
   const targets = [...ratioTargets(history, 'the due query is index-bound, not table-bound'), ...ratioTargets(backlog, 'not-due cancelled runs stay out of the due ranges (docs/decisions/0022)')];
   console.log(renderTargets(targets));
   console.log('');

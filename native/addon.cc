@@ -1,5 +1,5 @@
 // Module registration and argument glue only; the kernel-facing logic lives in
-// proc_stat.cc, boot_id.cc, pidfd.cc and exit_watch.cc. No C++ exceptions are compiled in.
+// proc_stat.cc, boot_id.cc, boot_clock.cc, pidfd.cc, exit_watch.cc and job_cgroup.cc. No C++ exceptions are compiled in.
 #include <napi.h>
 
 #include <cerrno>
@@ -8,8 +8,10 @@
 
 #include "addon_args.h"
 #include "addon_state.h"
+#include "boot_clock.h"
 #include "boot_id.h"
 #include "exit_watch.h"
+#include "job_cgroup_entry.h"
 #include "pidfd.h"
 #include "proc_stat.h"
 
@@ -78,6 +80,18 @@ Napi::Value boot_id(const Napi::CallbackInfo& info) {
   Napi::Object out = Napi::Object::New(env);
   out.Set("kind", "ok");
   out.Set("bootId", id);
+  return out;
+}
+
+Napi::Value boot_clock(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  int error = 0;
+  int64_t ms = 0;
+  if (!boot_clock_ms(&ms, &error)) return errno_object(env, "error", error);
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("kind", "ok");
+  // Milliseconds since boot stay far below 2^53 (285,000 years): exact as a JS number.
+  out.Set("ms", Napi::Number::New(env, static_cast<double>(ms)));
   return out;
 }
 
@@ -163,12 +177,19 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("setErrorClass", Napi::Function::New(env, set_error_class));
   exports.Set("readProcessStat", Napi::Function::New(env, read_process_stat));
   exports.Set("bootId", Napi::Function::New(env, boot_id));
+  exports.Set("bootClockMs", Napi::Function::New(env, boot_clock));
   exports.Set("captureIdentity", Napi::Function::New(env, capture_identity));
   exports.Set("capabilities", Napi::Function::New(env, capabilities));
   exports.Set("signalVerified", Napi::Function::New(env, signal_verified_entry));
   exports.Set("exitWatchStart", Napi::Function::New(env, exit_watch_start));
   exports.Set("exitWatchGroupSignal", Napi::Function::New(env, exit_watch_group_signal));
   exports.Set("exitWatchCancel", Napi::Function::New(env, exit_watch_cancel));
+  exports.Set("cgroupRead", Napi::Function::New(env, cgroup_read));
+  exports.Set("cgroupFreeze", Napi::Function::New(env, cgroup_freeze));
+  exports.Set("cgroupSignalMembers", Napi::Function::New(env, cgroup_signal_members));
+  exports.Set("cgroupKill", Napi::Function::New(env, cgroup_kill));
+  exports.Set("cgroupRemove", Napi::Function::New(env, cgroup_remove));
+  exports.Set("cgroupWatchStart", Napi::Function::New(env, cgroup_watch_start));
   exports.Set("buildInfo", Napi::Function::New(env, build_info));
   return exports;
 }

@@ -22,6 +22,9 @@ struct Watch {
   // be signalled (its members may outlive the leader). Released only by exitWatchCancel or by
   // the environment's teardown.
   bool hold = false;
+  // An inotify descriptor (a cgroup's events, docs/decisions/0180): every change is delivered as
+  // "changed" and the watch stays until cancelled.
+  bool repeat = false;
   ExitWatches* table = nullptr;
   uv_poll_t poll{};
   Napi::Env env{nullptr};
@@ -83,6 +86,14 @@ void on_readable(uv_poll_t* handle, int status, int /*events*/) {
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;  // the teardown hook closes it
   napi_value callback = nullptr;
   if (napi_get_reference_value(env, watch->callback, &callback) != napi_ok) callback = nullptr;
+  if (watch->repeat && status >= 0) {
+    char drain[4096];
+    while (read(watch->fd.get(), drain, sizeof drain) > 0) {
+    }  // EAGAIN: drained; the events file is re-read by the callback
+    if (callback != nullptr && watch->context != nullptr) callback_deliver(env, callback, *watch->context, "changed");
+    (void)napi_close_handle_scope(env, scope);
+    return;
+  }
   std::unique_ptr<Napi::AsyncContext> context = std::move(watch->context);
   if (watch->hold) {
     (void)uv_poll_stop(&watch->poll);  // a readable pidfd stays readable: stop, keep the fd
@@ -136,6 +147,11 @@ Napi::Value exit_watch_start(const Napi::CallbackInfo& info) {
   const Result verdict = pidfd_open_verified(expected, hold, &fd);
   if (verdict.outcome != Outcome::verified) return result_to_object(env, verdict);
 
+  return watch_start(env, std::move(fd), info[4].As<Napi::Function>(), hold, false);
+}
+
+Napi::Value watch_start(Napi::Env env, UniquePidfd fd, Napi::Function callback, bool hold, bool repeat) {
+  ExitWatches& table = addon_state(env).exit_watches;
   uv_loop_t* loop = nullptr;
   if (napi_get_uv_event_loop(env, &loop) != napi_ok || loop == nullptr) {
     return args_type_error(env, "no event loop for this environment");
@@ -143,9 +159,10 @@ Napi::Value exit_watch_start(const Napi::CallbackInfo& info) {
   auto watch = std::make_unique<Watch>();
   watch->fd = std::move(fd);
   watch->hold = hold;
+  watch->repeat = repeat;
   watch->table = &table;
   watch->env = env;
-  watch->callback = Napi::Persistent(info[4].As<Napi::Function>());
+  watch->callback = Napi::Persistent(callback);
   watch->context = std::make_unique<Napi::AsyncContext>(env, "pidfence:exitWatch");
   const int init_rc = uv_poll_init(loop, &watch->poll, watch->fd.get());
   if (init_rc != 0) return failed_object(env, -init_rc);  // nothing registered on the loop yet

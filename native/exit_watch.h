@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <unordered_map>
 
+#include "pidfd.h"
+
 namespace pidfence {
 
 struct Watch;
@@ -46,6 +48,10 @@ Napi::Value exit_watch_group_signal(const Napi::CallbackInfo& info);
 // JS: exitWatchCancel(id) → true if a watch was stopped (its pidfd closed), false if it
 // had already fired or never existed.
 Napi::Value exit_watch_cancel(const Napi::CallbackInfo& info);
+
+// Starts watching an open descriptor on the environment's loop (exit_watch_start's second half).
+// `repeat`: an inotify descriptor, drained and reported as "changed" on every change until cancelled.
+Napi::Value watch_start(Napi::Env env, UniquePidfd fd, Napi::Function callback, bool hold, bool repeat);
 
 // Shared by the entry points: a Result as a plain JS object.
 Napi::Object result_to_object(Napi::Env env, const struct Result& result);

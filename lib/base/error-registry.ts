@@ -1,6 +1,8 @@
-// The one registry of error codes (docs/decisions/0041): every ERR_PIDFENCE_* the package throws
-// names one category, and the CLI's exit status follows from the category alone. A test scans
-// lib/ and native/ for thrown codes and fails on one missing here.
+// The one registry of error codes (docs/decisions/0041, 0224): every ERR_PIDFENCE_* the package throws
+// names one category; the CLI's exit status follows from the category alone, and the HTTP status of
+// the control plane and the status pages from the category or, for a few refusals, the code. One
+// condition has one code on every surface. A test scans lib/ and native/ for thrown codes and fails
+// on one missing here.
 
 /** What the caller can do about an error: fix the input, fix the store, accept a refusal, or report a bug. */
 export type ErrorCategory = 'input' | 'unavailable' | 'refused' | 'internal';
@@ -12,7 +14,14 @@ const INPUT = [
   'ERR_PIDFENCE_CLUSTER_BODY_TOO_LARGE',
   'ERR_PIDFENCE_CLUSTER_INVALID_JOB',
   'ERR_PIDFENCE_CLUSTER_INVALID_FENCE',
+  'ERR_PIDFENCE_CLUSTER_CRL_INVALID',
+  'ERR_PIDFENCE_INVALID_WORKER_NAME',
+  'ERR_PIDFENCE_INVALID_WORKER_ACTION',
+  'ERR_PIDFENCE_INVALID_WORKER_ANNOUNCEMENT',
+  'ERR_PIDFENCE_GRANT_SCOPE',
+  'ERR_PIDFENCE_GRANT_CLUSTER_ONLY',
   'ERR_PIDFENCE_USAGE',
+  'ERR_PIDFENCE_INVALID_DATABASE_URL',
   'ERR_PIDFENCE_INVALID_ATTEMPT_MOVE',
   'ERR_PIDFENCE_INVALID_BACKOFF',
   'ERR_PIDFENCE_INVALID_BOOT_ID',
@@ -69,6 +78,9 @@ const INPUT = [
   'ERR_PIDFENCE_HANDLE_TYPE',
   'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY',
   'ERR_PIDFENCE_HANDLE_VERSION',
+  'ERR_PIDFENCE_INVALID_PID_NAMESPACE',
+  'ERR_PIDFENCE_INVALID_CGROUP_ID',
+  'ERR_PIDFENCE_INVALID_CGROUP',
   'ERR_PIDFENCE_CURSOR_PROJECT',
   'ERR_PIDFENCE_CURSOR_FILTER',
   'ERR_PIDFENCE_LEASE_TOO_SHORT',
@@ -80,11 +92,16 @@ const INPUT = [
   'ERR_PIDFENCE_INVALID_PORT',
   'ERR_PIDFENCE_STATUS_NO_PAGE',
   'ERR_PIDFENCE_STATUS_METHOD',
+  'ERR_PIDFENCE_INVALID_RUN_NAME',
+  'ERR_PIDFENCE_INVALID_LOG_OPTIONS',
 ] as const;
 
 const UNAVAILABLE = [
   'ERR_PIDFENCE_CLUSTER_UNREACHABLE',
+  'ERR_PIDFENCE_CLUSTER_REPLY',
   'ERR_PIDFENCE_PG_MISSING',
+  'ERR_PIDFENCE_FASTIFY_MISSING',
+  'ERR_PIDFENCE_PROM_CLIENT_MISSING',
   'ERR_PIDFENCE_CLUSTER_DISPATCH_LEASED',
   'ERR_PIDFENCE_CLUSTER_DISPATCH_NOT_DUE',
   'ERR_PIDFENCE_CLUSTER_DISPATCH_CONFLICT',
@@ -92,6 +109,7 @@ const UNAVAILABLE = [
   'ERR_PIDFENCE_CLUSTER_SETTLE_FAILED',
   'ERR_PIDFENCE_STORE_UNAVAILABLE',
   'ERR_PIDFENCE_STORE_FAILED',
+  'ERR_PIDFENCE_STORE_FULL',
   'ERR_PIDFENCE_STORE_NOT_READY',
   'ERR_PIDFENCE_STORE_PRIVILEGE',
   'ERR_PIDFENCE_STORE_SCHEMA',
@@ -103,6 +121,7 @@ const UNAVAILABLE = [
   'ERR_PIDFENCE_STORE_AUTH',
   'ERR_PIDFENCE_STORE_NO_DATABASE',
   'ERR_PIDFENCE_STORE_SUPERUSER',
+  'ERR_PIDFENCE_STORE_OWNER',
   'ERR_PIDFENCE_MIGRATION_CHECKSUM',
   'ERR_PIDFENCE_MIGRATION_LAYOUT',
   'ERR_PIDFENCE_MIGRATION_MISSING',
@@ -112,13 +131,21 @@ const UNAVAILABLE = [
   'ERR_PIDFENCE_PG_PRIVILEGE_MISSING',
   'ERR_PIDFENCE_PG_PRIVILEGE_EXCESS',
   'ERR_PIDFENCE_ADDON_UNAVAILABLE',
+  'ERR_PIDFENCE_LAUNCHER_UNAVAILABLE',
+  'ERR_PIDFENCE_CGROUP_UNAVAILABLE',
+  'ERR_PIDFENCE_LOG_DIRECTORY',
+  'ERR_PIDFENCE_RECEIPT_DIRECTORY',
   'ERR_PIDFENCE_UNSUPPORTED',
 ] as const;
 
 const REFUSED = [
   'ERR_PIDFENCE_CLUSTER_PRINCIPAL',
   'ERR_PIDFENCE_CLUSTER_SESSION',
-  'ERR_PIDFENCE_RUN_MISSING',
+  'ERR_PIDFENCE_WORKER_REVOKED',
+  'ERR_PIDFENCE_WORKER_NOT_FOUND',
+  'ERR_PIDFENCE_WORKER_FORGOTTEN',
+  'ERR_PIDFENCE_CLUSTER_LEASE_NOT_YOURS',
+  'ERR_PIDFENCE_CLUSTER_CERT_REVOKED',
   'ERR_PIDFENCE_CLUSTER_DISPATCH_BLOCKED',
   'ERR_PIDFENCE_NOT_PERMITTED',
   'ERR_PIDFENCE_RUN_NOT_FOUND',
@@ -137,6 +164,10 @@ const REFUSED = [
   'ERR_PIDFENCE_HOLD_RELEASED',
   'ERR_PIDFENCE_STATUS_PRINCIPAL',
   'ERR_PIDFENCE_STATUS_NOT_HERE',
+  'ERR_PIDFENCE_WAKE_CHANNEL_REFUSED',
+  'ERR_PIDFENCE_WAKE_PATH_TOO_LONG',
+  'ERR_PIDFENCE_RUN_NO_LOG',
+  'ERR_PIDFENCE_RUN_LOG_UNREADABLE',
 ] as const;
 
 const INTERNAL = [
@@ -182,4 +213,37 @@ export function errorCategory(code: string): ErrorCategory {
 
 export function isRegisteredErrorCode(code: string): code is ErrorCode {
   return ERROR_CATEGORIES.has(code);
+}
+
+/** The CLI's exit status of each category (docs/decisions/0041). */
+export const CATEGORY_EXIT_STATUS: Readonly<Record<ErrorCategory, 1 | 2 | 3 | 4>> = { input: 2, unavailable: 3, refused: 4, internal: 1 };
+
+/** The HTTP status of each category: a refusal is 403 unless the code says more below. */
+const CATEGORY_HTTP_STATUS: Readonly<Record<ErrorCategory, number>> = { input: 400, unavailable: 503, refused: 403, internal: 500 };
+
+/** Codes whose HTTP status is more precise than their category's (docs/decisions/0224). */
+const HTTP_STATUS: Readonly<Partial<Record<ErrorCode, number>>> = {
+  ERR_PIDFENCE_CLUSTER_PRINCIPAL: 401,
+  ERR_PIDFENCE_RUN_NOT_FOUND: 404,
+  ERR_PIDFENCE_WORKER_NOT_FOUND: 404,
+  ERR_PIDFENCE_STATUS_NO_PAGE: 404,
+  ERR_PIDFENCE_STATUS_METHOD: 405,
+  ERR_PIDFENCE_RUN_FINISHED: 409,
+  ERR_PIDFENCE_REARM_STALE: 409,
+  ERR_PIDFENCE_REARM_NOT_BLOCKED: 409,
+  ERR_PIDFENCE_REARM_RESULT_MISMATCH: 409,
+  ERR_PIDFENCE_CLUSTER_SESSION: 409,
+  ERR_PIDFENCE_WORKER_FORGOTTEN: 409,
+  ERR_PIDFENCE_CLUSTER_LEASE_NOT_YOURS: 409,
+  ERR_PIDFENCE_CLUSTER_BODY_TOO_LARGE: 413,
+};
+
+/** The CLI's exit status for an error code. */
+export function exitStatusOf(code: string): 1 | 2 | 3 | 4 {
+  return CATEGORY_EXIT_STATUS[errorCategory(code)];
+}
+
+/** The HTTP status for an error code, the same on the control plane and on both status pages. */
+export function httpStatusOf(code: string): number {
+  return HTTP_STATUS[code as ErrorCode] ?? CATEGORY_HTTP_STATUS[errorCategory(code)];
 }

@@ -48,3 +48,11 @@ export type PidfenceInputError = PidfenceTypeError | PidfenceRangeError;
 export function isPidfenceInputError(error: unknown): error is PidfenceInputError {
   return error instanceof PidfenceTypeError || error instanceof PidfenceRangeError;
 }
+
+/** The disk under a store is full (docs/decisions/0191): the one code for it, in every store and at the CLI. */
+export const STORE_FULL_CODE = 'ERR_PIDFENCE_STORE_FULL';
+
+/** True for the store-full error: a condition that passes once space returns, never a reason to give up. */
+export function isStoreFull(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === STORE_FULL_CODE;
+}

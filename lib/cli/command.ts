@@ -3,13 +3,10 @@
 import type { Command } from 'commander';
 
 import type { ExitCode } from './exit-codes';
-import { writeJson } from './output';
+import { writeJson, type CliIo } from './output';
 
-export interface CliIo {
-  readonly stdout: NodeJS.WritableStream;
-  readonly stderr: NodeJS.WritableStream;
-  readonly env: NodeJS.ProcessEnv;
-}
+// The io type lives with the writers (output.ts imports nothing of the CLI); commands name it here too.
+export type { CliIo };
 
 export interface CliCommand {
   /** Adds the subcommand to the program; its action must call `done(code)` exactly once. */

@@ -1,4 +1,4 @@
-// Exit codes of the `pidfence` command, one home for all of them (documented in README.md).
+// Exit codes of the `pidfence` command, one home for all of them (documented in docs/cli.md).
 export const EXIT = {
   ok: 0,
   /** An unexpected failure (a bug): the only case that prints a stack trace. */

@@ -5,10 +5,20 @@
 import type { StartFailure } from '../execution/index';
 import { DEFAULT_SQLITE_FILE, type StoreTarget } from './store-target';
 
+/**
+ * How the user called pidfence, to be called the same way again: `npx pidfence` when npx ran it
+ * (npx marks its child with npm_lifecycle_event=npx and the command it ran; a bare `pidfence` is not
+ * on PATH in a project that installed it), else `pidfence`. A pidfence started by another tool that
+ * npx ran sees that tool's command, not its own.
+ */
+export function invokedAs(env: NodeJS.ProcessEnv): string {
+  return env.npm_lifecycle_event === 'npx' && /^'?pidfence'?(\s|$)/.test(env.npm_lifecycle_script ?? '') ? 'npx pidfence' : 'pidfence';
+}
+
 /** `pidfence cancel RUN`, with `--db` whenever the store is not the default ./pidfence.db. */
-export function stopHint(runId: string, dbOption: string | undefined): string {
+export function stopHint(runId: string, dbOption: string | undefined, env: NodeJS.ProcessEnv = {}): string {
   const db = dbOption === undefined || dbOption === DEFAULT_SQLITE_FILE ? '' : ` --db ${shellQuote(dbOption)}`;
-  return `pidfence cancel ${runId}${db}`;
+  return `${invokedAs(env)} cancel ${runId}${db}`;
 }
 
 /** Store names in messages: a file path as is; a URL without its password. */
@@ -23,7 +33,8 @@ export function storeName(target: StoreTarget): string {
   }
 }
 
-function shellQuote(text: string): string {
+/** A word a POSIX shell reads back as `text`. */
+export function shellQuote(text: string): string {
   return /^[A-Za-z0-9_./:@%+=-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
 }
 

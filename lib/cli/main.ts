@@ -2,33 +2,32 @@
 // `pidfence`: the command-line entry. The exit status follows from the error's category alone
 // (lib/base/error-registry.ts; docs/decisions/0041): bad input 2, store unavailable or not ready
 // 3, refused 4, internal 1. Only an error without a registered code prints a stack trace.
+// First: `run` and `supervise` hold their stop signals from the first moment (docs/decisions/0162).
+import './startup-signals';
+
 import { Command, CommanderError } from 'commander';
 
-import { errorCategory, type ErrorCategory } from '../base/error-registry';
+import { CATEGORY_EXIT_STATUS, errorCategory, type ErrorCategory } from '../base/error-registry';
 import { isPidfenceInputError } from '../base/errors';
 import type { CliIo } from './command';
-import { commands } from './commands/index';
+import { COMMAND_WORDS, commandsFor } from './commands/index';
 import { EXIT, type ExitCode } from './exit-codes';
-import { jsonRequested, unknownOptionHint } from './options';
+import { jsonRequested, subcommandOf, unknownOptionHint, withJsonAfterSubcommand } from './options';
 import { writeJsonError } from './output';
 import { packageVersion } from './version';
 
-export const CATEGORY_EXIT: Readonly<Record<ErrorCategory, ExitCode>> = {
-  input: EXIT.usage,
-  unavailable: EXIT.storeUnavailable,
-  refused: EXIT.refused,
-  internal: EXIT.failure,
-};
+/** The registry's exit statuses (lib/base/error-registry.ts), as the CLI's exit codes. */
+export const CATEGORY_EXIT: Readonly<Record<ErrorCategory, ExitCode>> = CATEGORY_EXIT_STATUS;
 
 /** `json`: commander's own error text is held back, and the error is written as JSON instead. */
-export function buildProgram(io: CliIo, done: (code: ExitCode) => void, json = false): Command {
+export function buildProgram(io: CliIo, done: (code: ExitCode) => void, json = false, argv: readonly string[] = []): Command {
   const program = new Command('pidfence')
     .description('Stop job processes safely and provably; inspect and repair durable cancellation.')
     .version(packageVersion(), '-V, --version', 'print the pidfence version')
     .exitOverride()
     .configureOutput({ writeOut: (text) => io.stdout.write(text), writeErr: (text) => { if (!json) io.stderr.write(text); } })
     .showHelpAfterError(true);
-  for (const command of commands) command.register(program, io, done);
+  for (const command of commandsFor(argv)) command.register(program, io, done);
   return program;
 }
 
@@ -37,7 +36,11 @@ let activeCommand: Command | undefined;
 
 function usageLines(): string {
   if (activeCommand === undefined) return '';
-  return `Usage: pidfence ${activeCommand.name()} ${activeCommand.usage()}\n(run pidfence ${activeCommand.name()} --help for details)\n`;
+  // A nested command (`worker drain`) is named with its parents.
+  const names: string[] = [];
+  for (let command: Command | null = activeCommand; command?.parent != null; command = command.parent) names.unshift(command.name());
+  const name = names.join(' ');
+  return `Usage: pidfence ${name} ${activeCommand.usage()}\n(run pidfence ${name} --help for details)\n`;
 }
 
 function codeOf(error: unknown): string | undefined {
@@ -68,10 +71,21 @@ function errorExitCode(error: unknown, io: CliIo, json: boolean, argv: readonly 
   return CATEGORY_EXIT[category];
 }
 
-export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCode> {
+/** A word that names no command: one sentence (or one JSON error), exit 2, before commander prints its help. */
+function unknownCommand(word: string, io: CliIo, json: boolean): ExitCode {
+  const message = `unknown command '${word}'; run pidfence --help for the commands.`;
+  if (json) writeJsonError(io, 'ERR_PIDFENCE_USAGE', 'input', message);
+  else io.stderr.write(`pidfence: ${message}\n`);
+  return EXIT.usage;
+}
+
+export async function runCli(given: readonly string[], io: CliIo): Promise<ExitCode> {
   let code: ExitCode | undefined;
+  const argv = withJsonAfterSubcommand(given);
   const json = jsonRequested(argv);
-  const program = buildProgram(io, (value) => (code = value), json);
+  const word = subcommandOf(argv);
+  if (word !== undefined && !COMMAND_WORDS.has(word)) return unknownCommand(word, io, json);
+  const program = buildProgram(io, (value) => (code = value), json, argv);
   activeCommand = undefined;
   program.hook('preAction', (_program, action) => {
     activeCommand = action;
@@ -88,7 +102,19 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<ExitCo
   return code;
 }
 
+/** Node's module compile cache where the runtime has it (22.1+; absent on Node 20): later starts skip compiling. */
+function enableCompileCache(): void {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the node:module API differs by version
+  const { enableCompileCache: enable } = require('node:module') as { enableCompileCache?: () => unknown };
+  try {
+    enable?.();
+  } catch {
+    // a cache directory that cannot be written only costs the compile
+  }
+}
+
 if (require.main === module) {
+  enableCompileCache();
   void runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env }).then((code) => {
     process.exitCode = code;
   });

@@ -17,6 +17,18 @@ export function subcommandOf(argv: readonly string[]): string | undefined {
   return ownArguments(argv).find((arg) => !arg.startsWith('-'));
 }
 
+/**
+ * `pidfence --json list` as `pidfence list --json`: --json is every subcommand's option, so one
+ * written before the subcommand moves after it (docs/decisions/0225).
+ */
+export function withJsonAfterSubcommand(argv: readonly string[]): readonly string[] {
+  const own = ownArguments(argv);
+  const at = own.findIndex((arg) => !arg.startsWith('-'));
+  if (at <= 0 || !own.slice(0, at).includes('--json')) return argv;
+  const before = own.slice(0, at).filter((arg) => arg !== '--json');
+  return [...before, own[at] as string, '--json', ...argv.slice(at + 1)];
+}
+
 /** Commands whose trailing arguments are a job's command line. */
 const JOB_COMMANDS = new Set(['run']);
 

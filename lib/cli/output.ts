@@ -2,7 +2,13 @@
 // --json exactly one JSON document on stdout (a stream of one-line documents for `supervise`), with
 // an error as one JSON line on stderr. Never a cause, stack, PID, handle or command.
 import type { ErrorCategory } from '../base/error-registry';
-import type { CliIo } from './command';
+
+/** Where a subcommand writes and what environment it reads: the process's, or a test's. */
+export interface CliIo {
+  readonly stdout: NodeJS.WritableStream;
+  readonly stderr: NodeJS.WritableStream;
+  readonly env: NodeJS.ProcessEnv;
+}
 
 /** The answer of a one-shot command under --json: one document, the same facts as the text. */
 export function writeJson(io: CliIo, value: unknown): void {

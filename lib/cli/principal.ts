@@ -4,9 +4,10 @@
 import type { Command } from 'commander';
 
 import { PidfenceRangeError } from '../base/errors';
-import { ManagementPlane, principalOf, RunNotVisibleError, type Principal } from '../management/index';
+import type { Permission } from '../contract/index';
+import { ManagementPlane, NotPermittedError, principalOf, RunNotVisibleError, type Principal } from '../management/index';
 import { addStoreOptions, writeAnswer, type CliIo, type StoreOptions } from './command';
-import { storeName } from './job-messages';
+import { shellQuote, storeName } from './job-messages';
 import { EXIT, type ExitCode } from './exit-codes';
 import { openStore, resolveStoreTarget, type StoreTarget } from './store-target';
 
@@ -39,13 +40,16 @@ export function projectRequired(options: ManagementOptions): string {
   return options.project;
 }
 
+/** What a management command does to the store: `read` opens a store this user cannot write read-only (docs/decisions/0226). */
+export type StoreAccess = 'read' | 'write';
+
 /** Opens the store, runs `use` with a plane acting as the resolved principal, and closes the store. */
-export async function withManagementPlane<T>(options: ManagementOptions, io: CliIo, use: (plane: ManagementPlane) => Promise<T>): Promise<T> {
+export async function withManagementPlane<T>(options: ManagementOptions, io: CliIo, use: (plane: ManagementPlane) => Promise<T>, access: StoreAccess = 'read'): Promise<T> {
   // A malformed principal is a usage error, found before the database is touched.
   const requested = requestedPrincipal(options.as, io.env);
   // Reads never create a database: a missing SQLite file is an unreachable store, not an empty one.
   const target = resolveStoreTarget(options.db, io.env);
-  const store = await openStore(target, { create: false });
+  const store = await openStore(target, { create: false, readsOnly: access === 'read' });
   try {
     const principal = actingPrincipal(requested, await store.authenticatedSubject());
     const plane = new ManagementPlane({ store: store.managementStore, principal: principal.subject, ...(principal.authenticated === undefined ? {} : { authenticatedAs: principal.authenticated }) });
@@ -65,17 +69,40 @@ export async function answerFromPlane<T>(
   ask: (plane: ManagementPlane) => Promise<T>,
   text: (answer: T) => string,
   exitOf: (answer: T) => ExitCode = () => EXIT.ok,
+  access: StoreAccess = 'read',
 ): Promise<ExitCode> {
-  const answer = await withManagementPlane(options, io, ask);
+  const answer = await withManagementPlane(options, io, ask, access);
   writeAnswer(io, options.json, answer, text);
   return exitOf(answer);
 }
 
-/** A run the caller cannot see is refused naming the store it was asked of (the same for a missing and a foreign run). */
+/**
+ * The command that gives a permission on this store (docs/decisions/0170), `--db` included: on
+ * SQLite the file's owner holds every grant; on PostgreSQL grants are written through the migration
+ * owner's URL, by a holder of grants.write, or by --bootstrap while the database holds no grant.
+ */
+export function howToGetPermission(target: StoreTarget, subject: string, projectId: string, permission: Permission): string {
+  if (target.kind === 'sqlite') {
+    return `the user who owns ${target.file} holds every grant on it and can run \`pidfence grant ${subject} ${projectId} ${permission} --db ${shellQuote(target.file)}\``;
+  }
+  return `a holder of grants.write on it can run \`pidfence grant ${subject} ${projectId} ${permission} --db <migration-owner-url>\` (on a database without grants, first \`pidfence grant --bootstrap <owner-role> ${projectId} grants.write --db <migration-owner-url>\`)`;
+}
+
+/**
+ * A refusal as this store's user reads it: a run the caller cannot see names the store it was
+ * asked of (the same for a missing and a foreign run), and a missing permission ends in the
+ * command that gives it.
+ */
+export function refusalInStore(target: StoreTarget, error: unknown): unknown {
+  if (error instanceof RunNotVisibleError) return error.inStore(storeName(target));
+  if (error instanceof NotPermittedError) return error.withHowToGet(howToGetPermission(target, error.subject, error.projectId, error.permission));
+  return error;
+}
+
 export async function nameStoreInRefusal<T>(target: StoreTarget, work: Promise<T>): Promise<T> {
   try {
     return await work;
   } catch (error) {
-    throw error instanceof RunNotVisibleError ? error.inStore(storeName(target)) : error;
+    throw refusalInStore(target, error);
   }
 }

@@ -1,9 +1,2 @@
-// `pidfence --version`: the version in the package's own package.json, three levels above
-// dist/lib/cli both in a checkout and in an installed package.
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
-
-export function packageVersion(): string {
-  const manifest = JSON.parse(readFileSync(path.join(__dirname, '..', '..', '..', 'package.json'), 'utf8')) as { version?: unknown };
-  return typeof manifest.version === 'string' ? manifest.version : 'unknown';
-}
+// `pidfence --version`: the package's own version (lib/base/package-version.ts).
+export { packageVersion } from '../base/package-version';

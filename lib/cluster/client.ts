@@ -3,12 +3,15 @@
 import { request as httpsRequest, Agent } from 'node:https';
 
 import { PidfenceError } from '../base/errors';
+import { checkTrustMaterial } from './tls-trust';
 
 export interface ClientTls {
   readonly cert: string | Buffer;
   readonly key: string | Buffer;
   /** The CA that signed the control plane's server certificate. */
   readonly ca: string | Buffer;
+  /** PEM revocation lists the control plane's certificate is checked against (docs/decisions/0242). */
+  readonly crl?: string | Buffer;
 }
 
 export interface ClientReply<T> {
@@ -20,20 +23,35 @@ const REQUEST_TIMEOUT_MS = 10_000;
 
 export class ControlPlaneClient {
   readonly #base: URL;
-  readonly #agent: Agent;
+  #agent: Agent;
 
   constructor(url: string, tls: ClientTls) {
     this.#base = new URL(url);
-    this.#agent = new Agent({ cert: tls.cert, key: tls.key, ca: tls.ca, minVersion: 'TLSv1.3', keepAlive: true, maxSockets: 4 });
+    this.#agent = agentFor(tls);
   }
 
-  /** One request; a non-2xx reply is returned, not thrown. Network failure is ERR_PIDFENCE_CLUSTER_UNREACHABLE. */
-  send<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<ClientReply<T>> {
+  /**
+   * New certificate, key, CA or CRL without a restart (docs/decisions/0242): the next request makes a
+   * new connection with them; requests under way finish on the old one. Bad material is refused
+   * (ERR_PIDFENCE_CLUSTER_TLS_FILE) and the old stays.
+   */
+  reload(tls: ClientTls): void {
+    checkTrustMaterial(tls);
+    const old = this.#agent;
+    this.#agent = agentFor(tls);
+    setTimeout(() => old.destroy(), REQUEST_TIMEOUT_MS).unref();
+  }
+
+  /**
+   * One request; a non-2xx reply is returned, not thrown. Network failure is ERR_PIDFENCE_CLUSTER_UNREACHABLE.
+   * `timeoutMs` (default 10 s) bounds a silent socket; a long-polled lease page passes its wait plus a margin.
+   */
+  send<T>(method: 'GET' | 'POST', path: string, body?: unknown, timeoutMs = REQUEST_TIMEOUT_MS): Promise<ClientReply<T>> {
     const url = new URL(path, this.#base);
     const payload = body === undefined ? undefined : JSON.stringify(body);
     return new Promise((resolve, reject) => {
       const req = httpsRequest(url, {
-        method, agent: this.#agent, timeout: REQUEST_TIMEOUT_MS,
+        method, agent: this.#agent, timeout: timeoutMs,
         headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
       }, (res) => {
         const chunks: Buffer[] = [];
@@ -53,6 +71,10 @@ export class ControlPlaneClient {
   close(): void {
     this.#agent.destroy();
   }
+}
+
+function agentFor(tls: ClientTls): Agent {
+  return new Agent({ cert: tls.cert, key: tls.key, ca: tls.ca, ...(tls.crl === undefined ? {} : { crl: tls.crl }), minVersion: 'TLSv1.3', keepAlive: true, maxSockets: 4 });
 }
 
 /** The reason is a fixed word (tls, refused, timeout, reset): never the peer's or the system's text. */

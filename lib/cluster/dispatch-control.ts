@@ -6,11 +6,11 @@ import { randomUUID } from 'node:crypto';
 
 import { monotonicNow, secondsSince } from '../base/time';
 import { PidfenceError } from '../base/errors';
-import { createLeaseToken, validateLeaseDurationMs, validateOwner } from '../contract/index';
+import { createLeaseToken, DUE_PAGE_MAX, validateLeaseDurationMs, validateOwner, type ClaimOutcome } from '../contract/index';
 import { observerOf, type DispatchObserver } from '../dispatch/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
 import type { DispatchAvailability, DispatchFailureCode } from './availability';
-import type { LeaseRef, LeaseTickAnswer, WorkerCaller } from './lease-store';
+import type { LeaseRef, LeaseTickAnswer, LeaseTickPage, WorkerCaller } from './lease-store';
 
 /** What the worker receives: the tick's answer; a stop carries whether a dispatch fact backs it. */
 export type ControlledTickAnswer =
@@ -24,8 +24,20 @@ export interface DispatchObservation {
   readonly scope: 'run' | 'attempt' | null;
 }
 
+/** One lease's answer in a page: a stop that could not be proved settled is `unavailable` with its code. */
+export type PageAnswer = ControlledTickAnswer | { readonly kind: 'unavailable'; readonly code: DispatchFailureCode };
+
+/** The wrapped lease page; `answers` holds only the leases whose answer is not a plain renewal. */
+export interface ControlledTickPage {
+  readonly session: LeaseTickPage['session'];
+  readonly expiresAtMs: number;
+  readonly answers: ReadonlyMap<string, PageAnswer>;
+}
+
+type StopAnswer = Extract<LeaseTickAnswer, { readonly kind: 'stop_requested' }>;
+
 export interface LeaseControl {
-  tick(caller: WorkerCaller, ref: LeaseRef): Promise<LeaseTickAnswer>;
+  tickPage(caller: WorkerCaller, refs: readonly LeaseRef[]): Promise<LeaseTickPage>;
 }
 
 /**
@@ -67,6 +79,9 @@ const FAIL_CLOSED_CLAIMS: Readonly<Record<string, DispatchFailureCode>> = {
   attempt_conflict: 'ERR_PIDFENCE_CLUSTER_DISPATCH_CONFLICT',
 };
 
+/** Refusals that mean another replica is delivering (or will): they do not withdraw readiness. */
+const HEALTHY_REFUSALS: ReadonlySet<DispatchFailureCode> = new Set(['ERR_PIDFENCE_CLUSTER_DISPATCH_LEASED', 'ERR_PIDFENCE_CLUSTER_DISPATCH_NOT_DUE']);
+
 interface ValidConfig {
   readonly owner: string;
   readonly leaseDurationMs: number;
@@ -80,7 +95,7 @@ function validConfig(options: DispatchControlOptions): ValidConfig | null {
   }
 }
 
-export class CancellationDispatchControl implements LeaseControl {
+export class CancellationDispatchControl {
   readonly #inner: LeaseControl;
   readonly #repository: DispatchRepository;
   readonly #availability: DispatchAvailability;
@@ -104,66 +119,114 @@ export class CancellationDispatchControl implements LeaseControl {
     if (this.#config === null) this.#availability.withdraw('ERR_PIDFENCE_CLUSTER_CONFIG', true);
   }
 
+  /** One lease: a page of one (docs/decisions/0200); a stop that cannot be proved settled throws DispatchFailedClosed. */
   async tick(caller: WorkerCaller, ref: LeaseRef): Promise<ControlledTickAnswer> {
-    const answer = await this.#inner.tick(caller, ref);
-    if (answer.kind !== 'stop_requested') {
-      this.#emit({ kind: 'bypass', code: null, scope: null });
-      return answer;
-    }
-    return this.#deliverStop(ref, answer);
+    const page = await this.tickPage(caller, [ref]);
+    const answer = page.answers.get(ref.runId) ?? { kind: 'renewed', expiresAtMs: page.expiresAtMs };
+    if (answer.kind === 'unavailable') throw new DispatchFailedClosed(answer.code);
+    return answer;
   }
 
-  async #deliverStop(ref: LeaseRef, stop: Extract<LeaseTickAnswer, { kind: 'stop_requested' }>): Promise<ControlledTickAnswer> {
-    if (this.#config === null) throw this.#failClosed('ERR_PIDFENCE_CLUSTER_CONFIG', stop.scope);
+  /**
+   * Every lease of one worker (docs/decisions/0200): the lease page's answers, each stop claimed and
+   * settled before it is released (design/cluster §D3), a page of claims and a page of settlements
+   * for however many stops are due. A stop that cannot be proved settled is `unavailable` for that
+   * lease alone; the others keep their answers.
+   */
+  async tickPage(caller: WorkerCaller, refs: readonly LeaseRef[]): Promise<ControlledTickPage> {
+    const page = await this.#inner.tickPage(caller, refs);
+    const answers = new Map<string, PageAnswer>();
+    const stops: Array<{ readonly ref: LeaseRef; readonly stop: StopAnswer }> = [];
+    for (const ref of refs) {
+      const answer = page.answers.get(ref.runId);
+      if (answer?.kind === 'stop_requested') stops.push({ ref, stop: answer });
+      else this.#emit({ kind: 'bypass', code: null, scope: null });
+      if (answer !== undefined && answer.kind !== 'stop_requested') answers.set(ref.runId, answer);
+    }
+    for (let i = 0; i < stops.length; i += DUE_PAGE_MAX) {
+      for (const [runId, answer] of await this.#deliverStops(stops.slice(i, i + DUE_PAGE_MAX))) answers.set(runId, answer);
+    }
+    return { session: page.session, expiresAtMs: page.expiresAtMs, answers };
+  }
+
+  async #deliverStops(stops: ReadonlyArray<{ readonly ref: LeaseRef; readonly stop: StopAnswer }>): Promise<Map<string, PageAnswer>> {
+    const answers = new Map<string, PageAnswer>();
+    if (this.#config === null) {
+      for (const { ref, stop } of stops) answers.set(ref.runId, this.#unavailable('ERR_PIDFENCE_CLUSTER_CONFIG', stop.scope));
+      return answers;
+    }
     const { owner, leaseDurationMs } = this.#config;
     const started = monotonicNow();
-    const claim = await this.#guard(stop.scope, 'ERR_PIDFENCE_CLUSTER_DISPATCH_UNAVAILABLE', () => this.#repository.claim({
-      runId: ref.runId, attemptId: ref.attemptId, cancelRequestedAtMs: stop.stopAtMs, owner, token: createLeaseToken(), leaseDurationMs,
-    }));
-    this.#observer.onClaim(claim.kind);
-    switch (claim.kind) {
-      case 'claimed': {
-        await this.#hooks.afterClaim?.();
-        const settled = await this.#guard(stop.scope, 'ERR_PIDFENCE_CLUSTER_SETTLE_FAILED', () => this.#repository.recordResult({
-          runId: ref.runId, attemptId: ref.attemptId, owner, token: claim.token, expectedVersion: claim.record.version,
-          result: 'termination_requested', eventId: `evt-${randomUUID()}`,
-        }));
-        // Nothing here waits between the two transactions: the time is the claim and the settlement.
-        if (settled.kind === 'stale_fence') this.#observer.onStaleFence();
-        else this.#observer.onSettled('termination_requested', secondsSince(started));
-        const durable = settled.kind === 'recorded' && settled.record.status === 'dispatched' && settled.record.lastResult === 'termination_requested';
-        if (!durable) throw this.#failClosed('ERR_PIDFENCE_CLUSTER_SETTLE_FAILED', stop.scope);
-        await this.#hooks.afterSettle?.();
-        return this.#release(stop, 'dispatched', 'settled');
-      }
-      case 'dispatched':
-        return this.#release(stop, 'dispatched', 'replayed');
-      case 'not_eligible':
-        // A task timeout or a terminal race: the stop is real, but no run cancellation fact exists to record.
-        return this.#release(stop, 'untracked', 'untracked');
-      default:
-        throw this.#failClosed(FAIL_CLOSED_CLAIMS[claim.kind] ?? 'ERR_PIDFENCE_CLUSTER_DISPATCH_CONFLICT', stop.scope);
+    const items = stops.map(({ ref, stop }) => ({ runId: ref.runId, attemptId: ref.attemptId, cancelRequestedAtMs: stop.stopAtMs, token: createLeaseToken() }));
+    const claims = await this.#attempt(() => this.#repository.claimPage({ owner, leaseDurationMs, items }));
+    if (claims === null) {
+      for (const { ref, stop } of stops) answers.set(ref.runId, this.#unavailable('ERR_PIDFENCE_CLUSTER_DISPATCH_UNAVAILABLE', stop.scope));
+      return answers;
     }
+    const claimed: Array<{ readonly index: number; readonly claim: Extract<ClaimOutcome, { kind: 'claimed' }> }> = [];
+    claims.forEach((claim, index) => {
+      this.#observer.onClaim(claim.kind);
+      const { ref, stop } = stops[index] as (typeof stops)[number];
+      if (claim.kind === 'claimed') claimed.push({ index, claim });
+      else answers.set(ref.runId, this.#answerForClaim(claim, stop));
+    });
+    if (claimed.length > 0) {
+      await this.#hooks.afterClaim?.();
+      for (const [runId, answer] of await this.#settle(stops, claimed, owner, started)) answers.set(runId, answer);
+    }
+    return answers;
   }
 
-  async #guard<T>(scope: 'run' | 'attempt', code: DispatchFailureCode, work: () => Promise<T>): Promise<T> {
+  /** Settles the claimed stops termination_requested, one page; only a durable settlement releases a stop. */
+  async #settle(stops: ReadonlyArray<{ readonly ref: LeaseRef; readonly stop: StopAnswer }>, claimed: ReadonlyArray<{ readonly index: number; readonly claim: Extract<ClaimOutcome, { kind: 'claimed' }> }>, owner: string, started: bigint): Promise<Map<string, PageAnswer>> {
+    const answers = new Map<string, PageAnswer>();
+    const settled = await this.#attempt(() => this.#repository.recordResults(claimed.map(({ index, claim }) => {
+      const { ref } = stops[index] as (typeof stops)[number];
+      return { runId: ref.runId, attemptId: ref.attemptId, owner, token: claim.token, expectedVersion: claim.record.version, result: 'termination_requested' as const, eventId: `evt-${randomUUID()}` };
+    })));
+    let released = false;
+    claimed.forEach(({ index }, i) => {
+      const { ref, stop } = stops[index] as (typeof stops)[number];
+      const outcome = settled?.[i];
+      if (outcome?.kind === 'stale_fence') this.#observer.onStaleFence();
+      else if (outcome !== undefined) this.#observer.onSettled('termination_requested', secondsSince(started));
+      const durable = outcome?.kind === 'recorded' && outcome.record.status === 'dispatched' && outcome.record.lastResult === 'termination_requested';
+      if (durable) released = true;
+      answers.set(ref.runId, durable ? this.#release(stop, 'dispatched', 'settled') : this.#unavailable('ERR_PIDFENCE_CLUSTER_SETTLE_FAILED', stop.scope));
+    });
+    if (released) await this.#hooks.afterSettle?.();
+    return answers;
+  }
+
+  #answerForClaim(claim: Exclude<ClaimOutcome, { kind: 'claimed' }>, stop: StopAnswer): PageAnswer {
+    if (claim.kind === 'dispatched') return this.#release(stop, 'dispatched', 'replayed');
+    // A task timeout or a terminal race: the stop is real, but no run cancellation fact exists to record.
+    if (claim.kind === 'not_eligible') return this.#release(stop, 'untracked', 'untracked');
+    return this.#unavailable(FAIL_CLOSED_CLAIMS[claim.kind] ?? 'ERR_PIDFENCE_CLUSTER_DISPATCH_CONFLICT', stop.scope);
+  }
+
+  async #attempt<T>(work: () => Promise<T>): Promise<T | null> {
     try {
       return await work();
     } catch {
-      throw this.#failClosed(code, scope);
+      return null;
     }
   }
 
-  #release(stop: Extract<LeaseTickAnswer, { kind: 'stop_requested' }>, tracking: 'dispatched' | 'untracked', kind: DispatchObservation['kind']): ControlledTickAnswer {
+  #release(stop: StopAnswer, tracking: 'dispatched' | 'untracked', kind: DispatchObservation['kind']): ControlledTickAnswer {
     this.#availability.restore();
     this.#emit({ kind, code: null, scope: stop.scope });
     return { ...stop, tracking };
   }
 
-  #failClosed(code: DispatchFailureCode, scope: 'run' | 'attempt'): DispatchFailedClosed {
-    this.#availability.withdraw(code);
+  /**
+   * A stop not released. Another replica's live dispatch lease or a retry not yet due is the
+   * delivery working elsewhere, not this replica failing: readiness stays (docs/decisions/0202).
+   */
+  #unavailable(code: DispatchFailureCode, scope: 'run' | 'attempt'): PageAnswer {
+    if (!HEALTHY_REFUSALS.has(code)) this.#availability.withdraw(code);
     this.#emit({ kind: 'failed_closed', code, scope });
-    return new DispatchFailedClosed(code);
+    return { kind: 'unavailable', code };
   }
 
   #emit(observation: DispatchObservation): void {

@@ -1,5 +1,10 @@
 // pidfence/cluster: remote workers on the pull path (docs/decisions/0100, 0101; design/cluster). Loads
 // pg; never loaded by the root, edge or standalone entries.
+import { assertPeerInstalled } from '../base/optional-peers';
+
+// `pg` is an optional peer (docs/decisions/0223): one sentence before the imports below would fail.
+assertPeerInstalled('pg', 'pidfence/cluster');
+
 export { DispatchAvailability } from './availability';
 export type { AvailabilityState, DispatchFailureCode } from './availability';
 export { CancellationDispatchControl, DispatchFailedClosed } from './dispatch-control';

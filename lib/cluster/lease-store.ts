@@ -12,12 +12,14 @@ import {
   type CompletionCause,
   type RunTerminalStatus,
   validateId,
+  validateRunName,
   validateLeaseDurationMs,
 } from '../contract/index';
 import type { PostgresExecutionStore } from '../store/postgres/execution-store';
 import { appendRunEvent, type LockedRun } from '../store/postgres/run-events';
+import { FLEET_SQL } from '../store/postgres/fleet-statements';
 import { SQL } from '../store/postgres/statements';
-import { inTransaction, type Tx } from '../store/postgres/transaction';
+import { inOneStatement, inTransaction, readInOneStatement, type Tx } from '../store/postgres/transaction';
 import { CLUSTER_SQL } from './statements';
 
 /** Who is calling: the verified certificate subject and the session it registered. */
@@ -39,7 +41,17 @@ export interface Assignment extends LeaseRef {
   readonly argv: readonly string[];
   readonly expiresAtMs: number;
   readonly deadlineAtMs: number | null;
+  /** Opt-in (docs/decisions/0273): the worker stops the job after this long without a renewal. */
+  readonly stopAfterDisconnectMs: number | null;
 }
+
+export type PullPageOutcome =
+  | { readonly kind: 'assigned'; readonly assignments: readonly Assignment[] }
+  | { readonly kind: 'none' }
+  | { readonly kind: 'session_closed' };
+
+/** The most jobs one pull hands out. */
+export const PULL_PAGE_MAX = 64;
 
 export type PullOutcome =
   | { readonly kind: 'assigned'; readonly assignment: Assignment }
@@ -55,7 +67,27 @@ export type LeaseTickAnswer =
   | { readonly kind: 'renewed'; readonly expiresAtMs: number }
   | { readonly kind: 'terminal' }
   | { readonly kind: 'stop_requested'; readonly scope: 'run' | 'attempt'; readonly stopAtMs: number; readonly expiresAtMs: number }
-  | { readonly kind: 'lost'; readonly reason: 'session' | 'fence' | 'expired' };
+  /**
+   * `forgotten`: an operator ran `pidfence worker forget` and the run ended without this worker
+   * (docs/decisions/0271). `expired` now means only a lease released without the worker's report.
+   */
+  | { readonly kind: 'lost'; readonly reason: 'session' | 'fence' | 'expired' | 'forgotten' };
+
+/** The session's side of a lease page: `lapsed` renews nothing, `lost` is not this principal's open session. */
+export interface LeaseTickPage {
+  readonly session: 'live' | 'lapsed' | 'lost';
+  readonly expiresAtMs: number;
+  /** Only the leases whose answer is not a plain renewal. */
+  readonly answers: ReadonlyMap<string, LeaseTickAnswer>;
+}
+
+interface SessionRow {
+  readonly kind: LeaseTickPage['session'];
+  readonly expiresAtMs: number | null;
+}
+
+/** The most leases one worker request carries (a worker's capacity is at most WORKER_CAPACITY_MAX). */
+export const LEASE_PAGE_MAX = 1_024;
 
 export interface CompletionReport extends LeaseRef {
   readonly status: RunTerminalStatus;
@@ -69,11 +101,35 @@ interface LeaseRow extends LeaseRef {
   readonly sessionId: string;
   readonly expiresAtMs: number;
   readonly releasedAtMs: number | null;
+  readonly unreachableAtMs: number | null;
+  readonly forgottenAtMs: number | null;
 }
 
-const ACTIVE_ATTEMPT = new Set(['claimed', 'starting', 'running']);
+/** What `pidfence worker forget` did (docs/decisions/0271). */
+export interface ForgetOutcome {
+  readonly runsForgotten: number;
+  readonly sessionsEnded: number;
+}
+
+/** A late report of a forgotten run (docs/decisions/0271): refused, nothing rewritten. */
+export class WorkerForgottenError extends PidfenceError {
+  constructor() {
+    super('an operator declared this worker gone (`pidfence worker forget`) and its run ended without it; this report is refused and changes nothing.', 'ERR_PIDFENCE_WORKER_FORGOTTEN');
+  }
+}
+
+/** Forget ends at most this many runs per act; a retry continues (a worker holds its capacity). */
+export const FORGET_RUNS_MAX = 1_024;
+
+function holdsFence(lease: LeaseRow | undefined, ref: LeaseRef): lease is LeaseRow {
+  return lease !== undefined && lease.attemptId === ref.attemptId && Number(lease.fence) === ref.fence;
+}
+
 const ACTIVE_RUN = new Set(['queued', 'running']);
 export const REAP_PAGE = 16;
+const REAP_INTERVAL_MS = 1_000;
+/** A session not heard for this many leases is ended (docs/decisions/0270); its runs are unreachable by then. */
+export const SESSION_IDLE_LEASES = 4;
 
 function newId(prefix: string): string {
   return `${prefix}-${randomUUID()}`;
@@ -100,10 +156,35 @@ function validateLeaseRef(ref: LeaseRef): LeaseRef {
   return { runId: validateId(ref.runId, 'runId'), attemptId: validateId(ref.attemptId, 'attemptId'), fence: ref.fence };
 }
 
+function validateLeasePage(refs: readonly LeaseRef[]): LeaseRef[] {
+  if (!Array.isArray(refs) || refs.length > LEASE_PAGE_MAX) {
+    throw new PidfenceError(`a lease page carries at most ${LEASE_PAGE_MAX} leases, each named once.`, 'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST');
+  }
+  const leases = refs.map(validateLeaseRef);
+  if (new Set(leases.map((l) => l.runId)).size !== leases.length) {
+    throw new PidfenceError(`a lease page carries at most ${LEASE_PAGE_MAX} leases, each named once.`, 'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST');
+  }
+  return leases;
+}
+
+function leaseNotYours(): PidfenceError {
+  return new PidfenceError('no open lease of this worker name has that run, attempt and fence; the run was never this worker\'s, or it ended without it.', 'ERR_PIDFENCE_CLUSTER_LEASE_NOT_YOURS');
+}
+
+/** validateRunName's refusal as a PidfenceError, which the control plane answers 400 (docs/decisions/0251). */
+function clusterRunName(value: string): string {
+  try {
+    return validateRunName(value);
+  } catch (error) {
+    throw new PidfenceError((error as Error).message, 'ERR_PIDFENCE_INVALID_RUN_NAME');
+  }
+}
+
 export class ClusterLeaseStore {
   readonly #pool: Pool;
   readonly #executionStore: PostgresExecutionStore;
   readonly #leaseDurationMs: number;
+  #lastReapMs = Number.NEGATIVE_INFINITY;
 
   constructor(pool: Pool, executionStore: PostgresExecutionStore, options: { readonly leaseDurationMs: number }) {
     this.#pool = pool;
@@ -118,7 +199,7 @@ export class ClusterLeaseStore {
   async registerSession(principal: string): Promise<string> {
     const id = newId('wks');
     validateCaller({ principal, sessionId: id });
-    await inTransaction(this.#pool, 'registerSession', (tx) => tx.rows(CLUSTER_SQL.insertSession, [id, principal]));
+    await inTransaction(this.#pool, 'registerSession', (tx) => tx.rows(CLUSTER_SQL.insertSession, [id, principal, this.#leaseDurationMs]));
     return id;
   }
 
@@ -129,18 +210,23 @@ export class ClusterLeaseStore {
   }
 
   /** A runtime run in `queued` with its job, in one transaction; `exists` changes nothing. */
-  async enqueueJob(job: { readonly runId: string; readonly projectId: string; readonly argv: readonly string[]; readonly timeoutMs?: number }): Promise<'created' | 'exists'> {
+  async enqueueJob(job: { readonly runId: string; readonly projectId: string; readonly argv: readonly string[]; readonly timeoutMs?: number; readonly name?: string; readonly stopAfterDisconnectMs?: number }): Promise<'created' | 'exists'> {
     const runId = validateId(job.runId, 'runId');
     const projectId = validateId(job.projectId, 'projectId');
+    const name = job.name === undefined ? null : clusterRunName(job.name);
     const argv = validateArgv(job.argv);
     const timeoutMs = job.timeoutMs ?? null;
     if (timeoutMs !== null && (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 86_400_000)) {
       throw new PidfenceError('timeoutMs must be an integer from 1 to 86400000.', 'ERR_PIDFENCE_CLUSTER_INVALID_JOB');
     }
+    const stopAfter = job.stopAfterDisconnectMs ?? null;
+    if (stopAfter !== null && (!Number.isSafeInteger(stopAfter) || stopAfter < 1_000 || stopAfter > 86_400_000)) {
+      throw new PidfenceError('stopAfterDisconnectMs must be an integer from 1000 (1 s) to 86400000 (1 day).', 'ERR_PIDFENCE_CLUSTER_INVALID_JOB');
+    }
     return inTransaction(this.#pool, 'enqueueJob', async (tx) => {
-      const [run] = await tx.rows(SQL.insertRun, [runId, projectId, 'runtime']);
+      const [run] = await tx.rows(SQL.insertRun, [runId, projectId, 'runtime', name]);
       if (run === undefined) return 'exists';
-      await tx.rows(CLUSTER_SQL.insertJob, [runId, JSON.stringify(argv), timeoutMs]);
+      await tx.rows(CLUSTER_SQL.insertJob, [runId, JSON.stringify(argv), timeoutMs, stopAfter]);
       return 'created';
     });
   }
@@ -151,50 +237,113 @@ export class ClusterLeaseStore {
    * of expired leases first, so a dead worker's run ends without a timer of its own.
    */
   async pull(caller: WorkerCaller): Promise<PullOutcome> {
+    const page = await this.pullPage(caller, 1);
+    return page.kind === 'assigned' ? { kind: 'assigned', assignment: page.assignments[0] as Assignment } : page;
+  }
+
+  /** Up to `max` waiting jobs for this session in one transaction (a worker's free slots, docs/decisions/0200). */
+  async pullPage(caller: WorkerCaller, max: number): Promise<PullPageOutcome> {
     const valid = validateCaller(caller);
+    if (!Number.isSafeInteger(max) || max < 1 || max > PULL_PAGE_MAX) {
+      throw new PidfenceError(`a pull asks for 1 to ${PULL_PAGE_MAX} jobs (the worker's free slots).`, 'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST');
+    }
     await this.reapExpired();
     return inTransaction(this.#pool, 'pull', async (tx) => {
-      if ((await tx.rows(CLUSTER_SQL.touchSession, [valid.sessionId, valid.principal])).length === 0) return { kind: 'session_closed' };
-      const [job] = await tx.rows<{ runId: string; projectId: string; argv: string[]; timeoutMs: number | null }>(CLUSTER_SQL.lockWaitingJob, []);
-      if (job === undefined) return { kind: 'none' };
-      const [run] = await tx.rows<LockedRun>(SQL.lockRun, [job.runId]);
-      if (run === undefined) return { kind: 'none' };
-      const attemptId = newId('att');
-      const deadlineAtMs = job.timeoutMs === null ? null : run.nowMs + job.timeoutMs;
-      await tx.rows(SQL.insertAttempt, [job.runId, attemptId, deadlineAtMs, null, run.nowMs, null]);
-      await tx.rows(CLUSTER_SQL.markAttemptRunning, [job.runId, attemptId, run.nowMs]);
-      await tx.rows(SQL.markRunRunning, [job.runId, run.nowMs]);
-      const [lease] = await tx.rows<LeaseRow>(CLUSTER_SQL.grantLease, [job.runId, attemptId, valid.sessionId, run.nowMs, this.#leaseDurationMs]);
-      if (lease === undefined) throw new Error('lease grant returned no row');
-      return { kind: 'assigned', assignment: { runId: job.runId, projectId: job.projectId, attemptId, fence: lease.fence, argv: job.argv, expiresAtMs: lease.expiresAtMs, deadlineAtMs } };
+      if ((await tx.rows(CLUSTER_SQL.touchSession, [valid.sessionId, valid.principal, this.#leaseDurationMs])).length === 0) return { kind: 'session_closed' };
+      const assignments: Assignment[] = [];
+      while (assignments.length < max) {
+        const assignment = await this.#grantOne(tx, valid.sessionId);
+        if (assignment === null) break;
+        assignments.push(assignment);
+      }
+      return assignments.length === 0 ? { kind: 'none' } : { kind: 'assigned', assignments };
     });
   }
 
-  /** The lease-control tick, undecorated: renewed, terminal, stop_requested or lost. */
-  async tick(caller: WorkerCaller, ref: LeaseRef): Promise<LeaseTickAnswer> {
-    const who = validateCaller(caller);
-    const lease = validateLeaseRef(ref);
-    return inTransaction(this.#pool, 'leaseTick', (tx) => this.#tickLocked(tx, who, lease));
+  async #grantOne(tx: Tx, sessionId: string): Promise<Assignment | null> {
+    const [job] = await tx.rows<{ runId: string; projectId: string; argv: string[]; timeoutMs: number | null; stopAfterDisconnectMs: number | null }>(CLUSTER_SQL.lockWaitingJob, []);
+    if (job === undefined) return null;
+    const [run] = await tx.rows<LockedRun>(SQL.lockRun, [job.runId]);
+    if (run === undefined) return null;
+    const attemptId = newId('att');
+    const deadlineAtMs = job.timeoutMs === null ? null : run.nowMs + job.timeoutMs;
+    await tx.rows(SQL.insertAttempt, [job.runId, attemptId, deadlineAtMs, null, run.nowMs, null]);
+    await tx.rows(CLUSTER_SQL.markAttemptRunning, [job.runId, attemptId, run.nowMs]);
+    await tx.rows(SQL.markRunRunning, [job.runId, run.nowMs]);
+    const [lease] = await tx.rows<LeaseRow>(CLUSTER_SQL.grantLease, [job.runId, attemptId, sessionId, run.nowMs, this.#leaseDurationMs]);
+    if (lease === undefined) throw new Error('lease grant returned no row');
+    return { runId: job.runId, projectId: job.projectId, attemptId, fence: lease.fence, argv: job.argv, expiresAtMs: lease.expiresAtMs, deadlineAtMs,
+      stopAfterDisconnectMs: job.stopAfterDisconnectMs === null ? null : Number(job.stopAfterDisconnectMs) };
   }
 
-  async #tickLocked(tx: Tx, caller: WorkerCaller, ref: LeaseRef): Promise<LeaseTickAnswer> {
-    const [run] = await tx.rows<LockedRun>(SQL.lockRun, [ref.runId]);
-    const [attempt] = run === undefined ? [] : await tx.rows<{ status: string; deadlineAtMs: number | null }>(CLUSTER_SQL.lockAttemptFacts, [ref.runId, ref.attemptId]);
-    const [lease] = await tx.rows<LeaseRow>(CLUSTER_SQL.lockLease, [ref.runId]);
-    if ((await tx.rows(CLUSTER_SQL.touchSession, [caller.sessionId, caller.principal])).length === 0) return { kind: 'lost', reason: 'session' };
-    if (run === undefined || attempt === undefined || lease === undefined) return { kind: 'lost', reason: 'fence' };
-    if (lease.sessionId !== caller.sessionId || lease.attemptId !== ref.attemptId || Number(lease.fence) !== ref.fence) return { kind: 'lost', reason: 'fence' };
-    const ended = !ACTIVE_ATTEMPT.has(attempt.status) || !ACTIVE_RUN.has(run.status);
-    if (ended) {
-      await tx.rows(CLUSTER_SQL.releaseLease, [ref.runId, run.nowMs, ref.fence]);
-      return { kind: 'terminal' };
+  /** The lease-control tick of one lease, undecorated: a page of one (one rule, docs/decisions/0200). */
+  async tick(caller: WorkerCaller, ref: LeaseRef): Promise<LeaseTickAnswer> {
+    const page = await this.tickPage(caller, [ref]);
+    return page.answers.get(ref.runId) ?? { kind: 'renewed', expiresAtMs: page.expiresAtMs };
+  }
+
+  /**
+   * Every lease a worker holds in one statement (docs/decisions/0200): the session is touched once,
+   * and `answers` holds only the leases whose answer is not a plain renewal; each of the others is
+   * renewed until `expiresAtMs`, the session's new heartbeat expiry.
+   */
+  async tickPage(caller: WorkerCaller, refs: readonly LeaseRef[]): Promise<LeaseTickPage> {
+    const who = validateCaller(caller);
+    const leases = validateLeasePage(refs);
+    const rows = await inOneStatement<{ runId: string | null; answer: SessionRow | LeaseTickAnswer }>(this.#pool, 'leaseTick', {
+      name: 'pidfence_leaseTick_v1', text: CLUSTER_SQL.leaseTick,
+      values: [who.sessionId, who.principal, leases.map((l) => l.runId), leases.map((l) => l.attemptId), leases.map((l) => l.fence), this.#leaseDurationMs],
+    });
+    const session = rows.find((row) => row.runId === null)?.answer as SessionRow | undefined;
+    if (session === undefined) throw new Error('lease tick returned no session row');
+    const answers = new Map<string, LeaseTickAnswer>();
+    for (const row of rows) if (row.runId !== null) answers.set(row.runId, row.answer as LeaseTickAnswer);
+    await this.#clearMarks(leases, answers);
+    return { session: session.kind, expiresAtMs: Number(session.expiresAtMs ?? 0), answers };
+  }
+
+  /**
+   * A renewal by the fence holder clears the reap's unreachable mark (docs/decisions/0270, 0275):
+   * the page's statement names those leases (`reattach`); each gets its `run.reattached` event once.
+   */
+  async #clearMarks(leases: readonly LeaseRef[], answers: Map<string, LeaseTickAnswer>): Promise<void> {
+    for (const lease of leases) {
+      const answer = answers.get(lease.runId) as (LeaseTickAnswer & { reattach?: boolean }) | undefined;
+      if (answer?.reattach === undefined) continue;
+      const { reattach, ...plain } = answer;
+      if (plain.kind === 'renewed') answers.delete(lease.runId); else answers.set(lease.runId, plain as LeaseTickAnswer);
+      if (reattach !== true) continue;
+      await inTransaction(this.#pool, 'clearUnreachable', async (tx) => {
+        const [run] = await tx.rows<LockedRun>(SQL.lockRun, [lease.runId]);
+        if (run === undefined) return;
+        const cleared = await tx.rows(CLUSTER_SQL.clearUnreachable, [lease.runId, lease.fence]);
+        if (cleared.length > 0) await appendRunEvent(tx, run, { type: 'run.reattached', eventId: newId('evt'), payload: { attemptId: lease.attemptId } });
+      });
     }
-    if (lease.releasedAtMs !== null || lease.expiresAtMs <= run.nowMs) return { kind: 'lost', reason: 'expired' };
-    const [renewed] = await tx.rows<LeaseRow>(CLUSTER_SQL.renewLease, [ref.runId, run.nowMs, this.#leaseDurationMs, ref.fence]);
-    const expiresAtMs = renewed?.expiresAtMs ?? lease.expiresAtMs;
-    if (run.cancelRequestedAtMs !== null) return { kind: 'stop_requested', scope: 'run', stopAtMs: run.cancelRequestedAtMs, expiresAtMs };
-    if (attempt.deadlineAtMs !== null && attempt.deadlineAtMs <= run.nowMs) return { kind: 'stop_requested', scope: 'attempt', stopAtMs: attempt.deadlineAtMs, expiresAtMs };
-    return { kind: 'renewed', expiresAtMs };
+  }
+
+  /**
+   * A restarted worker's new session takes over a lease an earlier session of the same name holds
+   * (docs/decisions/0272): same run, attempt and fence, so no stale holder can come back with it. A
+   * lease of another name, a released or forgotten one, or a closed session is refused, typed.
+   */
+  async attach(caller: WorkerCaller, ref: LeaseRef): Promise<'attached' | 'already'> {
+    const who = validateCaller(caller);
+    const lease = validateLeaseRef(ref);
+    return inTransaction(this.#pool, 'leaseAttach', async (tx) => {
+      const [run] = await tx.rows<LockedRun>(SQL.lockRun, [lease.runId]);
+      const [row] = run === undefined ? [] : await tx.rows<LeaseRow>(CLUSTER_SQL.lockLease, [lease.runId]);
+      if (run === undefined || !holdsFence(row, lease)) throw leaseNotYours();
+      if (row.forgottenAtMs !== null) throw new WorkerForgottenError();
+      if (row.releasedAtMs !== null) throw leaseNotYours();
+      if ((await tx.rows(CLUSTER_SQL.touchSession, [who.sessionId, who.principal, this.#leaseDurationMs])).length === 0) throw new PidfenceError('this session is closed; register a new one, then attach.', 'ERR_PIDFENCE_CLUSTER_SESSION');
+      if (row.sessionId === who.sessionId) return 'already';
+      const [holder] = await tx.rows<{ principal: string }>(CLUSTER_SQL.sessionPrincipal, [row.sessionId]);
+      if (holder?.principal !== who.principal) throw leaseNotYours();
+      await tx.rows(CLUSTER_SQL.rebindLease, [lease.runId, who.sessionId, run.nowMs, this.#leaseDurationMs, lease.fence]);
+      await appendRunEvent(tx, run, { type: 'run.reattached', eventId: newId('evt'), payload: { attemptId: lease.attemptId } });
+      return 'attached';
+    });
   }
 
   /**
@@ -205,7 +354,9 @@ export class ClusterLeaseStore {
     const who = validateCaller(caller);
     const ref = validateLeaseRef(report);
     const [lease] = await inTransaction(this.#pool, 'completeCheck', (tx) => tx.rows<LeaseRow>(CLUSTER_SQL.selectLease, [ref.runId]));
-    if (lease === undefined || lease.sessionId !== who.sessionId || lease.attemptId !== ref.attemptId || Number(lease.fence) !== ref.fence) return { kind: 'lost' };
+    // A forgotten run's late report: refused, typed, and the record the operator's act wrote is kept.
+    if (holdsFence(lease, ref) && lease.forgottenAtMs !== null) throw new WorkerForgottenError();
+    if (lease === undefined || lease.sessionId !== who.sessionId || !holdsFence(lease, ref)) return { kind: 'lost' };
     const outcome = await this.#executionStore.completeAttempt({
       runId: ref.runId, attemptId: ref.attemptId, status: report.status, cause: report.cause, exit: report.exit,
       attemptEventId: newId('aev'), runEventId: newId('evt'), journalReceipt: false,
@@ -232,19 +383,83 @@ export class ClusterLeaseStore {
   }
 
   /**
-   * Ends the attempts of expired, unreleased leases (a worker that stopped ticking): the run fails
-   * with cause `lost`, and the lease is released. At most REAP_PAGE per call.
+   * Marks expired, unreleased leases unreachable (docs/decisions/0270): a worker that stopped renewing
+   * is not a dead job. The run and its attempt stay active, a cancel is still taken, and each run gets
+   * one `run.unreachable` event. Sessions silent for SESSION_IDLE_LEASES leases end. At most REAP_PAGE
+   * of each per call; the control plane calls it on a timer.
    */
   async reapExpired(): Promise<number> {
-    const expired = await inTransaction(this.#pool, 'reapExpired', (tx) => tx.rows<LeaseRef>(CLUSTER_SQL.expiredLeases, [REAP_PAGE]));
+    const expired = await readInOneStatement<LeaseRef>(this.#pool, 'reapExpired', { name: 'pidfence_expiredLeases_v2', text: CLUSTER_SQL.expiredLeases, values: [REAP_PAGE] });
+    await inTransaction(this.#pool, 'expireSessions', (tx) => tx.rows(CLUSTER_SQL.expireSessions, [SESSION_IDLE_LEASES * this.#leaseDurationMs, REAP_PAGE]));
+    let marked = 0;
     for (const lease of expired) {
-      await this.#executionStore.completeAttempt({
-        runId: lease.runId, attemptId: lease.attemptId, status: 'failed', cause: 'lost', exit: null,
+      marked += await inTransaction(this.#pool, 'markUnreachable', async (tx) => {
+        const [run] = await tx.rows<LockedRun>(SQL.lockRun, [lease.runId]);
+        if (run === undefined || !ACTIVE_RUN.has(run.status)) return 0;
+        const written = await tx.rows(`${CLUSTER_SQL.markUnreachable} RETURNING run_id`, [lease.runId, run.nowMs, Number(lease.fence)]);
+        if (written.length === 0) return 0;
+        await appendRunEvent(tx, run, { type: 'run.unreachable', eventId: newId('evt'), payload: { attemptId: lease.attemptId } });
+        return 1;
+      });
+    }
+    return marked;
+  }
+
+  /**
+   * `pidfence worker forget NAME` (docs/decisions/0271): the operator declares the host gone. Its
+   * sessions end, each run its sessions hold ends `failed` with cause `forgotten`, the lease keeps
+   * the mark that refuses a late report, and one audit row says who did it. A retry finishes a forget
+   * that stopped half-way; a forget with nothing to end is recorded `unchanged`.
+   */
+  async forgetWorker(name: string, actor: string): Promise<ForgetOutcome | null> {
+    const forgotten = await inTransaction(this.#pool, 'forgetWorker', async (tx) => {
+      const [known] = await tx.rows<{ known: boolean }>(FLEET_SQL.known, [name]);
+      if (known?.known !== true) return null;
+      await tx.rows(CLUSTER_SQL.ensureWorkerRow, [name]);
+      const [worker] = await tx.rows<{ nowMs: number }>(CLUSTER_SQL.lockWorkerRow, [name]);
+      const nowMs = Number(worker?.nowMs);
+      const open = await tx.rows<LeaseRef>(CLUSTER_SQL.leasesOfWorker, [name, FORGET_RUNS_MAX]);
+      for (const lease of open) await tx.rows(CLUSTER_SQL.forgetLease, [lease.runId, nowMs, Number(lease.fence)]);
+      const ended = await tx.rows(`${CLUSTER_SQL.endSessionsOf} RETURNING id`, [name, nowMs]);
+      const outcome = open.length + ended.length > 0 ? 'changed' : 'unchanged';
+      await tx.rows(CLUSTER_SQL.insertForgetAudit, [newId('wau'), name, actor, outcome, nowMs]);
+      return { leases: open, sessionsEnded: ended.length };
+    });
+    if (forgotten === null) return null;
+    const { leases, sessionsEnded } = forgotten;
+    let runsForgotten = 0;
+    for (const lease of leases) {
+      const outcome = await this.#executionStore.completeAttempt({
+        runId: lease.runId, attemptId: lease.attemptId, status: 'failed', cause: 'forgotten', exit: null,
         attemptEventId: newId('aev'), runEventId: newId('evt'), journalReceipt: false,
       });
-      await this.#release({ ...lease, fence: Number(lease.fence) });
+      if (outcome.kind === 'completed') runsForgotten += 1;
     }
-    return expired.length;
+    return { runsForgotten, sessionsEnded };
+  }
+
+  /** Since when each of these runs is unreachable (database time); runs not marked are absent. */
+  async unreachableSince(runIds: readonly string[]): Promise<ReadonlyMap<string, number>> {
+    if (runIds.length === 0) return new Map();
+    const rows = await inTransaction(this.#pool, 'unreachableOf', (tx) => tx.rows<{ runId: string; sinceMs: string }>(CLUSTER_SQL.unreachableOf, [runIds]));
+    return new Map(rows.map((row) => [row.runId, Number(row.sinceMs)]));
+  }
+
+  /** The status card's count of a project's unreachable runs. */
+  async unreachableInProject(projectId: string): Promise<number> {
+    const [row] = await inTransaction(this.#pool, 'unreachableInProject', (tx) => tx.rows<{ count: number }>(CLUSTER_SQL.unreachableInProject, [validateId(projectId, 'projectId')]));
+    return Number(row?.count ?? 0);
+  }
+
+  /**
+   * The reap on any worker's lease page, at most once per REAP_INTERVAL_MS on this replica
+   * (docs/decisions/0200): lapsed sessions' runs end whether or not some worker pulls.
+   */
+  async reapIfDue(): Promise<number> {
+    const now = performance.now();
+    if (now - this.#lastReapMs < REAP_INTERVAL_MS) return 0;
+    this.#lastReapMs = now;
+    return this.reapExpired();
   }
 
   async #release(ref: LeaseRef): Promise<void> {

@@ -1,6 +1,10 @@
 // Request schemas of the control plane (docs/decisions/0102): Fastify validates every body and
-// parameter before a handler runs; unknown fields are refused, not stripped.
-const ID = { type: 'string', minLength: 1, maxLength: 128 } as const;
+// parameter before a handler runs; unknown fields are refused, not stripped. Ids, names and signals
+// are the contract's rules (docs/decisions/0260): valid here exactly when the contract's validators say so.
+import { COMPLETION_CAUSES, RUN_TERMINAL_STATUSES } from '../contract/index';
+import { FIELD_RULES, fieldRuleOfPattern } from '../contract/json-schemas';
+
+const ID = FIELD_RULES.id.schema;
 const object = (properties: Record<string, unknown>, required: readonly string[]) =>
   ({ type: 'object', additionalProperties: false, properties, required }) as const;
 
@@ -10,16 +14,29 @@ const leaseBody = { ...sessionBody, runId: ID, attemptId: ID, fence: { type: 'in
 export const SCHEMAS = {
   empty: { body: { type: 'object', additionalProperties: false, maxProperties: 0 } },
   session: { body: object(sessionBody, ['sessionId']) },
+  /** A pull asks for up to `max` jobs (its free slots); without it, one, in the single-assignment shape. */
+  pull: { body: object({ ...sessionBody, max: { type: 'integer', minimum: 1, maximum: 64 } }, ['sessionId']) },
+  /**
+   * Every lease a worker holds, once per tick (docs/decisions/0200), and how long the control plane
+   * may hold the request for a stop to become due (docs/decisions/0201).
+   */
+  leasePage: {
+    body: object({
+      ...sessionBody,
+      leases: { type: 'array', maxItems: 1024, items: object({ runId: ID, attemptId: ID, fence: { type: 'integer', minimum: 1 } }, ['runId', 'attemptId', 'fence']) },
+      waitMs: { type: 'integer', minimum: 0, maximum: 10_000 },
+    }, ['sessionId', 'leases']),
+  },
   lease: { body: object(leaseBody, ['sessionId', 'runId', 'attemptId', 'fence']) },
   completion: {
     body: object({
       ...leaseBody,
-      status: { enum: ['succeeded', 'failed', 'cancelled', 'timed_out'] },
-      cause: { enum: ['receipt', 'never_started', 'stopped', 'lost'] },
+      status: { enum: [...RUN_TERMINAL_STATUSES] },
+      cause: { enum: [...COMPLETION_CAUSES] },
       exit: {
         anyOf: [
           { type: 'null' },
-          object({ exitCode: { type: ['integer', 'null'] }, signal: { type: ['string', 'null'], maxLength: 16 } }, ['exitCode', 'signal']),
+          object({ exitCode: { type: ['integer', 'null'] }, signal: { anyOf: [{ type: 'null' }, FIELD_RULES.signalName.schema] } }, ['exitCode', 'signal']),
         ],
       },
     }, ['sessionId', 'runId', 'attemptId', 'fence', 'status', 'cause', 'exit']),
@@ -29,9 +46,14 @@ export const SCHEMAS = {
       runId: ID, projectId: ID,
       argv: { type: 'array', minItems: 1, maxItems: 256, items: { type: 'string', maxLength: 4096 } },
       timeoutMs: { type: 'integer', minimum: 1, maximum: 86_400_000 },
+      // Opt-in: the worker stops the job after this long without a renewal (docs/decisions/0273).
+      stopAfterDisconnectMs: { type: 'integer', minimum: 1_000, maximum: 86_400_000 },
+      // A label for people (docs/decisions/0251).
+      name: FIELD_RULES.runName.schema,
     }, ['runId', 'projectId', 'argv']),
   },
   runParam: { params: object({ runId: ID }, ['runId']) },
+  projectCancel: { params: object({ projectId: ID }, ['projectId']) },
   projectParam: { params: object({ projectId: ID }, ['projectId']), querystring: object({ cursor: { type: 'string', maxLength: 512 } }, []) },
   rearm: {
     params: object({ runId: ID }, ['runId']),
@@ -42,3 +64,30 @@ export const SCHEMAS = {
     }, ['expectedVersion', 'expectedStatus', 'expectedResult']),
   },
 } as const;
+
+/** What Fastify reports of a schema refusal: ajv's first error and which part of the request it read. */
+interface SchemaRefusal {
+  readonly validation?: ReadonlyArray<{ readonly keyword?: string; readonly instancePath?: string; readonly params?: { readonly pattern?: unknown } }>;
+  readonly validationContext?: string;
+}
+
+/**
+ * A schema refusal of a contract field answered as the contract's own error (docs/decisions/0224,
+ * 0260): the field's validator runs on the refused value and its typed error is the answer, so a bad
+ * id is ERR_PIDFENCE_INVALID_ID here as everywhere. null for any other refusal (a shape problem).
+ */
+export function contractRefusalOf(error: SchemaRefusal, request: { readonly body?: unknown; readonly params?: unknown; readonly query?: unknown }): unknown {
+  const first = error.validation?.[0];
+  const rule = first?.keyword === 'pattern' ? fieldRuleOfPattern(first.params?.pattern) : undefined;
+  if (rule === undefined || first?.instancePath === undefined) return null;
+  const context = error.validationContext;
+  let value: unknown = context === 'body' ? request.body : context === 'params' ? request.params : context === 'querystring' ? request.query : undefined;
+  const path = first.instancePath.split('/').slice(1).map((step) => step.replace(/~1/g, '/').replace(/~0/g, '~'));
+  for (const step of path) value = (value as Record<string, unknown> | undefined)?.[step];
+  try {
+    rule.validate(value, path[path.length - 1] ?? 'value');
+  } catch (refusal) {
+    return refusal;
+  }
+  return null;
+}

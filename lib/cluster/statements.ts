@@ -3,22 +3,28 @@
 import { DB_NOW_MS } from '../store/postgres/statements';
 
 const LEASE_COLUMNS = `run_id AS "runId", attempt_id AS "attemptId", session_id AS "sessionId", fence,
-  expires_at_ms AS "expiresAtMs", released_at_ms AS "releasedAtMs"`;
+  expires_at_ms AS "expiresAtMs", released_at_ms AS "releasedAtMs", unreachable_at_ms AS "unreachableAtMs", forgotten_at_ms AS "forgottenAtMs"`;
 
 export const CLUSTER_SQL = {
-  insertSession: `INSERT INTO worker_sessions (id, principal, started_at_ms, last_seen_at_ms, ended_at_ms)
-    VALUES ($1, $2, ${DB_NOW_MS}, ${DB_NOW_MS}, NULL)`,
-  /** The session of this principal, still open; touches last_seen. */
-  touchSession: `UPDATE worker_sessions SET last_seen_at_ms = ${DB_NOW_MS}
-    WHERE id = $1 AND principal = $2 AND ended_at_ms IS NULL RETURNING id`,
+  /** A session lives for one worker lease ($3 ms) from its registration, then as long as it ticks (docs/decisions/0200). */
+  insertSession: `INSERT INTO worker_sessions (id, principal, started_at_ms, last_seen_at_ms, ended_at_ms, expires_at_ms)
+    VALUES ($1, $2, ${DB_NOW_MS}, ${DB_NOW_MS}, NULL, ${DB_NOW_MS} + $3::bigint)`,
+  /**
+   * The session of this principal, still open; its heartbeat is extended by $3 ms, also after it
+   * lapsed: its holder answers for its leases again (docs/decisions/0273, 0275).
+   */
+  touchSession: `UPDATE worker_sessions AS s SET last_seen_at_ms = GREATEST(s.last_seen_at_ms, ${DB_NOW_MS}),
+      expires_at_ms = GREATEST(s.expires_at_ms, ${DB_NOW_MS} + $3::bigint)
+    WHERE s.id = $1 AND s.principal = $2 AND s.ended_at_ms IS NULL RETURNING s.id`,
   endSession: `UPDATE worker_sessions SET ended_at_ms = ${DB_NOW_MS}, last_seen_at_ms = ${DB_NOW_MS}
     WHERE id = $1 AND principal = $2 AND ended_at_ms IS NULL RETURNING id`,
-  insertJob: `INSERT INTO cluster_jobs (run_id, argv, timeout_ms, created_at_ms) VALUES ($1, $2::json, $3, ${DB_NOW_MS})`,
+  insertJob: `INSERT INTO cluster_jobs (run_id, argv, timeout_ms, created_at_ms, stop_after_disconnect_ms) VALUES ($1, $2::json, $3, ${DB_NOW_MS}, $4)`,
   /**
    * The oldest waiting job: a queued runtime run without cancel intent. Locks the run (lock 1 of the
    * Run → Attempt → Lease order); SKIP LOCKED so two replicas hand out two different runs.
    */
-  lockWaitingJob: `SELECT j.run_id AS "runId", r.project_id AS "projectId", j.argv, j.timeout_ms AS "timeoutMs"
+  lockWaitingJob: `SELECT j.run_id AS "runId", r.project_id AS "projectId", j.argv, j.timeout_ms AS "timeoutMs",
+      j.stop_after_disconnect_ms AS "stopAfterDisconnectMs"
     FROM cluster_jobs AS j JOIN runs AS r ON r.id = j.run_id
     WHERE r.status = 'queued' AND r.owner = 'runtime' AND r.cancel_requested_at_ms IS NULL
     ORDER BY j.created_at_ms, j.run_id LIMIT 1
@@ -33,17 +39,62 @@ export const CLUSTER_SQL = {
       fence = GREATEST(run_dispatch_leases.fence + 1, EXCLUDED.fence), expires_at_ms = EXCLUDED.expires_at_ms, released_at_ms = NULL,
       updated_at_ms = EXCLUDED.updated_at_ms
     RETURNING ${LEASE_COLUMNS}`,
-  /** Lock 3: the lease row (after the run and the attempt). */
-  lockLease: `SELECT ${LEASE_COLUMNS} FROM run_dispatch_leases WHERE run_id = $1 FOR NO KEY UPDATE`,
-  renewLease: `UPDATE run_dispatch_leases SET expires_at_ms = $2::bigint + $3::bigint, updated_at_ms = $2
-    WHERE run_id = $1 AND fence = $4 AND released_at_ms IS NULL RETURNING ${LEASE_COLUMNS}`,
+  /**
+   * Every lease of one worker in one statement (migration 0016, docs/decisions/0200): the session's
+   * row first (runId NULL), then a row for each lease that is not a plain renewal.
+   */
+  leaseTick: `SELECT "runId", answer FROM pidfence_lease_tick($1, $2, $3::text[], $4::text[], $5::bigint[], $6)`,
   releaseLease: `UPDATE run_dispatch_leases SET released_at_ms = $2, updated_at_ms = $2
     WHERE run_id = $1 AND fence = $3 AND released_at_ms IS NULL`,
-  /** Expired, unreleased leases (bounded page for the reap on the pull path). */
-  expiredLeases: `SELECT run_id AS "runId", attempt_id AS "attemptId", fence FROM run_dispatch_leases
-    WHERE released_at_ms IS NULL AND expires_at_ms <= ${DB_NOW_MS}
-    ORDER BY expires_at_ms, run_id LIMIT $1`,
+  /** The open, unmarked leases of lapsed sessions, a bounded page for the reap (docs/decisions/0200, 0275). */
+  expiredLeases: `SELECT "runId", "attemptId", fence FROM pidfence_lapsed_leases($1)`,
+  /** Lock 3: the lease row (after the run and the attempt). */
+  lockLease: `SELECT ${LEASE_COLUMNS} FROM run_dispatch_leases WHERE run_id = $1 FOR NO KEY UPDATE`,
+  /**
+   * Sessions whose heartbeat stopped (docs/decisions/0270): ended once nothing was heard for $1 ms. A
+   * worker that comes back registers again and re-attaches its runs; bounded to $2 per call.
+   */
+  expireSessions: `UPDATE worker_sessions SET ended_at_ms = GREATEST(started_at_ms, ${DB_NOW_MS})
+    WHERE id IN (SELECT id FROM worker_sessions WHERE ended_at_ms IS NULL AND last_seen_at_ms < ${DB_NOW_MS} - $1::bigint
+      ORDER BY last_seen_at_ms LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+  /** The reap's mark (docs/decisions/0270): the lease keeps its session and fence; the run stays active. */
+  markUnreachable: `UPDATE run_dispatch_leases AS l SET unreachable_at_ms = $2, updated_at_ms = $2
+    WHERE l.run_id = $1 AND l.fence = $3 AND l.released_at_ms IS NULL AND l.unreachable_at_ms IS NULL
+      AND EXISTS (SELECT 1 FROM worker_sessions AS s WHERE s.id = l.session_id AND s.expires_at_ms <= $2)`,
+  /** A renewal from the holder clears the mark: the worker is back and answers for its run. */
+  clearUnreachable: `UPDATE run_dispatch_leases SET unreachable_at_ms = NULL
+    WHERE run_id = $1 AND fence = $2 AND released_at_ms IS NULL AND unreachable_at_ms IS NOT NULL RETURNING run_id`,
+  /** A restarted worker's new session takes over its name's lease (docs/decisions/0272); same fence. */
+  rebindLease: `UPDATE run_dispatch_leases SET session_id = $2, unreachable_at_ms = NULL, expires_at_ms = $3::bigint + $4::bigint, updated_at_ms = $3
+    WHERE run_id = $1 AND fence = $5 AND released_at_ms IS NULL`,
+  /** The open session of this name, locked: an attach or forget reads it. */
+  sessionPrincipal: `SELECT principal FROM worker_sessions WHERE id = $1`,
+  /**
+   * The leases an operator's forget ends (docs/decisions/0271): those the name's sessions hold open,
+   * and those already forgotten whose run a crashed forget left active (a retry completes them).
+   */
+  leasesOfWorker: `SELECT l.run_id AS "runId", l.attempt_id AS "attemptId", l.fence FROM run_dispatch_leases AS l
+    JOIN worker_sessions AS s ON s.id = l.session_id JOIN runs AS r ON r.id = l.run_id
+    WHERE s.principal = $1 AND (l.released_at_ms IS NULL OR (l.forgotten_at_ms IS NOT NULL AND r.status IN ('queued', 'running')))
+    ORDER BY l.run_id LIMIT $2`,
+  forgetLease: `UPDATE run_dispatch_leases SET forgotten_at_ms = $2, released_at_ms = COALESCE(released_at_ms, $2), updated_at_ms = $2
+    WHERE run_id = $1 AND fence = $3 AND (released_at_ms IS NULL OR forgotten_at_ms IS NOT NULL)`,
+  endSessionsOf: `UPDATE worker_sessions SET ended_at_ms = GREATEST(started_at_ms, $2::bigint)
+    WHERE principal = $1 AND ended_at_ms IS NULL`,
+  insertForgetAudit: `INSERT INTO worker_audit (id, worker_name, action, actor, outcome, revision, created_at_ms)
+    SELECT $1, $2, 'forget', $3, $4, COALESCE((SELECT revision FROM cluster_workers WHERE name = $2), 0), $5`,
+  ensureWorkerRow: `INSERT INTO cluster_workers (name, admission, revoked_at_ms, software_version, capacity, revision, created_at_ms, updated_at_ms)
+    VALUES ($1, 'active', NULL, NULL, NULL, 0, ${DB_NOW_MS}, ${DB_NOW_MS}) ON CONFLICT (name) DO NOTHING`,
+  /** The runs of a page whose worker stopped renewing (docs/decisions/0270): the cluster views show them `unreachable`. */
+  unreachableOf: `SELECT run_id AS "runId", unreachable_at_ms AS "sinceMs" FROM run_dispatch_leases
+    WHERE run_id = ANY($1::text[]) AND released_at_ms IS NULL AND unreachable_at_ms IS NOT NULL`,
+  unreachableInProject: `SELECT count(*)::int AS count FROM run_dispatch_leases AS l JOIN runs AS r ON r.id = l.run_id
+    WHERE r.project_id = $1 AND l.released_at_ms IS NULL AND l.unreachable_at_ms IS NOT NULL`,
+  lockWorkerRow: `SELECT ${DB_NOW_MS} AS "nowMs" FROM cluster_workers WHERE name = $1 FOR UPDATE`,
   lockAttemptFacts: `SELECT status, deadline_at_ms AS "deadlineAtMs" FROM attempts WHERE run_id = $1 AND id = $2 FOR NO KEY UPDATE`,
   markAttemptRunning: `UPDATE attempts SET status = 'running', updated_at_ms = $3 WHERE run_id = $1 AND id = $2 AND status = 'claimed'`,
+  /** A project's runs not yet ended, a keyset page by id (a project-wide cancel walks them). */
+  activeRunsOfProject: `SELECT id AS "runId" FROM runs
+    WHERE project_id = $1 AND owner = 'runtime' AND status IN ('queued', 'running') AND id > $2 ORDER BY id LIMIT $3`,
   selectLease: `SELECT ${LEASE_COLUMNS} FROM run_dispatch_leases WHERE run_id = $1`,
 } as const;

@@ -1,28 +1,36 @@
 // The remote worker (docs/decisions/0103; design/cluster): registers a session with the control plane,
 // pulls jobs, runs each locally with the execution lifecycle on its own SQLite journal, ticks lease
-// control at its cadence and reports completions. A stop from the control plane becomes local
-// durable cancel intent, so the local lifecycle stops the job through its verified controller with
+// control at its cadence and reports completions. Its leases are journaled beside its SQLite journal,
+// so a restarted worker re-attaches its runs and reports what ended while it was down (docs/decisions/
+// 0272); an outage never stops a job unless the job opted in (docs/decisions/0273). A stop from the
+// control plane becomes local durable cancel intent, so the local lifecycle stops the job through its verified controller with
 // its own durable handle; no PID, handle or command leaves this process.
-import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 
 import { PidfenceError } from '../base/errors';
-import type { RunTerminalStatus } from '../contract/index';
+import { packageVersion } from '../base/package-version';
+import { runIsActive, type RunTerminalStatus } from '../contract/index';
 import { createExecution, type CompletionOutcome, type ExecutionApplication } from '../execution/index';
 import { openSqliteStore } from '../store/sqlite/index';
-import { ControlPlaneClient, type ClientTls } from './client';
-import type { Assignment, LeaseTickAnswer, PullOutcome } from './lease-store';
+import type { ClientTls } from './client';
+import { ReplicaSet } from './replica-set';
+import { LeaseJournal } from './lease-journal';
+import { WorkerCycle } from './worker-cycle';
+
+type SqliteStores = ReturnType<typeof openSqliteStore>;
 
 export interface WorkerOptions {
   readonly controlPlaneUrls: readonly string[];
   readonly tls: ClientTls;
-  /** The worker's local SQLite journal; receipts live beside it. */
+  /** The worker's local SQLite journal; receipts and the jobs' logs live beside it. */
   readonly journalFile: string;
   /** Jobs run at once (default 4). */
   readonly capacity?: number;
   /** The lease-control cadence (default 1 s); keep it well under the control plane's worker lease. */
   readonly tickMs?: number;
   readonly graceMs?: number;
+  /** The version it announces to the control plane (default: this package's). */
+  readonly version?: string;
   /** Fixed-state observations (tick answers, failures by code); never ids or commands. */
   readonly observe?: (event: { readonly what: string; readonly code?: string }) => void;
 }
@@ -31,151 +39,155 @@ export interface Worker {
   readonly sessionId: string;
   /** Runs held now. */
   held(): number;
+  /**
+   * The control plane refused this worker's name or certificate as revoked (docs/decisions/0240): it
+   * pulls no more work; the jobs it runs keep running and their completions stay queued.
+   */
+  revoked(): boolean;
+  /** New certificate, key, CA or CRL for the next connections (docs/decisions/0242); bad material keeps the old. */
+  reloadTls(tls: ClientTls): void;
   /** Stops pulling, drains the local lifecycle (stopping what still runs), ends the session. */
   close(): Promise<void>;
 }
 
-interface Held {
-  readonly assignment: Assignment;
-  /** The local attempt (the local runner's own id for the same run). */
-  localAttemptId: string | null;
-  stopping: boolean;
-}
-
-const STOP_REASON = { run: 'user', attempt: 'timeout' } as const;
-
-function reportOf(outcome: CompletionOutcome): { status: RunTerminalStatus; cause: 'receipt' | 'never_started' | 'stopped' | 'lost'; exit: { exitCode: number | null; signal: string | null } | null } | null {
-  if (outcome.kind === 'completed') return { status: outcome.status, cause: outcome.cause, exit: { exitCode: outcome.exitCode, signal: outcome.signal } };
+export function reportOf(outcome: CompletionOutcome): { status: RunTerminalStatus; cause: 'receipt' | 'never_started' | 'stopped' | 'lost'; exit: { exitCode: number | null; signal: string | null } | null } | null {
+  if (outcome.kind === 'completed' && outcome.cause !== 'forgotten') return { status: outcome.status, cause: outcome.cause, exit: { exitCode: outcome.exitCode, signal: outcome.signal } };
   if (outcome.kind === 'terminal') return { status: outcome.status, cause: 'stopped', exit: null };
   return null;
 }
 
-/** Starts a worker: one local execution application, one session, one cadence timer. */
-export async function startWorker(options: WorkerOptions): Promise<Worker> {
-  if (options.controlPlaneUrls.length === 0) throw new PidfenceError('a worker needs at least one control-plane URL.', 'ERR_PIDFENCE_CLUSTER_CONFIG');
-  const clients = options.controlPlaneUrls.map((url) => new ControlPlaneClient(url, options.tls));
-  let turn = 0;
-  /** Alternates between replicas; a replica that cannot be reached is skipped for this call. */
-  const send = async <T>(path: string, body: unknown): Promise<{ status: number; body: T }> => {
-    let lastError: unknown;
-    for (let i = 0; i < clients.length; i++) {
-      const client = clients[(turn++) % clients.length] as ControlPlaneClient;
-      try {
-        return await client.send<T>('POST', path, body);
-      } catch (error) {
-        lastError = error;
-      }
-    }
-    throw lastError;
-  };
-  const observe = (what: string, code?: string): void => {
+/** A refusal of this worker's name (deny list) or of its certificate (CRL). */
+export function isRevocation(reply: { status: number; body: unknown }): boolean {
+  const code = (reply.body as { code?: unknown } | null)?.code;
+  return reply.status === 403 && (code === 'ERR_PIDFENCE_WORKER_REVOKED' || code === 'ERR_PIDFENCE_CLUSTER_CERT_REVOKED');
+}
+
+/** The end of a run the local journal already holds (it ended while the worker was down): its attempt.terminal facts. */
+async function journaledReport(local: SqliteStores, runId: string, localAttemptId: string | null): Promise<Report | null> {
+  const run = await local.runStore.getRun(runId);
+  if (run === null) return { status: 'failed', cause: 'never_started', exit: null };
+  if (runIsActive(run.status) || localAttemptId === null) return null;
+  const events = await local.executionStore.listAttemptEvents(runId, localAttemptId);
+  const payload = events.find((event) => event.type === 'attempt.terminal')?.payload as { cause?: string; exitCode?: number | null; signal?: string | null } | undefined;
+  const cause = payload?.cause === 'receipt' || payload?.cause === 'never_started' || payload?.cause === 'lost' ? payload.cause : 'stopped';
+  return { status: run.status as RunTerminalStatus, cause, exit: payload === undefined ? null : { exitCode: payload.exitCode ?? null, signal: payload.signal ?? null } };
+}
+
+type Observe = (what: string, code?: string) => void;
+
+function observerOf(options: WorkerOptions): Observe {
+  return (what, code) => {
     try {
       options.observe?.(code === undefined ? { what } : { what, code });
     } catch {
       // observation only
     }
   };
+}
 
+/** The replicas with the revocation watch: a 403 for this name or certificate marks the worker revoked once. */
+function connect(options: WorkerOptions, observe: Observe) {
+  const replicas = new ReplicaSet(options.controlPlaneUrls, options.tls);
+  const state = { revoked: false };
+  const send = async <T>(path: string, body: unknown, timeoutMs?: number): Promise<{ status: number; body: T }> => {
+    const reply = await replicas.post<T>(path, body, timeoutMs);
+    if (isRevocation(reply) && !state.revoked) {
+      state.revoked = true;
+      observe('revoked', (reply.body as { code: string }).code);
+    }
+    return reply;
+  };
+  return { replicas, state, send };
+}
+
+type Send = ReturnType<typeof connect>['send'];
+
+/** A new session; what the operator sees in `pidfence workers` is announced with it. */
+async function register(send: Send, state: { revoked: boolean }, options: WorkerOptions): Promise<string> {
   const registered = await send<{ sessionId: string }>('/v1/sessions', {});
+  if (state.revoked) throw new PidfenceError('the control plane refused this worker as revoked: an operator revoked its name or its certificate; ask them, or use a new certificate.', 'ERR_PIDFENCE_WORKER_REVOKED');
   if (registered.status !== 200) throw new PidfenceError('the control plane refused the worker session.', 'ERR_PIDFENCE_CLUSTER_SESSION');
-  const { sessionId } = registered.body;
-  const held = new Map<string, Held>();
-  const completions: Array<{ runId: string; report: NonNullable<ReturnType<typeof reportOf>> }> = [];
+  // An older control plane without the endpoint changes nothing.
+  await send('/v1/workers/self', { version: options.version ?? packageVersion(), capacity: options.capacity ?? 4 }).catch(() => undefined);
+  return registered.body.sessionId;
+}
+
+/** The local execution application on the worker's own journal (docs/decisions/0103, 0250). */
+function openLocal(options: WorkerOptions, onReport: (runId: string, report: Report) => void) {
   const journalFile = path.resolve(options.journalFile);
   const local = openSqliteStore(journalFile);
   const app: ExecutionApplication = createExecution({
     stores: { runStore: local.runStore, repository: local.dispatchRepository, executionStore: local.executionStore, runnerStore: local.runnerStore, close: () => local.close() },
     receiptDirectory: `${journalFile}.receipts`,
+    logs: { directory: `${journalFile}.logs` },
     runnerKind: 'supervise',
     ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
     onCompleted: (ref, outcome) => {
       const report = reportOf(outcome);
-      if (report !== null) completions.push({ runId: ref.runId, report });
+      if (report !== null) onReport(ref.runId, report);
     },
   });
+  return { local, app, leases: new LeaseJournal(journalFile) };
+}
+
+type Report = NonNullable<ReturnType<typeof reportOf>>;
+
+/**
+ * Starts a worker: one local execution application, one session, and one cycle at a time (docs/decisions/0200):
+ * the next cycle is armed when the last one ended, so a stall never queues cycles. The leases an
+ * earlier process journaled are held before recovery, so the ends it finds are reported (docs/decisions/0272).
+ */
+export async function startWorker(options: WorkerOptions): Promise<Worker> {
+  if (options.controlPlaneUrls.length === 0) throw new PidfenceError('a worker needs at least one control-plane URL.', 'ERR_PIDFENCE_CLUSTER_CONFIG');
+  const observe = observerOf(options);
+  const { replicas, state, send } = connect(options, observe);
+  const session = { id: await register(send, state, options) };
+  const completions: Array<{ runId: string; report: Report }> = [];
+  const queue = (runId: string, report: Report): void => {
+    if (!completions.some((queued) => queued.runId === runId)) completions.push({ runId, report });
+  };
+  const { local, app, leases } = openLocal(options, queue);
+  const tickMs = options.tickMs ?? 1_000;
+  const cycle = new WorkerCycle({ options, observe, send, state, session, completions, leases, local, app, tickMs, reRegister: () => register(send, state, options) });
+  for (const lease of leases.read()) cycle.adopt(lease);
   await app.recover();
   app.start();
-
-  const stopLocally = async (entry: Held, reason: 'user' | 'timeout' | 'shutdown'): Promise<void> => {
-    if (entry.stopping) return;
-    entry.stopping = true;
-    await local.runStore.requestCancellation({ runId: entry.assignment.runId, reason, eventId: `evt-${randomUUID()}` });
-    // The local lifecycle's cycle claims the local dispatch and stops the exact group; a notice
-    // pulls its one timer forward instead of waiting out the period.
-    if (entry.localAttemptId !== null) app.notices.add({ runId: entry.assignment.runId, attemptId: entry.localAttemptId });
-  };
-
-  const reportCompletions = async (): Promise<void> => {
-    while (completions.length > 0) {
-      const next = completions[0] as (typeof completions)[number];
-      const entry = held.get(next.runId);
-      if (entry !== undefined) {
-        const { runId, attemptId, fence } = entry.assignment;
-        const reply = await send<{ kind: string }>('/v1/completions', { sessionId, runId, attemptId, fence, ...next.report });
-        if (reply.status >= 500) return;
-        observe(`completion_${reply.body.kind}`);
-        held.delete(next.runId);
-      }
-      completions.shift();
-    }
-  };
-
-  const tickOne = async (entry: Held): Promise<void> => {
-    const { runId, attemptId, fence } = entry.assignment;
-    const reply = await send<LeaseTickAnswer & { code?: string; tracking?: string }>('/v1/lease-control', { sessionId, runId, attemptId, fence });
-    if (reply.status !== 200) {
-      observe('tick_failed', reply.body?.code ?? `http_${reply.status}`);
-      return;
-    }
-    const answer = reply.body;
-    observe(`tick_${answer.kind}`);
-    if (answer.kind === 'stop_requested') await stopLocally(entry, STOP_REASON[answer.scope]);
-    else if (answer.kind === 'terminal' || answer.kind === 'lost') await stopLocally(entry, 'shutdown');
-  };
-
-  const pullOne = async (): Promise<void> => {
-    const reply = await send<PullOutcome>('/v1/assignments/pull', { sessionId });
-    if (reply.status !== 200 || reply.body.kind !== 'assigned') return;
-    const { assignment } = reply.body;
-    const entry: Held = { assignment, localAttemptId: null, stopping: false };
-    held.set(assignment.runId, entry);
-    const [command, ...args] = assignment.argv;
-    const admitted = await app.admit({
-      projectId: assignment.projectId, runId: assignment.runId, command: command as string, args,
-      // No local deadline: a task timeout is the control plane's (stop_requested, scope attempt).
-      stdio: 'ignore',
-    });
-    if (admitted.kind === 'admitted') entry.localAttemptId = admitted.attemptId;
-    else completions.push({ runId: assignment.runId, report: { status: 'failed', cause: 'never_started', exit: null } });
-  };
-
+  for (const entry of cycle.held.values()) {
+    const report = await journaledReport(local, entry.assignment.runId, entry.localAttemptId);
+    if (report !== null) queue(entry.assignment.runId, report);
+  }
   let closed = false;
-  let cycle: Promise<void> = Promise.resolve();
-  const runCycle = async (): Promise<void> => {
-    try {
-      await reportCompletions();
-      for (const entry of [...held.values()]) await tickOne(entry);
-      if (!closed && held.size < (options.capacity ?? 4)) await pullOne();
-    } catch (error) {
-      observe('cycle_failed', error instanceof PidfenceError ? error.code : 'ERR_PIDFENCE_CLUSTER_INTERNAL');
-    }
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> = Promise.resolve();
+  const arm = (delayMs: number): void => {
+    timer = setTimeout(() => {
+      const started = performance.now();
+      running = cycle.run(closed).then(() => {
+        if (!closed) arm(Math.max(0, tickMs - (performance.now() - started)));
+      });
+    }, delayMs);
   };
-  const timer = setInterval(() => {
-    cycle = cycle.then(runCycle);
-  }, options.tickMs ?? 1_000);
-
+  // A restarted worker re-attaches at once; a new one waits a tick.
+  arm(cycle.held.size > 0 ? 0 : tickMs);
+  // Its own timer: a cycle waiting on a control plane that does not answer must not hold the opt-in stop back (docs/decisions/0273).
+  const disconnects = setInterval(() => {
+    cycle.afterDisconnect().catch(() => undefined);
+  }, tickMs);
   return {
-    sessionId,
-    held: () => held.size,
+    get sessionId() { return session.id; },
+    held: () => cycle.held.size,
+    revoked: () => state.revoked,
+    reloadTls: (tls) => replicas.reload(tls),
     close: async () => {
       if (closed) return;
       closed = true;
-      clearInterval(timer);
-      await cycle;
+      clearTimeout(timer);
+      clearInterval(disconnects);
+      await running;
       await app.drain();
-      await reportCompletions().catch(() => undefined);
-      await send('/v1/sessions/end', { sessionId }).catch(() => undefined);
-      for (const client of clients) client.close();
+      await cycle.reportCompletions().catch(() => undefined);
+      await send('/v1/sessions/end', { sessionId: session.id }).catch(() => undefined);
+      replicas.close();
     },
   };
 }

@@ -12,7 +12,6 @@ import {
   validateCounter,
   validateDigest,
   validateDispatchResult,
-  validateEnum,
   validateEpochMs,
   validateExactShape,
   validateId,

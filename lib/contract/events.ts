@@ -9,7 +9,11 @@ export type CancelReason = 'user' | 'policy' | 'timeout' | 'shutdown';
 export const CANCEL_REASONS: readonly CancelReason[] = ['user', 'policy', 'timeout', 'shutdown'];
 
 /** `run.cancel_dispatch_rearmed`: an operator moved a blocked dispatch back to a due retry (design/dispatch §5.1). */
-export type RunEventType = 'run.cancel_requested' | DispatchEventType | 'run.cancel_dispatch_rearmed' | 'run.terminal';
+/**
+ * `run.unreachable` / `run.reattached` (cluster only, docs/decisions/0270): the run's worker stopped
+ * renewing its lease / answered for it again. Neither ends the run.
+ */
+export type RunEventType = 'run.cancel_requested' | DispatchEventType | 'run.cancel_dispatch_rearmed' | 'run.terminal' | 'run.unreachable' | 'run.reattached';
 
 export interface DispatchEventPayload {
   readonly attemptId: string;
@@ -29,6 +33,7 @@ export interface RunEvent<P = unknown> {
 
 export const RUN_EVENT_TYPES: readonly RunEventType[] = [
   'run.cancel_requested', 'run.cancel_dispatched', 'run.cancel_dispatch_blocked', 'run.cancel_dispatch_failed', 'run.cancel_dispatch_rearmed', 'run.terminal',
+  'run.unreachable', 'run.reattached',
 ];
 
 /** A RunEvent read from a store, its payload already decoded from JSON. */

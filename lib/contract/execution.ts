@@ -47,9 +47,14 @@ export type CompletionCause =
   /** The exact process group was proved gone after a stop, and no receipt exists. */
   | 'stopped'
   /** The exact process group was proved gone without a stop or a receipt (the launcher died). */
-  | 'lost';
+  | 'lost'
+  /**
+   * Cluster only (docs/decisions/0271): nobody proved the end; an operator declared the worker's host
+   * gone (`pidfence worker forget`). The record says so, and a later report of the worker is refused.
+   */
+  | 'forgotten';
 
-export const COMPLETION_CAUSES: readonly CompletionCause[] = ['receipt', 'never_started', 'stopped', 'lost'];
+export const COMPLETION_CAUSES: readonly CompletionCause[] = ['receipt', 'never_started', 'stopped', 'lost', 'forgotten'];
 
 export interface AttemptExit {
   readonly exitCode: number | null;

@@ -5,6 +5,7 @@ import { PidfenceError, PidfenceRangeError } from '../base/errors';
 import { DISPATCH_RESULTS, RESULT_CLASSIFICATION, type DispatchResult, type DispatchStatus } from './classification';
 import type { CancellationDispatchRecord } from './cancellation-dispatch';
 import type { DispatchEventPayload, RunEvent } from './events';
+import { CLUSTER_SCOPE } from './fleet';
 import { validateRunStatus, type RunStatus } from './run';
 import { BLOCKED_PAGE_SIZE, EPOCH_MS_MAX, LEASE_DURATION_MAX_MS, OWNER_MAX_LENGTH } from './limits';
 import {
@@ -17,10 +18,15 @@ import {
 
 /**
  * Per-project permissions (design/dispatch §5.1): `run.read` sees diagnostics, `run.stop` may rearm, and
- * `grants.write` may give and take permissions on the project (docs/decisions/0040).
+ * `grants.write` may give and take permissions on the project (docs/decisions/0040). The worker
+ * permissions hold on the cluster scope only (`@cluster`, docs/decisions/0244): `worker.read` lists the
+ * fleet, `worker.manage` cordons, drains and revokes workers.
  */
-export const PERMISSIONS = ['run.read', 'run.stop', 'grants.write'] as const;
+export const PERMISSIONS = ['run.read', 'run.stop', 'grants.write', 'worker.read', 'worker.manage'] as const;
 export type Permission = (typeof PERMISSIONS)[number];
+
+/** The permissions that hold on the cluster scope rather than on a project. */
+export const WORKER_PERMISSIONS: readonly Permission[] = ['worker.read', 'worker.manage'];
 
 /** The results that block a dispatch (design/dispatch §2.4), in table order. */
 export const BLOCKING_RESULTS = DISPATCH_RESULTS.filter((result) => RESULT_CLASSIFICATION[result].status === 'blocked') as readonly BlockingResult[];
@@ -46,6 +52,20 @@ export function validateSubject(value: unknown): string {
 
 export function validatePermission(value: unknown): Permission {
   return validateEnum(value, 'permission', PERMISSIONS, 'ERR_PIDFENCE_INVALID_PERMISSION');
+}
+
+/**
+ * Where a grant of `permission` may be given (docs/decisions/0244): a worker permission on the cluster
+ * scope only; on the cluster scope nothing but the worker permissions and grants.write; elsewhere a project id.
+ */
+export function validateGrantScope(scope: unknown, permission: Permission): string {
+  const worker = WORKER_PERMISSIONS.includes(permission);
+  if (scope === CLUSTER_SCOPE) {
+    if (worker || permission === 'grants.write') return CLUSTER_SCOPE;
+    throw new PidfenceRangeError(`${permission} is a project's permission; give it on a project, not on ${CLUSTER_SCOPE}.`, 'ERR_PIDFENCE_GRANT_SCOPE');
+  }
+  if (worker) throw new PidfenceRangeError(`${permission} holds for the whole fleet: give it on ${CLUSTER_SCOPE}, not on a project.`, 'ERR_PIDFENCE_GRANT_SCOPE');
+  return validateId(scope, 'project');
 }
 
 export function validateOverdueAfterMs(value: unknown): number {

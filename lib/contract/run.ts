@@ -81,6 +81,8 @@ export interface CreateRunCommand {
   readonly projectId: string;
   /** Defaults to `runtime`: only runtime-owned runs can be claimed for cancellation. */
   readonly owner?: RunOwner;
+  /** A label for people (`run --name`, docs/decisions/0251); not unique, never an identity. */
+  readonly name?: string;
 }
 
 export interface CreateAttemptCommand {
@@ -143,11 +145,26 @@ export type MarkTerminalOutcome =
 
 const HANDLE_PATTERN = /^[\x20-\x7e]+$/;
 
+/** A run's name (docs/decisions/0251): shown unquoted in tables, shells, URLs and HTML, so a closed ASCII set. */
+export const RUN_NAME_MAX_LENGTH = 64;
+export const RUN_NAME_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:@-]{0,${RUN_NAME_MAX_LENGTH - 1}}$`);
+
+export function validateRunName(value: unknown): string {
+  if (typeof value !== 'string' || !RUN_NAME_PATTERN.test(value)) {
+    throw new PidfenceRangeError(
+      `a run name is 1 to ${RUN_NAME_MAX_LENGTH} characters of A-Z a-z 0-9 . _ : @ - starting with a letter or digit (no spaces); e.g. nightly-backup.`,
+      'ERR_PIDFENCE_INVALID_RUN_NAME',
+    );
+  }
+  return value;
+}
+
 export function validateCreateRunCommand(value: unknown): CreateRunCommand {
-  const input = validateExactShape(value, 'create-run command', ['runId', 'projectId'], ['owner']);
-  const command = { runId: validateId(input.runId, 'runId'), projectId: validateId(input.projectId, 'projectId') };
-  if (input.owner === undefined) return command;
-  return { ...command, owner: validateEnum(input.owner, 'owner', RUN_OWNERS, 'ERR_PIDFENCE_INVALID_RUN_OWNER') };
+  const input = validateExactShape(value, 'create-run command', ['runId', 'projectId'], ['owner', 'name']);
+  let command: CreateRunCommand = { runId: validateId(input.runId, 'runId'), projectId: validateId(input.projectId, 'projectId') };
+  if (input.owner !== undefined) command = { ...command, owner: validateEnum(input.owner, 'owner', RUN_OWNERS, 'ERR_PIDFENCE_INVALID_RUN_OWNER') };
+  if (input.name !== undefined) command = { ...command, name: validateRunName(input.name) };
+  return command;
 }
 
 export function validateCreateAttemptCommand(value: unknown): CreateAttemptCommand {

@@ -16,7 +16,8 @@ import {
   TOKEN_LENGTH,
 } from './limits';
 
-const ID_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,${ID_MAX_LENGTH - 1}}$`);
+/** The id rule (run, attempt, project, session ids); the HTTP surface's schemas use this very pattern (json-schemas.ts). */
+export const ID_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,${ID_MAX_LENGTH - 1}}$`);
 const OWNER_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,${OWNER_MAX_LENGTH - 1}}$`);
 const DIGEST_PATTERN = /^[0-9a-f]{64}$/;
 

@@ -49,7 +49,8 @@ export class RateLimitedDiagnostics {
   #emitted = 0;
   #suppressed = 0;
 
-  constructor(sink: DiagnosticsCallback | undefined, perWindow: number, now: () => number = Date.now) {
+  /** `now` is monotonic by default: a wall-clock step must not mute or flood the diagnostics. */
+  constructor(sink: DiagnosticsCallback | undefined, perWindow: number, now: () => number = () => performance.now()) {
     this.#sink = sink;
     this.#perWindow = perWindow;
     this.#now = now;

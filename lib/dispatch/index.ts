@@ -38,5 +38,4 @@ export {
 } from './diagnostics';
 export { LOCAL_PROFILES, PROFILES, profile, type DispatchProfile, type Profile, type ProfileName } from './profiles';
 export { CLAIM_KINDS, NO_OBSERVER, STOP_MODES, observerOf, type ClaimKind, type DispatchObserver, type VerifiedSignal } from './observer';
-export { CycleTimer, type CycleTimerOptions, type CycleTimerState } from './cycle-timer';
 export { RunnerDrainingError, SupervisorCycleError, type SupervisorCycleFailure } from './errors';

@@ -12,7 +12,7 @@ export type ClaimKind = ClaimOutcome['kind'];
 export const CLAIM_KINDS = ['claimed', 'leased', 'not_due', 'dispatched', 'blocked', 'not_eligible', 'attempt_conflict'] as const satisfies readonly ClaimKind[];
 
 /** The group-signal modes of a stop (design/dispatch §2.3): the modes a stop is counted by. */
-export const STOP_MODES = ['pidfd-process-group', 'pgid-after-pidfd-check'] as const satisfies readonly VerifiedSignal['mode'][];
+export const STOP_MODES = ['pidfd-process-group', 'pgid-after-pidfd-check', 'cgroup'] as const satisfies readonly VerifiedSignal['mode'][];
 
 export interface DispatchObserver {
   /** A claim was answered (dispatcher or the cluster's stop wrapper). */

@@ -1,13 +1,19 @@
-// Admission (design/execution §1-2, §5): creates the run and a `claimed` attempt with its receipt-token
-// digest, marks it `starting`, starts the launcher as a process-group leader and stores its durable
-// handle (`running`). The command, arguments and environment never reach the store, an event or a
-// log. The launcher's exit reaches the lifecycle only as a coalesced notice (no completion Promise).
+// Admission (design/execution §1-2, §5): creates the run (with its name, docs/decisions/0251) and a
+// `claimed` attempt with its receipt-token digest, marks it `starting`, starts the launcher as a
+// process-group leader (keeping the job's output in the run's log, docs/decisions/0250) and stores its
+// durable handle (`running`). The command, arguments and environment never reach the store, an event
+// or a log line of pidfence's own. The launcher's exit reaches the lifecycle only as a coalesced notice
+// (no completion Promise).
 import { randomUUID } from 'node:crypto';
 
+import type { Environment } from '../base/environment';
 import { PidfenceError, PidfenceRangeError, PidfenceTypeError } from '../base/errors';
-import { validateId, type AttemptActiveStatus } from '../contract/index';
+import { validateId, validateRunName, type AttemptActiveStatus } from '../contract/index';
+import { launcherPath } from '../native/index';
 import { LocalProcessController, type GroupLeaderSpawnOptions, type HeldGroups } from '../process/index';
 import type { RunStore } from '../store/run-store';
+import { ensureLogDirectory, validateJobLogSettings, type JobLogSettings } from './job-log';
+import { validateJobArgv, validateLeftoverGraceMs, validateLeftoverPolicy, type LeftoverPolicy } from './launch-order';
 import { launchAttempt } from './launcher';
 import type { CompletionNotices } from './notices';
 import { createReceiptToken, receiptTokenDigest } from './receipts';
@@ -20,13 +26,19 @@ export interface AdmitRequest {
   readonly projectId: string;
   /** Default: a fresh `run-<uuid>`. */
   readonly runId?: string;
+  /** A label for people, shown by list, show and the status page (docs/decisions/0251); not unique. */
+  readonly name?: string;
   readonly command: string;
   readonly args?: readonly string[];
   /** Relative: the store turns it into the attempt's absolute deadline. */
   readonly timeoutMs?: number;
-  readonly env?: NodeJS.ProcessEnv;
+  readonly env?: Environment;
   readonly stdio?: GroupLeaderSpawnOptions['stdio'];
   readonly cwd?: string;
+  /** Processes still alive after the job's leader ended: stopped (default) or left running (docs/decisions/0152). */
+  readonly leftovers?: LeftoverPolicy;
+  /** TERM → KILL grace for those leftovers, in ms. */
+  readonly leftoverGraceMs?: number;
 }
 
 /** Low-sensitivity: ids and the attempt's state only. */
@@ -42,6 +54,8 @@ export interface AdmissionOptions {
   readonly runnerId?: string;
   /** Each launched group is held from its spawn on, so it stays reachable if the launcher dies. */
   readonly heldGroups?: HeldGroups;
+  /** Where each run's output is kept (docs/decisions/0250); omitted: not kept. */
+  readonly log?: JobLogSettings;
 }
 
 function validateRequest(request: AdmitRequest): { command: string; args: readonly string[] } {
@@ -52,6 +66,11 @@ function validateRequest(request: AdmitRequest): { command: string; args: readon
   if (!Array.isArray(args) || args.length > ARGS_MAX || !args.every((arg) => typeof arg === 'string')) {
     throw new PidfenceRangeError(`args must be an array of at most ${ARGS_MAX} strings.`, 'ERR_PIDFENCE_INVALID_COMMAND');
   }
+  validateJobArgv(request.command, args);
+  if (request.name !== undefined) validateRunName(request.name);
+  if (request.leftovers !== undefined) validateLeftoverPolicy(request.leftovers);
+  if (request.leftoverGraceMs !== undefined) validateLeftoverGraceMs(request.leftoverGraceMs);
+  launcherPath(); // no launcher: refused before anything is stored
   return { command: request.command, args };
 }
 
@@ -61,6 +80,9 @@ export class Admission {
   readonly #receiptDirectory: string;
   readonly #runnerId: string | undefined;
   readonly #held: HeldGroups | undefined;
+  readonly #log: Required<JobLogSettings> | undefined;
+  /** Created at the first admission: a runner that never starts a job (a cancel, a supervise) makes no directory. */
+  #logDirectoryMade = false;
   /** attemptId → handle of what this admission launched (for escalation, never stored elsewhere). */
   readonly #handles = new Map<string, string>();
   #open = true;
@@ -72,6 +94,7 @@ export class Admission {
     this.#receiptDirectory = options.receiptDirectory;
     this.#runnerId = options.runnerId;
     this.#held = options.heldGroups;
+    this.#log = options.log === undefined ? undefined : validateJobLogSettings(options.log);
   }
 
   /** KILL to the group of a job launched here, through its held pidfd; false when none is held. */
@@ -103,7 +126,12 @@ export class Admission {
     const { command, args } = validateRequest(request);
     const runId = request.runId === undefined ? `run-${randomUUID()}` : validateId(request.runId, 'runId');
     const attemptId = `${runId}-a1`;
-    const created = await this.#runStore.createRun({ runId, projectId: request.projectId });
+    // Before anything is stored: a directory that cannot be made refuses the run, it never strands one.
+    if (this.#log !== undefined && !this.#logDirectoryMade) {
+      ensureLogDirectory(this.#log.directory);
+      this.#logDirectoryMade = true;
+    }
+    const created = await this.#runStore.createRun({ runId, projectId: request.projectId, ...(request.name === undefined ? {} : { name: request.name }) });
     if (created.kind === 'exists') return { kind: 'refused', reason: 'run_exists' };
     const token = createReceiptToken();
     const attempt = await this.#runStore.createAttempt({
@@ -121,6 +149,9 @@ export class Admission {
       ...(request.env === undefined ? {} : { env: request.env }),
       ...(request.stdio === undefined ? {} : { stdio: request.stdio }),
       ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
+      ...(request.leftovers === undefined ? {} : { leftovers: request.leftovers }),
+      ...(request.leftoverGraceMs === undefined ? {} : { leftoverGraceMs: request.leftoverGraceMs }),
+      ...(this.#log === undefined ? {} : { log: this.#log }),
     });
     void launched.exited.then(() => this.#notices.add({ runId, attemptId }));
     if (launched.handle === null || launched.pid === null) return { kind: 'admitted', runId, attemptId, status: 'starting' };

@@ -5,6 +5,8 @@
 // takes over those of runners of its host that are proved gone.
 import { randomUUID } from 'node:crypto';
 
+import type { Environment } from '../base/environment';
+import { PidfenceError } from '../base/errors';
 import {
   ControllerRegistry,
   type DiagnosticsCallback,
@@ -34,9 +36,11 @@ import { DeadlineSource } from './deadlines';
 import { ExecutionDrain, type DrainReport } from './drain';
 import { resolveHostId } from './host-id';
 import { CompletionNotices, type AttemptRef } from './notices';
+import { logDirectoryBeside, type JobLogSettings } from './job-log';
 import { ensureReceiptDirectory, validateReceiptDirectory } from './receipts';
 import { recoverExecutions, type RecoveryReport } from './recovery';
 import { registerRunner, type RunnerSelf } from './runner';
+import { listenForWakeUps, removeStaleWakeSocket, type WakeListener } from './wake-channel';
 
 /** TERM grace before KILL when a job is stopped (cancel, timeout, shutdown). */
 export const STOP_GRACE_DEFAULT_MS = 5_000;
@@ -53,6 +57,18 @@ export interface ExecutionOptions {
   readonly stores: ExecutionStores;
   /** Absolute directory of the completion receipts (created 0700). */
   readonly receiptDirectory: string;
+  /**
+   * Where each run's stdout and stderr are kept, and how much (docs/decisions/0250). Default: in
+   * `<receiptDirectory>.logs`, 10 MiB a file, 2 rotated files; `false`: not kept.
+   */
+  readonly logs?: Partial<JobLogSettings> | false;
+  /**
+   * Directory of the runners' wake-up sockets (created 0700; docs/decisions/0175): a committed
+   * cancel wakes this runner through it. Omitted: no channel, the cadence alone.
+   */
+  readonly wakeDirectory?: string;
+  /** The wake-up channel was refused (another user's directory, a live socket, a long path): the cadence alone then. */
+  readonly onWakeRefused?: (error: PidfenceError) => void;
   /** `edge` or `standalone` (docs/decisions/0032). */
   readonly profile?: 'edge' | 'standalone';
   readonly graceMs?: number;
@@ -61,7 +77,7 @@ export interface ExecutionOptions {
   /** Take over, every cleanup period, the attempts of runners of this host proved gone (a `supervise`). */
   readonly adopt?: boolean;
   /** Where the host id comes from (PIDFENCE_HOST_ID); default process.env. */
-  readonly env?: NodeJS.ProcessEnv;
+  readonly env?: Environment;
   readonly drainTimeoutMs?: number;
   readonly keepAlive?: boolean;
   readonly diagnostics?: DiagnosticsCallback;
@@ -76,6 +92,11 @@ export interface ExecutionOptions {
   readonly owner?: string;
   /** Told of claims, results, cycles, signals and cancel-to-exit times (metrics, docs/decisions/0110). */
   readonly observer?: Partial<DispatchObserver>;
+  /**
+   * The store's disk is full (docs/decisions/0191): told once per full spell of the lifecycle and
+   * once per drain; both go on by themselves (a runner's drain waits for room to record its stops).
+   */
+  readonly onStoreFull?: (error: PidfenceError) => void;
 }
 
 export interface ExecutionApplication {
@@ -85,6 +106,8 @@ export interface ExecutionApplication {
   readonly dispatcher: Dispatcher;
   /** This runner: its id and host (registered by open()). */
   readonly runner: RunnerSelf;
+  /** This runner's wake-up socket once open() listens on it; null without a channel. */
+  readonly wakeSocket: () => string | null;
   /** Registers this runner with the store; admit() and recover() call it. Idempotent. */
   open(): Promise<RunnerSelf>;
   admit(request: AdmitRequest): Promise<AdmitOutcome>;
@@ -117,7 +140,9 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
   const dispatcher = new Dispatcher({
     repository, runStore, controllers: new ControllerRegistry([controller]), graceMs,
     // One page of the profile is claimed at once; the lease covers its stops one after the other (docs/decisions/0023).
-    leaseDurationMs: pageLeaseMs(controller.boundMs(graceMs), profile.pageSize),
+    // A `run` or `cancel` stops one job: its lease covers one stop, so its crash mid-stop delays the
+    // next runner by one stop's bound, not a page's (docs/decisions/0192).
+    leaseDurationMs: pageLeaseMs(controller.boundMs(graceMs), runner.kind === 'supervise' ? profile.pageSize : 1),
     owner: options.owner ?? runnerId,
     observer,
     ...(options.onStopping === undefined ? {} : { onStopping: options.onStopping }),
@@ -149,7 +174,8 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     },
   };
   const supervisor = new Supervisor({ repository, dispatcher: stops, pageSize: profile.pageSize, pagesPerCycle: 1, runnerId, completeFirst, observer });
-  const admission = new Admission({ runStore, notices, receiptDirectory, runnerId, heldGroups });
+  const log = options.logs === false ? undefined : { directory: logDirectoryBeside(receiptDirectory), ...options.logs };
+  const admission = new Admission({ runStore, notices, receiptDirectory, runnerId, heldGroups, ...(log === undefined ? {} : { log }) });
   const admitted = new Map<string, AttemptRef>();
   const completed = (ref: AttemptRef, outcome: CompletionOutcome): void => {
     if (outcome.kind === 'terminal' && !admitted.has(ref.runId)) return;
@@ -158,11 +184,25 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
   };
   let registered: Promise<RunnerSelf> | null = null;
   let isOpen = false;
+  let wakeListener: WakeListener | null = null;
+  const { wakeDirectory } = options;
+  // Registered first, then listening: a cancel finds the owner in the store, then its socket.
+  const listen = async (): Promise<void> => {
+    if (wakeDirectory === undefined) return;
+    try {
+      wakeListener = await listenForWakeUps(wakeDirectory, runnerId, () => lifecycle.wake());
+    } catch (error) {
+      // No channel is no failure: the runner works on its cadence, and says why once.
+      if (!(error instanceof PidfenceError)) throw error;
+      options.onWakeRefused?.(error);
+    }
+  };
   const open = (): Promise<RunnerSelf> => {
-    registered ??= registerRunner(runnerStore, runner).then(() => { isOpen = true; return runner; });
+    registered ??= registerRunner(runnerStore, runner).then(listen).then(() => { isOpen = true; return runner; });
     return registered;
   };
-  const adopt = () => adoptGoneRunners(runnerStore, runner);
+  const clearGoneSocket = wakeDirectory === undefined ? undefined : (gone: string) => removeStaleWakeSocket(wakeDirectory, gone);
+  const adopt = () => adoptGoneRunners(runnerStore, runner, clearGoneSocket);
   const lifecycle = new ControlLifecycle({
     profile, executionStore, processor, notices, receiptDirectory, runnerId,
     deadlines: new DeadlineSource({ executionStore, runStore, pageSize: profile.pageSize, runnerId }),
@@ -173,6 +213,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     ...(options.diagnostics === undefined ? {} : { diagnostics: options.diagnostics }),
     ...(options.onFatal === undefined ? {} : { onFatal: options.onFatal }),
     ...(options.onCycle === undefined ? {} : { onCycle: options.onCycle }),
+    ...(options.onStoreFull === undefined ? {} : { onStoreFull: options.onStoreFull }),
     onCompleted: completed,
   });
   const drain = new ExecutionDrain({
@@ -180,21 +221,30 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     pageSize: profile.pageSize, pages: profile.drainPages, concurrency: profile.pageSize,
     closeStorage: async () => {
       heldGroups.releaseAll();
+      await wakeListener?.close();
       try {
         if (isOpen) await runnerStore.endRunner(runnerId);
+      } catch {
+        // Not recorded (a full disk, a store gone): this runner's exit proves it gone all the same.
       } finally {
         await options.stores.close();
       }
     },
     onCompleted: completed,
+    // A runner waits for room to record its stops; a `cancel` that took over an orphan leaves the rest to supervise.
+    waitOutFullDisk: runner.kind !== 'cancel',
+    ...(options.onStoreFull === undefined ? {} : { onStoreFull: options.onStoreFull }),
     ...(options.drainTimeoutMs === undefined ? {} : { timeoutMs: options.drainTimeoutMs }),
   });
   return {
     processor, lifecycle, notices, dispatcher, runner, open,
+    wakeSocket: () => wakeListener?.path ?? null,
     async admit(request) {
       await open();
       const outcome = await admission.admit(request);
       if (outcome.kind === 'admitted') admitted.set(outcome.runId, { runId: outcome.runId, attemptId: outcome.attemptId });
+      // Its deadline may fall due before the next cadence: the next cycle re-arms the one timer.
+      if (outcome.kind === 'admitted') lifecycle.wake();
       return outcome;
     },
     async recover() {

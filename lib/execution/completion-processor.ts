@@ -14,13 +14,14 @@ import {
   type RunTerminalStatus,
 } from '../contract/index';
 import { observerOf, type DispatchObserver } from '../dispatch/index';
+import { bootNow } from '../native/index';
 import { groupLiveness, HeldGroups } from '../process/index';
 import type { ExecutionStore } from '../store/execution-store';
 import type { RunStore } from '../store/run-store';
 import type { AttemptRef } from './notices';
+import { finishOnStoreClock, receiptTimesImpossible } from './receipt-time';
 import {
   RECEIPT_CALLBACK_SEQ,
-  RECEIPT_CLOCK_SKEW_MS,
   digestsEqual,
   deleteReceipt,
   quarantineReceipt,
@@ -50,8 +51,6 @@ export interface CompletionProcessorOptions {
   readonly runStore: Pick<RunStore, 'getRun' | 'getAttempt'>;
   readonly executionStore: ExecutionStore;
   readonly receiptDirectory: string;
-  /** The store's idea of now for the receipt's time bound (defaults to Date.now). */
-  readonly clock?: () => number;
   /** The job groups this runner holds (a fresh, empty set when omitted). */
   readonly heldGroups?: HeldGroups;
   /** Told how long after its cancel intent a stopped job was seen ended (docs/decisions/0110). */
@@ -66,9 +65,12 @@ function cancelStatus(run: RunRecord): RunTerminalStatus {
   return run.cancelReason === 'timeout' ? 'timed_out' : 'cancelled';
 }
 
-/** Cancel intent that came before the job finished decides; a job that finished first keeps its exit. */
-export function statusForReceipt(receipt: CompletionReceipt, run: RunRecord): RunTerminalStatus {
-  if (run.cancelRequestedAtMs !== null && receipt.finishedAtMs >= run.cancelRequestedAtMs) return cancelStatus(run);
+/**
+ * Cancel intent that came before the job finished decides; a job that finished first keeps its exit.
+ * `finishedOnStoreMs`: the receipt's finish on the store clock (receipt-time.ts).
+ */
+export function statusForReceipt(receipt: CompletionReceipt, run: RunRecord, finishedOnStoreMs: number = receipt.finishedAtMs): RunTerminalStatus {
+  if (run.cancelRequestedAtMs !== null && finishedOnStoreMs >= run.cancelRequestedAtMs) return cancelStatus(run);
   return receipt.exitCode === 0 ? 'succeeded' : 'failed';
 }
 
@@ -76,7 +78,6 @@ export class CompletionProcessor {
   readonly #runStore: CompletionProcessorOptions['runStore'];
   readonly #store: ExecutionStore;
   readonly #directory: string;
-  readonly #clock: () => number;
   readonly #held: HeldGroups;
   readonly #observer: DispatchObserver;
   /** The handle of each attempt looked at, so its hold is released when it ends. */
@@ -87,7 +88,6 @@ export class CompletionProcessor {
     this.#runStore = options.runStore;
     this.#store = options.executionStore;
     this.#directory = options.receiptDirectory;
-    this.#clock = options.clock ?? Date.now;
     this.#observer = observerOf(options.observer);
   }
 
@@ -142,7 +142,9 @@ export class CompletionProcessor {
     if (reason !== null) return this.#quarantine(attempt, reason);
     if (isTerminal(attempt.status)) return this.#cleanLate(attempt, attempt.status);
     const receipt = read.receipt;
-    const outcome = await this.#commit(attempt, run, statusForReceipt(receipt, run), 'receipt', receipt, true);
+    // Only a cancel intent makes the finish's time matter (and costs PostgreSQL a round trip).
+    const finishedOnStoreMs = run.cancelRequestedAtMs === null ? receipt.finishedAtMs : await finishOnStoreClock(receipt, this.#store);
+    const outcome = await this.#commit(attempt, run, statusForReceipt(receipt, run, finishedOnStoreMs), 'receipt', receipt, true);
     if (outcome.kind === 'terminal') return this.#cleanLate(attempt, outcome.status);
     if (outcome.kind === 'completed') {
       deleteReceipt(this.#directory, attempt.attemptId);
@@ -161,11 +163,7 @@ export class CompletionProcessor {
     // The same callback sequence, or (for a terminal attempt) the next one: nothing else.
     const maxSeq = isTerminal(attempt.status) ? RECEIPT_CALLBACK_SEQ + 1 : RECEIPT_CALLBACK_SEQ;
     if (receipt.seq < RECEIPT_CALLBACK_SEQ || receipt.seq > maxSeq) return 'sequence';
-    const now = this.#clock();
-    if (receipt.startedAtMs < attempt.createdAtMs - RECEIPT_CLOCK_SKEW_MS || receipt.finishedAtMs < receipt.startedAtMs || receipt.finishedAtMs > now + RECEIPT_CLOCK_SKEW_MS) {
-      return 'time';
-    }
-    return null;
+    return receiptTimesImpossible(receipt, attempt.createdAtMs, this.#store) ? 'time' : null;
   }
 
   async #commit(attempt: AttemptRecord, run: RunRecord, status: RunTerminalStatus, cause: CompletionCause, receipt: CompletionReceipt | null, journal: boolean): Promise<CompletionOutcome> {
@@ -179,13 +177,20 @@ export class CompletionProcessor {
       return { kind: 'terminal', status: isTerminal(current) ? current : status, lateReceipt: false };
     }
     if ((status === 'cancelled' || status === 'timed_out') && run.cancelRequestedAtMs !== null) {
-      // The receipt's finish time when there is one, else now: both host clocks; clamped at 0 for a
-      // store clock (PostgreSQL's) that runs ahead of this host.
-      const endedAtMs = receipt?.finishedAtMs ?? this.#clock();
+      // The receipt's finish on the store clock when there is one, else the store's now; clamped at
+      // 0 for a store clock (PostgreSQL's) that runs ahead of this host.
+      const endedAtMs = receipt === null ? await this.#storeNow() : await finishOnStoreClock(receipt, this.#store);
       this.#observer.onCancelToExit(Math.max(0, endedAtMs - run.cancelRequestedAtMs) / 1_000);
     }
     const startFailure = receipt?.spawnFailed === true ? startFailureOfStatus(receipt.exitCode) : null;
     return { kind: 'completed', status, cause, exitCode: exit?.exitCode ?? null, signal: exit?.signal ?? null, startFailure };
+  }
+
+  /** The store's now: its boot-anchored clock (SQLite), its own (PostgreSQL), else the wall clock (no addon). */
+  async #storeNow(): Promise<number> {
+    const now = bootNow();
+    const anchored = now === null ? null : this.#store.storeTimeOfBoot?.(now.bootId, now.bootMs) ?? null;
+    return anchored ?? (await this.#store.storeNowMs?.()) ?? Date.now();
   }
 
   /** Intent first (a journal row), then the move, then the row is closed. */

@@ -1,13 +1,18 @@
-// LocalExecutionControlLifecycle (design/execution §4): the application's one periodic timer. Each serial,
-// non-overlapping cycle first consumes completions (the notices, one page of this runner's active
-// attempts, the attempts it watches for its caller), then turns one page of due deadlines into
-// durable timeout intent, then runs one dispatch cycle (cancellations → exact stops), and every
-// cleanup period one page of the receipt journal and one adoption pass. Completions come before
-// stops, so a job that ended is never stopped. No per-task timer, watcher or directory scan; every
-// page, wait and notice set is bounded.
-import { PidfenceError } from '../base/errors';
-import { CycleTimer, type CycleTimerState, type Profile } from '../dispatch/index';
+// LocalExecutionControlLifecycle (design/execution §4): the application's cycles on the one loop of the
+// package (LifecycleRunner, docs/decisions/0210), with its one timer. Each serial,
+// non-overlapping cycle consumes the completion notices, turns one page of due deadlines into
+// durable timeout intent, runs one dispatch cycle (cancellations → exact stops; each stop consumes
+// its target's completion first, so a job that ended is never stopped), then consumes completions
+// from one page of this runner's active attempts and the attempts it watches for its caller, and
+// every cleanup period one page of the receipt journal and one adoption pass. Stops come before the
+// active page so a woken cycle reaches a cancel without reading the page first (docs/decisions/0211).
+// No per-task timer, watcher or directory scan; every page, wait and notice set is bounded. A full
+// disk (docs/decisions/0191) is no failure of the lifecycle: its cycles go on, further apart, until
+// there is room again.
+import { isStoreFull, PidfenceError } from '../base/errors';
+import { LifecycleRunner, type Profile, type RunnerState } from '../dispatch/index';
 import { RateLimitedDiagnostics, diagnosticCode, reportControllerFailures, type DiagnosticsCallback, type FailureFacts } from '../dispatch/diagnostics';
+import { monotonicMs } from '../native/index';
 import type { ExecutionStore } from '../store/execution-store';
 import type { ActiveCursor } from '../contract/index';
 import type { CompletionOutcome, CompletionProcessor } from './completion-processor';
@@ -17,6 +22,8 @@ import { deleteReceipt, quarantineReceipt } from './receipts';
 
 /** Consecutive failed cycles after which the lifecycle reports itself failed (onFatal). */
 export const CYCLE_FAILURE_LIMIT = 3;
+/** While the store is full the cadence doubles from the profile's period up to this. */
+export const STORE_FULL_CYCLE_MAX_MS = 5_000;
 export const LIFECYCLE_STOP_TIMEOUT_MS = 10_000;
 
 export interface ControlCycleReport {
@@ -56,65 +63,91 @@ export interface ControlLifecycleOptions {
   /** Every cleanup period: take over attempts of runners of this host proved gone. */
   readonly adopt?: () => Promise<number>;
   readonly clock?: () => number;
+  /** A cycle found the store full: told once per full spell (a notice for a person); the cycles go on. */
+  readonly onStoreFull?: (error: PidfenceError) => void;
 }
 
-export type LifecycleState = CycleTimerState;
+export type LifecycleState = RunnerState;
 
 export class ControlLifecycle {
   readonly #options: ControlLifecycleOptions;
   readonly #diagnostics: RateLimitedDiagnostics;
   readonly #clock: () => number;
-  readonly #timer: CycleTimer;
+  readonly #runner: LifecycleRunner;
   #activeCursor: ActiveCursor | null = null;
   #lastCleanupMs = -Infinity;
   #failures = 0;
   #cycles = 0;
+  #wakeUps = 0;
+  /** This runner's next deadline or retry as read at the start of the last cycle (docs/decisions/0176). */
+  #nextDue: { readonly inMs: number; readonly readAtMs: number } | null = null;
+  /** Consecutive cycles that found the store full (0: it is not). */
+  #fullCycles = 0;
 
   constructor(options: ControlLifecycleOptions) {
     this.#options = options;
-    this.#clock = options.clock ?? Date.now;
+    this.#clock = options.clock ?? monotonicMs;
     this.#diagnostics = new RateLimitedDiagnostics(options.diagnostics, 6);
-    this.#timer = new CycleTimer({
-      cycle: () => this.#timedCycle(),
-      // Notices that arrived during a cycle are taken by the next one at once.
-      nextDelayMs: () => (options.notices.size > 0 ? 0 : options.profile.periodMs),
+    // The profile's cadence, or sooner: the next due deadline or retry, or a wake-up.
+    this.#runner = new LifecycleRunner({
+      supervisor: { runCycle: () => this.#timedCycle() },
+      cadenceMs: options.profile.periodMs,
+      stopTimeoutMs: LIFECYCLE_STOP_TIMEOUT_MS,
+      nextDueInMs: () => this.#untilNextDueMs(),
+      // While the store is full the cadence backs off (docs/decisions/0191).
+      cadenceNowMs: () => this.#periodMs(),
       ...(options.keepAlive === undefined ? {} : { keepAlive: options.keepAlive }),
     });
-    // A notice pulls the one timer forward instead of adding another.
-    options.notices.onNotice = () => this.#timer.pullForward();
+    // A notice is a wake-up: it moves the one timer instead of adding another.
+    options.notices.onNotice = () => this.#runner.wake();
   }
 
   get state(): LifecycleState {
-    return this.#timer.state;
+    return this.#runner.state;
   }
 
   get cycles(): number {
     return this.#cycles;
   }
 
+  /** Wake-ups received through wake() (coalesced ones included, completion notices not); counts only. */
+  get wakeUps(): number {
+    return this.#wakeUps;
+  }
+
+  /**
+   * "Look now" (a committed cancel elsewhere, a new admission): the next cycle runs at once, or
+   * right after the running one. Coalesced: any number of wake-ups before a cycle starts make one.
+   */
+  wake(): void {
+    this.#wakeUps += 1;
+    this.#runner.wake();
+  }
+
   /** Creates the one timer; the first cycle runs at once (recovery continues where startup left). */
   start(): void {
-    if (this.#timer.state !== 'stopped' || this.#timer.cycleRunning) {
+    if (this.#runner.state !== 'stopped' || this.#runner.cycleRunning) {
       throw new PidfenceError('the execution lifecycle is already started or still draining a cycle; call stop() first.', 'ERR_PIDFENCE_LIFECYCLE_STARTED');
     }
-    this.#timer.start(0);
+    this.#runner.start();
   }
 
   /** Idempotent: cancels the timer and waits (bounded) for a running cycle. */
   stop(timeoutMs = LIFECYCLE_STOP_TIMEOUT_MS): Promise<{ drained: boolean }> {
-    return this.#timer.stop(timeoutMs);
+    return this.#runner.stop(timeoutMs);
   }
 
   /** One control cycle now (tests, drain, the CLI's first pass); never overlaps a timer cycle. */
   runCycle(): Promise<ControlCycleReport> {
-    return this.#timer.runExclusive(() => this.#cycle());
+    return this.#runner.runNow(() => this.#cycle());
   }
 
-  /** A timed cycle: reported to onCycle, or counted towards onFatal; never rejects. */
+  /** A timed cycle: reported to onCycle, or counted towards onFatal (a full store is not); never rejects. */
   async #timedCycle(): Promise<void> {
     try {
       const report = await this.#cycle();
       this.#failures = 0;
+      this.#fullCycles = 0;
       try {
         this.#options.onCycle?.(report);
       } catch {
@@ -123,17 +156,45 @@ export class ControlLifecycle {
     } catch (error) {
       const code = diagnosticCode(error);
       this.#diagnostics.report(code);
+      if (isStoreFull(error)) {
+        this.#storeFull(error as PidfenceError);
+        return;
+      }
       this.#failures += 1;
       if (this.#failures >= CYCLE_FAILURE_LIMIT) this.#options.onFatal?.(code);
     }
   }
 
+  /** Retried on a longer cadence; a person is told once per full spell. */
+  #storeFull(error: PidfenceError): void {
+    this.#fullCycles += 1;
+    if (this.#fullCycles > 1) return;
+    try {
+      this.#options.onStoreFull?.(error);
+    } catch {
+      // a notice must not stop the lifecycle
+    }
+  }
+
+  /** The profile's period; while the store is full, doubled per full cycle up to STORE_FULL_CYCLE_MAX_MS. */
+  #periodMs(): number {
+    const { periodMs } = this.#options.profile;
+    if (this.#fullCycles === 0) return periodMs;
+    return Math.max(periodMs, Math.min(STORE_FULL_CYCLE_MAX_MS, periodMs * 2 ** Math.min(this.#fullCycles - 1, 16)));
+  }
+
   async #cycle(): Promise<ControlCycleReport> {
     this.#cycles += 1;
+    // Read before the pages: what is due by now is theirs, what falls due later arms the timer.
+    const nextDueInMs = await this.#options.deadlines.nextDueInMs();
+    this.#nextDue = nextDueInMs === null ? null : { inMs: nextDueInMs, readAtMs: this.#clock() };
     const { processor, notices } = this.#options;
     let completed = 0;
     const noticed = notices.take();
     for (const ref of noticed) completed += this.#report(ref, await processor.process(ref));
+    const deadlines = await this.#options.deadlines.runPage();
+    const dispatch = await this.#options.dispatch.runCycle();
+    reportControllerFailures(this.#diagnostics, dispatch);
     const page = await this.#activePage();
     for (const item of page.items) completed += this.#report(item, await processor.process(item));
     // Watched attempts the page just looked at need no second look this cycle.
@@ -141,11 +202,14 @@ export class ControlLifecycle {
     for (const ref of [...(this.#options.watched?.() ?? [])]) {
       if (!looked.has(ref.attemptId)) completed += this.#report(ref, await processor.process(ref));
     }
-    const deadlines = await this.#options.deadlines.runPage();
-    const dispatch = await this.#options.dispatch.runCycle();
-    reportControllerFailures(this.#diagnostics, dispatch);
     const cleaned = await this.#cleanupIfDue();
     return { notices: noticed.length, deadlines: deadlines.requested, dispatched: dispatch.dispatched, active: page.items.length, completed, cleaned };
+  }
+
+  /** Time left until the next due deadline or retry, on the boot clock (docs/decisions/0160); null: none known. */
+  #untilNextDueMs(): number | null {
+    if (this.#nextDue === null) return null;
+    return Math.max(0, this.#nextDue.inMs - (this.#clock() - this.#nextDue.readAtMs));
   }
 
   async #activePage(): Promise<{ readonly items: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }> }> {

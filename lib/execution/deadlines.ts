@@ -15,13 +15,13 @@ export interface DeadlinePass {
 }
 
 export class DeadlineSource {
-  readonly #store: Pick<ExecutionStore, 'dueDeadlinesPage'>;
+  readonly #store: Pick<ExecutionStore, 'dueDeadlinesPage' | 'nextDueInMs'>;
   readonly #runStore: Pick<RunStore, 'requestCancellation'>;
   readonly #pageSize: number;
   readonly #runnerId: string | undefined;
 
   constructor(options: {
-    readonly executionStore: Pick<ExecutionStore, 'dueDeadlinesPage'>;
+    readonly executionStore: Pick<ExecutionStore, 'dueDeadlinesPage' | 'nextDueInMs'>;
     readonly runStore: Pick<RunStore, 'requestCancellation'>;
     readonly pageSize: number;
     /** Only this runner's attempts (docs/decisions/0070); omitted: every attempt of the store. */
@@ -31,6 +31,16 @@ export class DeadlineSource {
     this.#runStore = options.runStore;
     this.#pageSize = options.pageSize;
     this.#runnerId = options.runnerId;
+  }
+
+  /**
+   * How long until this runner's next deadline or dispatch retry falls due (null: none, or no
+   * runner to ask about): the lifecycle arms its one timer for it (docs/decisions/0176). The
+   * delay is a difference of two readings of the store's clock (boot-anchored on SQLite, the
+   * database's on PostgreSQL), so no wall-clock step moves it (docs/decisions/0160).
+   */
+  nextDueInMs(): Promise<number | null> {
+    return this.#runnerId === undefined ? Promise.resolve(null) : this.#store.nextDueInMs(this.#runnerId);
   }
 
   /** One page of due deadlines: each turned into `timeout` intent, one transaction each. */

@@ -4,7 +4,11 @@
 // processes through the dispatch path, a bounded number at once and none after the deadline; then
 // converge their terminal states with the completion processor and close storage. Bounded by its
 // deadline and idempotent; `timed_out` when it cannot converge, and storage is closed all the same.
+// A full disk (docs/decisions/0191) is waited out, not given up on: the intent and the end are
+// retried with backoff, and the deadline counts from the last time the store was found full.
+import { isStoreFull, type PidfenceError } from '../base/errors';
 import { delay, settlesWithin } from '../base/time';
+import { monotonicMs } from '../native/index';
 import type { DispatchOutcome, DispatchTarget } from '../dispatch/index';
 import type { ExecutionStore } from '../store/execution-store';
 import type { RunStore } from '../store/run-store';
@@ -16,6 +20,9 @@ import type { AttemptRef } from './notices';
 export const DRAIN_TIMEOUT_DEFAULT_MS = 30_000;
 /** How often the drain looks again at attempts it is waiting for (only while draining). */
 export const DRAIN_RECHECK_MS = 50;
+/** Retries of a stop whose store is full: from this, doubling, up to STORE_FULL_RETRY_MAX_MS (the launcher's receipt backoff). */
+export const STORE_FULL_RETRY_MS = 50;
+export const STORE_FULL_RETRY_MAX_MS = 5_000;
 
 export interface DrainReport {
   readonly kind: 'drained' | 'timed_out';
@@ -47,16 +54,32 @@ export interface DrainOptions {
   readonly onCompleted?: (ref: AttemptRef, outcome: CompletionOutcome) => void;
   readonly timeoutMs?: number;
   readonly clock?: () => number;
+  /** The store was found full: told once per drain (a notice for a person), then retried by itself. */
+  readonly onStoreFull?: (error: PidfenceError) => void;
+  /**
+   * A full disk moves the deadline on (the drain lasts until there is room, then its timeout): a
+   * runner's drain. Off (a `cancel` that took over an orphan): the deadline stands.
+   */
+  readonly waitOutFullDisk?: boolean;
 }
 
 export class ExecutionDrain {
   readonly #options: DrainOptions;
   readonly #clock: () => number;
   #running: Promise<DrainReport> | null = null;
+  /** Moved on while the store is full: a full disk is waited out, not counted against the drain. */
+  #deadline = 0;
+  #fullReported = false;
+  /**
+   * Attempts whose stop has not recorded its intent yet: not ended meanwhile, so that once the disk
+   * has room again the intent is written before the end (a job KILLed by a second interrupt ends
+   * `cancelled`, not `lost`).
+   */
+  readonly #intentPending = new Set<string>();
 
   constructor(options: DrainOptions) {
     this.#options = options;
-    this.#clock = options.clock ?? Date.now;
+    this.#clock = options.clock ?? monotonicMs;
   }
 
   /** Idempotent: every call returns the one drain's report. */
@@ -65,10 +88,22 @@ export class ExecutionDrain {
     return this.#running;
   }
 
+  /** The store is full right now: the deadline starts again from here, and a person is told once. */
+  #storeFull(error: PidfenceError): void {
+    if (this.#options.waitOutFullDisk === true) this.#deadline = Math.max(this.#deadline, this.#clock() + (this.#options.timeoutMs ?? DRAIN_TIMEOUT_DEFAULT_MS));
+    if (this.#fullReported) return;
+    this.#fullReported = true;
+    try {
+      this.#options.onStoreFull?.(error);
+    } catch {
+      // a notice must not change the drain
+    }
+  }
+
   async #drain(): Promise<DrainReport> {
     const o = this.#options;
-    const deadline = this.#clock() + (o.timeoutMs ?? DRAIN_TIMEOUT_DEFAULT_MS);
-    const left = () => deadline - this.#clock();
+    this.#deadline = this.#clock() + (o.timeoutMs ?? DRAIN_TIMEOUT_DEFAULT_MS);
+    const left = () => this.#deadline - this.#clock();
     try {
       await o.admission.close();
       await o.lifecycle.stop(Math.max(0, left()));
@@ -76,7 +111,7 @@ export class ExecutionDrain {
       // Completions before stops: a job that already ended is never stopped.
       const running = await this.#converge(targets);
       const counts = { shutdownRequested: 0 };
-      const stops = this.#stopAll(running, deadline, counts);
+      const stops = this.#stopAll(running, counts);
       let remaining = running;
       for (;;) {
         remaining = await this.#converge(remaining);
@@ -92,11 +127,23 @@ export class ExecutionDrain {
     }
   }
 
-  /** The attempts still active after one look each; completions are reported. */
+  /** The attempts still active after one look each; completions are reported. A store failure keeps the attempt. */
   async #converge(refs: readonly AttemptRef[]): Promise<AttemptRef[]> {
     const next: AttemptRef[] = [];
     for (const ref of refs) {
-      const outcome = await this.#options.processor.process(ref);
+      if (this.#intentPending.has(ref.attemptId)) {
+        next.push(ref);
+        continue;
+      }
+      let outcome;
+      try {
+        outcome = await this.#options.processor.process(ref);
+      } catch (error) {
+        // Its end could not be committed (a full disk, a store gone): looked at again next round.
+        if (isStoreFull(error)) this.#storeFull(error as PidfenceError);
+        next.push(ref);
+        continue;
+      }
       if (outcome.kind === 'completed') this.#options.onCompleted?.(ref, outcome);
       if (outcome.kind === 'active' || outcome.kind === 'unproven') next.push(ref);
     }
@@ -104,25 +151,44 @@ export class ExecutionDrain {
   }
 
   /** At most `concurrency` stops at once; none begins after the deadline. Never rejects. */
-  #stopAll(refs: readonly AttemptRef[], deadline: number, counts: { shutdownRequested: number }): Promise<void> {
+  #stopAll(refs: readonly AttemptRef[], counts: { shutdownRequested: number }): Promise<void> {
     const queue = [...refs];
     const worker = async (): Promise<void> => {
-      for (let ref = queue.shift(); ref !== undefined && this.#clock() < deadline; ref = queue.shift()) {
-        try {
-          if (await this.#stop(ref)) counts.shutdownRequested += 1;
-        } catch {
-          // the store or the controller failed: the dispatch lease expires and a later runner retries
-        }
+      for (let ref = queue.shift(); ref !== undefined && this.#clock() < this.#deadline; ref = queue.shift()) {
+        if (await this.#stopRetried(ref)) counts.shutdownRequested += 1;
       }
     };
     const workers = Array.from({ length: Math.min(this.#options.concurrency, refs.length) }, worker);
     return Promise.all(workers).then(() => undefined);
   }
 
+  /**
+   * One stop, retried with backoff while the store is full (no intent, no signal: durable intent
+   * comes first); any other failure ends it: the dispatch lease expires and a later runner retries.
+   */
+  async #stopRetried(ref: AttemptRef): Promise<boolean> {
+    this.#intentPending.add(ref.attemptId);
+    try {
+      for (let waitMs = STORE_FULL_RETRY_MS; ; waitMs = Math.min(STORE_FULL_RETRY_MAX_MS, waitMs * 2)) {
+        try {
+          return await this.#stop(ref);
+        } catch (error) {
+          if (!isStoreFull(error)) return false;
+          this.#storeFull(error as PidfenceError);
+          if (this.#clock() >= this.#deadline) return false;
+          await delay(waitMs);
+        }
+      }
+    } finally {
+      this.#intentPending.delete(ref.attemptId);
+    }
+  }
+
   /** `shutdown` intent unless a reason exists (user/policy/timeout kept), then the exact stop. */
   async #stop(ref: AttemptRef): Promise<boolean> {
     const o = this.#options;
     const intent = await o.runStore.requestCancellation({ runId: ref.runId, reason: 'shutdown', eventId: `evt-drain-${ref.attemptId}`.slice(0, 128) });
+    this.#intentPending.delete(ref.attemptId);
     if (intent.kind !== 'requested' && intent.kind !== 'already_requested') return false;
     const cancelRequestedAtMs = intent.run.cancelRequestedAtMs;
     // Durable intent exists: only now may the exact process be stopped (same path as a user cancel).

@@ -8,6 +8,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import * as path from 'node:path';
 
+import type { Environment } from '../base/environment';
 import { PidfenceError } from '../base/errors';
 import { HOST_ID_PATTERN, validateHostId } from '../contract/index';
 
@@ -28,13 +29,13 @@ function machineId(files: readonly string[]): string | null {
   return null;
 }
 
-function stateHostIdFile(env: NodeJS.ProcessEnv): string {
+function stateHostIdFile(env: Environment): string {
   const stateHome = env.XDG_STATE_HOME !== undefined && env.XDG_STATE_HOME !== '' ? env.XDG_STATE_HOME : path.join(homedir(), '.local', 'state');
   return path.join(path.resolve(stateHome), 'pidfence', 'host-id');
 }
 
 /** The id this user's state directory holds, created on first use (O_EXCL: two first runs agree). */
-function persistedHostId(env: NodeJS.ProcessEnv): string | null {
+function persistedHostId(env: Environment): string | null {
   const file = stateHostIdFile(env);
   const read = (): string | null => {
     try {
@@ -55,7 +56,7 @@ function persistedHostId(env: NodeJS.ProcessEnv): string | null {
   return read();
 }
 
-export function resolveHostId(env: NodeJS.ProcessEnv = process.env, machineIdFiles: readonly string[] = MACHINE_ID_FILES): string {
+export function resolveHostId(env: Environment = process.env, machineIdFiles: readonly string[] = MACHINE_ID_FILES): string {
   const override = env[HOST_ID_ENV];
   if (override !== undefined && override !== '') return validateHostId(override);
   const id = machineId(machineIdFiles);

@@ -8,7 +8,8 @@ export { CompletionProcessor, statusForReceipt, type CompletionOutcome, type Com
 export { ControlLifecycle, CYCLE_FAILURE_LIMIT, cleanupJournalPage, type ControlCycleReport, type ControlLifecycleOptions } from './control-lifecycle';
 export { DeadlineSource, type DeadlinePass } from './deadlines';
 export { ExecutionDrain, DRAIN_TIMEOUT_DEFAULT_MS, type DrainReport } from './drain';
-export { LAUNCHER_SCRIPT, launchAttempt, type LaunchRequest, type Launched } from './launcher';
+export { LEFTOVER_GRACE_DEFAULT_MS, launchAttempt, type LaunchRequest, type Launched } from './launcher';
+export { LEFTOVER_POLICIES, LEFTOVER_POLICY_DEFAULT, type LeftoverPolicy } from './launch-order';
 export { CompletionNotices, NOTICES_MAX, type AttemptRef } from './notices';
 export {
   RECEIPT_CALLBACK_SEQ,
@@ -19,6 +20,7 @@ export {
   receiptTokenDigest,
   writeReceiptAtomic,
   type CompletionReceipt,
+  type CompletionReceiptV2,
 } from './receipts';
 export { HOST_ID_ENV, resolveHostId } from './host-id';
 export { registerRunner, runnerGoneProof, type RunnerSelf } from './runner';

@@ -1,16 +1,19 @@
 // Completion receipts (design/execution §2): the only normal completion fact. One file per attempt at an
-// exact path, written atomically (temp file, fsync, rename, directory fsync) by the launcher, read
-// and authenticated by the completion processor. The token is a capability: only its digest is stored.
+// exact path, written atomically (temp file, fsync, rename, directory fsync) by the native launcher
+// (v2, docs/decisions/0153), read and authenticated by the completion processor; v1 receipts (the
+// Node launcher's) still parse. The token is a capability: only its digest is stored.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
-import { PidfenceRangeError } from '../base/errors';
+import { PidfenceError, PidfenceRangeError } from '../base/errors';
 import { SIGNAL_NAME_PATTERN, TOKEN_PATTERN } from '../base/limits';
 import { shapeProblem } from '../base/shape';
 import { validateId } from '../contract/index';
 
-export const RECEIPT_VERSION = 1;
+/** The version the launcher writes; parseReceipt accepts RECEIPT_VERSIONS. */
+export const RECEIPT_VERSION = 2;
+export const RECEIPT_VERSIONS = [1, 2] as const;
 /** The launcher writes exactly one receipt per attempt: callback sequence 1. */
 export const RECEIPT_CALLBACK_SEQ = 1;
 /** A receipt file is a few hundred bytes; anything larger is malformed, never read whole. */
@@ -20,8 +23,8 @@ export const RECEIPT_CLOCK_SKEW_MS = 60_000;
 export const RECEIPT_TOKEN_BYTES = 32;
 const RECEIPT_TOKEN_DIGEST_DOMAIN = 'pidfence.completion-receipt.v1\0';
 
-export interface CompletionReceipt {
-  readonly v: typeof RECEIPT_VERSION;
+export interface CompletionReceiptV1 {
+  readonly v: 1;
   readonly runId: string;
   readonly attemptId: string;
   readonly seq: number;
@@ -34,6 +37,19 @@ export interface CompletionReceipt {
   /** The job could not be started at all (exitCode is then 127). */
   readonly spawnFailed: boolean;
 }
+
+export interface CompletionReceiptV2 extends Omit<CompletionReceiptV1, 'v'> {
+  readonly v: 2;
+  /** The boot the *BootMs values belong to; null when the launcher could not read it. */
+  readonly bootId: string | null;
+  /** CLOCK_BOOTTIME in ms (the time checks use these; *AtMs are wall clock, for people). */
+  readonly startedBootMs: number;
+  readonly finishedBootMs: number;
+  /** How many processes the launcher stopped after the job's leader ended. */
+  readonly leftovers: number;
+}
+
+export type CompletionReceipt = CompletionReceiptV1 | CompletionReceiptV2;
 
 export function createReceiptToken(): string {
   return randomBytes(RECEIPT_TOKEN_BYTES).toString('base64url');
@@ -62,7 +78,17 @@ export function receiptPaths(directory: string, attemptId: string): { readonly f
 
 /** Creates the receipt directory (0700: receipts hold a capability) and its quarantine folder. */
 export function ensureReceiptDirectory(directory: string): void {
-  fs.mkdirSync(path.join(directory, 'quarantine'), { recursive: true, mode: 0o700 });
+  try {
+    fs.mkdirSync(path.join(directory, 'quarantine'), { recursive: true, mode: 0o700 });
+  } catch (error) {
+    // A read-only filesystem, a file in its place, a permission: said, never a stack trace.
+    const code = (error as NodeJS.ErrnoException).code ?? 'UNKNOWN';
+    throw new PidfenceError(
+      `cannot create the completion receipt directory ${directory} (${code}); fix the path or its permissions, or keep the store (--db) or $PIDFENCE_RECEIPTS where this user can write.`,
+      'ERR_PIDFENCE_RECEIPT_DIRECTORY',
+      { errno: code, cause: error },
+    );
+  }
 }
 
 function fsyncDirectory(directory: string): void {
@@ -89,7 +115,12 @@ export function writeReceiptAtomic(directory: string, receipt: CompletionReceipt
   fsyncDirectory(directory);
 }
 
-const RECEIPT_KEYS = ['v', 'runId', 'attemptId', 'seq', 'token', 'exitCode', 'signal', 'startedAtMs', 'finishedAtMs', 'spawnFailed'] as const;
+const RECEIPT_KEYS_V1 = ['v', 'runId', 'attemptId', 'seq', 'token', 'exitCode', 'signal', 'startedAtMs', 'finishedAtMs', 'spawnFailed'] as const;
+const RECEIPT_KEYS_V2 = [...RECEIPT_KEYS_V1, 'bootId', 'startedBootMs', 'finishedBootMs', 'leftovers'] as const;
+const BOOT_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const MS_MAX = 8_640_000_000_000_000;
+/** The launcher counts leftovers in a u32. */
+const LEFTOVERS_MAX = 4_294_967_295;
 
 export type ReceiptRead =
   | { readonly kind: 'absent' }
@@ -108,8 +139,10 @@ export function parseReceipt(text: string): CompletionReceipt | null {
   } catch {
     return null;
   }
-  // `signal` and `exitCode` are null, never absent: every key is required.
-  if (shapeProblem(value, RECEIPT_KEYS) !== null) return null;
+  // `signal` and `exitCode` are null, never absent: every key of the receipt's version is required.
+  const version = (value as { v?: unknown } | null)?.v;
+  if (version !== 1 && version !== 2) return null;
+  if (shapeProblem(value, version === 1 ? RECEIPT_KEYS_V1 : RECEIPT_KEYS_V2) !== null) return null;
   const r = value as Record<string, unknown>;
   try {
     validateId(r.runId, 'runId');
@@ -117,15 +150,18 @@ export function parseReceipt(text: string): CompletionReceipt | null {
   } catch {
     return null;
   }
-  const ok = r.v === RECEIPT_VERSION
-    && isInt(r.seq, 1, 1_000_000)
+  const ok = isInt(r.seq, 1, 1_000_000)
     && typeof r.token === 'string' && TOKEN_PATTERN.test(r.token)
     && (r.exitCode === null || isInt(r.exitCode, 0, 255))
     && (r.signal === null || (typeof r.signal === 'string' && SIGNAL_NAME_PATTERN.test(r.signal)))
     && (r.exitCode === null) !== (r.signal === null)
-    && isInt(r.startedAtMs, 0, 8_640_000_000_000_000)
-    && isInt(r.finishedAtMs, 0, 8_640_000_000_000_000)
-    && typeof r.spawnFailed === 'boolean';
+    && isInt(r.startedAtMs, 0, MS_MAX)
+    && isInt(r.finishedAtMs, 0, MS_MAX)
+    && typeof r.spawnFailed === 'boolean'
+    && (version === 1 || (
+      (r.bootId === null || (typeof r.bootId === 'string' && BOOT_ID_PATTERN.test(r.bootId)))
+      && isInt(r.startedBootMs, 0, MS_MAX) && isInt(r.finishedBootMs, 0, MS_MAX)
+      && isInt(r.leftovers, 0, LEFTOVERS_MAX)));
   return ok ? (r as unknown as CompletionReceipt) : null;
 }
 

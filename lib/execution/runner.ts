@@ -5,6 +5,7 @@
 // boot id means every process of the old boot is gone.
 import { PidfenceError } from '../base/errors';
 import { bootId, capabilities, captureIdentity, type ExpectedIdentity, signalVerified } from '../native/index';
+import { ownPidNamespace, pidNamespaceMatches } from '../process/index';
 import type { RunnerStore } from '../store/runner-store';
 import type { AdoptionProof, RunnerKind, RunnerRecord } from '../contract/index';
 
@@ -28,14 +29,19 @@ function ownIdentityText(): string {
   }
   if (identity === null) throw new PidfenceError('this process has no identity of its own; /proc is not what it should be.', 'ERR_PIDFENCE_SYSCALL');
   const { pid, bootId: boot, startTicks, pidfsIno } = identity;
-  return JSON.stringify(pidfsIno === undefined ? { pid, bootId: boot, startTicks } : { pid, bootId: boot, startTicks, pidfsIno });
+  // The PID namespace its PID was read in: from another one it proves nothing (docs/decisions/0155).
+  const pidNs = ownPidNamespace();
+  return JSON.stringify({ pid, bootId: boot, startTicks, ...(pidfsIno === undefined ? {} : { pidfsIno }), ...(pidNs === null ? {} : { pidNs }) });
 }
 
 export async function registerRunner(store: RunnerStore, self: RunnerSelf): Promise<void> {
   await store.registerRunner({ runnerId: self.runnerId, hostId: self.hostId, kind: self.kind, identity: ownIdentityText() });
 }
 
-/** The stored identity as signalVerified expects it; malformed text proves nothing (null). */
+/**
+ * The stored identity as signalVerified expects it; malformed text proves nothing (null), and
+ * neither does one read in another PID namespace.
+ */
 function parseIdentity(text: string): ExpectedIdentity | null {
   let value: unknown;
   try {
@@ -44,9 +50,22 @@ function parseIdentity(text: string): ExpectedIdentity | null {
     return null;
   }
   if (typeof value !== 'object' || value === null) return null;
-  const { pid, bootId: boot, startTicks, pidfsIno } = value as Record<string, unknown>;
+  const { pid, bootId: boot, startTicks, pidfsIno, pidNs } = value as Record<string, unknown>;
   if (typeof pid !== 'number' || typeof boot !== 'string' || typeof startTicks !== 'string') return null;
+  if (pidNs !== undefined && (typeof pidNs !== 'string' || !pidNamespaceMatches(pidNs))) return null;
   return typeof pidfsIno === 'string' ? { pid, bootId: boot, startTicks, pidfsIno } : { pid, bootId: boot, startTicks };
+}
+
+/** The runner recorded a PID namespace other than this process's: nothing about it is provable here. */
+export function runnerInOtherPidNamespace(runner: RunnerRecord): boolean {
+  let value: unknown;
+  try {
+    value = JSON.parse(runner.identity);
+  } catch {
+    return false;
+  }
+  const pidNs = typeof value === 'object' && value !== null ? (value as Record<string, unknown>).pidNs : undefined;
+  return typeof pidNs === 'string' && !pidNamespaceMatches(pidNs);
 }
 
 /**

@@ -6,11 +6,32 @@ import { OWNER_MAX_LENGTH, validateSubject, type Permission } from '../contract/
 import type { ManagementStore } from '../store/management-store';
 import { ManagementError } from './errors';
 
-export function notPermitted(subject: string, permission: Permission, projectId: string): ManagementError {
-  return new ManagementError(
-    `${subject} does not hold ${permission} on project ${projectId}; ask a holder of grants.write on it to run \`pidfence grant ${subject} ${projectId} ${permission}\`.`,
-    'ERR_PIDFENCE_NOT_PERMITTED',
-  );
+/** The default way to get a permission; a caller that knows the store (the CLI) names the exact command. */
+function askAHolder(subject: string, permission: Permission, projectId: string): string {
+  return `ask a holder of grants.write on it to run \`pidfence grant ${subject} ${projectId} ${permission}\``;
+}
+
+/** A readable request without the permission it needs; `howToGet` ends the sentence with a command that gives it. */
+export class NotPermittedError extends ManagementError {
+  readonly subject: string;
+  readonly permission: Permission;
+  readonly projectId: string;
+
+  constructor(subject: string, permission: Permission, projectId: string, howToGet: string = askAHolder(subject, permission, projectId)) {
+    super(`${subject} does not hold ${permission} on project ${projectId}; ${howToGet}.`, 'ERR_PIDFENCE_NOT_PERMITTED');
+    this.subject = subject;
+    this.permission = permission;
+    this.projectId = projectId;
+  }
+
+  /** The same refusal, ending in the store's own way to get the permission. */
+  withHowToGet(howToGet: string): NotPermittedError {
+    return new NotPermittedError(this.subject, this.permission, this.projectId, howToGet);
+  }
+}
+
+export function notPermitted(subject: string, permission: Permission, projectId: string): NotPermittedError {
+  return new NotPermittedError(subject, permission, projectId);
 }
 
 /**

@@ -11,10 +11,10 @@ import { showRun, type RunDetail } from './run-detail';
 import { listRuns, type ListRunsRequest, type RunListPage } from './run-list';
 import { projectSummary, type ProjectSummary } from './summary';
 
-export { auditActor, authorize, authorizeImpersonation, notPermitted, principalOf } from './authorization';
+export { auditActor, authorize, authorizeImpersonation, notPermitted, NotPermittedError, principalOf } from './authorization';
 export type { Principal } from './authorization';
 export { checkedSummary, readExportedSummary } from './summary';
-export { authorizeCancel } from './cancel-authorization';
+export { authorizeCancel, runFinished } from './cancel-authorization';
 export type { CancelTarget } from './cancel-authorization';
 export { authorizeRun, runNotVisible } from './visibility';
 export type { ProjectSummary } from './summary';

@@ -29,6 +29,8 @@ export interface AttemptView {
   readonly createdAtMs: number;
   readonly updatedAtMs: number;
   readonly deadlineAtMs: number | null;
+  /** cgroup: a stop reaches every process it started; group: its process group and what the launcher sees (docs/decisions/0180). */
+  readonly containment: 'cgroup' | 'group' | null;
   /** How it ended; null while it is active. */
   readonly exit: RunExit | null;
   /** Its `attempt.terminal` and `attempt.adopted` events. */
@@ -49,7 +51,7 @@ export interface RunDetail extends RunListItem {
 }
 
 /** The payload keys any pidfence event uses; a key outside this list is never shown. */
-const DETAIL_KEYS = ['attemptId', 'reason', 'status', 'result', 'dispatchCount', 'cause', 'exitCode', 'signal', 'proof'] as const;
+const DETAIL_KEYS = ['attemptId', 'reason', 'status', 'result', 'dispatchCount', 'cause', 'exitCode', 'signal', 'proof', 'runner'] as const;
 const DETAIL_TEXT_MAX = 128;
 
 function detailOf(payload: unknown): Record<string, string | number | null> {
@@ -75,6 +77,7 @@ function attemptViewOf(row: RunAttemptRow, events: readonly RunEventRow[]): Atte
     createdAtMs: row.createdAtMs,
     updatedAtMs: row.updatedAtMs,
     deadlineAtMs: row.deadlineAtMs,
+    containment: row.containment,
     exit: terminal === undefined ? null : runExitOf(terminal.payload),
     events: own.map(eventViewOf),
   };

@@ -51,6 +51,8 @@ export interface RunExit {
 /** One run as listed: identity, state and times only — never a PID, handle, command or environment. */
 export interface RunListItem {
   readonly runId: string;
+  /** The name it was given (`run --name`, docs/decisions/0251); null when none. */
+  readonly name: string | null;
   readonly status: RunStatus;
   /** Why a stop was asked for (user, policy, timeout, shutdown); null when nobody asked. */
   readonly cancelReason: CancelReason | null;
@@ -108,6 +110,7 @@ export function runExitOf(payload: unknown): RunExit | null {
 export function runListItemOf(row: RunRow): RunListItem {
   return {
     runId: row.runId,
+    name: row.name ?? null,
     status: row.status,
     cancelReason: row.cancelReason,
     createdAtMs: row.createdAtMs,

@@ -7,6 +7,8 @@ import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { PidfenceRangeError } from '../base/errors';
 import { BLOCKING_RESULTS, DISPATCH_RESULTS, DISPATCH_STATUSES, validateId, type StateCounts } from '../contract/index';
 import { CLAIM_KINDS, STOP_MODES, type DispatchObserver, type VerifiedSignal } from '../dispatch/index';
+import type { WorkerFleet } from '../contract/index';
+import { registerFleetMetrics, registerSessionMetrics, type FleetMetrics, type SessionSampleSource } from './fleet';
 
 /** More projects than this is not an allowlist; each costs one summary statement per scrape. */
 export const METRICS_PROJECTS_MAX = 64;
@@ -25,6 +27,8 @@ export interface MetricsOptions {
   readonly readProject: (projectId: string) => Promise<ProjectGauges>;
   /** The overdue bound of the summary, exported so alerts can say it. */
   readonly overdueAfterMs: number;
+  /** A control plane's fleet read (docs/decisions/0245): given, the fleet gauges are exported too. */
+  readonly readFleet?: () => Promise<WorkerFleet>;
 }
 
 export interface Metrics {
@@ -34,6 +38,10 @@ export interface Metrics {
   readonly contentType: string;
   /** The exposition text, with the project gauges read now (concurrent scrapes share one read). */
   exposition(): Promise<string>;
+  /** Given `readFleet`: counts the control plane's fleet refusals by reason. */
+  readonly fleetObserver?: FleetMetrics['observer'];
+  /** A control plane's worker sessions (docs/decisions/0204): lease count and tick age per session. */
+  registerSessions(source: SessionSampleSource): void;
 }
 
 /** Buckets in seconds: two store transactions (ms), a stop that waits out a grace period (s), one native call (µs). */
@@ -48,10 +56,8 @@ export function validateMetricsProjects(projects: unknown): readonly string[] {
   return [...new Set(projects.map((project) => validateId(project, 'metrics project')))];
 }
 
-export function createMetrics(options: MetricsOptions): Metrics {
-  const projects = validateMetricsProjects(options.projects);
-  const registry = new Registry();
-  const registers = [registry];
+/** The dispatch counters and histograms, each bounded label value at 0 so a series exists before its first event. */
+function dispatchInstruments(registers: Registry[]) {
   const results = new Counter({ name: 'pidfence_dispatch_results_total', help: 'Dispatch results recorded, by result (design/dispatch §2.4).', labelNames: ['result'], registers });
   const claims = new Counter({ name: 'pidfence_dispatch_claims_total', help: 'Dispatch claims answered, by outcome.', labelNames: ['outcome'], registers });
   const staleFences = new Counter({ name: 'pidfence_dispatch_stale_fences_total', help: 'Results refused because a newer owner held the lease.', registers });
@@ -62,21 +68,20 @@ export function createMetrics(options: MetricsOptions): Metrics {
   const claimSettle = new Histogram({ name: 'pidfence_dispatch_claim_settle_seconds', help: 'The claim and the result transaction of one dispatch together.', buckets: CLAIM_SETTLE_BUCKETS, registers });
   const cancelToExit = new Histogram({ name: 'pidfence_cancel_to_exit_seconds', help: 'From the recorded cancel intent to the job seen ended.', buckets: CANCEL_TO_EXIT_BUCKETS, registers });
   const signalLatency = new Histogram({ name: 'pidfence_verified_signal_seconds', help: 'One identity proof and its signal (TERM, CONT or KILL).', buckets: SIGNAL_BUCKETS, registers });
-  const dispatches = new Gauge({ name: 'pidfence_dispatches', help: 'Dispatch records of an allowlisted project, by state.', labelNames: ['project', 'state'], registers });
-  const overdue = new Gauge({ name: 'pidfence_dispatches_overdue', help: 'Due dispatches older than the overdue bound (pidfence status: attention required).', labelNames: ['project'], registers });
-  const running = new Gauge({ name: 'pidfence_running_jobs', help: 'Jobs of an allowlisted project running now.', labelNames: ['project'], registers });
-  const storeUp = new Gauge({ name: 'pidfence_metrics_store_up', help: '1 when the last scrape read every project gauge from the store, else 0 (the gauges are then absent).', registers });
-  const overdueAfter = new Gauge({ name: 'pidfence_dispatch_overdue_after_seconds', help: 'The overdue bound the summary applies.', registers });
-  overdueAfter.set(options.overdueAfterMs / 1_000);
-
-  // Every bounded label value starts at 0, so a series exists before its first event and rate() works.
+  // rate() works from the first scrape.
   for (const result of DISPATCH_RESULTS) results.inc({ result }, 0);
   for (const outcome of CLAIM_KINDS) claims.inc({ outcome }, 0);
   for (const mode of STOP_MODES) stops.inc({ mode }, 0);
   for (const reason of BLOCKING_RESULTS) refusals.inc({ reason }, 0);
+  return { results, claims, staleFences, cycles, cycleFailures, stops, refusals, claimSettle, cancelToExit, signalLatency };
+}
 
-  const known = <T extends string>(values: readonly T[], value: string): value is T => (values as readonly string[]).includes(value);
-  const observer: DispatchObserver = {
+const known = <T extends string>(values: readonly T[], value: string): value is T => (values as readonly string[]).includes(value);
+
+/** The dispatch observer that feeds the instruments; values outside the bounded label sets are dropped. */
+function dispatchObserverOf(instruments: ReturnType<typeof dispatchInstruments>): DispatchObserver {
+  const { results, claims, staleFences, cycles, cycleFailures, stops, refusals, claimSettle, cancelToExit, signalLatency } = instruments;
+  return {
     onClaim: (outcome) => { if (known(CLAIM_KINDS, outcome)) claims.inc({ outcome }); },
     onControllerAnswer: (result) => { if (known(BLOCKING_RESULTS, result)) refusals.inc({ reason: result }); },
     onSettled: (result, seconds) => {
@@ -95,8 +100,17 @@ export function createMetrics(options: MetricsOptions): Metrics {
     },
     onCancelToExit: (seconds) => cancelToExit.observe(seconds),
   };
+}
 
-  const readGauges = async (): Promise<void> => {
+/** The per-project gauges, read from the store at each scrape: returns the reader. */
+function projectGauges(registers: Registry[], projects: readonly string[], options: MetricsOptions): () => Promise<void> {
+  const dispatches = new Gauge({ name: 'pidfence_dispatches', help: 'Dispatch records of an allowlisted project, by state.', labelNames: ['project', 'state'], registers });
+  const overdue = new Gauge({ name: 'pidfence_dispatches_overdue', help: 'Due dispatches older than the overdue bound (pidfence status: attention required).', labelNames: ['project'], registers });
+  const running = new Gauge({ name: 'pidfence_running_jobs', help: 'Jobs of an allowlisted project running now.', labelNames: ['project'], registers });
+  const storeUp = new Gauge({ name: 'pidfence_metrics_store_up', help: '1 when the last scrape read every project gauge from the store, else 0 (the gauges are then absent).', registers });
+  const overdueAfter = new Gauge({ name: 'pidfence_dispatch_overdue_after_seconds', help: 'The overdue bound the summary applies.', registers });
+  overdueAfter.set(options.overdueAfterMs / 1_000);
+  return async () => {
     try {
       // One statement per project, one after another: a scrape never takes more than one connection.
       const read: Array<{ project: string; gauges: ProjectGauges }> = [];
@@ -116,12 +130,23 @@ export function createMetrics(options: MetricsOptions): Metrics {
       storeUp.set(0);
     }
   };
+}
+
+export function createMetrics(options: MetricsOptions): Metrics {
+  const projects = validateMetricsProjects(options.projects);
+  const registry = new Registry();
+  const registers = [registry];
+  const observer = dispatchObserverOf(dispatchInstruments(registers));
+  const readGauges = projectGauges(registers, projects, options);
+  const fleet = options.readFleet === undefined ? undefined : registerFleetMetrics(registry, options.readFleet);
   let reading: Promise<void> | null = null;
   return {
     observer,
     contentType: registry.contentType,
+    ...(fleet === undefined ? {} : { fleetObserver: fleet.observer }),
+    registerSessions: (source) => registerSessionMetrics(registry, source),
     async exposition() {
-      reading ??= readGauges().finally(() => { reading = null; });
+      reading ??= Promise.all([readGauges(), fleet?.refresh()]).then(() => undefined).finally(() => { reading = null; });
       await reading;
       return registry.metrics();
     },

@@ -18,6 +18,8 @@ export type RawStatResult =
 
 export type RawBootIdResult = { kind: 'ok'; bootId: string } | RawErrnoResult;
 
+export type RawBootClockResult = { kind: 'ok'; ms: number } | RawErrnoResult;
+
 export type RawMismatchReason = 'boot_id' | 'start_ticks' | 'pidfs_ino' | 'not_group_leader';
 export type RawSignalMode = 'pidfd' | 'pidfd-process-group' | 'pgid-after-pidfd-check';
 
@@ -55,10 +57,16 @@ export interface RawBuildInfo {
   arch: string;
 }
 
+export type RawCgroupResult = { kind: 'ok' | 'gone' | 'busy' | 'unsupported' } | RawErrnoResult;
+export type RawCgroupRead = { kind: 'ok'; populated: boolean; frozen: boolean } | { kind: 'gone' | 'busy' | 'unsupported' } | RawErrnoResult;
+export type RawCgroupSignal = RawCgroupResult & { signalled: number };
+export type RawCgroupWatch = { kind: 'watching'; id: number } | Exclude<RawCgroupResult, { kind: 'ok' }>;
+
 export interface NativeAddon {
   setErrorClass(errorClass: new (message: string, code: string) => Error): void;
   readProcessStat(pid: number): RawStatResult;
   bootId(): RawBootIdResult;
+  bootClockMs(): RawBootClockResult;
   captureIdentity(pid: number): RawCaptureResult;
   capabilities(): RawCapabilities;
   signalVerified(
@@ -81,5 +89,11 @@ export interface NativeAddon {
   ): RawWatchResult;
   exitWatchGroupSignal(id: number, signo: number): RawVerdict;
   exitWatchCancel(id: number): boolean;
+  cgroupRead(subtree: string, id: string): RawCgroupRead;
+  cgroupFreeze(subtree: string, id: string, frozen: boolean): RawCgroupResult;
+  cgroupSignalMembers(subtree: string, id: string, signo: number): RawCgroupSignal;
+  cgroupKill(subtree: string, id: string): RawCgroupResult;
+  cgroupRemove(subtree: string, id: string): RawCgroupResult;
+  cgroupWatchStart(subtree: string, id: string, callback: (kind: 'changed' | 'error') => void): RawCgroupWatch;
   buildInfo(): RawBuildInfo;
 }

@@ -14,8 +14,24 @@ import {
   type SignalOptions,
 } from './validate';
 
+export { LAUNCHER_BINARY_NAME, launcherCandidates, launcherPath } from './launcher-binary';
 export { addonStatus, ADDON_PATH_ENV, NO_ADDON_ENV, type AddonSource, type AddonStatus } from './loader';
 export { PID_MAX, WAIT_EXIT_MAX_MS, type ExpectedIdentity, type SignalOptions } from './validate';
+export { bootClockMs, bootNow, monotonicMs, type BootReading } from './boot-clock';
+export {
+  CGROUP_SUBTREE_MAX_BYTES,
+  cgroupFreeze,
+  cgroupKill,
+  cgroupRead,
+  cgroupRemove,
+  cgroupSignalMembers,
+  cgroupWaitEmpty,
+  validateCgroupSubtree,
+  type CgroupRead,
+  type CgroupStep,
+  type CgroupWaitOutcome,
+  type JobCgroupRef,
+} from './job-cgroup';
 
 /** Set to `1` to force the `pgid-after-pidfd-check` group path (to test it on a 6.9+ kernel). */
 export const FORCE_GROUP_FALLBACK_ENV = 'PIDFENCE_FORCE_GROUP_FALLBACK';
@@ -197,7 +213,7 @@ export function waitExit(expected: ExpectedIdentity, timeoutMs: number): Promise
   const addon = getAddon();
   if (!addon) return Promise.resolve({ kind: 'unsupported', reason: unsupportedReason() });
   return new Promise<WaitExitOutcome>((resolve) => {
-    let timer: NodeJS.Timeout | undefined;
+    let timer: NodeJS.Timeout | undefined = undefined;
     const started = addon.exitWatchStart(identity.pid, identity.bootId, identity.startTicks, identity.pidfsIno ?? '', (status) => {
       if (timer) clearTimeout(timer);
       resolve(status === 'exited' ? { kind: 'exited' } : { kind: 'error', errno: 'EIO' });

@@ -22,13 +22,15 @@ const packageRoot = path.resolve(__dirname, '..', '..', '..');
 
 interface Loaded {
   readonly addon: NativeAddon | null;
-  readonly status: AddonStatus;
+  /** Computed when asked: whether the loaded binary is stale needs the source digest. */
+  readonly status: () => AddonStatus;
 }
 
 let loaded: Loaded | undefined;
 
 function currentSourceDigest(): string | null {
   try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- a file found by a path computed at run time
     const tool = require(path.join(packageRoot, 'native', 'tools', 'source-digest.js')) as {
       nativeSourceDigest(root: string): string;
     };
@@ -62,37 +64,55 @@ export function runtimeLibc(): 'glibc' | 'musl' {
   }
 }
 
+const fixed = (status: AddonStatus): (() => AddonStatus) => () => status;
+
+/** A status whose staleness is read from the digest once, when first asked. */
+function loadedStatus(source: AddonSource, addon: NativeAddon, digest: () => string | null): () => AddonStatus {
+  let status: AddonStatus | undefined;
+  return () => {
+    const current = digest();
+    status ??= { loaded: true, source, stale: current !== null && addon.buildInfo().sourceDigest !== current };
+    return status;
+  };
+}
+
 function loadAddon(): Loaded {
   if (process.env[NO_ADDON_ENV] === '1') {
-    return { addon: null, status: { loaded: false, reason: `disabled by ${NO_ADDON_ENV}=1` } };
+    return { addon: null, status: fixed({ loaded: false, reason: `disabled by ${NO_ADDON_ENV}=1` }) };
   }
   if (process.platform !== 'linux') {
-    return { addon: null, status: { loaded: false, reason: `no addon for platform ${process.platform}` } };
+    return { addon: null, status: fixed({ loaded: false, reason: `no addon for platform ${process.platform}` }) };
   }
-  const digest = currentSourceDigest();
+  // The source digest (reading and hashing native/) only decides between two binaries; with one
+  // there is nothing to choose, and a command's start does not pay for it (docs/decisions/0213).
+  const present = candidates().filter((candidate) => fs.existsSync(candidate.file));
+  let digestValue: string | null | undefined;
+  const digest = (): string | null => (digestValue === undefined ? (digestValue = currentSourceDigest()) : digestValue);
   let fallback: { addon: NativeAddon; source: AddonSource } | undefined;
   const failures: string[] = [];
-  for (const candidate of candidates()) {
-    if (!fs.existsSync(candidate.file)) continue;
+  for (const candidate of present) {
     let addon: NativeAddon;
     try {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports -- a file found by a path computed at run time
       addon = require(candidate.file) as NativeAddon;
     } catch (error) {
       failures.push(`${candidate.source}: ${(error as Error).message.split('\n')[0]}`);
       continue;
     }
     addon.setErrorClass(PidfenceError);
-    if (digest === null || addon.buildInfo().sourceDigest === digest) {
-      return { addon, status: { loaded: true, source: candidate.source, stale: false } };
+    if (present.length === 1) return { addon, status: loadedStatus(candidate.source, addon, digest) };
+    const current = digest();
+    if (current === null || addon.buildInfo().sourceDigest === current) {
+      return { addon, status: fixed({ loaded: true, source: candidate.source, stale: false }) };
     }
     fallback ??= { addon, source: candidate.source };
   }
-  if (fallback) return { addon: fallback.addon, status: { loaded: true, source: fallback.source, stale: true } };
+  if (fallback) return { addon: fallback.addon, status: fixed({ loaded: true, source: fallback.source, stale: true }) };
   const reason =
     failures.length > 0
       ? `no loadable addon (${failures.join('; ')}); run \`npm run build:native\``
       : 'no addon binary found; run `npm run build:native`';
-  return { addon: null, status: { loaded: false, reason } };
+  return { addon: null, status: fixed({ loaded: false, reason }) };
 }
 
 function state(): Loaded {
@@ -106,14 +126,15 @@ export function getAddon(): NativeAddon | null {
 }
 
 export function addonStatus(): AddonStatus {
-  return state().status;
+  return state().status();
 }
 
 /** The raw addon, or a PidfenceError saying why there is none (for non-signalling calls). */
 export function requireAddon(): NativeAddon {
   const current = state();
   if (current.addon) return current.addon;
-  const reason = current.status.loaded ? '' : current.status.reason;
+  const status = current.status();
+  const reason = status.loaded ? '' : status.reason;
   throw new PidfenceError(
     `pidfence native addon unavailable: ${reason}. Signalling answers 'unsupported' until it loads.`,
     'ERR_PIDFENCE_ADDON_UNAVAILABLE',

@@ -68,6 +68,16 @@ export function validatePidfsIno(value: unknown): string {
   return validateU64Decimal(value, 'pidfsIno', 'ERR_PIDFENCE_INVALID_PIDFS_INO');
 }
 
+/** A PID namespace's inode (docs/decisions/0155). */
+export function validatePidNamespace(value: unknown): string {
+  return validateU64Decimal(value, 'pidNs', 'ERR_PIDFENCE_INVALID_PID_NAMESPACE');
+}
+
+/** A cgroup v2 id: its directory's inode, the kernel's PIDFD_GET_INFO cgroupid (docs/decisions/0180). */
+export function validateCgroupId(value: unknown): string {
+  return validateU64Decimal(value, 'cgroupId', 'ERR_PIDFENCE_INVALID_CGROUP_ID');
+}
+
 // A frozen identity cannot change after it was checked, so it is checked once: callers that
 // signal the same identity repeatedly (the controller, a supervisor) skip the re-validation.
 const validatedFrozen = new WeakMap<object, ExpectedIdentity>();

@@ -1,5 +1,7 @@
-// DurableProcessHandle v1: the low-sensitivity text stored with an Attempt that names exactly
-// one process of one boot (design/dispatch §2.3). No command line, no environment: identity only.
+// DurableProcessHandle: the low-sensitivity text stored with an Attempt that names exactly one
+// process of one boot (design/dispatch §2.3). No command line, no environment: identity only. v2
+// adds the PID namespace the PID belongs to and, for a contained job, its cgroup's id
+// (docs/decisions/0155, 0180); v1 handles still parse and mean what they meant.
 import { PidfenceRangeError, PidfenceTypeError, isPidfenceInputError } from '../base/errors';
 import { HANDLE_MAX_BYTES } from '../base/limits';
 import { shapeProblem } from '../base/shape';
@@ -7,17 +9,22 @@ import {
   validateBootId,
   validatePid,
   validatePidfsIno,
+  validateCgroupId,
+  validatePidNamespace,
   validateStartTicks,
 } from '../native/validate';
 import type { ProcessIdentity } from '../native/index';
+import { ownPidNamespace } from './pid-namespace';
 
-export const HANDLE_VERSION = 1;
+/** The version this pidfence writes; it reads HANDLE_VERSIONS. */
+export const HANDLE_VERSION = 2;
+export const HANDLE_VERSIONS = [1, 2] as const;
 export const HANDLE_PLATFORM = 'linux';
-/** A canonical v1 handle is under 200 bytes; anything much larger is not one. */
+/** A canonical handle is under 220 bytes; anything much larger is not one. */
 export { HANDLE_MAX_BYTES };
 
 export interface DurableProcessHandle {
-  readonly v: typeof HANDLE_VERSION;
+  readonly v: (typeof HANDLE_VERSIONS)[number];
   readonly platform: typeof HANDLE_PLATFORM;
   readonly bootId: string;
   readonly pid: number;
@@ -26,10 +33,17 @@ export interface DurableProcessHandle {
   readonly pgid: number;
   /** Present when captured on a pidfs kernel (6.9+), and then always compared. */
   readonly pidfsIno?: string;
+  /** v2: the inode of the PID namespace `pid` was read in (the capturing process's own). */
+  readonly pidNs?: string;
+  /** v2, contained jobs: the id (directory inode) of the attempt's own cgroup. */
+  readonly cgroupId?: string;
 }
 
 const REQUIRED_KEYS = ['v', 'platform', 'bootId', 'pid', 'startTicks', 'pgid'] as const;
-const OPTIONAL_KEYS = ['pidfsIno'] as const;
+const KEYS_BY_VERSION = {
+  1: { required: REQUIRED_KEYS, optional: ['pidfsIno'] },
+  2: { required: [...REQUIRED_KEYS, 'pidNs'], optional: ['pidfsIno', 'cgroupId'] },
+} as const;
 
 function handleError(kind: 'type' | 'range', message: string, code: string): Error {
   const text = `durable handle rejected: ${message}`;
@@ -47,6 +61,10 @@ export function formatHandle(handle: DurableProcessHandle): string {
     pgid: handle.pgid,
   };
   if (handle.pidfsIno !== undefined) ordered.pidfsIno = handle.pidfsIno;
+  if (handle.v !== 1) {
+    ordered.pidNs = handle.pidNs;
+    if (handle.cgroupId !== undefined) ordered.cgroupId = handle.cgroupId;
+  }
   return JSON.stringify(ordered);
 }
 
@@ -83,10 +101,18 @@ function parseJsonObject(text: string): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
-function checkKeys(record: Record<string, unknown>): void {
-  const problem = shapeProblem(record, REQUIRED_KEYS, OPTIONAL_KEYS);
+function checkVersion(record: Record<string, unknown>): DurableProcessHandle['v'] {
+  if (record.v !== 1 && record.v !== 2) {
+    throw handleError('range', `unknown version; this pidfence reads v${HANDLE_VERSIONS.join(' and v')}.`, 'ERR_PIDFENCE_HANDLE_VERSION');
+  }
+  return record.v;
+}
+
+function checkKeys(record: Record<string, unknown>, version: DurableProcessHandle['v']): void {
+  const { required, optional } = KEYS_BY_VERSION[version];
+  const problem = shapeProblem(record, required, optional);
   if (problem?.kind === 'unknown_key') {
-    throw handleError('type', `unknown key (${problem.key.length} characters); a v1 handle has only ${[...REQUIRED_KEYS, ...OPTIONAL_KEYS].join(', ')}.`, 'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY');
+    throw handleError('type', `unknown key (${problem.key.length} characters); a v${version} handle has only ${[...required, ...optional].join(', ')}.`, 'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY');
   }
   if (problem?.kind === 'missing_key') throw handleError('type', `missing key "${problem.key}".`, 'ERR_PIDFENCE_HANDLE_MISSING_KEY');
 }
@@ -109,10 +135,8 @@ export function parseHandle(text: unknown): DurableProcessHandle {
     throw handleError('range', `larger than ${HANDLE_MAX_BYTES} bytes.`, 'ERR_PIDFENCE_HANDLE_TOO_LARGE');
   }
   const record = parseJsonObject(text);
-  checkKeys(record);
-  if (record.v !== HANDLE_VERSION) {
-    throw handleError('range', `unknown version; this pidfence reads v${HANDLE_VERSION}.`, 'ERR_PIDFENCE_HANDLE_VERSION');
-  }
+  const version = checkVersion(record);
+  checkKeys(record, version);
   if (record.platform !== HANDLE_PLATFORM) {
     throw handleError('range', `unknown platform; this pidfence reads "${HANDLE_PLATFORM}" handles.`, 'ERR_PIDFENCE_HANDLE_PLATFORM');
   }
@@ -122,13 +146,15 @@ export function parseHandle(text: unknown): DurableProcessHandle {
     throw handleError('range', 'pgid differs from pid: only a process-group leader can hold a handle.', 'ERR_PIDFENCE_HANDLE_PGID');
   }
   const handle: DurableProcessHandle = {
-    v: HANDLE_VERSION,
+    v: version,
     platform: HANDLE_PLATFORM,
     bootId: field('bootId', () => validateBootId(record.bootId)),
     pid,
     startTicks: field('startTicks', () => validateStartTicks(record.startTicks)),
     pgid,
     ...(record.pidfsIno === undefined ? {} : { pidfsIno: field('pidfsIno', () => validatePidfsIno(record.pidfsIno)) }),
+    ...(record.pidNs === undefined ? {} : { pidNs: field('pidNs', () => validatePidNamespace(record.pidNs)) }),
+    ...(record.cgroupId === undefined ? {} : { cgroupId: field('cgroupId', () => validateCgroupId(record.cgroupId)) }),
   };
   if (formatHandle(handle) !== text) {
     // Same facts, other spelling (spaces, key order, duplicate keys): refuse, so a stored handle
@@ -138,19 +164,31 @@ export function parseHandle(text: unknown): DurableProcessHandle {
   return handle;
 }
 
-/** The handle for a captured identity; the process must lead its own group. */
-export function handleFromIdentity(identity: ProcessIdentity): DurableProcessHandle {
+/** Where a captured identity lives beyond its PID: its PID namespace and, when contained, its cgroup. */
+export interface HandlePlace {
+  /** Default: this process's own PID namespace (the one the PID was read in). */
+  readonly pidNs?: string;
+  readonly cgroupId?: string;
+}
+
+/**
+ * The handle for a captured identity; the process must lead its own group. A v2 handle where this
+ * process's PID namespace can be read, else v1 (then nothing could check the namespace anyway).
+ */
+export function handleFromIdentity(identity: ProcessIdentity, place: HandlePlace = {}): DurableProcessHandle {
   if (identity.pgid !== identity.pid) {
     throw handleError('range', 'the process does not lead its own group; spawn it with spawnGroupLeader().', 'ERR_PIDFENCE_HANDLE_PGID');
   }
+  const pidNs = place.pidNs ?? ownPidNamespace();
   return {
-    v: HANDLE_VERSION,
+    v: pidNs === null ? 1 : HANDLE_VERSION,
     platform: HANDLE_PLATFORM,
     bootId: identity.bootId,
     pid: identity.pid,
     startTicks: identity.startTicks,
     pgid: identity.pgid,
     ...(identity.pidfsIno === undefined ? {} : { pidfsIno: identity.pidfsIno }),
+    ...(pidNs === null ? {} : { pidNs, ...(place.cgroupId === undefined ? {} : { cgroupId: place.cgroupId }) }),
   };
 }
 

@@ -8,6 +8,8 @@
 import { signalVerified } from '../native/index';
 import { handleExpectedIdentity, parseHandle } from './durable-handle';
 import type { HeldGroups } from './held-groups';
+import { jobCgroupPopulated, resolveCgroupSubtree } from './job-cgroup';
+import { pidNamespaceMatches } from './pid-namespace';
 import { scanProcesses } from './proc-scan';
 
 export type GroupLiveness = 'alive' | 'gone' | 'unproven';
@@ -25,10 +27,21 @@ function groupMayHaveLiveMembers(pgid: number): boolean {
   return false;
 }
 
+function containedTreeLives(cgroupId: string): boolean {
+  const subtree = resolveCgroupSubtree();
+  return subtree !== null && jobCgroupPopulated({ subtree, id: cgroupId }) === true;
+}
+
 export function groupLiveness(handle: string, held: HeldGroups): GroupLiveness {
   let expected;
   try {
-    expected = handleExpectedIdentity(parseHandle(handle));
+    const parsed = parseHandle(handle);
+    // Another PID namespace: its numbers prove nothing here (docs/decisions/0155).
+    if (!pidNamespaceMatches(parsed.pidNs)) return 'unproven';
+    expected = handleExpectedIdentity(parsed);
+    // A contained job lives while its cgroup is populated, whatever its launcher's group says
+    // (docs/decisions/0180); an empty or removed cgroup leaves the launcher's group to decide.
+    if (parsed.cgroupId !== undefined && containedTreeLives(parsed.cgroupId)) return 'alive';
   } catch {
     return 'unproven';
   }

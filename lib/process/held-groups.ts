@@ -4,6 +4,7 @@
 // launcher died, and a group stop through it can never reach a group that reused the number.
 import { acquireGroupHold, type GroupHold, type GroupSignalOutcome } from '../native/index';
 import { handleExpectedIdentity, parseHandle } from './durable-handle';
+import { pidNamespaceMatches } from './pid-namespace';
 
 export type HoldResult = 'held' | 'leader_gone' | 'unavailable';
 
@@ -19,7 +20,9 @@ export class HeldGroups {
     if (this.#holds.has(handle)) return 'held';
     let expected;
     try {
-      expected = handleExpectedIdentity(parseHandle(handle));
+      const parsed = parseHandle(handle);
+      if (!pidNamespaceMatches(parsed.pidNs)) return 'unavailable';
+      expected = handleExpectedIdentity(parsed);
     } catch {
       return 'unavailable';
     }

@@ -13,9 +13,19 @@ import {
   type SignalMode,
   type SignalOutcome,
 } from '../native/index';
+import { monotonicMs } from '../native/boot-clock';
 import { validatePid } from '../native/validate';
-import { handleExpectedIdentity, parseHandle } from './durable-handle';
+import { handleExpectedIdentity, parseHandle, type DurableProcessHandle } from './durable-handle';
 import type { HeldGroups } from './held-groups';
+import { cgroupRemove } from '../native/index';
+import { jobCgroupPopulated, resolveCgroupSubtree, stopJobCgroup } from './job-cgroup';
+import { pidNamespaceMatches } from './pid-namespace';
+
+/**
+ * A contained job's cgroup is gone while its launcher lives: the launcher removes it just before it
+ * writes its receipt and exits, so it gets this long to do so; otherwise someone else removed it.
+ */
+const CGROUP_GONE_LAUNCHER_EXIT_MS = 500;
 
 /** The longest TERM grace a caller may ask for (Kubernetes' default is 30 s as well). */
 export const GRACE_MS_MAX = 30_000;
@@ -83,7 +93,7 @@ async function groupEmptiedBy(hold: GroupHold, deadline: number): Promise<boolea
     const probe = hold.signalGroup(0);
     if (probe.kind === 'already_exited') return true;
     if (probe.kind === 'error') throw signalFailure(probe);
-    const left = deadline - Date.now();
+    const left = deadline - monotonicMs();
     if (left <= 0) return false;
     const step = MEMBER_CHECK_STEPS_MS[check] ?? MEMBER_CHECK_MS;
     await new Promise((resolve) => (step === 0 ? setImmediate(resolve) : setTimeout(resolve, Math.min(step, left))));
@@ -93,8 +103,11 @@ async function groupEmptiedBy(hold: GroupHold, deadline: number): Promise<boolea
 /** One signal the controller sent after its proof (docs/decisions/0110): never a PID or handle. */
 export interface VerifiedSignal {
   readonly signal: 'SIGTERM' | 'SIGCONT' | 'SIGKILL';
-  /** How it went out: through the pidfd to the group, or the pgid fallback while the pidfd was held. */
-  readonly mode: SignalMode;
+  /**
+   * How it went out: through the pidfd to the group, the pgid fallback while the pidfd was held, or
+   * to each member of the job's cgroup through its own proved pidfd (docs/decisions/0180).
+   */
+  readonly mode: SignalMode | 'cgroup';
   /** Proof and signal together (one native call), in seconds. */
   readonly seconds: number;
 }
@@ -160,17 +173,27 @@ export class LocalProcessController {
   async requestTermination(request: TerminationRequest): Promise<TerminationOutcome> {
     const graceMs = validateGraceMs(request.graceMs);
     let expected: ExpectedIdentity;
+    let handle: DurableProcessHandle;
     let attemptPid: number;
     try {
-      expected = handleExpectedIdentity(parseHandle(request.handle));
+      handle = parseHandle(request.handle);
+      expected = handleExpectedIdentity(handle);
       attemptPid = validatePid(request.attemptPid, 'attemptPid');
     } catch (error) {
       if (error instanceof PidfenceTypeError || error instanceof PidfenceRangeError) return outcome('invalid');
       throw error;
     }
     if (capabilities().groupSignalMode === 'unsupported') return outcome('unsupported');
+    // Its PID names another process (or none) here: only a caller in its namespace can prove or
+    // stop it (docs/decisions/0155).
+    if (!pidNamespaceMatches(handle.pidNs)) return outcome('unsupported');
     if (attemptPid !== expected.pid) return outcome('pid_mismatch');
+    if (handle.cgroupId !== undefined) return this.stopContained(request.handle, expected, handle.cgroupId, graceMs);
+    return this.stopByGroup(request.handle, expected, graceMs);
+  }
 
+  /** The group path (docs/decisions/0005, 0071): the launcher's process group, held before TERM. */
+  private async stopByGroup(handleText: string, expected: ExpectedIdentity, graceMs: number): Promise<TerminationOutcome> {
     // The hold is taken before TERM: a leader that dies at once must still leave its group
     // addressable, or members outliving it could not be reached.
     const held = acquireGroupHold(expected);
@@ -181,11 +204,46 @@ export class LocalProcessController {
         held.hold.release();
       }
     }
-    const orphaned = held.kind === 'already_exited' ? this.#heldGroups?.get(request.handle) ?? null : null;
+    const orphaned = held.kind === 'already_exited' ? this.#heldGroups?.get(handleText) ?? null : null;
     if (orphaned !== null) return this.stopOrphanedGroup(orphaned, graceMs);
     if (held.kind !== 'unsupported') return this.firstSignalRefused(held);
     // No PIDFD_SIGNAL_PROCESS_GROUP (Linux < 6.9): only the leader can be watched safely.
     return this.stopLeader(expected, graceMs);
+  }
+
+  /**
+   * A job born in its own cgroup (docs/decisions/0180): the whole tree is stopped through the
+   * cgroup found by its id. A cgroup that cannot be found while the launcher lives on is doubt
+   * (removed or re-created by someone else): identity_mismatch, and nothing is signalled.
+   */
+  private async stopContained(handleText: string, expected: ExpectedIdentity, cgroupId: string, graceMs: number): Promise<TerminationOutcome> {
+    const subtree = resolveCgroupSubtree();
+    if (subtree === null) return outcome('unsupported'); // this caller has no cgroup subtree to find it in
+    const ref = { subtree, id: cgroupId };
+    if (jobCgroupPopulated(ref) === 'gone') return this.containedCgroupGone(expected);
+    const stopped = await stopJobCgroup(ref, graceMs, KILL_CONFIRM_MS);
+    switch (stopped.kind) {
+      case 'gone':
+        return this.containedCgroupGone(expected);
+      case 'unsupported':
+        return outcome('unsupported');
+      case 'still_populated':
+        return outcome('termination_requested', true, false);
+      case 'empty':
+        // Empty before anything was signalled: the launcher may not have started the job yet (the job
+        // is still in the launcher's process group then), or it has ended: the group path decides.
+        if (stopped.reached === 0 && !stopped.escalated) return this.stopByGroup(handleText, expected, graceMs);
+        cgroupRemove(ref); // best effort: the launcher removes it too, whichever comes first
+        if (stopped.reached > 0) this.report({ signal: 'SIGTERM', mode: 'cgroup', seconds: stopped.termSeconds });
+        return outcome('termination_requested', stopped.escalated, true);
+    }
+  }
+
+  private async containedCgroupGone(expected: ExpectedIdentity): Promise<TerminationOutcome> {
+    const waited = await waitExit(expected, CGROUP_GONE_LAUNCHER_EXIT_MS);
+    if (waited.kind === 'exited' || waited.kind === 'already_exited') return outcome('already_exited', false, true);
+    if (waited.kind === 'error') throw signalFailure(waited);
+    return outcome('identity_mismatch');
   }
 
   /** TERM then CONT to the group, each after its own proof; null when both went out. */
@@ -205,7 +263,7 @@ export class LocalProcessController {
   private async stopGroup(expected: ExpectedIdentity, hold: GroupHold, graceMs: number): Promise<TerminationOutcome> {
     const refused = this.termAndResume(expected);
     if (refused) return refused;
-    const deadline = Date.now() + graceMs;
+    const deadline = monotonicMs() + graceMs;
     if (await settlesWithin(hold.exited, graceMs)) {
       if (await groupEmptiedBy(hold, deadline)) return outcome('termination_requested', false, true);
       const sweep = this.throughHold(hold, 'SIGKILL');
@@ -229,10 +287,10 @@ export class LocalProcessController {
     if (term.kind === 'error') throw signalFailure(term);
     const resume = this.throughHold(hold, 'SIGCONT');
     if (resume.kind === 'error') throw signalFailure(resume);
-    if (await groupEmptiedBy(hold, Date.now() + graceMs)) return outcome('termination_requested', false, true);
+    if (await groupEmptiedBy(hold, monotonicMs() + graceMs)) return outcome('termination_requested', false, true);
     const kill = this.throughHold(hold, 'SIGKILL');
     if (kill.kind === 'error') throw signalFailure(kill);
-    return outcome('termination_requested', kill.kind === 'signalled', await groupEmptiedBy(hold, Date.now() + KILL_CONFIRM_MS));
+    return outcome('termination_requested', kill.kind === 'signalled', await groupEmptiedBy(hold, monotonicMs() + KILL_CONFIRM_MS));
   }
 
   /** Kernels without the group flag: the leader's exit ends what can be proved. */

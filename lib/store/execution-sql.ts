@@ -54,6 +54,43 @@ export function dueDeadlinesPageSql(from: string, p: SqlParams<'nowMs' | 'afterD
     LIMIT ${p.limit}`;
 }
 
+/**
+ * How long until this runner's cycle has work that time alone makes due (docs/decisions/0176): its
+ * earliest future deadline without intent, or its earliest future dispatch retry, in milliseconds
+ * from the store's clock, NULL when none. What is due already is the running cycle's pages' work
+ * (a stuck due row must not turn the timer into a busy loop). Each branch is one ordered range of an existing index
+ * (attempts_deadline_due, the dispatch due index) stopped at its first row of this runner.
+ */
+export function nextDueInMsSql(
+  from: { readonly attempts: string; readonly dispatches: string },
+  dispatchPredicate: string,
+  p: SqlParams<'nowMs' | 'runnerId'>,
+): string {
+  return `SELECT MIN(due) - ${p.nowMs} AS "dueInMs" FROM (
+    SELECT due FROM (SELECT a.deadline_at_ms AS due FROM ${from.attempts}
+      JOIN runs AS r ON r.id = a.run_id
+      WHERE a.deadline_at_ms IS NOT NULL AND a.status IN ${ACTIVE}
+        AND a.deadline_at_ms > ${p.nowMs}
+        AND r.cancel_requested_at_ms IS NULL AND r.status IN ('queued', 'running') AND a.runner_id = ${p.runnerId}
+      ORDER BY a.deadline_at_ms LIMIT 1) AS deadline
+    UNION ALL
+    SELECT due FROM (SELECT COALESCE(d.next_attempt_at_ms, d.lease_expires_at_ms) AS due FROM ${from.dispatches}
+      JOIN attempts AS da ON da.run_id = d.run_id AND da.id = d.attempt_id
+      WHERE ${dispatchPredicate} AND d.status = 'retry_wait' AND COALESCE(d.next_attempt_at_ms, d.lease_expires_at_ms) > ${p.nowMs}
+        AND da.runner_id = ${p.runnerId}
+      ORDER BY d.status, COALESCE(d.next_attempt_at_ms, d.lease_expires_at_ms) LIMIT 1) AS retry
+  ) AS next`;
+}
+
+/** The row of nextDueInMsSql as a delay: null when nothing is due, else at least 0. */
+export function dueDelayOf(row: unknown): number | null {
+  const value = (row as { dueInMs?: unknown } | undefined)?.dueInMs;
+  if (value === null || value === undefined) return null;
+  const ms = Number(value);
+  if (!Number.isFinite(ms)) throw new TypeError('nextDueInMs: the store answered a delay that is not a number');
+  return Math.max(0, ms);
+}
+
 export function attemptByReceiptDigestSql(p: SqlParams<'digest'>): string {
   return `SELECT run_id AS "runId", id AS "attemptId" FROM attempts WHERE receipt_token_digest = ${p.digest}`;
 }

@@ -5,10 +5,8 @@ import type {
   ActiveAttempt,
   ActiveCursor,
   AttemptEvent,
-  AttemptExit,
   CompleteAttemptCommand,
   CompleteAttemptOutcome,
-  CompletionCause,
   DeadlineCursor,
   DueDeadline,
   JournalCursor,
@@ -28,6 +26,12 @@ export interface ExecutionStore {
    * attemptId) order; with `runnerId`, only that runner's.
    */
   dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor; readonly runnerId?: string }): Promise<Page<DueDeadline, DeadlineCursor>>;
+  /**
+   * Milliseconds from the store's clock until this runner's earliest future deadline without
+   * intent or dispatch retry, null when it has none: the lifecycle arms its one timer
+   * for it (docs/decisions/0176). One indexed read.
+   */
+  nextDueInMs(runnerId: string): Promise<number | null>;
   /** The attempt a receipt-token digest belongs to, or null. */
   attemptByReceiptDigest(digest: string): Promise<{ readonly runId: string; readonly attemptId: string } | null>;
   /**
@@ -44,4 +48,16 @@ export interface ExecutionStore {
   /** The file action of a journal row happened. */
   closeJournalEntry(entry: { readonly attemptId: string; readonly action: 'delete' | 'quarantine' }): Promise<void>;
   listAttemptEvents(runId: string, attemptId: string): Promise<AttemptEvent[]>;
+  /**
+   * A boot-clock reading (CLOCK_BOOTTIME ms of boot `bootId`) as the store's own time, where the store
+   * clock is anchored to the boot clock (SQLite, docs/decisions/0160); null where it is not (an
+   * injected clock, PostgreSQL's database clock) or the boot is unknown to the store.
+   */
+  storeTimeOfBoot?(bootId: string, bootMs: number): number | null;
+  /**
+   * Now on a store that keeps its own clock (PostgreSQL's transaction_timestamp()): a receipt's
+   * boot-clock finish is mapped onto it by its distance from this host's boot clock now, never
+   * through this host's wall clock (docs/decisions/0190). Absent where storeTimeOfBoot maps exactly.
+   */
+  storeNowMs?(): Promise<number>;
 }

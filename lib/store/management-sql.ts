@@ -1,6 +1,6 @@
 // What the SQLite and PostgreSQL management stores share (design/dispatch §5): the
 // SQL text (built with each store's placeholders and clock), the row mappers and the rearm decision.
-// Stores add only the transaction and the driver, like dispatch-decisions.ts for the dispatch repository.
+// Stores add only the transaction and the driver.
 import {
   BLOCKING_RESULTS,
   DISPATCH_STATUSES,
@@ -95,7 +95,7 @@ export function blockedPageSql(from: string, p: SqlParams<'projectId' | 'asOfMs'
  * (attempts' primary key), the `run.terminal` event (run_events' key) and the latest attempt's
  * `attempt.terminal` payload (attempt_events' key). No PID, handle, digest or runner column.
  */
-const RUN_VIEW_COLUMNS = `r.id AS "runId", r.status AS "status", r.cancel_reason AS "cancelReason",
+const RUN_VIEW_COLUMNS = `r.id AS "runId", r.name AS "name", r.status AS "status", r.cancel_reason AS "cancelReason",
     r.cancel_requested_at_ms AS "cancelRequestedAtMs", r.created_at_ms AS "createdAtMs",
     (SELECT MIN(a.created_at_ms) FROM attempts a WHERE a.run_id = r.id) AS "startedAtMs",
     (SELECT e.created_at_ms FROM run_events e WHERE e.run_id = r.id AND e.type = 'run.terminal' ORDER BY e.seq LIMIT 1) AS "endedAtMs",
@@ -127,7 +127,9 @@ export function runDetailSql(p: SqlParams<'runId'>): string {
 }
 
 export function runAttemptsSql(p: SqlParams<'runId' | 'limit'>): string {
-  return `SELECT id AS "attemptId", status, deadline_at_ms AS "deadlineAtMs", created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs"
+  // Containment from the handle's shape only (docs/decisions/0180): the handle itself never leaves the store.
+  return `SELECT id AS "attemptId", status, deadline_at_ms AS "deadlineAtMs", created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs",
+    CASE WHEN handle IS NULL THEN NULL WHEN handle LIKE '%"cgroupId":%' THEN 'cgroup' ELSE 'group' END AS "containment"
     FROM attempts WHERE run_id = ${p.runId} ORDER BY created_at_ms, id LIMIT ${p.limit}`;
 }
 

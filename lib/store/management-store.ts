@@ -40,6 +40,8 @@ export interface RunRowsQuery {
  */
 export interface RunRow {
   readonly runId: string;
+  /** The run's name (docs/decisions/0251), or null. */
+  readonly name: string | null;
   readonly status: RunStatus;
   readonly cancelReason: CancelReason | null;
   readonly cancelRequestedAtMs: number | null;
@@ -56,6 +58,8 @@ export interface RunAttemptRow {
   readonly deadlineAtMs: number | null;
   readonly createdAtMs: number;
   readonly updatedAtMs: number;
+  /** What a stop of it reaches (docs/decisions/0180): its own cgroup, or its process group; null before it had a handle. */
+  readonly containment: 'cgroup' | 'group' | null;
 }
 
 /** A run or attempt event as stored; `attemptId` is null for a run event. The payload as the driver gives it. */

@@ -59,9 +59,13 @@ export function insertAdoptionEventSql(p: SqlParams<'runId' | 'attemptId' | 'eve
     FROM attempt_events WHERE attempt_id = ${p.attemptId}`;
 }
 
-/** Low-sensitivity: how the previous owner was proved gone; never a runner id or PID. */
+/**
+ * Low-sensitivity: how the previous owner (the runner process, not the job) was proved gone; never a
+ * runner id or PID. Keyed `runner` (docs/decisions/0272): the key `proof` read as the job's end, and
+ * `proof=exited` beside a job that was alive and running was taken for a false proof.
+ */
 export function adoptionPayload(proof: AdoptionProof): string {
-  return JSON.stringify({ proof });
+  return JSON.stringify({ runner: proof });
 }
 
 export function runnerOf(row: {

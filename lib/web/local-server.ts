@@ -2,7 +2,7 @@
 // Prometheus and, on a SQLite store, the status page for the OS user on the other end of a loopback
 // connection. Plain node:http (no framework on a router), GET and HEAD only, bounded in connections
 // and time; loopback by default. It holds no authority: it reads through the management plane.
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
 import { PidfenceError } from '../base/errors';
@@ -41,9 +41,10 @@ function send(response: ServerResponse, reply: HtmlReply, head: boolean): void {
   response.end(head ? undefined : reply.body);
 }
 
-export async function startLocalServer(options: LocalServerOptions): Promise<LocalServer> {
+/** The status page of a SQLite store, as the OS user on the other end of the loopback connection. */
+function statusReplier(options: LocalServerOptions): (request: IncomingMessage) => Promise<HtmlReply> {
   const subjects = new UidSubjects();
-  const statusReply = async (request: IncomingMessage): Promise<HtmlReply> => {
+  return async (request) => {
     const { management } = options;
     if (management === null) {
       return renderError(404, 'this store is PostgreSQL, where a principal is a database role, not an OS user: its status page is served by `pidfence control-plane`.', 'ERR_PIDFENCE_STATUS_NOT_HERE');
@@ -57,7 +58,12 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
       return new ManagementPlane({ store: management, principal: subject, ...(options.overdueAfterMs === undefined ? {} : { overdueAfterMs: options.overdueAfterMs }) });
     });
   };
-  const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
+}
+
+/** GET and HEAD of /metrics and the status page; anything else is a page that says what is here. */
+function requestHandler(options: LocalServerOptions): (request: IncomingMessage, response: ServerResponse) => Promise<void> {
+  const statusReply = statusReplier(options);
+  return async (request, response) => {
     const head = request.method === 'HEAD';
     if (request.method !== 'GET' && !head) {
       const refused = renderError(405, 'only GET and HEAD are served here.', 'ERR_PIDFENCE_STATUS_METHOD');
@@ -77,16 +83,11 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
     }
     send(response, renderError(404, `nothing here: ${STATUS_ROOT} is the status page, /metrics the metrics.`, 'ERR_PIDFENCE_STATUS_NO_PAGE'), head);
   };
-  const server = createServer((request, response) => {
-    handle(request, response).catch(() => {
-      if (!response.headersSent) send(response, renderError(500, 'the request failed.', 'ERR_PIDFENCE_STATUS_PAGE_FAILED'), false);
-      else response.destroy();
-    });
-  });
-  server.maxConnections = CONNECTIONS_MAX;
-  server.requestTimeout = REQUEST_TIMEOUT_MS;
-  server.headersTimeout = REQUEST_TIMEOUT_MS;
-  await new Promise<void>((resolve, reject) => {
+}
+
+/** Listens, or refuses with one sentence that says what to change. */
+function listen(server: Server, options: LocalServerOptions): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
     const failed = (error: NodeJS.ErrnoException): void => reject(new PidfenceError(
       `the metrics server cannot listen on ${options.host}:${options.port} (${error.code ?? 'error'}); pick another --metrics-port or --metrics-host.`,
       'ERR_PIDFENCE_METRICS_LISTEN', { errno: error.code ?? 'UNKNOWN' },
@@ -97,23 +98,39 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
       resolve();
     });
   });
-  const { port } = server.address() as AddressInfo;
+}
+
+/** Close: stop accepting and cut every open connection, once. */
+function closerOf(server: Server): () => Promise<void> {
   const sockets = new Set<Socket>();
   server.on('connection', (socket) => {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
   });
   let closing: Promise<void> | null = null;
-  const host = options.host.includes(':') ? `[${options.host}]` : options.host;
-  return {
-    url: `http://${host}:${port}`,
-    port,
-    close: () => {
-      closing ??= new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const socket of sockets) socket.destroy();
-      });
-      return closing;
-    },
+  return () => {
+    closing ??= new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      for (const socket of sockets) socket.destroy();
+    });
+    return closing;
   };
+}
+
+export async function startLocalServer(options: LocalServerOptions): Promise<LocalServer> {
+  const handle = requestHandler(options);
+  const server = createServer((request, response) => {
+    handle(request, response).catch(() => {
+      if (!response.headersSent) send(response, renderError(500, 'the request failed.', 'ERR_PIDFENCE_STATUS_PAGE_FAILED'), false);
+      else response.destroy();
+    });
+  });
+  server.maxConnections = CONNECTIONS_MAX;
+  server.requestTimeout = REQUEST_TIMEOUT_MS;
+  server.headersTimeout = REQUEST_TIMEOUT_MS;
+  const close = closerOf(server);
+  await listen(server, options);
+  const { port } = server.address() as AddressInfo;
+  const host = options.host.includes(':') ? `[${options.host}]` : options.host;
+  return { url: `http://${host}:${port}`, port, close };
 }

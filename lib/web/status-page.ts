@@ -3,10 +3,10 @@
 // (docs/decisions/0140), and one run with its dispatch, as server-rendered HTML. Every page acts
 // through the management plane as the request's principal, so it shows exactly what `pidfence
 // status`, `blocked`, `list` and `show` would: never an owner, token, PID or command.
-import { errorCategory } from '../base/error-registry';
+import { httpStatusOf } from '../base/error-registry';
 import { BLOCKING_RESULTS, DISPATCH_STATUSES, RUN_STATUSES, type DispatchInspection, type RunStatus } from '../contract/index';
 import type { BlockedPage, ManagementPlane, ProjectSummary, RunDetail, RunExit, RunListPage } from '../management/index';
-import { escapeHtml, renderPage, redirectTo, renderTime, type HtmlReply } from './html';
+import { html, renderPage, redirectTo, renderTime, type Html, type HtmlReply } from './html';
 
 export type { HtmlReply } from './html';
 
@@ -22,24 +22,27 @@ const ASSESSMENT_TEXT: Readonly<Record<ProjectSummary['assessment'], string>> = 
 /** The plane of the request's principal; throws a PidfenceError when no principal can be proved. */
 export type PlaneOf = () => ManagementPlane;
 
+/** The dash of a fact that has no value. */
+const NONE = html`<span class="none">–</span>`;
+
 const projectPath = (projectId: string): string => `${STATUS_ROOT}/projects/${encodeURIComponent(projectId)}`;
 const runPath = (runId: string): string => `${STATUS_ROOT}/runs/${encodeURIComponent(runId)}`;
 
-function nav(subject: string | null, projectId?: string): string {
-  const links = [`<a href="${STATUS_ROOT}">Projects</a>`];
+function nav(subject: string | null, projectId?: string): Html {
+  const links = [html`<a href="${STATUS_ROOT}">Projects</a>`];
   if (projectId !== undefined) {
     links.push(
-      `<a href="${projectPath(projectId)}">Status of ${escapeHtml(projectId)}</a>`,
-      `<a href="${projectPath(projectId)}/blocked">Blocked runs</a>`,
-      `<a href="${projectPath(projectId)}/runs">Runs</a>`,
+      html`<a href="${projectPath(projectId)}">Status of ${projectId}</a>`,
+      html`<a href="${projectPath(projectId)}/blocked">Blocked runs</a>`,
+      html`<a href="${projectPath(projectId)}/runs">Runs</a>`,
     );
   }
-  const who = subject === null ? '' : `<span class="muted">as <b data-fact="principal">${escapeHtml(subject)}</b></span>`;
-  return `<nav>${links.join('')}${who}</nav>`;
+  const who = subject === null ? '' : html`<span class="muted">as <b data-fact="principal">${subject}</b></span>`;
+  return html`<nav>${links}${who}</nav>`;
 }
 
-function count(label: string, value: number, fact: string): string {
-  return `<div class="count"><b data-fact="${escapeHtml(fact)}">${value}</b><span>${escapeHtml(label)}</span></div>`;
+function count(label: string, value: number, fact: string): Html {
+  return html`<div class="count"><b data-fact="${fact}">${value}</b><span>${label}</span></div>`;
 }
 
 function minutes(ms: number): string {
@@ -48,11 +51,10 @@ function minutes(ms: number): string {
 
 export function renderCard(summary: ProjectSummary, subject: string | null): HtmlReply {
   const { projectId } = summary;
-  const states = DISPATCH_STATUSES.map((state) => count(state.replace('_', ' '), summary.states[state], `state-${state}`)).join('');
-  const blocking = BLOCKING_RESULTS.map((result) => `<tr><td>${escapeHtml(result)}</td><td class="n" data-fact="blocked-by-${result}">${summary.blockingResults[result]}</td></tr>`).join('');
-  const content = `${nav(subject, projectId)}
-<section class="card" aria-label="status card">
-<h1>Project <span data-fact="project">${escapeHtml(projectId)}</span></h1>
+  const states = DISPATCH_STATUSES.map((state) => count(state.replace('_', ' '), summary.states[state], `state-${state}`));
+  const blocking = BLOCKING_RESULTS.map((result) => html`<tr><td>${result}</td><td class="n" data-fact="blocked-by-${result}">${summary.blockingResults[result]}</td></tr>`);
+  const content = html`<section class="card" aria-label="status card">
+<h1>Project <span data-fact="project">${projectId}</span></h1>
 <div class="assessment ${summary.assessment}" data-fact="assessment" data-value="${summary.assessment}">${ASSESSMENT_TEXT[summary.assessment]}</div>
 <p class="muted">as of ${renderTime(summary.asOfMs)} (database time) · ${summary.total} dispatch record(s)</p>
 <h2>Dispatches by state</h2>
@@ -65,76 +67,81 @@ export function renderCard(summary: ProjectSummary, subject: string | null): Htm
 · <a href="${projectPath(projectId)}/runs?state=running" data-link="running">Running jobs (${summary.running}) →</a>
 · <a href="${projectPath(projectId)}/runs" data-link="runs">All runs →</a></p>
 </section>`;
-  return renderPage(200, `${projectId}: ${ASSESSMENT_TEXT[summary.assessment]}`, content);
+  return renderPage(200, `${projectId}: ${ASSESSMENT_TEXT[summary.assessment]}`, nav(subject, projectId), content);
 }
 
 export function renderBlockedPage(page: BlockedPage, pageNumber: number, subject: string | null): HtmlReply {
-  const rows = page.items.map((item) => `<tr data-row="blocked"><td><a href="${runPath(item.runId)}">${escapeHtml(item.runId)}</a></td><td>${renderTime(item.blockedAtMs)}</td></tr>`).join('');
+  const rows = page.items.map((item) => html`<tr data-row="blocked"><td><a href="${runPath(item.runId)}">${item.runId}</a></td><td>${renderTime(item.blockedAtMs)}</td></tr>`);
   const next = page.next === null
-    ? '<span class="muted" data-fact="last-page">last page</span>'
-    : `<a rel="next" data-link="next" href="${projectPath(page.projectId)}/blocked?cursor=${encodeURIComponent(page.next)}&amp;page=${pageNumber + 1}">Next 16 →</a>`;
-  const first = pageNumber > 1 ? `<a href="${projectPath(page.projectId)}/blocked" data-link="first">← First page</a>` : '';
-  const content = `${nav(subject, page.projectId)}
-<h1>Blocked runs of ${escapeHtml(page.projectId)}</h1>
+    ? html`<span class="muted" data-fact="last-page">last page</span>`
+    : html`<a rel="next" data-link="next" href="${projectPath(page.projectId)}/blocked?cursor=${encodeURIComponent(page.next)}&amp;page=${pageNumber + 1}">Next 16 →</a>`;
+  const first = pageNumber > 1 ? html`<a href="${projectPath(page.projectId)}/blocked" data-link="first">← First page</a>` : '';
+  const content = html`<h1>Blocked runs of ${page.projectId}</h1>
 <p class="muted">Page <span data-fact="page">${pageNumber}</span>, oldest first, as blocked by ${renderTime(page.asOfMs)}: a run blocked later never slips into this walk. Each needs a diagnosis, then <code>pidfence rearm</code>.</p>
-<table><thead><tr><th>run</th><th>blocked at</th></tr></thead><tbody>${rows || '<tr><td colspan="2" class="none">nothing is blocked</td></tr>'}</tbody></table>
+<table><thead><tr><th>run</th><th>blocked at</th></tr></thead><tbody>${rows.length > 0 ? rows : html`<tr><td colspan="2" class="none">nothing is blocked</td></tr>`}</tbody></table>
 <div class="pager">${first}${next}</div>`;
-  return renderPage(200, `blocked runs of ${page.projectId}`, content);
+  return renderPage(200, `blocked runs of ${page.projectId}`, nav(subject, page.projectId), content);
 }
 
-/** Label/value rows; each value is HTML already, each cell named `data-fact="<prefix><label>"`. */
-function renderFacts(facts: ReadonlyArray<readonly [string, string]>, prefix = ''): string {
-  return `<table><tbody>${facts.map(([label, value]) => `<tr><th>${escapeHtml(label)}</th><td data-fact="${prefix}${escapeHtml(label.replace(/ /g, '-'))}">${value}</td></tr>`).join('')}</tbody></table>`;
+/** Label/value rows, each cell named `data-fact="<prefix><label>"`. */
+function renderFacts(facts: ReadonlyArray<readonly [string, Html | string | number]>, prefix = ''): Html {
+  return html`<table><tbody>${facts.map(([label, value]) => html`<tr><th>${label}</th><td data-fact="${prefix}${label.replace(/ /g, '-')}">${value}</td></tr>`)}</tbody></table>`;
 }
 
 /** One run's cancellation dispatch as `pidfence inspect` shows it, with the exact rearm for a blocked one. */
-function dispatchSection(inspection: DispatchInspection | null): string {
-  if (inspection === null) return '<h2>Cancellation dispatch</h2><p class="muted" data-fact="dispatch">none: no stop was ever claimed for this run</p>';
-  const facts: Array<[string, string]> = [
-    ['status', escapeHtml(inspection.status)],
-    ['version', escapeHtml(inspection.version)],
-    ['attempt', escapeHtml(inspection.attemptId)],
-    ['dispatch count', escapeHtml(inspection.dispatchCount)],
-    ['last result', inspection.lastResult === null ? '<span class="none">–</span>' : escapeHtml(inspection.lastResult)],
+function dispatchSection(inspection: DispatchInspection | null): Html {
+  if (inspection === null) return html`<h2>Cancellation dispatch</h2><p class="muted" data-fact="dispatch">none: no stop was ever claimed for this run</p>`;
+  const facts: Array<[string, Html | string | number]> = [
+    ['status', inspection.status],
+    ['version', inspection.version],
+    ['attempt', inspection.attemptId],
+    ['dispatch count', inspection.dispatchCount],
+    ['last result', inspection.lastResult === null ? NONE : inspection.lastResult],
     ['next due', renderTime(inspection.nextAttemptAtMs)],
     ['blocked at', renderTime(inspection.blockedAtMs)],
     ['last dispatched', renderTime(inspection.lastDispatchedAtMs)],
     ['updated', renderTime(inspection.updatedAtMs)],
   ];
   const rearm = inspection.status === 'blocked' && inspection.lastResult !== null
-    ? `<p>Once the cause is understood: <code>pidfence rearm ${escapeHtml(inspection.runId)} --expect-version ${inspection.version} --expect-result ${escapeHtml(inspection.lastResult)}</code> (needs run.stop).</p>`
+    ? html`<p>Once the cause is understood: <code>pidfence rearm ${inspection.runId} --expect-version ${inspection.version} --expect-result ${inspection.lastResult}</code> (needs run.stop).</p>`
     : '';
-  return `<h2>Cancellation dispatch</h2>
+  return html`<h2>Cancellation dispatch</h2>
 ${renderFacts(facts, 'dispatch-')}
 ${rearm}`;
 }
 
 /** How a run ended, in a few words: its exit code or signal, and how that was known. */
-function exitText(exit: RunExit | null): string {
-  if (exit === null) return '<span class="none">–</span>';
-  const how = exit.exitCode !== null ? `exit ${exit.exitCode}` : exit.signal !== null ? escapeHtml(exit.signal) : 'no exit status';
-  return `${how} <span class="muted">(${escapeHtml(exit.cause.replace('_', ' '))})</span>`;
+function exitText(exit: RunExit | null): Html {
+  if (exit === null) return NONE;
+  const how = exit.exitCode !== null ? `exit ${exit.exitCode}` : exit.signal !== null ? exit.signal : 'no exit status';
+  return html`${how} <span class="muted">(${exit.cause.replace('_', ' ')})</span>`;
+}
+
+/** A run's name (docs/decisions/0251), escaped like every stored text. */
+/** A run's name (docs/decisions/0251) as text, or the dash of "none". */
+function nameText(name: string | null): Html | string {
+  return name === null ? NONE : name;
 }
 
 export function renderRun(run: RunDetail, subject: string | null): HtmlReply {
-  const facts: Array<[string, string]> = [
-    ['status', escapeHtml(run.status)],
-    ['cancel reason', run.cancelReason === null ? '<span class="none">–</span>' : escapeHtml(run.cancelReason)],
+  const facts: Array<[string, Html | string | number]> = [
+    ['name', nameText(run.name)],
+    ['status', run.status],
+    ['cancel reason', run.cancelReason === null ? NONE : run.cancelReason],
     ['created', renderTime(run.createdAtMs)],
     ['started', renderTime(run.startedAtMs)],
     ['cancel requested', renderTime(run.cancelRequestedAtMs)],
     ['ended', renderTime(run.endedAtMs)],
     ['exit', exitText(run.exit)],
   ];
-  const events = run.events.map((event) => `<tr><td class="n">${event.seq}</td><td>${escapeHtml(event.type)}</td><td>${renderTime(event.createdAtMs)}</td><td class="muted">${escapeHtml(Object.entries(event.detail).map(([key, value]) => `${key} ${value ?? '–'}`).join(', '))}</td></tr>`).join('');
-  const content = `${nav(subject, run.projectId)}
-<section class="card"><h1>Run <span data-fact="run">${escapeHtml(run.runId)}</span></h1>
+  const events = run.events.map((event) => html`<tr><td class="n">${event.seq}</td><td>${event.type}</td><td>${renderTime(event.createdAtMs)}</td><td class="muted">${Object.entries(event.detail).map(([key, value]) => `${key} ${value ?? '–'}`).join(', ')}</td></tr>`);
+  const content = html`<section class="card"><h1>Run <span data-fact="run">${run.runId}</span></h1>
 ${renderFacts(facts)}
 ${dispatchSection(run.dispatch)}
 <h2>Events</h2>
 <table><thead><tr><th class="n">#</th><th>event</th><th>at</th><th>facts</th></tr></thead><tbody>${events}</tbody></table>
-${run.eventsTruncated ? '<p class="muted">Later events are left out; <code>pidfence show</code> has the same limit.</p>' : ''}</section>`;
-  return renderPage(200, `run ${run.runId}`, content);
+${run.eventsTruncated ? html`<p class="muted">Later events are left out; <code>pidfence show</code> has the same limit.</p>` : ''}</section>`;
+  return renderPage(200, `run ${run.runId}`, nav(subject, run.projectId), content);
 }
 
 /** The run-list page size: the same 16 as the blocked drill-down. */
@@ -142,46 +149,31 @@ export const RUN_PAGE_SIZE = 16;
 
 export function renderRunList(page: RunListPage, pageNumber: number, subject: string | null): HtmlReply {
   const base = `${projectPath(page.projectId)}/runs`;
-  const rows = page.items.map((item) => `<tr data-row="run"><td><a href="${runPath(item.runId)}">${escapeHtml(item.runId)}</a></td><td data-status="${escapeHtml(item.status)}">${escapeHtml(item.status)}</td><td>${item.cancelReason === null ? '<span class="none">–</span>' : escapeHtml(item.cancelReason)}</td><td>${renderTime(item.createdAtMs)}</td><td>${renderTime(item.endedAtMs)}</td><td>${exitText(item.exit)}</td></tr>`).join('');
-  const options = ['', ...RUN_STATUSES].map((state) => `<option value="${state}"${(page.state ?? '') === state ? ' selected' : ''}>${state === '' ? 'every state' : escapeHtml(state)}</option>`).join('');
+  const rows = page.items.map((item) => html`<tr data-row="run"><td><a href="${runPath(item.runId)}">${item.runId}</a></td><td data-name>${nameText(item.name)}</td><td data-status="${item.status}">${item.status}</td><td>${item.cancelReason === null ? NONE : item.cancelReason}</td><td>${renderTime(item.createdAtMs)}</td><td>${renderTime(item.endedAtMs)}</td><td>${exitText(item.exit)}</td></tr>`);
+  const options = ['', ...RUN_STATUSES].map((state) => ((page.state ?? '') === state
+    ? html`<option value="${state}" selected>${state === '' ? 'every state' : state}</option>`
+    : html`<option value="${state}">${state === '' ? 'every state' : state}</option>`));
   const next = page.next === null
-    ? '<span class="muted" data-fact="last-page">last page</span>'
-    : `<a rel="next" data-link="next" href="${base}?cursor=${encodeURIComponent(page.next)}&amp;page=${pageNumber + 1}">Next 16 →</a>`;
-  const first = pageNumber > 1 ? `<a href="${base}${page.state === null ? '' : `?state=${page.state}`}" data-link="first">← First page</a>` : '';
-  const content = `${nav(subject, page.projectId)}
-<h1>Runs of ${escapeHtml(page.projectId)}</h1>
+    ? html`<span class="muted" data-fact="last-page">last page</span>`
+    : html`<a rel="next" data-link="next" href="${base}?cursor=${encodeURIComponent(page.next)}&amp;page=${pageNumber + 1}">Next 16 →</a>`;
+  const first = pageNumber > 1 ? html`<a href="${base}${page.state === null ? '' : `?state=${page.state}`}" data-link="first">← First page</a>` : '';
+  const content = html`<h1>Runs of ${page.projectId}</h1>
 <form method="get" action="${base}"><label>State <select name="state">${options}</select></label> <button>Show</button></form>
-<p class="muted">Page <span data-fact="page">${pageNumber}</span>, newest first${page.state === null ? '' : `, <span data-fact="state">${escapeHtml(page.state)}</span> only`}.</p>
-<table><thead><tr><th>run</th><th>state</th><th>stop asked by</th><th>created</th><th>ended</th><th>exit</th></tr></thead><tbody>${rows || '<tr><td colspan="6" class="none">no runs</td></tr>'}</tbody></table>
+<p class="muted">Page <span data-fact="page">${pageNumber}</span>, newest first${page.state === null ? '' : html`, <span data-fact="state">${page.state}</span> only`}.</p>
+<table><thead><tr><th>run</th><th>name</th><th>state</th><th>stop asked by</th><th>created</th><th>ended</th><th>exit</th></tr></thead><tbody>${rows.length > 0 ? rows : html`<tr><td colspan="7" class="none">no runs</td></tr>`}</tbody></table>
 <div class="pager">${first}${next}</div>`;
-  return renderPage(200, `runs of ${page.projectId}`, content);
+  return renderPage(200, `runs of ${page.projectId}`, nav(subject, page.projectId), content);
 }
 
 function renderIndex(): HtmlReply {
-  return renderPage(200, 'status', `${nav(null)}
-<section class="card"><h1>pidfence status</h1>
+  return renderPage(200, 'status', nav(null), html`<section class="card"><h1>pidfence status</h1>
 <form method="get" action="${STATUS_ROOT}"><label>Project <input name="project" required maxlength="128" autofocus></label> <button>Show</button></form>
-<p class="muted">Needs run.read on the project, as <code>pidfence status</code> does.</p></section>`);
+<p class="muted">Needs run.read on the project, as <code>pidfence status</code> does.</p></section>`, { refresh: false });
 }
 
 /** A refusal as a page: its sentence and its stable code. */
 export function renderError(status: number, message: string, code: string): HtmlReply {
-  return renderPage(status, 'refused', `${nav(null)}<section class="card"><h1>${status === 404 ? 'Not found' : status < 500 ? 'Refused' : 'Unavailable'}</h1><p data-fact="error">${escapeHtml(message)}</p><p class="muted"><code data-fact="code">${escapeHtml(code)}</code></p></section>`);
-}
-
-/** The HTTP status of a refusal: its category decides, a few codes are more precise. */
-function httpStatusOf(code: string): number {
-  if (code === 'ERR_PIDFENCE_RUN_NOT_FOUND') return 404;
-  switch (errorCategory(code)) {
-    case 'input':
-      return 400;
-    case 'refused':
-      return 403;
-    case 'unavailable':
-      return 503;
-    default:
-      return 500;
-  }
+  return renderPage(status, 'refused', nav(null), html`<section class="card"><h1>${status === 404 ? 'Not found' : status < 500 ? 'Refused' : 'Unavailable'}</h1><p data-fact="error">${message}</p><p class="muted"><code data-fact="code">${code}</code></p></section>`);
 }
 
 function answerError(error: unknown): HtmlReply {

@@ -7,6 +7,9 @@ export default {
     // binfmt_misc is not mounted, so the emulated node cannot exec a `node` child (ENOEXEC);
     // host binaries (sh, sleep) start fine. These files are about node children as a whole.
     '!dist/test/native/prebuilds.test.js', // also checks the arm64 file's digest on the host
+    // The emulated node cannot exec the arm64 launcher either (same cause); its digest and ELF
+    // checks run on the host for both architectures.
+    '!dist/test/native/launcher-prebuilds.test.js',
     '!dist/test/native/no-addon.test.js',
     '!dist/test/native/workers.test.js', // each trial is a `node` child (worker-scenario-child.js)
   ],

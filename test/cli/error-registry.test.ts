@@ -5,7 +5,7 @@ import path from 'node:path';
 
 import test from 'ava';
 
-import { ERROR_CATEGORIES, errorCategory } from '../../lib/base/error-registry';
+import { ERROR_CATEGORIES, errorCategory, exitStatusOf, httpStatusOf } from '../../lib/base/error-registry';
 import { PidfenceError } from '../../lib/base/errors';
 import { CATEGORY_EXIT } from '../../lib/cli/main';
 import { LIB, sources } from '../helpers/imports';
@@ -47,6 +47,18 @@ test('each category has its exit status: input 2, unavailable 3, refused 4, inte
   t.is(errorCategory('ERR_PIDFENCE_PG_PRIVILEGE_EXCESS'), 'unavailable');
   t.is(errorCategory('ERR_PIDFENCE_INVALID_CURSOR'), 'input');
   t.is(errorCategory('ERR_PIDFENCE_NOT_PERMITTED'), 'refused');
+});
+
+test('one code per condition on every surface, mapped in one place to the exit status and the HTTP status (docs/decisions/0224)', (t) => {
+  // A missing run, a finished run: the CLI and the control plane said different codes before.
+  t.false(ERROR_CATEGORIES.has('ERR_PIDFENCE_RUN_MISSING'), 'the HTTP-only name of a missing run is gone');
+  t.deepEqual([exitStatusOf('ERR_PIDFENCE_RUN_NOT_FOUND'), httpStatusOf('ERR_PIDFENCE_RUN_NOT_FOUND')], [4, 404]);
+  t.deepEqual([exitStatusOf('ERR_PIDFENCE_RUN_FINISHED'), httpStatusOf('ERR_PIDFENCE_RUN_FINISHED')], [4, 409]);
+  t.deepEqual([exitStatusOf('ERR_PIDFENCE_NOT_PERMITTED'), httpStatusOf('ERR_PIDFENCE_NOT_PERMITTED')], [4, 403]);
+  t.deepEqual([exitStatusOf('ERR_PIDFENCE_INVALID_DATABASE_URL'), httpStatusOf('ERR_PIDFENCE_INVALID_DATABASE_URL')], [2, 400]);
+  t.deepEqual([exitStatusOf('ERR_PIDFENCE_STORE_UNAVAILABLE'), httpStatusOf('ERR_PIDFENCE_STORE_UNAVAILABLE')], [3, 503]);
+  t.deepEqual([exitStatusOf('ERR_PIDFENCE_MADE_UP'), httpStatusOf('ERR_PIDFENCE_MADE_UP')], [1, 500]);
+  for (const code of ERROR_CATEGORIES.keys()) t.is(exitStatusOf(code) as number, CATEGORY_EXIT[errorCategory(code)] as number, `${code}: the CLI's exit status is the registry's`);
 });
 
 test('an error keeps its cause for a debugger', (t) => {

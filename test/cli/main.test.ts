@@ -57,3 +57,18 @@ test('under --json a usage error is JSON too: commander\'s text is held back, th
   const missing = await pidfence(['show', '--json']);
   t.like(JSON.parse(missing.stderr), { error: { code: 'ERR_PIDFENCE_USAGE' } });
 });
+
+const COMMANDS = ['run', 'cancel', 'supervise', 'status', 'list', 'show', 'logs', 'blocked', 'inspect', 'rearm', 'grant', 'migrate',
+  'grant-runtime', 'control-plane', 'worker', 'workers'];
+
+test('every command answers --help with its usage and exit 0; `logs --json` is not sold as JSON output (it shapes only an error)', async (t) => {
+  for (const name of COMMANDS) {
+    const help = await pidfence([name, '--help']);
+    t.is(help.code, 0, `${name} --help: ${help.stderr}`);
+    t.regex(help.stdout, new RegExp(`^Usage: pidfence ${name}`), name);
+  }
+  // decision 0250: the log is the job's bytes as written; --json changes only how an error is written.
+  const logs = (await pidfence(['logs', '--help'])).stdout.replace(/\s+/g, ' ');
+  t.notRegex(logs, /--json machine-readable output \(the same facts as the text\)/);
+  t.regex(logs, /--json an error as one JSON line; the output stays the job's bytes as written/);
+});

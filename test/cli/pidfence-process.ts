@@ -1,6 +1,6 @@
 // `pidfence` as a real child process for CLI tests: exit status, stdout and stderr.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -38,4 +38,13 @@ export const NO_PASSWD_UID = 54_321;
  */
 export function requireRoot(why: string): void {
   if (process.getuid?.() !== 0) throw new Error(`this test needs root (${why}); run the suite as root`);
+}
+
+/**
+ * Gives a store file (and its -wal, -shm) to NO_PASSWD_UID, so the suite's root is no longer its
+ * owner and needs grants like anyone (docs/decisions/0170); root still reaches the file.
+ */
+export function disownStore(db: string): void {
+  requireRoot('give the store file to another uid');
+  for (const file of [db, `${db}-wal`, `${db}-shm`]) if (existsSync(file)) chownSync(file, NO_PASSWD_UID, NO_PASSWD_UID);
 }

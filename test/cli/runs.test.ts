@@ -7,7 +7,9 @@ import test, { type ExecutionContext } from 'ava';
 
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { cancel, grantCancelOnSqlite, sqliteJobGroup, startRun } from '../execution/cli-runs';
-import { pidfence, tempDir, type Run } from './pidfence-process';
+import { disownStore, pidfence, tempDir, type Run } from './pidfence-process';
+import { driverOf } from '../../lib/store/sqlite/driver';
+import { cgroupUnavailable } from '../helpers/cgroup';
 
 interface ListedRun {
   runId: string;
@@ -23,7 +25,7 @@ interface ListedRun {
 function processFacts(db: string): { pids: number[]; handles: string[] } {
   const store = openSqliteStore(db);
   try {
-    const rows = store.database.prepare('SELECT pid, handle FROM attempts WHERE pid IS NOT NULL').all() as Array<{ pid: number; handle: string }>;
+    const rows = driverOf(store.database).prepare('SELECT pid, handle FROM attempts WHERE pid IS NOT NULL').all() as Array<{ pid: number; handle: string }>;
     return { pids: rows.map((row) => row.pid), handles: rows.map((row) => row.handle) };
   } finally {
     store.close();
@@ -71,21 +73,24 @@ test('list and show over real runs: text and --json carry the same facts, status
   t.like(page, { projectId: 'default', state: null, next: null });
   t.like(page.items[0], { status: 'running', endedAtMs: null, exit: null });
   t.like(page.items[1], { status: 'failed', cancelReason: null, exit: { cause: 'receipt', exitCode: 3, signal: null } });
-  t.regex(text.stdout, /^project default: 2 run\(s\) on this page, newest first\n {2}run +state +started +ended +exit +reason\n/);
+  t.regex(text.stdout, /^project default: 2 run\(s\) on this page, newest first\n {2}run +name +state +started +ended +exit +reason\n/);
   const rows = listRows(text.stdout);
-  t.deepEqual(rows.get(running.runId), [running.runId, 'running', new Date(page.items[0]?.startedAtMs ?? 0).toISOString(), '-', '-', '-']);
-  t.deepEqual(rows.get(failedId), [failedId, 'failed', new Date(page.items[1]?.startedAtMs ?? 0).toISOString(), new Date(page.items[1]?.endedAtMs ?? 0).toISOString(), '3', '-']);
+  t.deepEqual(rows.get(running.runId), [running.runId, '-', 'running', new Date(page.items[0]?.startedAtMs ?? 0).toISOString(), '-', '-', '-']);
+  t.deepEqual(rows.get(failedId), [failedId, '-', 'failed', new Date(page.items[1]?.startedAtMs ?? 0).toISOString(), new Date(page.items[1]?.endedAtMs ?? 0).toISOString(), '3', '-']);
   t.regex(text.stdout, /\nlast page\n$/);
 
   const shownText = await pidfence(['show', failedId, '--db', db]);
   const shownJson = await pidfence(['show', failedId, '--db', db, '--json']);
   t.is(shownText.code, 0, shownText.stderr);
-  const shown = JSON.parse(shownJson.stdout) as { status: string; exit: ListedRun['exit']; attempts: Array<{ attemptId: string }>; events: Array<{ type: string }>; dispatch: unknown };
+  const shown = JSON.parse(shownJson.stdout) as { status: string; exit: ListedRun['exit']; attempts: Array<{ attemptId: string; containment: string | null }>; events: Array<{ type: string }>; dispatch: unknown };
   t.like(shown, { status: 'failed', exit: { cause: 'receipt', exitCode: 3, signal: null }, dispatch: null });
   t.deepEqual(shown.events.map((event) => event.type), ['run.terminal']);
   t.regex(shownText.stdout, new RegExp(`^run ${failedId} \\(project default\\): failed\\n`));
   t.regex(shownText.stdout, /\n {2}exit code +3\n {2}signal +-\n {2}ended by +receipt\n/);
-  t.regex(shownText.stdout, new RegExp(`\\n {2}${shown.attempts[0]?.attemptId ?? '?'} +failed +\\S+ +- +3 +receipt\\n`));
+  // What a stop of it reached (docs/decisions/0180): its own cgroup where this machine gives one.
+  const containment = cgroupUnavailable() === null ? 'cgroup' : 'group';
+  t.regex(shownText.stdout, new RegExp(`\\n {2}${shown.attempts[0]?.attemptId ?? '?'} +failed +\\S+ +- +3 +receipt +${containment}\\n`));
+  t.like(shown.attempts[0], { containment });
   t.regex(shownText.stdout, /\ndispatch: none/);
 
   // Cancelled: the list says why, and the project is clear again once the job ended.
@@ -140,6 +145,8 @@ test('show and cancel answer a run of another project exactly like a missing one
   const store = openSqliteStore(db);
   await store.runStore.createRun({ runId: 'run-foreign', projectId: 'other' });
   store.close();
+  // The file's owner would see every project (docs/decisions/0170): root must not be it here.
+  disownStore(db);
   for (const verb of ['show', 'cancel']) {
     const foreign = await pidfence([verb, 'run-foreign', '--db', db]);
     const missing = await pidfence([verb, 'run-missing', '--db', db]);

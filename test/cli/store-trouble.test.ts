@@ -79,3 +79,14 @@ test('status and inspect never create a store; run creates one with mode 0600', 
     if (existsSync(db + suffix)) t.is(statSync(db + suffix).mode & 0o777, 0o600, suffix);
   }
 });
+
+test('a receipt directory that cannot be made (a file in its place): run and supervise exit 3 with one sentence and its code, no stack trace, nothing started', async (t) => {
+  const dir = tempDir(t);
+  const db = path.join(dir, 'pidfence.db');
+  writeFileSync(`${db}.receipts`, 'a file where the receipt directory belongs');
+  const marker = path.join(dir, 'started');
+  const run = await pidfence(['run', '--db', db, '--', 'touch', marker]);
+  oneSentence(t, run, /^pidfence: cannot create the completion receipt directory .*pidfence\.db\.receipts \(ENOTDIR\).*\(ERR_PIDFENCE_RECEIPT_DIRECTORY\)$/m);
+  t.false(existsSync(marker), 'no job was started');
+  oneSentence(t, await pidfence(['supervise', '--db', db]), /\(ERR_PIDFENCE_RECEIPT_DIRECTORY\)$/m);
+});

@@ -7,6 +7,7 @@ import test from 'ava';
 
 import { ControlPlaneClient } from '../../lib/cluster/client';
 import { startControlPlane, type ControlPlane } from '../../lib/cluster/control-plane';
+import { validateId } from '../../lib/contract/index';
 import { PostgresDispatchRepository, PostgresGrantAdministration } from '../../lib/store/postgres/index';
 import type { MigratedDatabase } from '../helpers/pg-store';
 import { makeCertificates, type Certificates } from '../helpers/certificates';
@@ -118,4 +119,51 @@ test.serial('cluster: an operator without run.stop can neither enqueue, cancel n
   t.like(await operator.send('POST', '/v1/runs/run-h2/rearm', expectation), { status: 200, body: { status: 'retry_wait' } });
   t.like(await viewer.send('GET', '/v1/projects/project-h/status'), { status: 200 });
   t.like(await operator.send('POST', '/v1/jobs', { runId: 'run-h4', projectId: 'project-h', argv: [], extra: 1 }), { status: 400, body: { code: 'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST' } });
+});
+
+test.serial('cluster: POST /v1/jobs takes an optional run name, stored with the run; a bad name is bad input and enqueues nothing', async (t) => {
+  const { database, world } = await ready;
+  await grant(database, 'operator-3', 'run.stop');
+  const operator = clientFor(t, 'operator-3');
+  t.like(await operator.send('POST', '/v1/jobs', { runId: 'run-h-named', projectId: 'project-h', argv: ['true'], name: 'report.daily' }), { status: 200, body: { result: 'created' } });
+  const [named] = (await database.owner.query('SELECT name FROM runs WHERE id = $1', ['run-h-named'])).rows as Array<{ name: string | null }>;
+  t.is(named?.name, 'report.daily');
+  t.like(await operator.send('POST', '/v1/jobs', { runId: 'run-h-badname', projectId: 'project-h', argv: ['true'], name: 'two words' }), { status: 400, body: { code: 'ERR_PIDFENCE_INVALID_RUN_NAME' } });
+  t.like(await operator.send('POST', '/v1/jobs', { runId: 'run-h-longname', projectId: 'project-h', argv: ['true'], name: 'x'.repeat(65) }), { status: 400, body: { code: 'ERR_PIDFENCE_INVALID_RUN_NAME' } });
+  t.is(await world.runStore.getRun('run-h-badname'), null, 'nothing was enqueued');
+  t.is(await world.runStore.getRun('run-h-longname'), null);
+});
+
+test.serial('cluster: a cancel answers with the codes of the CLI: a finished run is 409 ERR_PIDFENCE_RUN_FINISHED, a missing or unreadable run 404 ERR_PIDFENCE_RUN_NOT_FOUND (docs/decisions/0224)', async (t) => {
+  const { database } = await started;
+  await grant(database, 'operator-3', 'run.stop');
+  await grant(database, 'operator-3', 'run.read');
+  const operator = clientFor(t, 'operator-3');
+  // run-h1 was completed by its worker above.
+  t.is((await (await ready).world.runStore.getRun('run-h1'))?.status, 'succeeded');
+  t.like(await operator.send('POST', '/v1/runs/run-h1/cancel'), { status: 409, body: { code: 'ERR_PIDFENCE_RUN_FINISHED', message: 'run run-h1 has already finished; nothing to cancel.' } });
+  t.like(await operator.send('POST', '/v1/runs/run-nowhere/cancel'), { status: 404, body: { code: 'ERR_PIDFENCE_RUN_NOT_FOUND' } });
+  // Without run.read the run is not there for the caller, as from the CLI (docs/decisions/0043).
+  t.like(await clientFor(t, 'stranger-1').send('POST', '/v1/runs/run-h1/cancel'), { status: 404, body: { code: 'ERR_PIDFENCE_RUN_NOT_FOUND' } });
+});
+
+/** Ids at and around the contract's rule (docs/decisions/0260): lengths, first characters, the allowed set and its neighbours. */
+const ID_TABLE = ['run-1', 'a', '9', 'A.b_c:d-e', 'r'.repeat(128), 'r'.repeat(129), '', ' run', 'run 1', 'run/1', '-run', '.run', ':run', 'run\n', 'r\u00fcn', 'run@x', 'run%41', 'run;1', 'run\u0000'];
+
+test.serial('cluster: an id is valid on the HTTP surface exactly when the contract says so, and refused with the contract\'s code (docs/decisions/0260)', async (t) => {
+  const { database } = await started;
+  await grant(database, 'viewer-ids', 'run.read');
+  const viewer = clientFor(t, 'viewer-ids');
+  for (const id of ID_TABLE) {
+    let contract = 'valid';
+    try { validateId(id, 'runId'); } catch (error) { contract = (error as { code: string }).code; }
+    // A valid id reaches the handler: no run.stop (403) on a job, no such run (404) on a read.
+    const job = await viewer.send<{ code: string }>('POST', '/v1/jobs', { runId: id, projectId: 'project-h', argv: ['true'] });
+    t.is(job.status === 403 ? 'valid' : `${job.status} ${job.body.code}`, contract === 'valid' ? 'valid' : `400 ${contract}`, `runId ${JSON.stringify(id)} in a body`);
+    const project = await viewer.send<{ code: string }>('POST', '/v1/jobs', { runId: 'run-ids', projectId: id, argv: ['true'] });
+    t.is(project.status === 403 ? 'valid' : `${project.status} ${project.body.code}`, contract === 'valid' ? 'valid' : `400 ${contract}`, `projectId ${JSON.stringify(id)} in a body`);
+    if (id === '') continue; // an empty path segment names another route
+    const read = await viewer.send<{ code: string }>('GET', `/v1/runs/${encodeURIComponent(id)}`);
+    t.is(read.status === 404 && read.body.code === 'ERR_PIDFENCE_RUN_NOT_FOUND' ? 'valid' : `${read.status} ${read.body.code}`, contract === 'valid' ? 'valid' : `400 ${contract}`, `runId ${JSON.stringify(id)} in a path`);
+  }
 });

@@ -81,7 +81,7 @@ test.serial('cluster gate 3: a replayed stop tick gets the same stop from the du
   t.deepEqual(replicaB.observations.map((o) => o.kind), ['replayed']);
 });
 
-test.serial('cluster gate 4: another replica\'s live dispatch lease, or a retry not yet due, fails closed: no stop, a fixed code, readiness withdrawn', async (t) => {
+test.serial('cluster gate 4: another replica\'s live dispatch lease, or a retry not yet due, fails closed: no stop, a fixed code; readiness stays (another replica delivers, docs/decisions/0202)', async (t) => {
   const { database: db, world: w } = await ready;
   const store = await contractStore(t, db);
   const replica = w.replica(store.repository);
@@ -90,14 +90,14 @@ test.serial('cluster gate 4: another replica\'s live dispatch lease, or a retry 
   const leasedAt = await w.cancel(leased.ref.runId);
   await foreignDispatch(store.repository, leased.ref, leasedAt);
   t.is(await failedClosedCode(replica.control.tick(leased.caller, leased.ref)), 'ERR_PIDFENCE_CLUSTER_DISPATCH_LEASED');
-  t.deepEqual(replica.availability.state(), { ready: false, code: 'ERR_PIDFENCE_CLUSTER_DISPATCH_LEASED' });
+  t.deepEqual(replica.availability.state(), { ready: true, code: null });
   t.deepEqual(await w.eventTypes(leased.ref.runId), ['run.cancel_requested']);
 
   const waiting = await w.assigned();
   const waitingAt = await w.cancel(waiting.ref.runId);
   await foreignDispatch(store.repository, waiting.ref, waitingAt, 'dispatch_error');
   t.is(await failedClosedCode(replica.control.tick(waiting.caller, waiting.ref)), 'ERR_PIDFENCE_CLUSTER_DISPATCH_NOT_DUE');
-  t.deepEqual(replica.availability.state(), { ready: false, code: 'ERR_PIDFENCE_CLUSTER_DISPATCH_NOT_DUE' });
+  t.deepEqual(replica.availability.state(), { ready: true, code: null });
   t.is((await w.eventTypes(waiting.ref.runId)).filter((type) => type === 'run.cancel_dispatched').length, 0);
   t.deepEqual(replica.observations.map((o) => [o.kind, o.code]), [
     ['failed_closed', 'ERR_PIDFENCE_CLUSTER_DISPATCH_LEASED'], ['failed_closed', 'ERR_PIDFENCE_CLUSTER_DISPATCH_NOT_DUE'],

@@ -27,7 +27,7 @@ const ready = clusterFixture('cluster_gate13');
  * test that fails after SIGKILLing its worker leaves no job behind for long.
  */
 function markingJob(marker: string): string[] {
-  return ['sh', '-c', `trap 'echo term > ${marker}; exit 143' TERM; i=0; while [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done`];
+  return ['sh', '-c', `echo job-started; trap 'echo term > ${marker}; exit 143' TERM; i=0; while [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done`];
 }
 
 /** The project the worker's local journal recorded for `runId` (the journal is closed again at once). */
@@ -49,7 +49,8 @@ test.serial('gate 13: two control planes and two workers: a cancel is settled be
   const scratch = mkdtempSync(path.join(tmpdir(), 'pidfence-gate13-'));
   t.teardown(() => { certs.remove(); rmSync(scratch, { recursive: true, force: true }); });
   const operatorPem = certs.client('operator-13');
-  await new PostgresGrantAdministration(database.owner).writeGrant({ subject: 'operator-13', projectId: 'project-13', permission: 'run.stop' }, 'test-owner');
+  // A cancel needs run.read (seeing the run) and run.stop, over HTTP as from the CLI (docs/decisions/0043, 0224).
+  for (const permission of ['run.read', 'run.stop'] as const) await new PostgresGrantAdministration(database.owner).writeGrant({ subject: 'operator-13', projectId: 'project-13', permission }, 'test-owner');
 
   const planes = [0, 1].map((i) => spawnJob(t, process.execPath, [CLI, 'control-plane', '--db', database.runtimeUrl,
     '--cert', certs.server.certPath, '--key', certs.server.keyPath, '--ca', certs.ca.certPath, '--port', '0', '--worker-lease', '2s', '--replica-id', `cp-${i}`]));
@@ -90,14 +91,17 @@ test.serial('gate 13: two control planes and two workers: a cancel is settled be
   t.is(await statusOf('g13-keep'), 'running');
   t.false(existsSync(marker('g13-keep')));
 
-  // SIGKILL the worker that holds g13-keep: its lease expires and the next pull ends the run.
+  // SIGKILL the worker that holds g13-keep: its lease expires and the run is marked unreachable, not
+  // ended (docs/decisions/0270): nobody proved its end, and the job does outlive its worker.
   const [holder] = (await database.owner.query<{ principal: string }>(
     'SELECT s.principal FROM run_dispatch_leases l JOIN worker_sessions s ON s.id = l.session_id WHERE l.run_id = $1', ['g13-keep'])).rows;
   const killed = workers[holder?.principal === 'worker-0' ? 0 : 1] as Job;
   signalVerified(killed.identity, 'SIGKILL', { group: false });
   await killed.exited;
-  await until(async () => (await statusOf('g13-keep')) === 'failed', { what: 'g13-keep ended after its lease expired', timeoutMs: 20_000, intervalMs: 100 });
-  t.deepEqual(await world.eventTypes('g13-keep'), ['run.terminal']);
+  const unreachable = async () => (await database.owner.query('SELECT 1 FROM run_dispatch_leases WHERE run_id = $1 AND unreachable_at_ms IS NOT NULL', ['g13-keep'])).rows.length === 1;
+  await until(unreachable, { what: 'g13-keep unreachable after its lease expired', timeoutMs: 20_000, intervalMs: 100 });
+  t.is(await statusOf('g13-keep'), 'running', 'active: it ends on its worker\'s proof or an operator\'s forget');
+  t.deepEqual(await world.eventTypes('g13-keep'), ['run.unreachable']);
   // The job itself outlived its worker; on that host the local recovery path stops it (docs/decisions/0070).
   const killedJournal = path.join(scratch, `worker-${killed === workers[0] ? 0 : 1}.db`);
   // The journal keeps the run's own project (docs/decisions/0104): the local operator's grant names it.
@@ -107,6 +111,10 @@ test.serial('gate 13: two control planes and two workers: a cancel is settled be
   t.is(cancelled.status, 0, cancelled.stderr);
   t.regex(cancelled.stdout, /stopped the job itself/);
   t.true(existsSync(marker('g13-keep')));
+  // The worker's job kept its output beside the journal (docs/decisions/0250), read as on any SQLite store.
+  const logged = spawnSync(process.execPath, [CLI, 'logs', 'g13-keep', '--db', killedJournal], { encoding: 'utf8', timeout: 30_000 });
+  t.is(logged.status, 0, logged.stderr);
+  t.true(logged.stdout.startsWith('job-started\n'), logged.stdout); // then what its shell said when TERM came
 
   const survivors = workers.filter((worker) => worker !== killed);
   await Promise.all([...survivors, ...planes].map(terminate));

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import test from 'ava';
 
 import { CLUSTER_SQL } from '../../lib/cluster/statements';
-import { clusterFixture, foreignDispatch } from './world';
+import { clusterFixture } from './world';
 
 const ready = clusterFixture('cluster_leases', 300);
 
@@ -45,24 +45,28 @@ test.serial('cluster: wrong fence, another session, another principal are lost; 
   t.is((await w.runStore.getRun(ref.runId))?.status, 'running');
 });
 
-test.serial('cluster: a worker that stops ticking loses its lease; the next pull ends the run failed and a late tick is told terminal', async (t) => {
+test.serial('cluster: a worker that stops ticking makes its run unreachable, not failed (docs/decisions/0270); its late tick renews and re-attaches the run', async (t) => {
   const { world: w } = await ready;
   const { caller, ref } = await w.assigned();
   await sleep(400);
   const survivor = await w.leases.registerSession('CN=worker-b');
   await w.leases.enqueueJob({ runId: `run-${randomUUID()}`, projectId: 'project-c', argv: ['true'] });
   await w.leases.pull({ principal: 'CN=worker-b', sessionId: survivor });
-  const run = await w.runStore.getRun(ref.runId);
-  t.is(run?.status, 'failed');
-  t.deepEqual(await w.eventTypes(ref.runId), ['run.terminal']);
-  t.deepEqual(await w.leases.tick(caller, ref), { kind: 'terminal' });
+  t.is((await w.runStore.getRun(ref.runId))?.status, 'running', 'nobody proved its end');
+  t.deepEqual(await w.eventTypes(ref.runId), ['run.unreachable']);
+  await w.leases.reapExpired();
+  t.deepEqual(await w.eventTypes(ref.runId), ['run.unreachable'], 'marked once');
+  t.like(await w.leases.tick(caller, ref), { kind: 'renewed' });
+  t.deepEqual(await w.eventTypes(ref.runId), ['run.unreachable', 'run.reattached']);
+  t.is((await w.leases.unreachableSince([ref.runId])).size, 0);
 });
 
-test.serial('cluster: an expired lease that nobody reaped yet is lost to its holder, not renewed', async (t) => {
+test.serial('cluster: an expired lease that nobody reaped yet is renewed for its holder (an outage costs no job, docs/decisions/0273)', async (t) => {
   const { world: w } = await ready;
   const { caller, ref } = await w.assigned();
   await sleep(400);
-  t.deepEqual(await w.leases.tick(caller, ref), { kind: 'lost', reason: 'expired' });
+  t.like(await w.leases.tick(caller, ref), { kind: 'renewed' });
+  t.deepEqual(await w.eventTypes(ref.runId), []);
 });
 
 test.serial('cluster: a completion from the lease holder ends the run once; a closed session pulls nothing', async (t) => {
@@ -97,4 +101,43 @@ test.serial('cluster: a cancelled job that no worker pulled ends cancelled at on
   await w.cancel(ref.runId);
   t.false(await w.leases.cancelIfQueued(ref.runId));
   t.is((await w.runStore.getRun(ref.runId))?.status, 'running');
+});
+
+test.serial('cluster: a restarted worker\'s new session re-attaches its lease (same fence); the old session is told fence; another name, a replayed session, a wrong fence are refused typed and move nothing (docs/decisions/0272)', async (t) => {
+  const { world: w } = await ready;
+  const { caller, ref } = await w.assigned();
+  const restarted = { principal: caller.principal, sessionId: await w.leases.registerSession(caller.principal) };
+  const stranger = { principal: 'CN=worker-x', sessionId: await w.leases.registerSession('CN=worker-x') };
+  await t.throwsAsync(w.leases.attach(stranger, ref), { code: 'ERR_PIDFENCE_CLUSTER_LEASE_NOT_YOURS' }, 'a valid certificate of another name');
+  await t.throwsAsync(w.leases.attach({ principal: 'CN=worker-x', sessionId: restarted.sessionId }, ref), { code: 'ERR_PIDFENCE_CLUSTER_SESSION' }, 'a session replayed under another name is no session of it');
+  await t.throwsAsync(w.leases.attach(restarted, { ...ref, fence: ref.fence + 1 }), { code: 'ERR_PIDFENCE_CLUSTER_LEASE_NOT_YOURS' });
+  t.like(await w.leases.tick(caller, ref), { kind: 'renewed' }, 'refusals moved nothing');
+  t.is(await w.leases.attach(restarted, ref), 'attached');
+  t.is(await w.leases.attach(restarted, ref), 'already');
+  t.deepEqual(await w.leases.tick(caller, ref), { kind: 'lost', reason: 'fence' }, 'the stale session is refused');
+  t.like(await w.leases.tick(restarted, ref), { kind: 'renewed' });
+  t.deepEqual(await w.eventTypes(ref.runId), ['run.reattached']);
+});
+
+test.serial('cluster: forget ends the name\'s open runs `forgotten` once; a second forget changes nothing; the late tick and report are refused typed (docs/decisions/0271)', async (t) => {
+  const { database: db, world: w } = await ready;
+  const principal = `worker-forget-${randomUUID().slice(0, 8)}`;
+  const sessionId = await w.leases.registerSession(principal);
+  const runId = `run-${randomUUID()}`;
+  await w.leases.enqueueJob({ runId, projectId: 'project-c', argv: ['sleep', '30'] });
+  let ref;
+  for (;;) {
+    const pulled = await w.leases.pull({ principal, sessionId });
+    if (pulled.kind !== 'assigned') throw new Error(`pull: ${pulled.kind}`);
+    if (pulled.assignment.runId === runId) { ref = pulled.assignment; break; }
+  }
+  t.deepEqual(await w.leases.forgetWorker(principal, 'op-a'), { runsForgotten: 1, sessionsEnded: 1 });
+  t.deepEqual(await w.leases.forgetWorker(principal, 'op-b'), { runsForgotten: 0, sessionsEnded: 0 }, 'the second operator finds nothing left');
+  t.is(await w.leases.forgetWorker('worker-never-seen', 'op-a'), null);
+  t.is((await w.runStore.getRun(runId))?.status, 'failed');
+  t.deepEqual(await w.leases.tick({ principal, sessionId }, ref), { kind: 'lost', reason: 'forgotten' });
+  await t.throwsAsync(w.leases.complete({ principal, sessionId }, { ...ref, status: 'succeeded', cause: 'receipt', exit: { exitCode: 0, signal: null } }), { code: 'ERR_PIDFENCE_WORKER_FORGOTTEN' });
+  t.is((await w.runStore.getRun(runId))?.status, 'failed', 'nothing rewritten');
+  const audit = await db.owner.query('SELECT actor, outcome FROM worker_audit WHERE worker_name = $1 ORDER BY created_at_ms, actor', [principal]);
+  t.deepEqual(audit.rows, [{ actor: 'op-a', outcome: 'changed' }, { actor: 'op-b', outcome: 'unchanged' }]);
 });

@@ -146,3 +146,54 @@ test.serial('the status page answers each certificate\'s subject by its grants; 
   t.regex(bad.text, /ERR_PIDFENCE_INVALID_ID/);
   t.is((await send(plane, viewer, 'GET', '/status/nowhere/x')).status, 404);
 });
+
+test.serial('a worker session\'s lease page shows as its lease count and tick age, labelled by the session id only (docs/decisions/0204)', async (t) => {
+  const plane = await planeStarted({ projects: [] });
+  const certs = certificates as Certificates;
+  const worker = certs.client('worker-session-m');
+  const { sessionId } = json<{ sessionId: string }>(await send(plane, worker, 'POST', '/v1/sessions', {}));
+  const runId = `run-session-m-${Date.now()}`;
+  await grant('operator-session-m', 'run.stop');
+  t.is((await send(plane, certs.client('operator-session-m'), 'POST', '/v1/jobs', { runId, projectId: PROJECT, argv: ['sleep', '30'] })).status, 200);
+  const pulled = json<{ kind: string; assignments: Array<{ runId: string; attemptId: string; fence: number }> }>(await send(plane, worker, 'POST', '/v1/assignments/pull', { sessionId, max: 4 }));
+  t.is(pulled.kind, 'assigned');
+  const leases = pulled.assignments.map(({ runId: id, attemptId, fence }) => ({ runId: id, attemptId, fence }));
+  const page = json<{ session: string; expiresAtMs: number; answers: unknown[] }>(await send(plane, worker, 'POST', '/v1/workers/leases', { sessionId, leases, waitMs: 0 }));
+  t.like(page, { session: 'live', answers: [] });
+  const text = (await send(plane, worker, 'GET', '/metrics')).text;
+  const exposition = parseExposition(text);
+  const mine = exposition.samples.filter((sample) => sample.labels.session === sessionId);
+  t.deepEqual(mine.map((sample) => sample.name).sort(), ['pidfence_worker_session_leases', 'pidfence_worker_session_tick_age_seconds']);
+  t.is(mine.find((sample) => sample.name === 'pidfence_worker_session_leases')?.value, leases.length);
+  t.true((mine.find((sample) => sample.name === 'pidfence_worker_session_tick_age_seconds')?.value ?? -1) >= 0);
+  t.false(text.includes('worker-session-m'), 'the worker\'s name is no label');
+  t.deepEqual(labelProblems(exposition, []), []);
+});
+
+test.serial('a project-wide cancel needs run.stop; it ends queued runs at once and records the cancel intent of running ones (docs/decisions/0203)', async (t) => {
+  const { world } = await ready;
+  const plane = await planeStarted();
+  const certs = certificates as Certificates;
+  const project = `project-all-${Date.now()}`;
+  const operator = certs.client('operator-all');
+  const { database } = await ready;
+  await new PostgresGrantAdministration(database.owner).writeGrant({ subject: 'operator-all', projectId: project, permission: 'run.stop' }, 'test-owner');
+  for (const i of [1, 2, 3]) t.is((await send(plane, operator, 'POST', '/v1/jobs', { runId: `${project}-${i}`, projectId: project, argv: ['sleep', '30'] })).status, 200);
+  const caller = { principal: 'worker-all', sessionId: await world.leases.registerSession('worker-all') };
+  let running: string | undefined;
+  while (running === undefined) {
+    const pulled = await world.leases.pull(caller);
+    if (pulled.kind !== 'assigned') throw new Error(`pull found ${pulled.kind}`);
+    if (pulled.assignment.projectId === project) running = pulled.assignment.runId;
+  }
+  t.is((await send(plane, certs.client('nobody-all'), 'POST', `/v1/projects/${project}/cancel`)).status, 403);
+  t.is((await world.runStore.getRun(running))?.cancelRequestedAtMs, null, 'a refused cancel changed nothing');
+  const reply = await send(plane, operator, 'POST', `/v1/projects/${project}/cancel`);
+  t.deepEqual(json(reply), { requested: 3, cancelledQueued: 2, more: false });
+  for (const i of [1, 2, 3]) {
+    const run = await world.runStore.getRun(`${project}-${i}`);
+    t.is(run?.status, `${project}-${i}` === running ? 'running' : 'cancelled');
+    t.not(run?.cancelRequestedAtMs, null);
+  }
+  t.deepEqual(json(await send(plane, operator, 'POST', `/v1/projects/${project}/cancel`)), { requested: 0, cancelledQueued: 0, more: false });
+});

@@ -1,5 +1,8 @@
 // Unit tests of the pure contract (design/dispatch §2.2-2.6, design/postgres §D2): every validator's rejections,
 // backoff bounds, the digest vector, the classification table and the event payload builder.
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+
 import test from 'ava';
 import fc from 'fast-check';
 
@@ -194,8 +197,6 @@ for (const [what, input] of recordRejections) {
 }
 
 test('the contract is pure: its sources import only node:crypto, the base layer (errors, limits, shape) and each other', (t) => {
-  const { readdirSync, readFileSync } = require('node:fs') as typeof import('node:fs');
-  const path = require('node:path') as typeof import('node:path');
   const dir = path.resolve(__dirname, '../../../lib/contract');
   const sources = readdirSync(dir).filter((name) => name.endsWith('.ts'));
   t.true(sources.length >= 8);

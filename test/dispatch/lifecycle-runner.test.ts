@@ -176,3 +176,87 @@ test('a suppressed-count record follows once the diagnostics window rolls over',
     { code: 'ERR_PIDFENCE_STORE_FAILED', count: 1 },
   ]);
 });
+
+// The one loop's wake-ups and next-due arming (issue 31 item 3, docs/decisions/0175, 0176, 0210).
+
+test('wake-ups are coalesced: any number during a cycle make exactly one more cycle, at once', async (t) => {
+  const cycles: ScriptedCycles = new ScriptedCycles((n) => (n === 2 ? cycles.hold() : Promise.resolve()));
+  const runner = new LifecycleRunner({ supervisor: cycles, cadenceMs: 60_000 });
+  runner.start();
+  await until(() => cycles.finished === 1, { intervalMs: 5 });
+  runner.wake();
+  await until(() => cycles.started === 2, { intervalMs: 5, timeoutMs: 2_000, what: 'the woken cycle (the cadence is a minute)' });
+  for (let i = 0; i < 1_000; i += 1) runner.wake();
+  cycles.releaseAll();
+  await until(() => cycles.finished === 3, { intervalMs: 5, timeoutMs: 2_000, what: 'one more cycle for the thousand wake-ups' });
+  await delay(200);
+  t.is(cycles.started, 3, 'a thousand wake-ups during a cycle made one cycle');
+  t.is(cycles.maxRunning, 1);
+  t.is(runner.wakeUps, 1_001);
+  await runner.stop();
+});
+
+test('a wake-up before start() or after stop() schedules nothing', async (t) => {
+  const cycles = new ScriptedCycles(async () => {});
+  const runner = new LifecycleRunner({ supervisor: cycles, cadenceMs: 60_000, initialDelayMs: 60_000 });
+  runner.wake();
+  await delay(100);
+  t.is(cycles.started, 0, 'not started: nothing runs');
+  runner.start();
+  runner.wake();
+  await until(() => cycles.finished === 1, { intervalMs: 5, timeoutMs: 2_000, what: 'the woken first cycle' });
+  await runner.stop();
+  runner.wake();
+  await delay(150);
+  t.is(cycles.started, 1);
+  t.is(runner.state, 'stopped');
+});
+
+test('the one timer is armed for the next due item when it comes before the cadence, and for the cadence otherwise', async (t) => {
+  const cycles = new ScriptedCycles(async () => {});
+  let due: number | null = 150;
+  const runner = new LifecycleRunner({ supervisor: cycles, cadenceMs: 60_000, nextDueInMs: () => due });
+  runner.start();
+  await until(() => cycles.finished >= 3, { intervalMs: 5, timeoutMs: 5_000, what: 'cycles at the due times (the cadence is a minute)' });
+  due = null;
+  const settled = cycles.started;
+  await delay(600);
+  t.true(cycles.started <= settled + 1, 'without a due item: the cadence');
+  await runner.stop();
+  const throwing = new LifecycleRunner({ supervisor: cycles, cadenceMs: 60_000, nextDueInMs: () => { throw new Error('a store gone'); } });
+  const before = cycles.started;
+  throwing.start();
+  await until(() => cycles.started === before + 1, { intervalMs: 5 });
+  await delay(300);
+  t.is(cycles.started, before + 1, 'a due hint that fails leaves the cadence');
+  await throwing.stop();
+});
+
+test('runNow never runs beside a timed cycle, and a wake-up during it is taken right after it', async (t) => {
+  const cycles = new ScriptedCycles(() => delay(150));
+  const runner = new LifecycleRunner({ supervisor: cycles, cadenceMs: 100 });
+  runner.start();
+  let running = 0;
+  let maxRunning = 0;
+  const now = async (): Promise<string> => {
+    running += 1;
+    maxRunning = Math.max(maxRunning, running + cycles.running);
+    await delay(250); // longer than the cadence: the timer falls due meanwhile
+    maxRunning = Math.max(maxRunning, running + cycles.running);
+    running -= 1;
+    return 'done';
+  };
+  for (let i = 0; i < 4; i += 1) t.is(await runner.runNow(now), 'done');
+  await runner.stop();
+  t.is(maxRunning, 1, 'never two cycles at once');
+  t.is(cycles.maxRunning, 1);
+
+  const slow = new ScriptedCycles(async () => {});
+  const edge = new LifecycleRunner({ supervisor: slow, cadenceMs: 60_000 });
+  edge.start();
+  await until(() => slow.finished === 1, { intervalMs: 5 });
+  await edge.runNow(async () => { edge.wake(); await delay(50); });
+  await until(() => slow.finished === 2, { intervalMs: 5, timeoutMs: 2_000, what: 'the cycle for the wake-up that came during runNow' });
+  await edge.stop();
+  t.pass();
+});

@@ -33,18 +33,21 @@ for (const factory of storeFactories) {
     const signals: VerifiedSignal[] = [];
     const controller = new LocalProcessController({ onSignal: (signal) => signals.push(signal) });
     const dispatcher = dispatcherFor(store, [controller], { observer });
+    const started = performance.now();
     t.like(await dispatcher.dispatch(target), { kind: 'recorded', result: 'termination_requested' });
+    // Durations are in seconds: no more than the seconds the test itself saw pass (a unit check, not a speed check).
+    const elapsedSeconds = (performance.now() - started) / 1000;
     t.like(await dispatcher.dispatch(target), { kind: 'not_claimed', claim: 'dispatched' });
     t.deepEqual(observer.calls.map(([method, first]) => [method, first]), [
       ['onClaim', 'claimed'], ['onControllerAnswer', 'termination_requested'], ['onSettled', 'termination_requested'], ['onClaim', 'dispatched'],
     ]);
     const seconds = observer.calls[2]?.[2] as number;
-    t.true(seconds > 0 && seconds < 5, `claim+settle took ${seconds} s`);
+    t.true(seconds > 0 && seconds <= elapsedSeconds, `claim+settle took ${seconds} s of ${elapsedSeconds} s`);
     // TERM first, then CONT unless the job was already gone, each after its own proof, in the kernel's
     // group mode; no PID anywhere.
     t.deepEqual(signals[0] && [signals[0].signal, signals[0].mode], ['SIGTERM', capabilities().groupSignalMode]);
     t.true(signals.slice(1).every((signal) => signal.signal === 'SIGCONT' && signal.mode === capabilities().groupSignalMode));
-    t.true(signals.every((signal) => signal.seconds > 0 && signal.seconds < 1));
+    t.true(signals.every((signal) => signal.seconds > 0 && signal.seconds <= elapsedSeconds));
     t.false(JSON.stringify([observer.calls, signals]).includes(String(job.identity.pid)));
     t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });
   });

@@ -5,10 +5,8 @@ import type { ExecutionContext } from 'ava';
 
 import { ControllerRegistry, Dispatcher, type DispatcherOptions, type TerminationController } from '../../lib/dispatch/index';
 import { LocalProcessController, formatHandle, handleFromIdentity, type TerminationOutcome, type TerminationRequest } from '../../lib/process/index';
-import type { RunStore } from '../../lib/store/run-store';
 import { spawnJob, type Job } from '../helpers/processes';
 import type { TestStore } from '../helpers/stores';
-import { uniqueId } from '../helpers/unique-id';
 import { cancelledRun, type CancelledRun } from '../helpers/cancelled-runs';
 
 /** A grace short enough for tests; the lease below outlasts boundMs(GRACE_MS) + settle margin. */

@@ -17,6 +17,7 @@ import { spawnJob } from '../helpers/processes';
 import { timerCensus } from '../helpers/timer-census';
 import { diskErrorWhile, handleAlive, openWorld, overriding, receiptExists, shutdownDrainGate, worldDirectory, worldOver, type World } from './world';
 import { delay, until } from '../helpers/wait';
+import { driverOf } from '../../lib/store/sqlite/driver';
 
 const LIB = path.resolve(__dirname, '..', '..', '..', 'lib');
 
@@ -57,10 +58,10 @@ test('lifecycle gate 1: an authenticated receipt commits attempt and run termina
   t.deepEqual(runEvents.map((e) => e.type), ['run.terminal']);
   // Attempt event first, then the run event, in one transaction (same commit time).
   t.true((attemptEvents[0]?.createdAtMs ?? -1) === runEvents[0]?.createdAtMs);
-  const journal = world.store.database.prepare('SELECT action, done_at_ms IS NOT NULL AS done FROM receipt_journal').all();
+  const journal = driverOf(world.store.database).prepare('SELECT action, done_at_ms IS NOT NULL AS done FROM receipt_journal').all();
   t.deepEqual(journal, [{ action: 'delete', done: 1 }]);
   // Privacy: nothing about the command reaches the store.
-  const dump = JSON.stringify(world.store.database.prepare('SELECT * FROM run_events').all()) + JSON.stringify(world.store.database.prepare('SELECT * FROM attempt_events').all());
+  const dump = JSON.stringify(driverOf(world.store.database).prepare('SELECT * FROM run_events').all()) + JSON.stringify(driverOf(world.store.database).prepare('SELECT * FROM attempt_events').all());
   t.false(/exit 3|sh -c|"sh"/.test(dump));
 });
 
@@ -118,7 +119,7 @@ test('lifecycle gate 3: the due source uses the deadline index with a stable key
     await store.runStore.createAttempt({ runId, attemptId: `${runId}-a1`, timeoutMs: 1 });
   }
   await delay(5);
-  const plan = store.database.prepare(`EXPLAIN QUERY PLAN ${(await import('../../lib/store/sqlite/execution-statements')).EXECUTION_SQL.dueDeadlinesPage}`)
+  const plan = driverOf(store.database).prepare(`EXPLAIN QUERY PLAN ${(await import('../../lib/store/sqlite/execution-statements')).EXECUTION_SQL.dueDeadlinesPage}`)
     .all({ nowMs: Date.now(), afterDueAtMs: -1, afterRunId: '', afterAttemptId: '', limit: 4 }) as Array<{ detail: string }>;
   t.true(plan.some((row) => /USING INDEX attempts_deadline_due/.test(row.detail)), JSON.stringify(plan));
   const seen: string[] = [];
@@ -192,7 +193,7 @@ test('lifecycle gate 4: the shutdown drain writes shutdown first, keeps an exist
   const world = openWorld(t, {
     wrap: (store) => ({
       close: () => {
-        activeAtClose.push((store.database.prepare("SELECT count(*) AS n FROM attempts WHERE status IN ('claimed', 'starting', 'running')").get() as { n: number }).n);
+        activeAtClose.push((driverOf(store.database).prepare("SELECT count(*) AS n FROM attempts WHERE status IN ('claimed', 'starting', 'running')").get() as { n: number }).n);
         store.close();
       },
     }),
@@ -227,7 +228,7 @@ test('lifecycle gate 5: admission exposes no completion Promise and a repeated c
   t.like(world.completions[0]?.outcome, { kind: 'completed', status: 'succeeded' });
 });
 
-function receiptFor(runId: string, attemptId: string, token: string, extra: Partial<CompletionReceipt> = {}): CompletionReceipt {
+function receiptFor(runId: string, attemptId: string, token: string, extra: Partial<Omit<CompletionReceipt, 'v'>> = {}): CompletionReceipt {
   const now = Date.now();
   return { v: 1, runId, attemptId, seq: 1, token, exitCode: 0, signal: null, startedAtMs: now, finishedAtMs: now, spawnFailed: false, ...extra };
 }
@@ -272,7 +273,7 @@ test('lifecycle gate 6: startup recovery and online completion share one process
   t.is((await runStore.getRun('run-forged'))?.status, 'running');
   const quarantine = readdirSync(path.join(world.receipts, 'quarantine')).sort();
   t.deepEqual(quarantine, ['run-forged-a1.receipt', 'run-replay-a1.receipt']);
-  const journal = world.store.database.prepare("SELECT attempt_id AS a, reason FROM receipt_journal WHERE action = 'quarantine' ORDER BY attempt_id").all();
+  const journal = driverOf(world.store.database).prepare("SELECT attempt_id AS a, reason FROM receipt_journal WHERE action = 'quarantine' ORDER BY attempt_id").all();
   t.deepEqual(journal, [{ a: 'run-forged-a1', reason: 'token' }, { a: 'run-replay-a1', reason: 'sequence' }]);
 });
 
@@ -332,7 +333,7 @@ test.serial('lifecycle gate 7: on PostgreSQL, whose cycles really wait on the ne
 
 test('lifecycle gate 8: the execution entry imports only its allowed layers, the launcher stays small, and SQLite use loads no pg', (t) => {
   const importsOf = (file: string) => [...readFileSync(file, 'utf8').matchAll(/\bfrom\s+'([^']+)'|\bimport\(\s*'([^']+)'\s*\)|require\(\s*'([^']+)'\s*\)/g)].map((m) => m[1] ?? m[2] ?? m[3] ?? '');
-  const allowed = [/^node:/, /^\.\/[a-z-]+$/, /^\.\.\/base\/(errors|limits|shape|time)$/, /^\.\.\/(contract|native|process|dispatch)\/index$/, /^\.\.\/dispatch\/diagnostics$/, /^\.\.\/store\/(execution-store|run-store|runner-store|dispatch-repository)$/];
+  const allowed = [/^node:/, /^\.\/[a-z-]+$/, /^\.\.\/base\/(environment|errors|limits|shape|time)$/, /^\.\.\/(contract|native|process|dispatch)\/index$/, /^\.\.\/dispatch\/diagnostics$/, /^\.\.\/store\/(execution-store|run-store|runner-store|dispatch-repository)$/];
   const files = readdirSync(path.join(LIB, 'execution')).filter((name) => name.endsWith('.ts'));
   t.true(files.length >= 10);
   for (const name of files) {

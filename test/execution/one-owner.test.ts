@@ -1,7 +1,7 @@
 // Issue 13 items 3-6, 8 and 9 on a real SQLite store with real jobs: launcher death is not job death
 // (docs/decisions/0071), every drain has a hard bound, completions come before stops, `timed_out`
 // end to end, the launcher's argv holds no command, and the admission undo.
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -13,29 +13,17 @@ import { resolveHostId, runnerGoneProof, stopOrphanedRun } from '../../lib/execu
 import { receiptTokenDigest, writeReceiptAtomic } from '../../lib/execution/receipts';
 import type { RunnerRecord } from '../../lib/contract/index';
 import { groupMembers, reapGroupAtEnd } from '../helpers/job-groups';
+import { markedProcesses } from '../helpers/marked-processes';
 import { spawnJob } from '../helpers/processes';
 import { diskErrorWhile, openWorld, overriding, receiptExists, type World } from './world';
 import { delay, until } from '../helpers/wait';
+import { driverOf } from '../../lib/store/sqlite/driver';
 
 async function admitted(world: World, args: readonly string[], extra: { timeoutMs?: number } = {}): Promise<{ runId: string; attemptId: string; handle: string; pgid: number }> {
   const outcome = await world.app.admit({ projectId: 'p1', command: 'sh', args: ['-c', ...args], ...extra });
   if (outcome.kind !== 'admitted') throw new Error('not admitted');
   const handle = (await world.store.runStore.getAttempt(outcome.runId, outcome.attemptId))?.handle ?? '';
   return { runId: outcome.runId, attemptId: outcome.attemptId, handle, pgid: parseHandle(handle).pgid };
-}
-
-/** Live processes of this user whose environment carries `mark` (read from /proc, never signalled). */
-function processesMarked(mark: string): number {
-  let count = 0;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/environ`, 'utf8').includes(`PIDFENCE_TEST_MARK=${mark}`) && !readFileSync(`/proc/${entry}/stat`, 'utf8').includes(') Z ')) count += 1;
-    } catch {
-      // gone meanwhile, or not ours
-    }
-  }
-  return count;
 }
 
 async function cycles(world: World, count: number): Promise<void> {
@@ -105,7 +93,7 @@ test('completions before stops: a job that exited with its receipt on disk, then
     const reopened = path === 'drain' ? (await import('../../lib/store/sqlite/index')).openSqliteStore(world.file) : world.store;
     t.like(await reopened.runStore.getRun(job.runId), { status: 'failed' }, `${path}: the job finished before the cancel`);
     // The cancel wrote a pending record (docs/decisions/0022); a claim would have counted a dispatch.
-    const dispatches = reopened.database.prepare('SELECT COUNT(*) AS n FROM cancellation_dispatches WHERE run_id = ? AND dispatch_count > 0').get(job.runId) as { n: number };
+    const dispatches = driverOf(reopened.database).prepare('SELECT COUNT(*) AS n FROM cancellation_dispatches WHERE run_id = ? AND dispatch_count > 0').get(job.runId) as { n: number };
     t.is(dispatches.n, 0, `${path}: no claim, so no controller call`);
     t.false((await reopened.runStore.listEvents(job.runId)).some((event) => event.type === 'run.cancel_dispatched'));
     if (reopened !== world.store) reopened.close();
@@ -148,7 +136,7 @@ test('the launcher\'s argv and environment hold neither the job\'s command nor t
   reapGroupAtEnd(t, job.pgid);
   const cmdline = readFileSync(`/proc/${job.pgid}/cmdline`, 'utf8');
   const environ = readFileSync(`/proc/${job.pgid}/environ`, 'utf8');
-  t.regex(cmdline, /launcher-main\.js/);
+  t.regex(cmdline, /pidfence-launcher/);
   t.false(cmdline.includes('secret-arg-5c1') || cmdline.includes('sleep'), 'no command in the launcher\'s argv');
   t.false(/PIDFENCE_RECEIPT_TOKEN/.test(environ), 'no token in its environment');
   await until(() => groupMembers(job.pgid).length === 3, { timeoutMs: 10_000, what: 'launcher, shell, sleep' });
@@ -167,7 +155,7 @@ test('admission undo: a handle the store could not keep leaves no process and no
   t.like(attempt, { status: 'starting', handle: null });
   t.like(await world.store.runStore.getRun('run-undo'), { cancelRequestedAtMs: null, cancelReason: null });
   t.deepEqual(await world.store.runStore.listEvents('run-undo'), []);
-  t.is(processesMarked(mark), 0, 'the launched launcher and job are gone before the error reached the caller');
+  t.is(markedProcesses(mark).length, 0, 'the launched launcher and job are gone before the error reached the caller');
   failHandle = false;
   const kept = await admitted(world, ['sleep 30']);
   reapGroupAtEnd(t, kept.pgid);

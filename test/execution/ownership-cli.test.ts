@@ -22,7 +22,7 @@ test.serial('run plus supervise on one store: SIGTERM the supervise and the fore
   await delay(1_500); // a few control cycles of the supervisor
   t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).kind, 'signalled');
   t.is((await supervisor.exited).code, 0);
-  t.true(supervisor.lines.includes('pidfence supervise: drain drained (0 converged, 0 remaining)'), supervisor.lines.join('\n'));
+  t.true(supervisor.lines.includes('pidfence supervise: drained (0 converged, 0 remaining)'), supervisor.lines.join('\n'));
   t.is(groupMembers(run.pgid).length, 2, 'launcher and sleep still run');
   t.is(await runStatus(at.file, run.runId), 'running');
   t.is(run.job.child.exitCode, null, 'the foreground run goes on');
@@ -66,7 +66,7 @@ test.serial('SIGKILL the run: its job lives on, a cancel stops it itself and say
   await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
   const store = openSqliteStore(at.file);
   t.teardown(() => store.close());
-  t.like((await store.executionStore.listAttemptEvents(second.runId, `${second.runId}-a1`))[0], { type: 'attempt.adopted', payload: { proof: 'exited' } });
+  t.like((await store.executionStore.listAttemptEvents(second.runId, `${second.runId}-a1`))[0], { type: 'attempt.adopted', payload: { runner: 'exited' } });
   const again = await cancel(t, at.file, second.runId);
   t.deepEqual(again.lines, [`cancel requested for ${second.runId}; its runner stops the job`]);
   await supervisor.waitForLine(new RegExp(`^pidfence supervise: stopped ${second.runId} \\(termination_requested\\)$`), 15_000);
@@ -113,17 +113,22 @@ test.serial('an unknown stop result writes no false terminal: without the addon 
 
 test.serial('two cancels race for one orphan: one takes it over and stops it, the other says its runner stops it', async (t) => {
   const at = worldDirectory(t);
-  const run = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
+  const run = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '3600']);
   await grantCancelOnSqlite(at.file);
   await until(() => groupMembers(run.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
   t.is(signalVerified(run.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');
   await run.job.exited;
   const [first, second] = await Promise.all([cancel(t, at.file, run.runId), cancel(t, at.file, run.runId)]);
-  t.deepEqual([first.code, second.code], [0, 0]);
   const lines = [...first.lines, ...second.lines];
   t.is(lines.length, 2, lines.join('\n'));
   t.is(lines.filter((line) => line.includes('this command stopped the job itself (cancelled)')).length, 1, 'exactly one took it over');
-  t.true(lines.some((line) => line === `${run.runId} already has a cancel request (user); kept as it is` || line === `cancel requested for ${run.runId}; its runner stops the job`), lines.join('\n'));
+  // The other one came while it was taken over (its request kept, or the taker named as the runner),
+  // or after the stop had already ended the run (a contained job's stop is quick): then it is refused.
+  const other = [first, second].find((outcome) => !outcome.lines.some((line) => line.includes('stopped the job itself')));
+  const otherLine = other?.lines[0] ?? '';
+  const served = other?.code === 0 && (otherLine === `${run.runId} already has a cancel request (user); kept as it is` || otherLine === `cancel requested for ${run.runId}; its runner stops the job`);
+  const refusedAsFinished = other?.code === 4 && otherLine.includes(`run ${run.runId} has already finished; nothing to cancel.`);
+  t.true(served || refusedAsFinished, lines.join('\n'));
   t.is(groupMembers(run.pgid).length, 0);
   t.is(await runStatus(at.file, run.runId), 'cancelled');
 });

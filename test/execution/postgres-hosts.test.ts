@@ -55,8 +55,8 @@ test.serial('cluster of two hosts on one database: only the owning host claims a
   const supervisorB = cliProcess(t, ['supervise', '--db', db.runtimeUrl, '--grace', '300ms'], envB);
   await supervisorA.waitForLine(/^pidfence supervise: ready$/, 15_000);
   await supervisorB.waitForLine(/^pidfence supervise: ready$/, 15_000);
-  const adopted = (await db.owner.query<{ run_id: string; payload: { proof: string } }>("SELECT run_id, payload FROM attempt_events WHERE type = 'attempt.adopted' ORDER BY run_id")).rows;
-  t.deepEqual(adopted.map((row) => row.payload.proof), ['exited', 'exited', 'exited'], 'each host took over its own jobs at start');
+  const adopted = (await db.owner.query<{ run_id: string; payload: { runner: string } }>("SELECT run_id, payload FROM attempt_events WHERE type = 'attempt.adopted' ORDER BY run_id")).rows;
+  t.deepEqual(adopted.map((row) => row.payload.runner), ['exited', 'exited', 'exited'], 'each host took over its own jobs at start');
 
   // Cancel host B's job: B's supervisor claims and stops it; A's never touches it.
   const cancelled = await cancel(t, db.runtimeUrl, jobB.runId, envA);
@@ -69,7 +69,7 @@ test.serial('cluster of two hosts on one database: only the owning host claims a
   // SIGTERM A: only A's job gets `shutdown`.
   t.is(signalVerified(supervisorA.identity, 'SIGTERM', { group: false }).kind, 'signalled');
   t.is((await supervisorA.exited).code, 0);
-  t.true(supervisorA.lines.includes('pidfence supervise: drain drained (1 converged, 0 remaining)'), supervisorA.lines.join('\n'));
+  t.true(supervisorA.lines.includes('pidfence supervise: drained (1 converged, 0 remaining)'), supervisorA.lines.join('\n'));
   t.like(await ownerRow(db, 'SELECT status, cancel_reason FROM runs WHERE id = $1', [jobA.runId]), { status: 'cancelled', cancel_reason: 'shutdown' });
   t.like(await ownerRow(db, 'SELECT status, cancel_reason FROM runs WHERE id = $1', [jobB2.runId]), { status: 'running', cancel_reason: null });
   t.is(groupMembers(jobB2.pgid).length, 2, 'B\'s job runs on');

@@ -16,6 +16,7 @@ import { openPostgresStore, type PostgresStore } from '../../lib/store/postgres/
 import { migratedDatabaseForFile, runtimeUrlNamed, uniqueApplicationName, type MigratedDatabase } from '../helpers/pg-store';
 import { handleAlive, overriding, receiptExists, shutdownDrainGate, worldOver, type World, type WorldOptions } from './world';
 import { delay } from '../helpers/wait';
+import { grantCancelOnPostgres } from './cli-runs';
 
 const CLI = path.resolve(__dirname, '..', '..', 'lib', 'cli', 'main.js');
 
@@ -42,7 +43,7 @@ async function ownerRows<R>(db: MigratedDatabase, text: string, values: unknown[
   return (await db.owner.query(text, values)).rows as R[];
 }
 
-function receiptFor(runId: string, attemptId: string, token: string, extra: Partial<CompletionReceipt> = {}): CompletionReceipt {
+function receiptFor(runId: string, attemptId: string, token: string, extra: Partial<Omit<CompletionReceipt, 'v'>> = {}): CompletionReceipt {
   const now = Date.now();
   return { v: 1, runId, attemptId, seq: 1, token, exitCode: 0, signal: null, startedAtMs: now, finishedAtMs: now, spawnFailed: false, ...extra };
 }
@@ -258,4 +259,28 @@ test.serial('postgres: pidfence run --db <runtime postgres url> exits with the j
   t.like(await store.runStore.getRun(runId ?? ''), { status: 'failed' });
   const [attempt] = await ownerRows<{ run_id: string; status: string }>(db, 'SELECT run_id, status FROM attempts WHERE run_id = $1', [runId]);
   t.like(attempt, { status: 'failed' });
+});
+
+test.serial('postgres: run --name keeps the job\'s log beside the host-local receipts; logs, list and show read them as the runtime role; the CHECK refuses a bad name', async (t) => {
+  const db = await ready;
+  const state = tempDirectory(t);
+  const env = { XDG_STATE_HOME: state, PIDFENCE_RECEIPTS: '' };
+  await grantCancelOnPostgres(db.ownerUrl, db.runtimeRole, 'p1');
+  const ran = await cliAsync(['run', '--db', db.runtimeUrl, '--project', 'p1', '--name', 'pg-named', '--', 'sh', '-c', 'echo pg-out; echo pg-err >&2'], env);
+  t.is(ran.status, 0, ran.stderr);
+  const runId = /run (run-[0-9a-f-]+) started/.exec(ran.stderr)?.[1] ?? '';
+  const logs = `${postgresReceiptDirectory(db.runtimeUrl, env)}.logs`;
+  t.true(existsSync(path.join(logs, `${runId}.log`)), 'beside the receipts of this server and database');
+  const printed = await cliAsync(['logs', runId, '--db', db.runtimeUrl], env);
+  t.is(printed.status, 0, printed.stderr);
+  t.is(printed.stdout, 'pg-out\npg-err\n');
+  const listed = JSON.parse((await cliAsync(['list', '--project', 'p1', '--db', db.runtimeUrl, '--json'], env)).stdout) as { items: Array<{ runId: string; name: string | null }> };
+  t.is(listed.items.find((item) => item.runId === runId)?.name, 'pg-named');
+  t.regex((await cliAsync(['show', runId, '--db', db.runtimeUrl], env)).stdout, /\n {2}name +pg-named\n/);
+  // Another host's receipts (here: another state directory) hold no log of it.
+  const elsewhere = await cliAsync(['logs', runId, '--db', db.runtimeUrl, '--json'], { XDG_STATE_HOME: tempDirectory(t), PIDFENCE_RECEIPTS: '' });
+  t.is(elsewhere.status, 4);
+  t.like(JSON.parse(elsewhere.stderr), { error: { code: 'ERR_PIDFENCE_RUN_NO_LOG' } });
+  const bad = await db.owner.query("INSERT INTO runs (id, project_id, owner, status, version, next_event_seq, created_at_ms, updated_at_ms, name) VALUES ('run-pg-bad-name', 'p1', 'runtime', 'queued', 0, 1, 0, 0, 'bad name')").then(() => null, (error: { code?: string; constraint?: string }) => error);
+  t.like(bad, { code: '23514', constraint: 'runs_name_check' });
 });

@@ -29,17 +29,20 @@ export function packInto(directory: string): PackResult {
   return (JSON.parse(runChecked('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', directory], packageRoot())) as PackResult[])[0]!;
 }
 
-/** Installs `tarball` into a new project at `project`; returns its node_modules. */
-export function installPacked(tarball: string, project: string): string {
+/** The file in the project that keeps npm's output of the install. */
+export const INSTALL_LOG = 'npm-install.log';
+
+/** Installs `tarball` (and `alongside`, e.g. `pg@8.16.3`) into a new project at `project`; returns its node_modules. */
+export function installPacked(tarball: string, project: string, alongside: readonly string[] = []): string {
   fs.mkdirSync(project, { recursive: true });
   fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'consumer', version: '1.0.0', private: true }));
-  const install = ['install', '--ignore-scripts', '--no-audit', '--no-fund', '--no-package-lock', tarball];
-  try {
-    runChecked('npm', [...install, '--offline'], project);
-  } catch {
-    // A cache that holds the tarballs but not every package's metadata: let npm fill the gaps.
-    runChecked('npm', [...install, '--prefer-offline'], project);
-  }
+  const install = ['install', '--ignore-scripts', '--no-audit', '--no-fund', '--no-package-lock', tarball, ...alongside];
+  let result = spawnSync('npm', [...install, '--offline'], { cwd: project, encoding: 'utf8', timeout: 240_000 });
+  // A cache that holds the tarballs but not every package's metadata: let npm fill the gaps.
+  if (result.status !== 0) result = spawnSync('npm', [...install, '--prefer-offline'], { cwd: project, encoding: 'utf8', timeout: 240_000 });
+  if (result.status !== 0) throw new Error(`npm install of ${tarball} failed (${result.status ?? result.signal}):\n${result.stdout}\n${result.stderr}`);
+  // What npm said (warnings such as EBADENGINE), for tests that read it.
+  fs.writeFileSync(path.join(project, INSTALL_LOG), `${result.stdout}${result.stderr}`);
   const installed = path.join(project, 'node_modules');
   // Scripts were off: give better-sqlite3 the one binary a prebuilt download would bring.
   const binary = path.join('build', 'Release', 'better_sqlite3.node');

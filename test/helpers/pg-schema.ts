@@ -9,7 +9,8 @@ import { packageRoot } from '../../lib/store/migrations';
 import { ensureServerBinaries } from './pg-cluster';
 import { adminUrlFor, migratedDatabase } from './pg-store';
 
-export const SCHEMA_DUMP_FILE = path.join(packageRoot(), 'lib', 'store', 'postgres', 'schema.sql');
+// A generated file: a test fixture, not part of lib/ or the package (docs/decisions/0261).
+export const SCHEMA_DUMP_FILE = path.join(packageRoot(), 'test', 'fixtures', 'postgres-schema.sql');
 export const SCHEMA_DUMP_COMMAND = 'npm run schema:postgres';
 const DUMP_TIMEOUT_MS = 60_000;
 

@@ -16,8 +16,19 @@ export const TEST_OBJECT_PREFIX = 'pidfence_t_';
 export const TEST_SCHEMA = 'public';
 /** Leftovers older than this belong to a crashed run: a live test file never takes an hour. */
 const STALE_AFTER_MS = 60 * 60 * 1_000;
-/** A local server answers in milliseconds; waiting longer only delays the "no server" message. */
-const CONNECT_TIMEOUT_MS = 3_000;
+/**
+ * How long serverAnswers waits before with-postgres starts a server of its own. A missing server
+ * refuses the connection at once; this bound only ends a connect that hangs.
+ */
+const ANSWER_TIMEOUT_MS = 3_000;
+/**
+ * Provisioning talks to a server that answered already. Its connect timer cannot tell a slow server
+ * from this process's event loop being held (by a test's synchronous SQLite half, on a loaded
+ * machine): when the loop turns again, the expired timer runs before the socket's answer is read,
+ * and a server that replied in milliseconds looks absent. So the bound is a test's scale, not a
+ * reply's; absence still shows at once as a refused connection.
+ */
+const ADMIN_CONNECT_TIMEOUT_MS = 60_000;
 /** Bounds every admin statement (CREATE DATABASE copies a template: ~100 ms here). */
 const ADMIN_STATEMENT_TIMEOUT_MS = 30_000;
 /** Identifiers are at most 63 bytes; keep labels short enough for `<db>_own`. */
@@ -89,7 +100,7 @@ export async function sweepStaleTestObjects(adminUrl = testDatabaseUrl(), now = 
 }
 
 /** True when a server answers `SELECT 1` at the URL within the connect timeout. */
-export async function serverAnswers(url: string, timeoutMs = CONNECT_TIMEOUT_MS): Promise<boolean> {
+export async function serverAnswers(url: string, timeoutMs = ANSWER_TIMEOUT_MS): Promise<boolean> {
   const client = new Client({ connectionString: url, connectionTimeoutMillis: timeoutMs });
   client.on('error', () => undefined);
   try {
@@ -218,7 +229,7 @@ async function sweepEach(names: readonly string[], dropOne: (name: string) => Pr
 async function withAdminClient<T>(url: string, use: (client: Client) => Promise<T>): Promise<T> {
   const client = new Client({
     connectionString: url,
-    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    connectionTimeoutMillis: ADMIN_CONNECT_TIMEOUT_MS,
     statement_timeout: ADMIN_STATEMENT_TIMEOUT_MS,
   });
   client.on('error', () => undefined);

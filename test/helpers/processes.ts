@@ -22,6 +22,9 @@ export interface Job {
   stop(): Promise<void>;
 }
 
+/** How long a job's end waits for its output pipe to close after the process exited. */
+const PIPE_DRAIN_MS = 2_000;
+
 export function spawnJob(
   t: ExecutionContext,
   command: string,
@@ -50,8 +53,16 @@ export function spawnJob(
     lines.push(...parts);
     for (const wake of waiters.splice(0)) wake();
   });
+  // 'exit' can come before the last of the pipe is read (seen under load: a final line missing), so
+  // the end waits for the pipe to close too; a descendant that keeps the pipe open (an escaped child)
+  // holds it at most PIPE_DRAIN_MS.
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('exit', (code, signal) => resolve({ code, signal }));
+    child.on('exit', (code, signal) => {
+      const stdout = child.stdout;
+      if (stdout === null || stdout.destroyed) return resolve({ code, signal });
+      const fallback = setTimeout(() => resolve({ code, signal }), PIPE_DRAIN_MS);
+      stdout.once('close', () => { clearTimeout(fallback); resolve({ code, signal }); });
+    });
   });
 
   const job: Job = {
@@ -59,7 +70,8 @@ export function spawnJob(
     identity,
     lines,
     exited,
-    waitForLine(pattern, timeoutMs = 5000) {
+    // A readiness wait, not a speed check: a process started under load 24 took over 5 s to print its first line.
+    waitForLine(pattern, timeoutMs = 60_000) {
       return new Promise((resolve, reject) => {
         const deadline = setTimeout(() => reject(new Error(`no line matching ${pattern} within ${timeoutMs} ms; got ${JSON.stringify(lines)}`)), timeoutMs);
         const check = () => {

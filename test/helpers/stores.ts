@@ -5,14 +5,17 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
+import type { Permission } from '../../lib/contract/index';
 import type { DispatchRepository } from '../../lib/store/dispatch-repository';
+import type { ManagementStore } from '../../lib/store/management-store';
 import type { RunStore } from '../../lib/store/run-store';
 import type { RunnerStore } from '../../lib/store/runner-store';
-import { openPostgresStore, type PostgresStore, type PostgresStoreOptions } from '../../lib/store/postgres/index';
+import { openPostgresStore, PostgresGrantAdministration, type PostgresStore, type PostgresStoreOptions } from '../../lib/store/postgres/index';
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
 import { injectPostgresEventAppendFailure, migratedDatabase, runtimeUrlNamed, uniqueApplicationName, type MigratedDatabase } from './pg-store';
 import { installPostgresTestClock } from './pg-test-clock';
 import { delay } from './wait';
+import { driverOf } from '../../lib/store/sqlite/driver';
 
 export interface StoreConnection {
   readonly repository: DispatchRepository;
@@ -26,6 +29,8 @@ export interface ContractStore extends StoreConnection {
   readonly runnerStore: RunnerStore;
   /** Moves the store's clock forward (an injected offset on SQLite, the test clock or real time on PostgreSQL). */
   advanceTime(ms: number): Promise<void>;
+  /** True where advanceTime moves a clock without waiting, so a test may use leases long enough to outlast any stall. */
+  readonly timeIsVirtual?: boolean;
   /** Makes every RunEvent append fail until the returned function restores it. */
   injectEventAppendFailure(): Promise<() => Promise<void>>;
   /** The database's bytes on disk (file + WAL), where the store can expose them. */
@@ -41,6 +46,10 @@ export interface TestStore extends ContractStore {
   /** Getters: restart() replaces the connection behind them. */
   readonly repository: DispatchRepository;
   readonly runStore: RunStore;
+  /** The management store on the same connection (rearm), as the runtime sees it. */
+  readonly managementStore: ManagementStore;
+  /** Writes a grant as the store's owner would (the file owner on SQLite, the migration owner on PostgreSQL). */
+  grant(subject: string, projectId: string, permission: Permission): Promise<void>;
   /** What another process passes to attach() to reach the same store (a file path, a URL). */
   readonly location: string;
   /** Another connection to the same store sharing this store's clock: a second worker. */
@@ -83,8 +92,11 @@ const sqliteFactory: TestStoreFactory = {
       get repository() { return main.dispatchRepository; },
       get runStore() { return main.runStore; },
       get runnerStore() { return main.runnerStore; },
+      get managementStore() { return main.managementStore; },
+      grant: async (subject, projectId, permission) => { await main.managementStore.writeGrant({ subject, projectId, permission }, 'test-owner'); },
       location: file,
       advanceTime: async (ms) => { offsetMs += ms; },
+      timeIsVirtual: true,
       connect: async () => {
         const other = openSqliteStore(file, { clock, migrate: false });
         others.push(other);
@@ -92,12 +104,12 @@ const sqliteFactory: TestStoreFactory = {
       },
       restart: async () => { main.close(); main = openMain(); },
       injectEventAppendFailure: async () => {
-        main.database.exec("CREATE TRIGGER test_fail_event_append BEFORE INSERT ON run_events BEGIN SELECT RAISE(ABORT, 'injected event append failure'); END");
-        return async () => { main.database.exec('DROP TRIGGER test_fail_event_append'); };
+        driverOf(main.database).exec("CREATE TRIGGER test_fail_event_append BEFORE INSERT ON run_events BEGIN SELECT RAISE(ABORT, 'injected event append failure'); END");
+        return async () => { driverOf(main.database).exec('DROP TRIGGER test_fail_event_append'); };
       },
       rawBytes: () => sqliteFileBytes(file),
       writeMarker: async () => {
-        const changes = (main.database.prepare('SELECT total_changes() AS n').get() as { n: number }).n;
+        const changes = (driverOf(main.database).prepare('SELECT total_changes() AS n').get() as { n: number }).n;
         const wal = existsSync(`${file}-wal`) ? statSync(`${file}-wal`).size : 0;
         return JSON.stringify({ changes, wal, writeStatements: writes.length });
       },
@@ -134,8 +146,13 @@ const postgresFactory: TestStoreFactory = {
       get repository() { return main.dispatchRepository; },
       get runStore() { return main.runStore; },
       get runnerStore() { return main.runnerStore; },
+      get managementStore() { return main.managementStore; },
+      grant: async (subject, projectId, permission) => {
+        await new PostgresGrantAdministration(database.owner).writeGrant({ subject, projectId, permission }, 'test-owner');
+      },
       location: url,
       advanceTime: (ms) => testClock.advance(ms),
+      timeIsVirtual: true,
       connect: async () => {
         const other = await openPostgresStore(url);
         others.push(other);
@@ -170,7 +187,27 @@ const postgresFactory: TestStoreFactory = {
   },
 };
 
-export const storeFactories: readonly TestStoreFactory[] = [sqliteFactory, postgresFactory];
+/**
+ * `PIDFENCE_TEST_STORES=sqlite` lists only those store kinds (comma-separated): `npm run test:unit`
+ * sets it, so the suites that run on every store run on SQLite alone where no PostgreSQL is
+ * (docs/decisions/0232). `npm test` leaves it unset: every store.
+ */
+export const TEST_STORES_ENV = 'PIDFENCE_TEST_STORES';
+
+function selectedFactories(all: readonly TestStoreFactory[], selection: string | undefined): readonly TestStoreFactory[] {
+  if (selection === undefined || selection === '') return all;
+  const names = selection.split(',').map((name) => name.trim());
+  const unknown = names.filter((name) => !all.some((factory) => factory.name === name));
+  if (unknown.length > 0) {
+    throw new Error(`${TEST_STORES_ENV} names no store ${unknown.join(', ')}; use ${all.map((f) => f.name).join(' or ')}`);
+  }
+  return all.filter((factory) => names.includes(factory.name));
+}
+
+export const storeFactories: readonly TestStoreFactory[] = selectedFactories(
+  [sqliteFactory, postgresFactory],
+  process.env[TEST_STORES_ENV],
+);
 
 export function storeFactory(name: string): TestStoreFactory {
   const factory = storeFactories.find((candidate) => candidate.name === name);

@@ -1,9 +1,11 @@
-// The outside programs the tests drive (docs/decisions/0113): Debian's Chromium for the browser test
-// and Prometheus's promtool for the alerting rules. Idempotent: found where they are, installed once
-// when missing (as root, with apt-get). `node dist/test/helpers/test-tools.js` does it up front for
-// `npm test` and .ci/run, so no test spends its time budget on a download.
+// The outside programs the tests drive (docs/decisions/0113): Debian's Chromium for the browser test,
+// Prometheus's promtool for the alerting rules, and the clock-step shim built from its C source
+// (docs/decisions/0190). Idempotent: found where they are, installed or built once when missing (as
+// root, with apt-get). `node dist/test/helpers/test-tools.js` does it up front for `npm test` and
+// .ci/run, so no test spends its time budget on a download or a compile.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -73,11 +75,57 @@ export function ensurePromtool(): string {
   throw missing('promtool', 'run `apt-get install -y prometheus` as root, or put promtool on PATH.');
 }
 
+const CLOCK_STEP_SOURCE = path.resolve(__dirname, '..', '..', '..', 'test', 'fixtures', 'clock-step.c');
+
+/**
+ * The LD_PRELOAD shim that steps CLOCK_REALTIME for one process tree (test/fixtures/clock-step.c),
+ * built with the C compiler `npm install` already needed (better-sqlite3 and the addon compile
+ * from source here). Named after its source's digest: a changed source builds a new one, an
+ * unchanged one is reused; built under a temporary name and renamed, so two test files asking at
+ * once never load a half-written library.
+ */
+export function ensureClockStepShim(): string {
+  const digest = createHash('sha256').update(readFileSync(CLOCK_STEP_SOURCE)).digest('hex').slice(0, 16);
+  const built = path.join(TOOLS_DIR, `clock-step-${digest}.so`);
+  if (existsSync(built)) return built;
+  const compiler = commandPath('cc') ?? commandPath('gcc');
+  if (compiler === undefined) throw missing('a C compiler (cc)', 'run `apt-get install -y gcc` as root.');
+  mkdirSync(TOOLS_DIR, { recursive: true });
+  const partial = `${built}.${process.pid}.tmp`;
+  const result = spawnSync(compiler, ['-O2', '-Wall', '-Werror', '-shared', '-fPIC', '-o', partial, CLOCK_STEP_SOURCE, '-ldl'], { encoding: 'utf8' });
+  if (result.status !== 0) {
+    rmSync(partial, { force: true });
+    throw new Error(`building the clock-step shim failed: ${result.stderr}`);
+  }
+  renameSync(partial, built);
+  return built;
+}
+
+/** Real daemons a job may leave behind (docs/decisions/0180): program → Debian package. */
+export const DAEMON_PROGRAMS = { 'dbus-daemon': 'dbus-daemon', tmux: 'tmux', 'ssh-agent': 'openssh-client' } as const;
+
+/** dbus-daemon, tmux and ssh-agent on PATH, installed with apt-get (as root) when missing. */
+export function ensureDaemonPrograms(): string {
+  const absent = Object.entries(DAEMON_PROGRAMS).filter(([program]) => commandPath(program) === undefined);
+  if (absent.length > 0 && isRoot() && commandPath('apt-get') !== undefined) {
+    process.stderr.write('pidfence tests: installing the daemons a job may leave behind (apt-get, once)\n');
+    aptWithLists(['install', '-y', '--no-install-recommends', ...absent.map(([, pkg]) => pkg)]);
+  }
+  const still = Object.keys(DAEMON_PROGRAMS).filter((program) => commandPath(program) === undefined);
+  if (still.length > 0) throw missing(still.join(', '), `run \`apt-get install -y ${Object.values(DAEMON_PROGRAMS).join(' ')}\` as root.`);
+  return Object.keys(DAEMON_PROGRAMS).join(', ');
+}
+
 if (require.main === module) {
-  try {
-    process.stdout.write(`test tools: chromium ${ensureChromium()}, promtool ${ensurePromtool()}\n`);
-  } catch (error) {
-    // The tests that need the tool fail with the same sentence; the others still run.
-    process.stderr.write(`test tools: ${(error as Error).message}\n`);
+  const tools: ReadonlyArray<readonly [string, () => string]> = [
+    ['chromium', ensureChromium], ['promtool', ensurePromtool], ['clock-step shim', ensureClockStepShim], ['daemons', ensureDaemonPrograms],
+  ];
+  for (const [name, ensure] of tools) {
+    try {
+      process.stdout.write(`test tools: ${name} ${ensure()}\n`);
+    } catch (error) {
+      // The tests that need the tool fail with the same sentence; the others still run.
+      process.stderr.write(`test tools: ${(error as Error).message}\n`);
+    }
   }
 }

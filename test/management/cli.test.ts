@@ -8,7 +8,8 @@ import test, { type ExecutionContext } from 'ava';
 import { createLeaseToken, type DispatchResult } from '../../lib/contract/index';
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
 import { migratedDatabase } from '../helpers/pg-store';
-import { pidfence, tempDir } from '../cli/pidfence-process';
+import { disownStore, pidfence, tempDir } from '../cli/pidfence-process';
+import { driverOf } from '../../lib/store/sqlite/driver';
 
 let sequence = 0;
 async function settle(store: SqliteStore, projectId: string, result: DispatchResult | 'leased', retryDelayMs?: number): Promise<string> {
@@ -163,6 +164,8 @@ test('gate 17: an unreachable store exits 3 with one sentence and no stack trace
 test('the CLI principal needs grants like anyone: default OS user, --bootstrap only once and only for grants.write', async (t) => {
   const dir = tempDir(t);
   const db = await grantedDatabase(t, dir);
+  // The file's owner holds every grant (docs/decisions/0170): root must not be it here.
+  disownStore(db);
   const anonymous = await pidfence(['status', '--db', db, '--project', 'proj'], { PIDFENCE_PRINCIPAL: '' });
   t.is(anonymous.code, 4);
   t.regex(anonymous.stderr, /does not hold run\.read on project proj/);
@@ -200,6 +203,8 @@ test('gate 14: the principal is the OS user; --as and $PIDFENCE_PRINCIPAL grant 
   const db = path.join(dir, 'pidfence.db');
   // The suite runs as root: bootstrap root, give viewer run.read only, and make a blocked run.
   t.is((await pidfence(['grant', '--bootstrap', '--db', db, 'root', 'proj', 'grants.write'])).code, 0);
+  // The file's owner holds every grant (docs/decisions/0170): root must not be it here.
+  disownStore(db);
   t.is((await pidfence(['grant', '--db', db, 'viewer', 'proj', 'run.read'])).code, 0);
   const store = openSqliteStore(db);
   const runId = await settle(store, 'proj', 'unsupported');
@@ -227,6 +232,6 @@ test('gate 14: the principal is the OS user; --as and $PIDFENCE_PRINCIPAL grant 
   t.is(rearmed.code, 0, rearmed.stderr);
   const audit = openSqliteStore(db);
   t.teardown(() => audit.close());
-  const actors = audit.database.prepare('SELECT actor FROM management_audit WHERE run_id = ?').all(runId) as Array<{ actor: string }>;
+  const actors = driverOf(audit.database).prepare('SELECT actor FROM management_audit WHERE run_id = ?').all(runId) as Array<{ actor: string }>;
   t.deepEqual(actors.map((row) => row.actor), ['root acting as viewer']);
 });

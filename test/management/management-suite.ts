@@ -423,6 +423,20 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     t.is((await world.auditRows(blocked.runId)).length, 1);
   });
 
+  test(`list and show carry a run's name as it was given (docs/decisions/0251) [${name}]`, async (t) => {
+    const world = await withWorld(t);
+    const viewer = uniqueId('viewer');
+    const project = uniqueId('proj');
+    await grant(world, viewer, project, 'run.read');
+    const runId = uniqueId('run');
+    await world.runStore.createRun({ runId, projectId: project, name: 'backup.nightly@db-1' });
+    const plane = planeFor(world, viewer);
+    t.like((await plane.listRuns({ projectId: project })).items, [{ runId, name: 'backup.nightly@db-1' }]);
+    t.like(await plane.showRun(runId), { runId, name: 'backup.nightly@db-1' });
+    await t.throwsAsync(() => world.runStore.createRun({ runId: uniqueId('run'), projectId: project, name: 'not a name' }), { code: 'ERR_PIDFENCE_INVALID_RUN_NAME' });
+    t.is((await plane.listRuns({ projectId: project })).items.length, 1, 'the refused one was not stored');
+  });
+
   test(`list: a project's runs newest first with state, start, end, exit and reason, paged by cursor, filtered by state, behind run.read [${name}]`, async (t) => {
     const world = await withWorld(t);
     const viewer = uniqueId('viewer');
@@ -447,7 +461,8 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     t.like(byId.get(running), { status: 'running', endedAtMs: null, exit: null });
     t.like(byId.get(queued), { status: 'queued', startedAtMs: null, endedAtMs: null, exit: null });
     for (const item of page.items) {
-      t.deepEqual(Object.keys(item).sort(), ['cancelReason', 'createdAtMs', 'endedAtMs', 'exit', 'runId', 'startedAtMs', 'status']);
+      t.deepEqual(Object.keys(item).sort(), ['cancelReason', 'createdAtMs', 'endedAtMs', 'exit', 'name', 'runId', 'startedAtMs', 'status']);
+      t.is(item.name, null, 'none was given');
       if (item.endedAtMs !== null) t.true(item.endedAtMs >= (item.startedAtMs ?? Infinity) && (item.startedAtMs ?? 0) >= item.createdAtMs, item.runId);
     }
     assertNoSecrets(t, page);

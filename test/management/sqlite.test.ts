@@ -10,6 +10,7 @@ import { PidfenceError } from '../../lib/base/errors';
 import { ManagementPlane } from '../../lib/management/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { registerManagementSuite, settledRun, type ManagementWorld } from './management-suite';
+import { driverOf } from '../../lib/store/sqlite/driver';
 
 let auditInjections = 0;
 const DATA_STATEMENT = /^\s*(?!BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)/i;
@@ -36,13 +37,13 @@ async function openWorld(): Promise<ManagementWorld & { database: ReturnType<typ
         recording = undefined;
       }
     },
-    auditRows: async (runId) => store.database
+    auditRows: async (runId) => driverOf(store.database)
       .prepare('SELECT actor, expected_version AS expectedVersion, expected_result AS expectedResult FROM management_audit WHERE run_id = ? ORDER BY created_at_ms, id')
       .all(runId) as Array<{ actor: string; expectedVersion: number; expectedResult: string }>,
     injectAuditFailure: async (actor) => {
       const trigger = `inject_audit_failure_${auditInjections++}`;
-      store.database.exec(`CREATE TRIGGER ${trigger} BEFORE INSERT ON management_audit WHEN NEW.actor = '${actor}' BEGIN SELECT RAISE(ABORT, 'injected audit failure'); END`);
-      return async () => { store.database.exec(`DROP TRIGGER ${trigger}`); };
+      driverOf(store.database).exec(`CREATE TRIGGER ${trigger} BEFORE INSERT ON management_audit WHEN NEW.actor = '${actor}' BEGIN SELECT RAISE(ABORT, 'injected audit failure'); END`);
+      return async () => { driverOf(store.database).exec(`DROP TRIGGER ${trigger}`); };
     },
     close: async () => { store.close(); rmSync(dir, { recursive: true, force: true }); },
   };
@@ -58,9 +59,9 @@ test('gate 16: a blocked row whose result is not a blocking one makes the summar
   const plane = new ManagementPlane({ store: world.management, principal: 'viewer' });
   t.like(await plane.summary('p-corrupt'), { assessment: 'attention_required', states: { blocked: 1 }, blockingResults: { invalid: 1 } });
   // Written outside pidfence, past the CHECK constraints: the kind of row the cross-check exists for.
-  world.database.pragma('ignore_check_constraints = ON');
-  world.database.prepare("UPDATE cancellation_dispatches SET last_result = 'dispatch_error' WHERE run_id = ?").run(runId);
-  world.database.pragma('ignore_check_constraints = OFF');
+  driverOf(world.database).pragma('ignore_check_constraints = ON');
+  driverOf(world.database).prepare("UPDATE cancellation_dispatches SET last_result = 'dispatch_error' WHERE run_id = ?").run(runId);
+  driverOf(world.database).pragma('ignore_check_constraints = OFF');
   const error = await t.throwsAsync(plane.summary('p-corrupt'));
   t.is((error as PidfenceError).code, 'ERR_PIDFENCE_SUMMARY_INCONSISTENT');
   t.regex(error?.message ?? '', /blocking results add up to 0, not blocked 1/);
@@ -70,7 +71,7 @@ test('the blocked page statement is bound to the per-project partial index (INDE
   const world = await openWorld();
   t.teardown(() => world.close());
   const { MANAGEMENT_SQL } = await import('../../lib/store/sqlite/management-statements');
-  const plan = world.database.prepare(`EXPLAIN QUERY PLAN ${MANAGEMENT_SQL.blockedPage}`).all({ projectId: 'p', asOfMs: 1, afterAtMs: -1, afterRunId: '', limit: 17 }) as Array<{ detail: string }>;
+  const plan = driverOf(world.database).prepare(`EXPLAIN QUERY PLAN ${MANAGEMENT_SQL.blockedPage}`).all({ projectId: 'p', asOfMs: 1, afterAtMs: -1, afterRunId: '', limit: 17 }) as Array<{ detail: string }>;
   t.true(plan.some((row) => /USING (COVERING )?INDEX cancellation_dispatches_blocked \(project_id=\? AND /.test(row.detail)), JSON.stringify(plan));
   t.false(plan.some((row) => /^SCAN cancellation_dispatches\b(?! USING)/.test(row.detail)));
 });
@@ -79,7 +80,7 @@ test('the run list statements are bound to the per-project run indexes and read 
   const world = await openWorld();
   t.teardown(() => world.close());
   const { MANAGEMENT_SQL } = await import('../../lib/store/sqlite/management-statements');
-  const planOf = (sql: string, params: Record<string, unknown>): string[] => (world.database.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(params) as Array<{ detail: string }>).map((row) => row.detail);
+  const planOf = (sql: string, params: Record<string, unknown>): string[] => (driverOf(world.database).prepare(`EXPLAIN QUERY PLAN ${sql}`).all(params) as Array<{ detail: string }>).map((row) => row.detail);
   const page = { projectId: 'p', beforeAtMs: 1, beforeRunId: '', limit: 21 };
   const all = planOf(MANAGEMENT_SQL.runPageAll, page);
   t.regex(all[0] ?? '', /^SEARCH r USING (COVERING )?INDEX runs_by_project \(project_id=\? AND \(created_at_ms,id\)<\(\?,\?\)\)$/, all.join('; '));

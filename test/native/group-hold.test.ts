@@ -8,7 +8,7 @@ import { delay } from '../helpers/wait';
 
 test('a held group is signalled through its pidfd after the leader was reaped', async (t) => {
   // The leader is `sleep` (exec'd by sh); the member ignores nothing and logs USR1.
-  const job = spawnJob(t, 'sh', ['-c', `sh -c 'trap "echo member-USR1" USR1; echo "member $$"; while :; do sleep 0.05; done' & exec sleep 30`]);
+  const job = spawnJob(t, 'sh', ['-c', `sh -c 'trap "echo member-USR1" USR1; echo "member $$"; while :; do sleep 0.05; done' & exec sleep 3600`]);
   const memberPid = Number((await job.waitForLine(/^member /)).split(' ')[1]);
   const member = captureIdentity(memberPid)!;
   t.teardown(() => void signalVerified(member, 'SIGKILL'));

@@ -14,7 +14,7 @@ test('bootId is the kernel boot id, read once and stable', (t) => {
 });
 
 test('captureIdentity returns pid, boot id, start ticks, pgid and the pidfs inode', (t) => {
-  const job = spawnJob(t, 'sleep', ['30']);
+  const job = spawnJob(t, 'sleep', ['3600']);
   const identity = captureIdentity(job.identity.pid);
   t.truthy(identity);
   t.is(identity?.pid, job.identity.pid);
@@ -26,13 +26,13 @@ test('captureIdentity returns pid, boot id, start ticks, pgid and the pidfs inod
 });
 
 test('captureIdentity gives different processes different pidfs inodes', (t) => {
-  const first = spawnJob(t, 'sleep', ['30']);
-  const second = spawnJob(t, 'sleep', ['30']);
+  const first = spawnJob(t, 'sleep', ['3600']);
+  const second = spawnJob(t, 'sleep', ['3600']);
   t.not(first.identity.pidfsIno, second.identity.pidfsIno);
 });
 
 test('captureIdentity returns null for a process that has exited and been reaped', async (t) => {
-  const job = spawnJob(t, 'sleep', ['30']);
+  const job = spawnJob(t, 'sleep', ['3600']);
   await job.stop(); // verified SIGKILL, then reaped by Node
   t.is(captureIdentity(job.identity.pid), null);
 });

@@ -28,12 +28,11 @@ for (const name of ['a) b (c', ') ) )', '(()']) {
     fs.symlinkSync('/bin/sleep', link);
     const job = spawnJob(t, link, ['30']);
     // The kernel sets comm at exec; the first stat read may still see the pre-exec name.
-    let stat = readProcessStat(job.identity.pid);
     for (let i = 0; i < 100 && !fs.readFileSync(`/proc/${job.identity.pid}/comm`, 'utf8').startsWith(name); i++) {
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     t.is(fs.readFileSync(`/proc/${job.identity.pid}/comm`, 'utf8').trimEnd(), name);
-    stat = readProcessStat(job.identity.pid);
+    const stat = readProcessStat(job.identity.pid);
     const fields = fieldsAfterComm(job.identity.pid);
     t.truthy(stat);
     t.is(stat?.pid, job.identity.pid);
@@ -56,7 +55,7 @@ test('readProcessStat returns null for a process that does not exist', (t) => {
 });
 
 test('readProcessStat keeps start ticks as an exact decimal string', (t) => {
-  const job = spawnJob(t, 'sleep', ['30']);
+  const job = spawnJob(t, 'sleep', ['3600']);
   const stat = readProcessStat(job.identity.pid);
   t.truthy(stat);
   t.regex(stat?.startTicks ?? '', /^(0|[1-9][0-9]*)$/);

@@ -113,7 +113,7 @@ test('a zombie (exited, not yet reaped) → already_exited', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pidfence-zombie-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const go = path.join(dir, 'go');
-  const job = spawnJob(t, 'sh', ['-c', `sh -c 'while [ ! -e "$1" ]; do sleep 0.02; done' _ ${go} & echo "zombie $!"; exec sleep 30`]);
+  const job = spawnJob(t, 'sh', ['-c', `sh -c 'while [ ! -e "$1" ]; do sleep 0.02; done' _ ${go} & echo "zombie $!"; exec sleep 3600`]);
   const zombiePid = Number((await job.waitForLine(/^zombie /)).split(' ')[1]);
   const zombie = captureIdentity(zombiePid);
   t.truthy(zombie, 'captured while it still ran');
@@ -127,7 +127,7 @@ test('a zombie (exited, not yet reaped) → already_exited', async (t) => {
 });
 
 test('a reaped process → already_exited', async (t) => {
-  const job = spawnJob(t, 'sleep', ['30']);
+  const job = spawnJob(t, 'sleep', ['3600']);
   t.is(signalVerified(job.identity, 'SIGKILL', { group: true }).kind, 'signalled');
   await job.exited; // Node has reaped it
   t.deepEqual(signalVerified(job.identity, 'SIGTERM', { group: true }), { kind: 'already_exited' });
@@ -161,14 +161,14 @@ test('an unprivileged caller gets error EPERM, and nothing is delivered', async 
 });
 
 test('waitExit resolves after SIGKILL', async (t) => {
-  const job = spawnJob(t, 'sleep', ['30']);
+  const job = spawnJob(t, 'sleep', ['3600']);
   const waiting = waitExit(job.identity, 5000);
   t.is(signalVerified(job.identity, 'SIGKILL', { group: true }).kind, 'signalled');
   t.deepEqual(await waiting, { kind: 'exited' });
 });
 
 test('waitExit times out while the process lives on, and leaves it alive', async (t) => {
-  const job = spawnJob(t, 'sleep', ['30']);
+  const job = spawnJob(t, 'sleep', ['3600']);
   const started = Date.now();
   t.deepEqual(await waitExit(job.identity, 150), { kind: 'timeout' });
   t.true(Date.now() - started >= 140);
@@ -176,7 +176,7 @@ test('waitExit times out while the process lives on, and leaves it alive', async
 });
 
 test('waitExit on a process that cannot be proved answers at once', async (t) => {
-  const job = spawnJob(t, 'sleep', ['30']);
+  const job = spawnJob(t, 'sleep', ['3600']);
   const wrong = { ...job.identity, pidfsIno: '1' };
   t.deepEqual(await waitExit(wrong, 5000), { kind: 'identity_mismatch', reason: 'pidfs_ino' });
   await job.stop();

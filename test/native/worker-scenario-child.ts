@@ -73,7 +73,9 @@ function messageQueue(worker: Worker): () => Promise<unknown> {
 let phase = 'starting';
 
 async function trial(scenario: Scenario): Promise<void> {
-  const job = spawn('sleep', ['30'], { detached: true, stdio: 'ignore' });
+  // It must outlive the trial: under load 24 the racing rounds took over 30 s and a `sleep 3600` had
+  // ended, so the short waits answered already_exited. The trial stops it itself.
+  const job = spawn('sleep', ['3600'], { detached: true, stdio: 'ignore' });
   const identity = captureIdentity(job.pid!);
   if (identity === null) fail('the job exited before its identity was captured');
   const jobExited = new Promise((resolve) => job.once('exit', resolve));

@@ -1,7 +1,7 @@
 // design/architecture §2: imports point one way. This is the one layering test: every file under lib/
 // may import only the layers listed for its own layer, the map lists exactly the edges the code
 // uses (a loosened map fails too), the two stores never import each other, and dispatch and
-// management see the store interfaces only. Tests and benchmarks point one way as well: a helper never
+// management see the store interfaces only, and no file imports itself back through others (no circles). Tests and benchmarks point one way as well: a helper never
 // imports a suite, and a benchmark imports only the shared harness in test/helpers.
 // docs/decisions/0110: prom-client (lib/metrics) is imported on demand only.
 import { readFileSync } from 'node:fs';
@@ -32,7 +32,8 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   process: ['base', 'native'],
   'store/interfaces': ['contract'],
   store: ['base', 'contract'],
-  'store/sqlite': ['base', 'contract', 'store', 'store/interfaces'],
+  // The SQLite store clock reads the boot clock (docs/decisions/0160).
+  'store/sqlite': ['base', 'contract', 'native', 'store', 'store/interfaces'],
   'store/postgres': ['base', 'contract', 'store', 'store/interfaces'],
   dispatch: ['base', 'contract', 'process', 'store/interfaces'],
   management: ['base', 'contract', 'store/interfaces'],
@@ -94,9 +95,51 @@ test('the rule is live: an upward import, a store importing the other, or dispat
   t.false(ALLOWED.native?.includes('process'));
   t.is(importedLayer(path.join(LIB, 'store', 'sqlite', 'index.ts'), '../postgres/index'), 'store/postgres');
   t.false(ALLOWED['store/sqlite']?.includes('store/postgres'));
-  t.is(importedLayer(path.join(LIB, 'dispatch', 'dispatcher.ts'), '../store/dispatch-decisions'), 'store');
+  t.is(importedLayer(path.join(LIB, 'dispatch', 'dispatcher.ts'), '../store/due-page'), 'store');
   t.false(ALLOWED.dispatch?.includes('store'));
   t.false(ALLOWED.management?.includes('dispatch'));
+});
+
+/** The lib/ file a relative specifier names (x.ts or x/index.ts); null for a package or a non-.ts file. */
+function importedFile(file: string, specifier: string, files: ReadonlySet<string>): string | null {
+  if (!specifier.startsWith('.')) return null;
+  const target = path.resolve(path.dirname(file), specifier);
+  return [`${target}.ts`, path.join(target, 'index.ts'), target].find((candidate) => files.has(candidate)) ?? null;
+}
+
+/** The circles of an import graph: its strongly connected parts of two or more files, or a file importing itself. */
+function circlesOf(graph: ReadonlyMap<string, readonly string[]>): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const circles: string[][] = [];
+  const visit = (file: string): void => {
+    index.set(file, index.size);
+    low.set(file, index.get(file)!);
+    stack.push(file);
+    for (const next of graph.get(file) ?? []) {
+      if (!index.has(next)) visit(next);
+      if (stack.includes(next)) low.set(file, Math.min(low.get(file)!, low.get(next)!));
+    }
+    if (low.get(file) !== index.get(file)) return;
+    const part = stack.splice(stack.indexOf(file));
+    if (part.length > 1 || (graph.get(file) ?? []).includes(file)) circles.push(part.sort());
+  };
+  for (const file of graph.keys()) if (!index.has(file)) visit(file);
+  return circles;
+}
+
+test('no circles: no file under lib/ imports itself back through others (type-only and on-demand imports count)', (t) => {
+  const files = new Set(sources(LIB));
+  const graph = new Map([...files].map((file) => [file, importsOf(file).map((specifier) => importedFile(file, specifier, files)).filter((target) => target !== null)]));
+  t.true(graph.size > 100, `read ${graph.size} files`);
+  t.deepEqual(circlesOf(graph).map((part) => part.map((file) => path.relative(LIB, file))), []);
+});
+
+test('the circle rule is live: a two-file circle, a longer one and a self-import are reported, a chain is not', (t) => {
+  const graph = new Map([['a', ['b']], ['b', ['a', 'c']], ['c', ['d']], ['d', ['e']], ['e', ['c']], ['f', ['f']], ['g', ['a']]]);
+  t.deepEqual(circlesOf(graph), [['c', 'd', 'e'], ['a', 'b'], ['f']]);
+  t.deepEqual(circlesOf(new Map([['a', ['b']], ['b', ['c']], ['c', []]])), []);
 });
 
 function relativeImports(dir: string): Array<{ file: string; target: string }> {

@@ -1,6 +1,7 @@
-// The package as a new user gets it (docs/decisions/0080): `npm pack`, then the tarball's file list
-// against an allowlist, then an install into a temporary project without `pg` that uses the SQLite
-// path and type-checks a strict consumer (skipLibCheck off) under node16 and node10 resolution.
+// The package as a new user gets it (docs/decisions/0080, 0223): `npm pack`, then the tarball's file
+// list against an allowlist, then installs into temporary projects: without the optional peers (the
+// SQLite path works, each entry that needs a peer says what to install) and with pg only (the
+// control plane and metrics say so too). The consumer's types: consumer-types.test.ts.
 // Offline: npm installs from its local cache, with scripts off; better-sqlite3's compiled binary
 // is copied from this checkout (its prebuilt download is unreachable here, a source build slow).
 import { spawnSync } from 'node:child_process';
@@ -9,10 +10,10 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import * as zlib from 'node:zlib';
 
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 
 import { packageRoot } from '../../lib/store/migrations';
-import { installedVersion, installPacked, packInto, runChecked as run, type PackResult } from '../helpers/packed-install';
+import { INSTALL_LOG, installedVersion, installPacked, packInto, runChecked as run, type PackResult } from '../helpers/packed-install';
 
 const root = packageRoot();
 /** The issue's size target (a figure to report, like a benchmark's); the guard below only catches a stray build tree. */
@@ -37,9 +38,11 @@ const ALLOWED = [
   /^dist\/lib\/.+\.(js|d\.ts)$/,
   /^lib\/store\/(sqlite|postgres)\/migrations\/[^/]+\.sql$/,
   /^native\/[^/]+\.(cc|h)$/,
+  /^native\/launcher\/[^/]+\.(c|h)$/,
   /^native\/tools\/source-digest\.js$/,
   /^prebuilds\/linux-(x64|arm64)\/pidfence\.(glibc|musl)\.node$/,
-  /^docs\/(benchmarks|gates)\.md$/,
+  /^prebuilds\/linux-(x64|arm64)\/pidfence-launcher$/,
+  /^docs\/(benchmarks|gates|cli|postgres|cluster|operations)\.md$/,
   /^docs\/prometheus-rules\.yml$/,
   /^docs\/status-page\.png$/,
   /^docs\/decisions\/\d{4}-[a-z0-9-]+\.md$/,
@@ -91,56 +94,24 @@ function packedShares(paths: readonly string[]): Map<string, number> {
   return new Map([...shares].sort((a, b) => b[1] - a[1]));
 }
 
-const CONSUMER = `import { openSqliteStore, type SqliteStore } from 'pidfence/sqlite';
-import type { PostgresStore, PostgresTarget } from 'pidfence/postgres';
-import { PidfenceError } from 'pidfence';
-import type { RunRecord } from 'pidfence/contract';
-import type { DispatchRepository, RunStore } from 'pidfence/store';
-import * as controller from 'pidfence/process';
-import * as native from 'pidfence/native';
-import * as dispatch from 'pidfence/dispatch';
-import * as management from 'pidfence/management';
-import * as execution from 'pidfence/execution';
-import { createMetrics, type Metrics } from 'pidfence/metrics';
-
-export async function firstRun(file: string): Promise<RunRecord | null> {
-  const store: SqliteStore = openSqliteStore(file);
-  try {
-    return await store.runStore.getRun('run-none');
-  } finally {
-    store.close();
-  }
-}
-export type Targets = PostgresTarget | PostgresStore;
-export type Stores = DispatchRepository | RunStore;
-export const seen = [PidfenceError, controller, native, dispatch, management, execution, createMetrics];
-export type Scraped = Metrics['exposition'];
-`;
-
-function tsconfig(moduleResolution: 'node16' | 'node10'): object {
-  return {
-    compilerOptions: {
-      strict: true,
-      skipLibCheck: false,
-      noEmit: true,
-      target: 'ES2022',
-      lib: ['ES2022'],
-      types: ['node'],
-      module: moduleResolution === 'node16' ? 'node16' : 'commonjs',
-      moduleResolution,
-      // The published .d.ts default-import better-sqlite3's `export =` types: a commonjs/node10
-      // consumer needs interop, as `tsc --init` sets it (docs/decisions/0080).
-      ...(moduleResolution === 'node10' ? { esModuleInterop: true } : {}),
-    },
-    files: ['consumer.ts'],
-  };
+/** What `require(entry)` threw in `project`: its code and message, or null when it loaded. */
+function requireFailure(project: string, entry: string): { code: string; message: string } | null {
+  const script = `try { require(${JSON.stringify(entry)}); process.stdout.write('null'); } catch (error) { process.stdout.write(JSON.stringify({ code: error.code, message: error.message })); }`;
+  return JSON.parse(run(process.execPath, ['-e', script], project)) as { code: string; message: string } | null;
 }
 
-test('installed without pg: the SQLite path works, pidfence/postgres says how to install pg, and a strict consumer type-checks under node16 and node10', (t) => {
+function saysWhatToInstall(t: ExecutionContext, failure: { code: string; message: string } | null, code: string, peer: string): void {
+  t.is(failure?.code, code);
+  t.true(failure?.message.includes(`npm install ${peer}`), failure?.message);
+  t.notRegex(failure?.message ?? '', /\n/, 'one sentence, one line');
+}
+
+test('installed without its optional peers: no EBADENGINE warning, the SQLite path works, and pidfence/postgres, pidfence/cluster and pidfence/metrics each say what to install', (t) => {
   const { filename } = pack();
   const installed = installPacked(path.join(workDir, filename), path.join(workDir, 'consumer'));
   const project = path.dirname(installed);
-  t.false(fs.existsSync(path.join(installed, 'pg')), 'pg is not installed with pidfence');
+  for (const peer of ['pg', 'fastify', 'prom-client']) t.false(fs.existsSync(path.join(installed, peer)), `${peer} is not installed with pidfence`);
+  t.notRegex(fs.readFileSync(path.join(project, INSTALL_LOG), 'utf8'), /EBADENGINE/, `no package of the install wants another Node (engines ${JSON.stringify(packageEngines())})`);
   t.is(installedVersion(installed, 'better-sqlite3'), installedVersion(path.join(root, 'node_modules'), 'better-sqlite3'), 'the offline install chose the better-sqlite3 this checkout built');
 
   const script = `
@@ -148,25 +119,36 @@ test('installed without pg: the SQLite path works, pidfence/postgres says how to
     const store = openSqliteStore(require('node:path').join(process.cwd(), 'edge.db'));
     store.runStore.getRun('run-none').then((run) => {
       store.close();
-      let missing;
-      try { require('pidfence/postgres'); } catch (error) { missing = { code: error.code, message: error.message }; }
-      process.stdout.write(JSON.stringify({ run, missing }));
+      process.stdout.write(JSON.stringify({ run }));
     });`;
-  const outcome = JSON.parse(run(process.execPath, ['-e', script], project)) as {
-    run: unknown;
-    missing?: { code: string; message: string };
-  };
-  t.is(outcome.run, null);
+  t.deepEqual(JSON.parse(run(process.execPath, ['-e', script], project)), { run: null });
   t.true(fs.existsSync(path.join(project, 'edge.db')), 'the SQLite store made its file');
-  t.is(outcome.missing?.code, 'ERR_PIDFENCE_PG_MISSING');
-  t.regex(outcome.missing?.message ?? '', /npm install pg/);
-  t.notRegex(outcome.missing?.message ?? '', /\n/, 'one sentence, one line');
-
-  fs.writeFileSync(path.join(project, 'consumer.ts'), CONSUMER);
-  const tsc = path.join(root, 'node_modules/typescript/bin/tsc');
-  for (const resolution of ['node16', 'node10'] as const) {
-    fs.writeFileSync(path.join(project, 'tsconfig.json'), JSON.stringify(tsconfig(resolution)));
-    const result = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: project, encoding: 'utf8', timeout: 240_000 });
-    t.is(result.status, 0, `tsc with moduleResolution ${resolution}:\n${result.stdout}${result.stderr}`);
-  }
+  saysWhatToInstall(t, requireFailure(project, 'pidfence/postgres'), 'ERR_PIDFENCE_PG_MISSING', 'pg');
+  saysWhatToInstall(t, requireFailure(project, 'pidfence/cluster'), 'ERR_PIDFENCE_PG_MISSING', 'pg');
+  saysWhatToInstall(t, requireFailure(project, 'pidfence/metrics'), 'ERR_PIDFENCE_PROM_CLIENT_MISSING', 'prom-client');
+  t.is(requireFailure(project, 'pidfence/execution'), null, 'the edge entries load');
 });
+
+test('installed with pg only: the control plane says to install fastify, and metrics to install prom-client, as one line and exit 3 from the CLI', async (t) => {
+  const { filename } = pack();
+  const installed = installPacked(path.join(workDir, filename), path.join(workDir, 'with-pg'), [`pg@${installedVersion(path.join(root, 'node_modules'), 'pg')}`]);
+  const project = path.dirname(installed);
+  t.is(requireFailure(project, 'pidfence/cluster'), null, 'pidfence/cluster loads with pg alone');
+  const script = `
+    require('pidfence/cluster').startControlPlane({ databaseUrl: 'postgres://nobody@127.0.0.1:1/none', tls: { cert: 'x', key: 'x', ca: 'x' } })
+      .then(() => process.stdout.write('null'), (error) => process.stdout.write(JSON.stringify({ code: error.code, message: error.message })));`;
+  saysWhatToInstall(t, JSON.parse(run(process.execPath, ['-e', script], project)) as { code: string; message: string }, 'ERR_PIDFENCE_FASTIFY_MISSING', 'fastify');
+
+  fs.writeFileSync(path.join(project, 'dummy.pem'), 'not a certificate\n');
+  const cli = (args: readonly string[]) => spawnSync('npx', ['pidfence', ...args], { cwd: project, encoding: 'utf8', timeout: 120_000 });
+  const plane = cli(['control-plane', '--db', 'postgres://nobody@127.0.0.1:1/none', '--cert', 'dummy.pem', '--key', 'dummy.pem', '--ca', 'dummy.pem']);
+  t.is(plane.status, 3, plane.stderr);
+  t.regex(plane.stderr, /^pidfence: the control plane .*needs the 'fastify' package.*`npm install fastify`\. \(ERR_PIDFENCE_FASTIFY_MISSING\)\n$/);
+  const supervise = cli(['supervise', '--db', path.join(project, 'edge.db'), '--metrics-port', '0']);
+  t.is(supervise.status, 3, supervise.stderr);
+  t.regex(supervise.stderr, /^pidfence: pidfence\/metrics .*needs the 'prom-client' package.*`npm install prom-client`\. \(ERR_PIDFENCE_PROM_CLIENT_MISSING\)\n$/);
+});
+
+function packageEngines(): unknown {
+  return (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { engines: unknown }).engines;
+}

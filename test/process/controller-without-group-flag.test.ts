@@ -13,7 +13,7 @@ const controller = new LocalProcessController();
 
 test('the forced fallback is what capabilities report, and no group hold is offered', (t) => {
   t.is(capabilities().groupSignalMode, 'pgid-after-pidfd-check');
-  const job = spawnJob(t, 'sleep', ['30']);
+  const job = spawnJob(t, 'sleep', ['3600']);
   t.is(acquireGroupHold(job.identity).kind, 'unsupported');
 });
 
@@ -27,7 +27,7 @@ test('without the group flag a TERM-ignoring group is still KILLed after the gra
 });
 
 test('without the group flag a TERM-obeying job ends on TERM', async (t) => {
-  const job = spawnJob(t, 'sleep', ['30']);
+  const job = spawnJob(t, 'sleep', ['3600']);
   const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: formatHandle(handleFromIdentity(job.identity)), graceMs: 3000 });
   t.deepEqual(result, { result: 'termination_requested', escalated: false, exitObserved: true });
   t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });

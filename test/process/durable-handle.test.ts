@@ -41,9 +41,10 @@ const malformed: Array<[string, unknown, string]> = [
   ['not JSON', '{v:1}', 'ERR_PIDFENCE_HANDLE_SYNTAX'],
   ['a JSON array', '[1]', 'ERR_PIDFENCE_HANDLE_SYNTAX'],
   ['JSON null', 'null', 'ERR_PIDFENCE_HANDLE_SYNTAX'],
-  ['an unknown key', withField({ command: 'sleep 30' }), 'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY'],
+  ['an unknown key', withField({ command: 'sleep 3600' }), 'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY'],
   ['a missing key', JSON.stringify({ ...sampleObject, startTicks: undefined }), 'ERR_PIDFENCE_HANDLE_MISSING_KEY'],
-  ['an unknown version', withField({ v: 2 }), 'ERR_PIDFENCE_HANDLE_VERSION'],
+  ['an unknown version', withField({ v: 3 }), 'ERR_PIDFENCE_HANDLE_VERSION'],
+  ['a v2 key in a v1 handle', withField({ pidNs: '4026531836' }), 'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY'],
   ['a string version', withField({ v: '1' }), 'ERR_PIDFENCE_HANDLE_VERSION'],
   ['an unknown platform', withField({ platform: 'darwin' }), 'ERR_PIDFENCE_HANDLE_PLATFORM'],
   ['a pid of the wrong type', withField({ pid: '4242', pgid: '4242' }), 'ERR_PIDFENCE_HANDLE_FIELD'],
@@ -92,4 +93,25 @@ test('parseHandle never crashes on arbitrary input and accepts only canonical ha
   );
   t.log(`${accepted} of 20000 mutated inputs were still valid canonical handles`);
   t.pass();
+});
+
+const v2Arb: fc.Arbitrary<DurableProcessHandle> = fc
+  .record({ base: handleArb, pidNs: decimalArb, cgroupId: fc.option(decimalArb, { nil: undefined }) })
+  .map(({ base, pidNs, cgroupId }) => ({ ...base, v: 2 as const, pidNs, ...(cgroupId === undefined ? {} : { cgroupId }) }));
+
+test('a v2 handle with its PID namespace and a contained job\'s cgroup id round-trips, and the largest one fits the size cap (property; docs/decisions/0180)', (t) => {
+  fc.assert(
+    fc.property(v2Arb, (handle) => {
+      const text = formatHandle(handle);
+      t.deepEqual(parseHandle(text), handle);
+      return Buffer.byteLength(text) <= HANDLE_MAX_BYTES;
+    }),
+    { numRuns: 2000 },
+  );
+  const max = '18446744073709551615';
+  const largest = formatHandle({ v: 2, platform: 'linux', bootId: 'c9b1fe21-2cf3-46b0-af2b-691bcc829792', pid: 4_194_304, startTicks: max, pgid: 4_194_304, pidfsIno: max, pidNs: max, cgroupId: max });
+  t.true(Buffer.byteLength(largest) <= HANDLE_MAX_BYTES);
+  const v2 = JSON.parse(largest) as Record<string, unknown>;
+  t.throws(() => parseHandle(JSON.stringify({ ...v2, cgroupId: '-1' })), { code: 'ERR_PIDFENCE_HANDLE_FIELD' });
+  t.throws(() => parseHandle(withField({ cgroupId: '1' })), { code: 'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY' }, 'no cgroup id in a v1 handle');
 });

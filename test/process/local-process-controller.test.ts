@@ -31,14 +31,14 @@ test('a TERM-ignoring group is KILLed after the grace period', async (t) => {
 });
 
 test('a TERM-obeying child exits on TERM and never sees KILL', async (t) => {
-  const job = spawnJob(t, 'sleep', ['30']);
+  const job = spawnJob(t, 'sleep', ['3600']);
   const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: handleOf(job.identity), graceMs: 5000 });
   t.deepEqual(result, { result: 'termination_requested', escalated: false, exitObserved: true });
   t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });
 });
 
 test('grandchildren in the group die with the leader', async (t) => {
-  const job = spawnJob(t, 'sh', ['-c', 'sleep 30 & a=$!; sleep 30 & b=$!; echo "kids $a $b"; wait']);
+  const job = spawnJob(t, 'sh', ['-c', 'sleep 3600 & a=$!; sleep 3600 & b=$!; echo "kids $a $b"; wait']);
   const kids = (await job.waitForLine(/^kids /)).split(' ').slice(1).map(Number);
   const identities = kids.map((pid) => captureIdentity(pid)!);
   t.is(identities.length, 2);
@@ -49,7 +49,7 @@ test('grandchildren in the group die with the leader', async (t) => {
 
 test('group members that outlive a TERM-obeying leader are KILLed when the grace period ends', async (t) => {
   // The member ignores TERM (inherited by its sleeps); the leader (exec'd sleep) obeys it.
-  const job = spawnJob(t, 'sh', ['-c', `sh -c 'trap "" TERM; echo "member $$"; while :; do sleep 0.05; done' & exec sleep 30`]);
+  const job = spawnJob(t, 'sh', ['-c', `sh -c 'trap "" TERM; echo "member $$"; while :; do sleep 0.05; done' & exec sleep 3600`]);
   const member = captureIdentity(Number((await job.waitForLine(/^member /)).split(' ')[1]))!;
   t.teardown(() => void signalVerified(member, 'SIGKILL'));
   const started = Date.now();
@@ -61,7 +61,7 @@ test('group members that outlive a TERM-obeying leader are KILLed when the grace
 });
 
 test('a child that escaped into its own session is out of reach (docs/decisions/0005)', async (t) => {
-  const job = spawnJob(t, 'sh', ['-c', 'setsid sleep 30 & echo "escaped $!"; exec sleep 30']);
+  const job = spawnJob(t, 'sh', ['-c', 'setsid sleep 3600 & echo "escaped $!"; exec sleep 3600']);
   const escapedPid = Number((await job.waitForLine(/^escaped /)).split(' ')[1]);
   let escaped = captureIdentity(escapedPid);
   for (let i = 0; i < 100 && escaped?.pgid !== escapedPid; i++) {
@@ -77,7 +77,7 @@ test('a child that escaped into its own session is out of reach (docs/decisions/
 });
 
 test('a stopped (SIGSTOP) group still terminates', async (t) => {
-  const job = spawnJob(t, 'sleep', ['30']);
+  const job = spawnJob(t, 'sleep', ['3600']);
   t.is(signalVerified(job.identity, 'SIGSTOP', { group: true }).kind, 'signalled');
   const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: handleOf(job.identity), graceMs: 3000 });
   t.deepEqual(result, { result: 'termination_requested', escalated: false, exitObserved: true });
@@ -85,7 +85,7 @@ test('a stopped (SIGSTOP) group still terminates', async (t) => {
 });
 
 test('an exited process → already_exited, no signal', async (t) => {
-  const job = spawnJob(t, 'sleep', ['30']);
+  const job = spawnJob(t, 'sleep', ['3600']);
   const handle = handleOf(job.identity);
   await job.stop();
   t.deepEqual(await controller.requestTermination({ attemptPid: job.identity.pid, handle, graceMs: 100 }), { result: 'already_exited', escalated: false, exitObserved: true });
@@ -136,7 +136,7 @@ for (const [what, handle] of malformedHandles) {
 }
 
 test('a malformed attempt PID → invalid; a bad grace is a typed error', async (t) => {
-  const job = spawnJob(t, 'sleep', ['30']);
+  const job = spawnJob(t, 'sleep', ['3600']);
   const handle = handleOf(job.identity);
   t.is((await controller.requestTermination({ attemptPid: -1, handle, graceMs: 100 })).result, 'invalid');
   await t.throwsAsync(controller.requestTermination({ attemptPid: job.identity.pid, handle, graceMs: 30_001 }), { code: 'ERR_PIDFENCE_INVALID_GRACE' });
@@ -151,7 +151,7 @@ test('the call is bounded and exposes its bound', (t) => {
 });
 
 test('without the addon every request answers unsupported and the job is untouched', async (t) => {
-  const job = spawnJob(t, 'sleep', ['30']);
+  const job = spawnJob(t, 'sleep', ['3600']);
   const entry = path.resolve(__dirname, '..', '..', 'lib', 'process', 'index.js');
   const script = `
     const { LocalProcessController } = require(${JSON.stringify(entry)});
@@ -165,7 +165,7 @@ test('without the addon every request answers unsupported and the job is untouch
 });
 
 test('results carry no PID, command or handle text', async (t) => {
-  const job = spawnGroupLeader('sleep', ['30'], { stdio: 'ignore' });
+  const job = spawnGroupLeader('sleep', ['3600'], { stdio: 'ignore' });
   const result = await controller.requestTermination({ attemptPid: job.child.pid!, handle: job.handle!, graceMs: 1000 });
   const text = JSON.stringify(result);
   t.false(text.includes(String(job.child.pid)));

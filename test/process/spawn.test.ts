@@ -6,7 +6,7 @@ import { readProcessStat, signalVerified, waitExit } from '../../lib/native/inde
 import { handleExpectedIdentity, parseHandle, spawnGroupLeader } from '../../lib/process/index';
 
 test('spawnGroupLeader starts a group leader and captures its durable handle', async (t) => {
-  const job = spawnGroupLeader('sleep', ['30'], { stdio: 'ignore', env: { SECRET_TOKEN: 'hunter2' } });
+  const job = spawnGroupLeader('sleep', ['3600'], { stdio: 'ignore', env: { SECRET_TOKEN: 'hunter2' } });
   t.is(job.handleStatus, 'captured');
   const handle = parseHandle(job.handle);
   const expected = handleExpectedIdentity(handle);
@@ -22,7 +22,7 @@ test('spawnGroupLeader starts a group leader and captures its durable handle', a
   t.is(stat?.startTicks, handle.startTicks);
   t.truthy(handle.pidfsIno);
   for (const secret of ['sleep', '30', 'SECRET_TOKEN', 'hunter2']) t.false(job.handle!.includes(`"${secret}"`) || job.handle!.includes(secret + ' '));
-  t.deepEqual(Object.keys(JSON.parse(job.handle!)), ['v', 'platform', 'bootId', 'pid', 'startTicks', 'pgid', 'pidfsIno']);
+  t.deepEqual(Object.keys(JSON.parse(job.handle!)), ['v', 'platform', 'bootId', 'pid', 'startTicks', 'pgid', 'pidfsIno', 'pidNs']);
 });
 
 test('the exit promise resolves with the exit status', async (t) => {
@@ -38,10 +38,19 @@ test('a command that cannot start has no handle and a settled exit', async (t) =
 });
 
 test('the handle proves the running job and waitExit sees its end', async (t) => {
-  const job = spawnGroupLeader('sleep', ['30'], { stdio: 'ignore' });
+  const job = spawnGroupLeader('sleep', ['3600'], { stdio: 'ignore' });
   const expected = handleExpectedIdentity(parseHandle(job.handle));
   const exited = waitExit(expected, 5000);
   t.is(signalVerified(expected, 'SIGTERM', { group: true }).kind, 'signalled');
   t.deepEqual(await exited, { kind: 'exited' });
   t.deepEqual(await job.exit, { code: null, signal: 'SIGTERM' });
+});
+
+test('spawn options Node would act on by a bare PID (timeout, killSignal, signal) or with a shell are refused, with nothing started', (t) => {
+  for (const key of ['timeout', 'killSignal', 'signal', 'shell', 'detached']) {
+    const options = { stdio: 'ignore', [key]: key === 'timeout' ? 10 : true } as unknown as Parameters<typeof spawnGroupLeader>[2];
+    const error = t.throws(() => spawnGroupLeader('/nonexistent/pidfence-must-not-start', [], options), { code: 'ERR_PIDFENCE_INVALID_OPTIONS' });
+    t.true(error?.message.includes(`not ${key}`), error?.message);
+  }
+  t.throws(() => spawnGroupLeader('true', [], 'inherit' as unknown as Parameters<typeof spawnGroupLeader>[2]), { code: 'ERR_PIDFENCE_INVALID_OPTIONS' });
 });

@@ -13,18 +13,37 @@ import {
   type CancellationDispatchRecord,
   type ClaimCommand,
   type DispatchResult,
+  type DueCursor,
+  type DueItem,
   type RecordResultCommand,
 } from '../../lib/contract/index';
-import type { DispatchRepository } from '../../lib/store/dispatch-repository';
-import type { RunStore } from '../../lib/store/run-store';
 import { uniqueId } from '../helpers/unique-id';
 import type { ContractStore, ContractStoreFactory } from '../helpers/stores';
 import { cancelledRun, type CancelledRun } from '../helpers/cancelled-runs';
 
-/** Every duration the suite waits for stays ≤ 300 ms, so a real-time store runs it quickly. */
-const LEASE_MS = 100;
-const RETRY_MS = 150;
 const LONG_LEASE_MS = 60_000;
+
+/**
+ * The short lease and retry delay a test lets expire. On a real-time store a wait stays ≤ 3 s and a
+ * lease outlasts a stall of a second (100 ms leases expired under load 24 before "not due" was
+ * read); on a store whose clock the test moves, they are long enough that no
+ * stall of a loaded machine ends a lease the test still counts as live (a 300 ms lease failed "still
+ * leased" checks under load 24), and still shorter than LONG_LEASE_MS.
+ */
+function durationsOf(store: ContractStore): { LEASE_MS: number; RETRY_MS: number } {
+  return store.timeIsVirtual === true ? { LEASE_MS: 20_000, RETRY_MS: 30_000 } : { LEASE_MS: 1_000, RETRY_MS: 1_500 };
+}
+
+/** The run's due item, walking every due page: a database shared by the file's tests may hold more than one page of older due items. */
+async function dueItemOf(store: ContractStore, runId: string): Promise<DueItem | undefined> {
+  let after: DueCursor | undefined;
+  for (;;) {
+    const page = await store.repository.duePage({ limit: DUE_PAGE_MAX, ...(after === undefined ? {} : { after }) });
+    const found = page.items.find((item) => item.runId === runId);
+    if (found !== undefined || page.next === null) return found;
+    after = page.next;
+  }
+}
 
 function cancelledRunIn(store: ContractStore, projectId = 'project-a'): Promise<CancelledRun> {
   return cancelledRun(store.runStore, { projectId });
@@ -89,6 +108,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('gate 2: an unexpired lease is not taken over; after expiry a new owner gets a new token and version', async (t, store) => {
+    const { LEASE_MS } = durationsOf(store);
     const run = await cancelledRunIn(store);
     // The longest wait the suite allows: the two "still leased" checks must finish before the lease
     // ends even when a loaded machine stalls this process for a while.
@@ -97,10 +117,10 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
     const firstRecord = await claimed(t, store, first);
     t.is(firstRecord.leaseExpiresAtMs, firstRecord.updatedAtMs + leaseMs, 'the repository computes the expiry from its own clock');
     t.deepEqual(await store.repository.claim(claimOf(run, 'worker-b')), { kind: 'leased' });
-    t.false((await store.repository.duePage()).items.some((item) => item.runId === run.runId), 'a live lease is not due');
+    t.is(await dueItemOf(store, run.runId), undefined, 'a live lease is not due');
 
     await store.advanceTime(leaseMs + 20);
-    const due = (await store.repository.duePage({ limit: DUE_PAGE_MAX })).items.find((item) => item.runId === run.runId);
+    const due = await dueItemOf(store, run.runId);
     t.like(due, { source: 'lease_expired', attemptId: run.attemptId, cancelRequestedAtMs: run.cancelRequestedAtMs });
 
     const second = claimOf(run, 'worker-b');
@@ -160,6 +180,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('gate 5: retry_wait is not due before its time and is due after, with dispatch_count incremented', async (t, store) => {
+    const { RETRY_MS } = durationsOf(store);
     const run = await cancelledRunIn(store);
     const claim = claimOf(run, 'worker-a');
     const record = await claimed(t, store, claim);
@@ -167,10 +188,10 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
     if (settled.kind !== 'recorded') return t.fail('settle failed');
     t.is(settled.record.nextAttemptAtMs, settled.record.updatedAtMs + RETRY_MS);
     t.deepEqual(await store.repository.claim(claimOf(run, 'worker-b')), { kind: 'not_due' });
-    t.false((await store.repository.duePage()).items.some((item) => item.runId === run.runId));
+    t.is(await dueItemOf(store, run.runId), undefined);
 
     await store.advanceTime(RETRY_MS + 20);
-    const due = (await store.repository.duePage({ limit: DUE_PAGE_MAX })).items.find((item) => item.runId === run.runId);
+    const due = await dueItemOf(store, run.runId);
     t.like(due, { source: 'retry_due', atMs: settled.record.nextAttemptAtMs ?? -1, attemptId: run.attemptId });
     const again = await claimed(t, store, claimOf(run, 'worker-b'));
     t.is(again.dispatchCount, 2);
@@ -179,6 +200,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('gate 6: dispatched and blocked records are never claimed again', async (t, store) => {
+    const { LEASE_MS } = durationsOf(store);
     const finals: ReadonlyArray<[DispatchResult, 'dispatched' | 'blocked']> = [
       ['termination_requested', 'dispatched'], ['already_exited', 'dispatched'],
       ['identity_mismatch', 'blocked'], ['pid_mismatch', 'blocked'], ['unsupported', 'blocked'], ['invalid', 'blocked'],
@@ -202,6 +224,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('gate 7: controller_missing, handle_missing and dispatch_error back off with a persisted due time', async (t, store) => {
+    const { RETRY_MS } = durationsOf(store);
     for (const result of ['controller_missing', 'handle_missing', 'dispatch_error'] as const) {
       const run = await cancelledRunIn(store);
       const claim = claimOf(run, 'worker-a');
@@ -215,6 +238,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('gate 9: the due page holds at most its limit, in a stable keyset order covering each due run once', async (t, store) => {
+    const { RETRY_MS } = durationsOf(store);
     const runs: CancelledRun[] = [];
     for (let i = 0; i < 40; i += 1) runs.push(await cancelledRunIn(store, i % 2 === 0 ? 'project-a' : 'project-b'));
     // Two of them become retry_due items, so the page merges both branches.
@@ -256,6 +280,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('gate 10: events carry only attempt id, dispatch count and result, never owner, token or digest', async (t, store) => {
+    const { RETRY_MS } = durationsOf(store);
     const run = await cancelledRunIn(store);
     const secrets: string[] = [];
     const first = claimOf(run, 'owner-secret-1');
@@ -277,6 +302,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('a record bound to another attempt fails closed and is never rebound', async (t, store) => {
+    const { RETRY_MS } = durationsOf(store);
     const run = await cancelledRunIn(store);
     const claim = claimOf(run, 'worker-a');
     await store.repository.recordResult(resultOf(claim, await claimed(t, store, claim), 'controller_missing', RETRY_MS));
@@ -320,9 +346,10 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('the cancel request writes the pending dispatch of the active attempt, due at the cancel time; an attempt created after the cancel gets it then (docs/decisions/0022)', async (t, store) => {
+    const { LEASE_MS } = durationsOf(store);
     const run = await cancelledRunIn(store);
     t.like(await store.repository.getRecord(run.runId), { status: 'pending', attemptId: run.attemptId, version: 0, dispatchCount: 0, nextAttemptAtMs: run.cancelRequestedAtMs, leaseOwner: null });
-    const due = (await store.repository.duePage({ limit: DUE_PAGE_MAX })).items.find((item) => item.runId === run.runId);
+    const due = await dueItemOf(store, run.runId);
     t.like(due, { source: 'first_claim', attemptId: run.attemptId, atMs: run.cancelRequestedAtMs });
 
     const queued = uniqueId('run');
@@ -337,7 +364,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
     const leased = await claimed(t, store, claim);
     t.like(leased, { status: 'leased', version: 1, dispatchCount: 1 });
     await store.advanceTime(LEASE_MS + 20);
-    const expired = (await store.repository.duePage({ limit: DUE_PAGE_MAX })).items.find((item) => item.runId === run.runId);
+    const expired = await dueItemOf(store, run.runId);
     t.like(expired, { source: 'lease_expired', atMs: leased.leaseExpiresAtMs ?? -1 });
   });
 
@@ -369,6 +396,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
    * item, the other as one page. The page must decide every item exactly as its own claim did.
    */
   const claimTargets = async (t: ExecutionContext, store: ContractStore): Promise<Array<Omit<ClaimCommand, 'owner' | 'token' | 'leaseDurationMs'>>> => {
+    const { LEASE_MS, RETRY_MS } = durationsOf(store);
     const settledWith = async (result: DispatchResult, retryDelayMs?: number): Promise<CancelledRun> => {
       const run = await cancelledRunIn(store);
       const claim = claimOf(run, 'worker-before');
@@ -406,6 +434,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   };
 
   storeTest('claimPage decides every item exactly as its own claim: each outcome kind and reason, in one page (docs/decisions/0024)', async (t, store) => {
+    const { RETRY_MS } = durationsOf(store);
     const [single, paged] = [await claimTargets(t, store), await claimTargets(t, store)];
     await store.advanceTime(RETRY_MS + 20); // the short lease and the short retry are now due
     const one: unknown[] = [];
@@ -440,6 +469,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('recordResults settles several leases in one call, each with its own fence, run CAS and event; a stale fence stays stale (docs/decisions/0023)', async (t, store) => {
+    const { RETRY_MS } = durationsOf(store);
     const runs = [await cancelledRunIn(store), await cancelledRunIn(store), await cancelledRunIn(store)];
     const claims = runs.map((run) => claimOf(run, 'worker-page'));
     const records: CancellationDispatchRecord[] = [];
@@ -510,6 +540,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   });
 
   storeTest('claimDuePage: a page whose supervisor died is claimed again by the next one once its leases expire, with a new fence', async (t, store) => {
+    const { LEASE_MS } = durationsOf(store);
     const runnerId = await runnerIn(store);
     const runs = [await cancelledRun(store.runStore, { runnerId }), await cancelledRun(store.runStore, { runnerId })];
     const deadTokens = [createLeaseToken(), createLeaseToken()];

@@ -19,6 +19,12 @@ import { clusterInit, clusterRemove, clusterStart, clusterUrl, type PgCluster } 
 const SLACK_MS = 2_000;
 const CONNECT_TIMEOUT_S = 2;
 
+async function elapsedMs(action: () => Promise<unknown>): Promise<number> {
+  const started = performance.now();
+  await action();
+  return performance.now() - started;
+}
+
 async function silentListener(): Promise<{ port: number; close(): Promise<void> }> {
   const sockets: Socket[] = [];
   const server: Server = createServer((socket) => { sockets.push(socket); });
@@ -36,12 +42,13 @@ test('a PostgreSQL that accepts TCP and never answers: every command exits 3 wit
   t.teardown(() => listener.close());
   const base = `postgres://pidfence@127.0.0.1:${listener.port}/pidfence`;
   for (const [url, env] of [[`${base}?connect_timeout=${CONNECT_TIMEOUT_S}`, {}], [base, { PGCONNECT_TIMEOUT: String(CONNECT_TIMEOUT_S) }]] as const) {
-    const started = Date.now();
-    const status = await pidfence(['status', '--project', 'proj', '--db', url], env);
-    const elapsed = Date.now() - started;
-    t.is(status.code, 3, status.stderr);
-    t.regex(status.stderr, /^pidfence: the postgres store lost or could not get its database connection[^\n]*\(ERR_PIDFENCE_STORE_UNAVAILABLE\)\n$/);
-    t.true(elapsed < CONNECT_TIMEOUT_S * 1_000 + SLACK_MS, `took ${elapsed} ms`);
+    // The same CLI's start-up, measured beside it: under load 24 Node's start alone took about 3 s.
+    const startUpMs = await elapsedMs(() => pidfence(['--version'], env));
+    let status: Awaited<ReturnType<typeof pidfence>> | undefined;
+    const elapsed = await elapsedMs(async () => { status = await pidfence(['status', '--project', 'proj', '--db', url], env); });
+    t.is(status?.code, 3, status?.stderr);
+    t.regex(status?.stderr ?? '', /^pidfence: the postgres store lost or could not get its database connection[^\n]*\(ERR_PIDFENCE_STORE_UNAVAILABLE\)\n$/);
+    t.true(elapsed < startUpMs + CONNECT_TIMEOUT_S * 1_000 + SLACK_MS, `took ${elapsed} ms (start-up alone ${startUpMs} ms)`);
   }
 });
 

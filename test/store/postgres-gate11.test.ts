@@ -1,6 +1,7 @@
 // design/dispatch §6 gate 11 and design/postgres §Verification on a real PostgreSQL server: racing connections get exactly
 // one claim winner per round, the raw token reaches neither pg_dump nor the WAL, the runtime role
 // cannot delete, truncate or change the schema, and a lock wait ends after the lock timeout, typed.
+import { randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
@@ -20,6 +21,10 @@ import { seedCancelledRuns } from '../helpers/cancelled-runs';
 /** Any fixed past instant: the seeded runs were "cancelled" then. */
 const CANCELLED_AT_MS = 1_700_000_000_000;
 const WAL_FLUSH_WAIT_MS = 10_000;
+/** xlp_info flag and the MAXALIGNed sizes of XLogPageHeaderData / XLogLongPageHeaderData (PostgreSQL 15, x86-64 and arm64). */
+const XLP_LONG_HEADER = 0x0002;
+const SHORT_PAGE_HEADER = 24;
+const LONG_PAGE_HEADER = 40;
 
 const ready = migratedDatabaseForFile(test, 'gate11');
 
@@ -80,6 +85,33 @@ async function walPosition(db: MigratedDatabase): Promise<WalPosition> {
   return row;
 }
 
+/**
+ * Keeps every WAL segment from now on until `release()`: a temporary physical replication slot that
+ * reserves WAL at once. Without it a checkpoint may recycle the segments before the scan reads them:
+ * the shared server checkpoints whenever a test drops its database.
+ */
+async function walReserved(db: MigratedDatabase): Promise<{ release(): Promise<void> }> {
+  const holder = await db.admin.connect();
+  holder.on('error', () => undefined);
+  await holder.query('SELECT pg_create_physical_replication_slot($1, true, true)', [`pidfence_gate11_${process.pid}_${randomBytes(4).toString('hex')}`]);
+  return { release: async () => { holder.release(true); } };
+}
+
+/**
+ * The bytes of WAL records as written, without the page headers PostgreSQL puts at the start of every
+ * WAL page: a record that crosses a page boundary is split by one, and so is any text inside it (a
+ * 64-character digest does in about 1 run of 130). XLP_LONG_HEADER (bit 2 of xlp_info) marks the
+ * longer header of a segment's first page.
+ */
+function walRecordBytes(segment: Buffer, blockSize: number): Buffer {
+  const pages: Buffer[] = [];
+  for (let at = 0; at + blockSize <= segment.length; at += blockSize) {
+    const longHeader = (segment.readUInt16LE(at + 2) & XLP_LONG_HEADER) !== 0;
+    pages.push(segment.subarray(at + (longHeader ? LONG_PAGE_HEADER : SHORT_PAGE_HEADER), at + blockSize));
+  }
+  return Buffer.concat(pages);
+}
+
 /** Waits until the WAL up to `lsn` is on disk (the test cluster may commit asynchronously). */
 async function walFlushedTo(db: MigratedDatabase, lsn: string): Promise<void> {
   const deadline = Date.now() + WAL_FLUSH_WAIT_MS;
@@ -99,6 +131,9 @@ test.serial('pg gate 11: the raw token never reaches pg_dump output or the WAL; 
   const runIds = await seedCancelledRuns(db.owner, 'walscan', 5, CANCELLED_AT_MS);
   const { rows: dirRows } = await db.admin.query<{ data_directory: string }>('SHOW data_directory');
   const walDir = path.join(dirRows[0]?.data_directory ?? '', 'pg_wal');
+  const blockSize = Number((await db.admin.query<{ wal_block_size: string }>('SHOW wal_block_size')).rows[0]?.wal_block_size);
+  const reserved = await walReserved(db);
+  t.teardown(() => reserved.release());
 
   const start = await walPosition(db);
   const tokens: string[] = [];
@@ -119,7 +154,7 @@ test.serial('pg gate 11: the raw token never reaches pg_dump output or the WAL; 
   // Every segment from the one holding the start to the one holding the end, read as bytes.
   const segments = readdirSync(walDir).filter((name) => /^[0-9A-F]{24}$/.test(name) && name >= start.file && name <= end.file).sort();
   t.true(segments.length >= 1 && segments[0] === start.file && segments[segments.length - 1] === end.file, `segments ${segments.join(', ')}`);
-  const wal = Buffer.concat(segments.map((name) => readFileSync(path.join(walDir, name))));
+  const wal = Buffer.concat(segments.map((name) => walRecordBytes(readFileSync(path.join(walDir, name)), blockSize)));
   const dump = Buffer.from(pgDump(adminUrlFor(db), ['--no-owner', '--no-privileges']), 'utf8');
   for (const [what, bytes] of [['WAL', wal], ['pg_dump', dump]] as const) {
     for (const token of tokens) {

@@ -34,6 +34,7 @@ import {
 } from '../helpers/pg-cluster';
 import { provisionDatabase, type ProvisionedDatabase } from '../helpers/postgres';
 import { until } from '../helpers/wait';
+import { crashPointAfterDispatchUpdate } from '../helpers/pg-crash-point';
 import { scalar, silentPool } from '../helpers/pg-pool';
 import { seedCancelledRuns as seedRuns } from '../helpers/cancelled-runs';
 
@@ -366,7 +367,7 @@ phase('pg gate ha: claims and results on the primary reach the streaming standby
   t.log(`${PHASE1_RUNS} claims, ${PHASE1_RUNS - 2} results; standby replayed to ${replay.lsn} in ${replay.waitedMs} ms; counts ${JSON.stringify(onStandby)}`);
 });
 
-phase('pg gate ha: with synchronous replication, acknowledged commits are on the standby; a result in flight when the primary stops fails typed (UNAVAILABLE, or COMMIT_UNKNOWN while its COMMIT waits)', async (t, w) => {
+phase('pg gate ha: with synchronous replication, acknowledged commits are on the standby; a result in flight inside pidfence_record_result when the primary stops fails typed (COMMIT_UNKNOWN, as does one whose COMMIT waits)', async (t, w) => {
   const name = 'in-flight-stop';
   const primaryAdmin = trackedPool(clusterUrl(w.primary, w.database.databaseName));
   const standbyAdmin = trackedPool(clusterUrl(w.standby, w.database.databaseName));
@@ -396,6 +397,9 @@ phase('pg gate ha: with synchronous replication, acknowledged commits are on the
   w.inFlight = { ...inFlightLease, run: runBefore };
   const lastAcknowledgedLsn = await scalar<string>(primaryAdmin, 'SELECT pg_current_wal_flush_lsn()::text');
 
+  // Installed before the COMMIT below is left waiting: CREATE TRIGGER would queue behind its locks.
+  const crashPoint = await crashPointAfterDispatchUpdate(primaryAdmin, inFlightRun);
+
   // A COMMIT left waiting: this session asks for remote_apply and the standby's replay is paused, so
   // the commit record is written and streamed but never acknowledged to the client.
   await standbyAdmin.query('SELECT pg_wal_replay_pause()');
@@ -411,22 +415,19 @@ phase('pg gate ha: with synchronous replication, acknowledged commits are on the
   await eventually('the result COMMIT waits for the standby (wait_event SyncRep)', async () =>
     (await scalar<number>(primaryAdmin, "SELECT count(*)::int FROM pg_stat_activity WHERE application_name = $1 AND wait_event = 'SyncRep'", [COMMIT_WAIT_APP])) === 1);
 
-  // The hook runs inside the result transaction after the dispatch UPDATE, before the run CAS and the
-  // event insert: the primary is stopped right there, as a crash (immediate: no shutdown checkpoint).
-  let stoppedInFlight = false;
-  const crashingStore = await storeOn(primaryUrl, {
-    hooks: {
-      afterDispatchUpdate: async () => {
-        await clusterStop(w.primary, 'immediate');
-        stoppedInFlight = true;
-      },
-    },
-  });
+  // The crash point parks pidfence_record_result itself after its dispatch UPDATE, before the run
+  // CAS and the event insert: the primary is stopped right there, as a crash (immediate: no
+  // shutdown checkpoint). The trigger stays on the promoted standby, inert: nobody holds its lock.
   const startedAt = Date.now();
-  const error = await t.throwsAsync(crashingStore.dispatchRepository.recordResult(resultCommand(inFlightLease, 'termination_requested')), { instanceOf: PidfenceError });
+  const settling = primaryStore.dispatchRepository.recordResult(resultCommand(inFlightLease, 'termination_requested'));
+  settling.catch(() => undefined);
+  const parked = await crashPoint.parked();
+  check(t, name, 'the result transaction is open inside the function production calls when the primary stops', /pidfence_record_result\(/.test(parked.query));
+  await clusterStop(w.primary, 'immediate');
+  const error = await t.throwsAsync(settling, { instanceOf: PidfenceError });
+  await crashPoint.remove();
   const failedAfterMs = Date.now() - startedAt;
-  check(t, name, 'the primary stopped while the result transaction was open', stoppedInFlight);
-  check(t, name, 'the in-flight result fails with ERR_PIDFENCE_STORE_UNAVAILABLE (nothing committed)', error?.code === 'ERR_PIDFENCE_STORE_UNAVAILABLE');
+  check(t, name, 'the in-flight result fails with ERR_PIDFENCE_STORE_COMMIT_UNKNOWN (one statement sent, its end unseen; the promotion phase proves nothing was committed)', error?.code === 'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN');
   check(t, name, 'the error text carries no token, owner or digest', error !== undefined && ![...w.secrets].some((secret) => error.message.includes(secret)));
   const commitError = await waitingResult.then(() => undefined, (failure: unknown) => failure);
   check(t, name, 'the result whose COMMIT was waiting for the standby fails with ERR_PIDFENCE_STORE_COMMIT_UNKNOWN',

@@ -18,11 +18,12 @@ import {
 import { SQL } from '../../lib/store/postgres/statements';
 import { provisionDatabase } from '../helpers/postgres';
 import { committedSchemaDump, currentSchemaDump, SCHEMA_DUMP_COMMAND } from '../helpers/pg-schema';
-import { migratedDatabase, migratedDatabaseForFile, SUITE_SESSION_SETTINGS, type MigratedDatabase } from '../helpers/pg-store';
+import { migratedDatabase, migratedDatabaseForFile, SUITE_SESSION_SETTINGS } from '../helpers/pg-store';
 import { openContractStore } from '../helpers/stores';
 import { registerDispatchContractSuite } from './dispatch-contract-suite';
 import { type ContractStore } from '../helpers/stores';
 import { cancelledRun } from '../helpers/cancelled-runs';
+import { crashPointAfterDispatchUpdate } from '../helpers/pg-crash-point';
 
 const ready = migratedDatabaseForFile(test, 'pgstore');
 
@@ -123,7 +124,8 @@ test.serial('migrations: owner migrates once, the runtime role is ready, and rea
   t.teardown(() => db.dispose());
   t.deepEqual(await migratePostgres(db.ownerUrl), [], 'a second migrate applies nothing');
   const files = loadMigrations(migrationsDirectory('postgres'));
-  t.deepEqual(files.map((file) => file.name), ['0001_runs_attempts_events', '0002_cancellation_dispatches', '0003_management_audit', '0004_grants', '0005_execution_lifecycle', '0006_runner_ownership', '0007_dispatch_functions', '0008_append_only_history', '0009_cluster_worker_leases', '0010_runs_by_project', '0011_pending_at_cancel_due_index', '0012_set_based_page_functions']);
+  t.deepEqual(files.map((file) => file.name), ['0001_runs_attempts_events', '0002_cancellation_dispatches', '0003_management_audit', '0004_grants', '0005_execution_lifecycle', '0006_runner_ownership', '0007_dispatch_functions', '0008_append_only_history', '0009_cluster_worker_leases', '0010_runs_by_project', '0011_pending_at_cancel_due_index', '0012_set_based_page_functions', '0013_worker_fleet', '0014_run_names',
+    '0015_single_row_is_a_page_of_one', '0016_worker_liveness_and_lease_page', '0017_unreachable_runs']);
   const last = files[files.length - 1];
   const recorded = await db.owner.query<{ version: number; checksum: string }>('SELECT version, checksum FROM pidfence_migrations ORDER BY version');
   t.deepEqual(recorded.rows.map((row) => row.checksum), files.map((file) => file.checksum), 'sha256 of each file recorded');
@@ -135,10 +137,14 @@ test.serial('migrations: owner migrates once, the runtime role is ready, and rea
     t.is((error as PidfenceError).code, code);
     t.regex(error?.message ?? '', pattern);
   };
-  await expectNotReady('ERR_PIDFENCE_PG_PRIVILEGE_EXCESS', /DELETE on runs.*TRUNCATE on runs|CREATE on schema public/, db.ownerUrl);
+  // The owner's URL where the runtime role's belongs: the advice is the URL, not a grant to the owner (issue 33).
+  await expectNotReady('ERR_PIDFENCE_STORE_OWNER', /owns the pidfence tables: it is the migration owner.*Connect with the runtime role's URL/, db.ownerUrl);
+  const asOwner = (await t.throwsAsync(postgresReadiness(db.ownerUrl)))?.message ?? '';
+  const ownerRole = asOwner.split(' ')[0] ?? '';
+  t.false(asOwner.includes('grantRuntime(') || asOwner.includes(`grant-runtime ${ownerRole}`), 'no grant for the owner is advised');
 
   await db.owner.query(`REVOKE UPDATE ON cancellation_dispatches FROM ${db.runtimeRole}`);
-  await expectNotReady('ERR_PIDFENCE_PG_PRIVILEGE_MISSING', new RegExp(`lacks UPDATE on cancellation_dispatches; run grantRuntime\\('${db.runtimeRole}'\\)`));
+  await expectNotReady('ERR_PIDFENCE_PG_PRIVILEGE_MISSING', new RegExp(`lacks UPDATE on cancellation_dispatches; run \`pidfence grant-runtime ${db.runtimeRole} --db <migration-owner-url>\` \\(grantRuntime\\('${db.runtimeRole}'\\) from a program\\)`));
   await t.throwsAsync(openPostgresStore(db.runtimeUrl), { code: 'ERR_PIDFENCE_PG_PRIVILEGE_MISSING' });
   await grantRuntime(db.ownerUrl, db.runtimeRole);
   await t.notThrowsAsync(postgresReadiness(db.runtimeUrl));
@@ -179,9 +185,9 @@ test.serial('the committed schema dump matches the migrations', async (t) => {
   const current = await currentSchemaDump();
   const committed = committedSchemaDump();
   if (current !== committed) {
-    t.log(`lib/store/postgres/schema.sql differs from a freshly migrated database: regenerate it with \`${SCHEMA_DUMP_COMMAND}\` and review the diff.`);
+    t.log(`test/fixtures/postgres-schema.sql differs from a freshly migrated database: regenerate it with \`${SCHEMA_DUMP_COMMAND}\` and review the diff.`);
   }
-  t.is(current, committed, `schema.sql is stale: run ${SCHEMA_DUMP_COMMAND}`);
+  t.is(current, committed, `test/fixtures/postgres-schema.sql is stale: run ${SCHEMA_DUMP_COMMAND}`);
 });
 
 test.serial('CHECK constraints hold the status, lease, retry and terminal shape; the composite references hold project and attempt', async (t) => {
@@ -270,37 +276,68 @@ test.serial('bad input never reaches SQL: no connection is checked out and no qu
   t.true(calls > 0, 'the counter sees real calls');
 });
 
-test.serial('a connection dropped between statements of a result transaction leaves nothing behind', async (t) => {
+test.serial('a connection dropped inside pidfence_record_result, after its dispatch UPDATE, leaves nothing behind', async (t) => {
   const db = await ready;
-  const plain = await openContractStore(db, { checkReadiness: false });
-  t.teardown(() => plain.close());
-  let terminated = 0;
-  const hooked = await openContractStore(db, {
-    checkReadiness: false,
-    hooks: {
-      afterDispatchUpdate: async ({ processId }) => {
-        const { rows } = await db.admin.query<{ done: boolean }>('SELECT pg_terminate_backend($1) AS done', [processId]);
-        if (rows[0]?.done === true) terminated += 1;
-      },
-    },
-  });
-  t.teardown(() => hooked.close());
-  const at = await cancelledAt(plain, 'drop-run');
+  const store = await openContractStore(db, { checkReadiness: false });
+  t.teardown(() => store.close());
+  const at = await cancelledAt(store, 'drop-run');
   const claim = claimFor('drop-run', at);
-  const claimed = await hooked.repository.claim(claim);
+  const claimed = await store.repository.claim(claim);
   if (claimed.kind !== 'claimed') return t.fail(claimed.kind);
-  const before = { run: await plain.runStore.getRun('drop-run'), record: await plain.repository.getRecord('drop-run'), events: await plain.runStore.listEvents('drop-run') };
+  const before = { run: await store.runStore.getRun('drop-run'), record: await store.repository.getRecord('drop-run'), events: await store.runStore.listEvents('drop-run') };
   const command = { runId: claim.runId, attemptId: claim.attemptId, owner: claim.owner, token: claim.token, expectedVersion: claimed.record.version, result: 'termination_requested' as const, eventId: 'drop-e2' };
-  const error = await t.throwsAsync(hooked.repository.recordResult(command), { instanceOf: PidfenceError });
-  t.is(terminated, 1, 'the backend was terminated after the dispatch update');
-  t.is((error as PidfenceError).code, 'ERR_PIDFENCE_STORE_UNAVAILABLE');
+  const crashPoint = await crashPointAfterDispatchUpdate(db.admin, 'drop-run');
+  t.teardown(() => crashPoint.remove());
+  const settling = store.repository.recordResult(command);
+  settling.catch(() => undefined);
+  const parked = await crashPoint.parked();
+  t.regex(parked.query, /pidfence_record_result\(/, 'the parked statement is the function production calls');
+  const { rows } = await db.admin.query<{ done: boolean }>('SELECT pg_terminate_backend($1) AS done', [parked.processId]);
+  t.true(rows[0]?.done, 'the backend was terminated after the dispatch update');
+  const error = await t.throwsAsync(settling, { instanceOf: PidfenceError });
+  // One statement is its own transaction: a socket lost after it was sent may have committed, so the
+  // caller is told COMMIT_UNKNOWN (re-read, the fences make a retry safe), never "nothing was written".
+  t.is((error as PidfenceError).code, 'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN');
   for (const secret of [claim.token, claim.owner, 'drop-run', 'UPDATE', 'cancellation_dispatches', claimed.record.leaseTokenDigest ?? '-']) {
     t.false(error?.message.includes(secret), `the error does not carry ${secret.slice(0, 12)}`);
   }
-  const after = { run: await plain.runStore.getRun('drop-run'), record: await plain.repository.getRecord('drop-run'), events: await plain.runStore.listEvents('drop-run') };
+  await crashPoint.remove();
+  const after = { run: await store.runStore.getRun('drop-run'), record: await store.repository.getRecord('drop-run'), events: await store.runStore.listEvents('drop-run') };
   t.deepEqual(after, before, 'dispatch, run version and events are as before the transaction');
-  const recorded = await plain.repository.recordResult(command);
+  const recorded = await store.repository.recordResult(command);
   t.is(recorded.kind, 'recorded', 'the same fence settles once the connection is back');
+});
+
+test.serial('a connection dropped inside pidfence_record_results (a page settle), after a dispatch UPDATE, leaves the whole page unsettled', async (t) => {
+  const db = await ready;
+  const store = await openContractStore(db, { checkReadiness: false });
+  t.teardown(() => store.close());
+  const runIds = ['drop-page-a', 'drop-page-b'];
+  const commands = [];
+  const before = [];
+  for (const runId of runIds) {
+    const claim = claimFor(runId, await cancelledAt(store, runId));
+    const claimed = await store.repository.claim(claim);
+    if (claimed.kind !== 'claimed') return t.fail(claimed.kind);
+    commands.push({ runId, attemptId: claim.attemptId, owner: claim.owner, token: claim.token, expectedVersion: claimed.record.version, result: 'already_exited' as const, eventId: `${runId}-e2` });
+    before.push({ run: await store.runStore.getRun(runId), record: await store.repository.getRecord(runId), events: await store.runStore.listEvents(runId) });
+  }
+  // The second run of the page parks: the first one's UPDATE is already done in the same transaction.
+  const crashPoint = await crashPointAfterDispatchUpdate(db.admin, 'drop-page-b');
+  t.teardown(() => crashPoint.remove());
+  const settling = store.repository.recordResults(commands);
+  settling.catch(() => undefined);
+  const parked = await crashPoint.parked();
+  t.regex(parked.query, /pidfence_record_results\(/, 'the parked statement is the set-based function production calls');
+  await db.admin.query('SELECT pg_terminate_backend($1)', [parked.processId]);
+  const error = await t.throwsAsync(settling, { instanceOf: PidfenceError });
+  t.is((error as PidfenceError).code, 'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN');
+  await crashPoint.remove();
+  const after = [];
+  for (const runId of runIds) after.push({ run: await store.runStore.getRun(runId), record: await store.repository.getRecord(runId), events: await store.runStore.listEvents(runId) });
+  t.deepEqual(after, before, 'neither dispatch, run version nor event of the page changed');
+  const recorded = await store.repository.recordResults(commands);
+  t.deepEqual(recorded.map((r) => r.kind), ['recorded', 'recorded'], 'the same fences settle once the connection is back');
 });
 
 /** Counts ReadyForQuery (one per round trip) and CommandComplete (one per top-level statement) on the wire. */
@@ -324,8 +361,10 @@ test.serial('claim and recordResult are one round trip and one statement each on
     const at = await cancelledAt(setup, runId);
     const { pool, counts } = wireCountingPool(db.runtimeUrl);
     t.teardown(() => pool.end());
-    await pool.query('SELECT 1');
     const repository = new PostgresDispatchRepository(pool, { preparedStatements });
+    // A read through the store first: a connection's first use also checks its synchronous_commit,
+    // once per connection (docs/decisions/0010); what is counted below is every later call.
+    await repository.getRecord(runId);
     for (let round = 0; round < 2; round += 1) {
       // Round 2 proves the second call on a connection (the prepared one, when named) is one trip too.
       const claim = claimFor(runId, at);
@@ -395,11 +434,13 @@ test.serial('pg gate 11: the runtime role gains only EXECUTE on the dispatch fun
            has_function_privilege($1, p.oid, 'EXECUTE') AS runtime_execute
       FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
      WHERE n.nspname = current_schema() AND p.proname LIKE 'pidfence\\_%' ORDER BY p.proname`, [db.runtimeRole]);
-  t.deepEqual(rows.map((row) => row.name), ['pidfence_claim', 'pidfence_claim_due_page', 'pidfence_claim_page', 'pidfence_dispatch_json', 'pidfence_lock_page', 'pidfence_record_result', 'pidfence_record_results', 'pidfence_set_limits']);
+  t.deepEqual(rows.map((row) => row.name), ['pidfence_claim', 'pidfence_claim_due_page', 'pidfence_claim_page', 'pidfence_dispatch_json', 'pidfence_lapsed_leases', 'pidfence_lease_tick',
+    'pidfence_lock_page', 'pidfence_notify_cancel', 'pidfence_record_result', 'pidfence_record_results', 'pidfence_set_limits']);
   for (const row of rows) {
     t.false(row.definer, `${row.name} is SECURITY INVOKER`);
     t.false(row.public_execute, `PUBLIC has no EXECUTE on ${row.name}`);
-    t.true(row.runtime_execute, `the runtime role may execute ${row.name}`);
+    // The cancel trigger's function (docs/decisions/0201) fires on the runtime role's cancels without EXECUTE: nobody calls it.
+    t.is(row.runtime_execute, row.name !== 'pidfence_notify_cancel', `the runtime role may execute ${row.name} only if it calls it`);
   }
 });
 

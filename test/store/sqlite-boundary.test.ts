@@ -9,6 +9,10 @@ import { createLeaseToken, type BlockingResult } from '../../lib/contract/index'
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
 import { cancelledRun } from '../helpers/cancelled-runs';
 import { tempFile } from '../helpers/temp-file';
+import { driverOf } from '../../lib/store/sqlite/driver';
+import { EXECUTION_SQL } from '../../lib/store/sqlite/execution-statements';
+import { MANAGEMENT_SQL } from '../../lib/store/sqlite/management-statements';
+import { SQL } from '../../lib/store/sqlite/statements';
 
 type Call = readonly [string, () => Promise<unknown>];
 
@@ -115,20 +119,20 @@ test('a run or attempt row the schema allows but the contract does not fails clo
   const attemptId = `${runId}-a1`;
   // Written outside pidfence: no CHECK constraint forbids a space in an id. The pending dispatch
   // the cancel wrote (docs/decisions/0022) references the run's project, so the foreign keys wait.
-  store.database.pragma('foreign_keys = OFF');
-  store.database.prepare("UPDATE runs SET project_id = 'project a' WHERE id = ?").run(runId);
+  driverOf(store.database).pragma('foreign_keys = OFF');
+  driverOf(store.database).prepare("UPDATE runs SET project_id = 'project a' WHERE id = ?").run(runId);
   const invalid = { instanceOf: Error, code: 'ERR_PIDFENCE_INVALID_RECORD' } as const;
   await t.throwsAsync(store.runStore.getRun(runId), invalid);
   await t.throwsAsync(store.runStore.markTerminal({ runId, status: 'failed', eventId: 'evt-t' }), invalid);
   await t.throwsAsync(store.dispatchRepository.claim({ runId, attemptId, cancelRequestedAtMs: 1, owner: 'w', token: createLeaseToken(), leaseDurationMs: 1_000 }), invalid);
-  store.database.prepare("UPDATE runs SET project_id = 'project-a' WHERE id = ?").run(runId);
-  store.database.pragma('foreign_keys = ON');
-  store.database.prepare("UPDATE attempts SET receipt_token_digest = ? WHERE id = ?").run('Z'.repeat(64), attemptId);
+  driverOf(store.database).prepare("UPDATE runs SET project_id = 'project-a' WHERE id = ?").run(runId);
+  driverOf(store.database).pragma('foreign_keys = ON');
+  driverOf(store.database).prepare("UPDATE attempts SET receipt_token_digest = ? WHERE id = ?").run('Z'.repeat(64), attemptId);
   await t.throwsAsync(store.runStore.getAttempt(runId, attemptId), invalid);
   await t.throwsAsync(store.executionStore.completeAttempt({
     runId, attemptId, status: 'succeeded', cause: 'receipt', exit: { exitCode: 0, signal: null }, attemptEventId: 'evt-ae', runEventId: 'evt-re', journalReceipt: false,
   }), invalid);
-  t.is((store.database.prepare('SELECT count(*) AS n FROM run_events WHERE run_id = ?').get(runId) as { n: number }).n, 1, 'nothing was written');
+  t.is((driverOf(store.database).prepare('SELECT count(*) AS n FROM run_events WHERE run_id = ?').get(runId) as { n: number }).n, 1, 'nothing was written');
 });
 
 test('a write its own transaction guarantees but a foreign trigger swallowed is ERR_PIDFENCE_STORE_INVARIANT, and nothing is written', async (t) => {
@@ -137,26 +141,62 @@ test('a write its own transaction guarantees but a foreign trigger swallowed is 
   const run = await store.runStore.getRun(runId);
   const claim = { runId, attemptId: `${runId}-a1`, cancelRequestedAtMs: run?.cancelRequestedAtMs ?? -1, owner: 'w', token: createLeaseToken(), leaseDurationMs: 60_000 };
   const invariant = { instanceOf: PidfenceError, code: 'ERR_PIDFENCE_STORE_INVARIANT' } as const;
-  const rows = () => store.database.prepare(`SELECT (SELECT count(*) FROM cancellation_dispatches) AS dispatches,
+  const rows = () => driverOf(store.database).prepare(`SELECT (SELECT count(*) FROM cancellation_dispatches) AS dispatches,
     (SELECT status || ':' || version FROM cancellation_dispatches WHERE run_id = ?) AS dispatch, (SELECT version FROM runs WHERE id = ?) AS version`).get(runId, runId);
   const before = rows();
 
   // The lease write (step 6) is skipped by a trigger: the claim's CAS cannot lose under BEGIN IMMEDIATE, so this is no outcome.
   // It is the CAS on the pending record the cancel wrote (docs/decisions/0022).
-  store.database.exec("CREATE TRIGGER foreign_skip BEFORE UPDATE ON cancellation_dispatches BEGIN SELECT RAISE(IGNORE); END");
+  driverOf(store.database).exec("CREATE TRIGGER foreign_skip BEFORE UPDATE ON cancellation_dispatches BEGIN SELECT RAISE(IGNORE); END");
   const lost = await t.throwsAsync(store.dispatchRepository.claim(claim), invariant);
   t.regex(lost?.message ?? '', /^the sqlite store found its own rule broken during claim: the lease CAS lost inside its own write transaction\. /);
-  store.database.exec('DROP TRIGGER foreign_skip');
+  driverOf(store.database).exec('DROP TRIGGER foreign_skip');
 
   // The run version CAS that reserves an event sequence is skipped the same way.
   const claimed = await store.dispatchRepository.claim(claim);
   if (claimed.kind !== 'claimed') return t.fail(claimed.kind);
   const afterClaim = rows();
-  store.database.exec("CREATE TRIGGER foreign_skip BEFORE UPDATE OF version ON runs BEGIN SELECT RAISE(IGNORE); END");
+  driverOf(store.database).exec("CREATE TRIGGER foreign_skip BEFORE UPDATE OF version ON runs BEGIN SELECT RAISE(IGNORE); END");
   await t.throwsAsync(store.dispatchRepository.recordResult({
     runId, attemptId: claim.attemptId, owner: 'w', token: claim.token, expectedVersion: claimed.record.version, result: 'already_exited', eventId: 'evt-r',
   }), invariant);
   t.deepEqual(rows(), afterClaim, 'the settle rolled back with the event append');
   t.is((await store.dispatchRepository.getRecord(runId))?.status, 'leased');
   t.notDeepEqual(before, afterClaim);
+});
+
+/** Records every statement better-sqlite3 prepares in this process, with the connection that prepared it. */
+function preparedLog(t: ExecutionContext): Array<{ readonly database: unknown; readonly sql: string }> {
+  const log: Array<{ database: unknown; sql: string }> = [];
+  const prototype = Database.prototype as unknown as { prepare: (this: unknown, sql: string) => unknown };
+  const prepare = prototype.prepare;
+  prototype.prepare = function (this: unknown, sql: string) {
+    log.push({ database: this, sql });
+    return prepare.call(this, sql);
+  };
+  t.teardown(() => { prototype.prepare = prepare; });
+  return log;
+}
+
+test.serial('one boundary per open store (docs/decisions/0261): opening prepares none of the store\'s statements; a call prepares only what it runs, once, for all five classes', async (t) => {
+  const log = preparedLog(t);
+  const { file, cleanup } = tempFile('pidfence-lazy-');
+  const store = openSqliteStore(file);
+  t.teardown(() => { store.close(); cleanup(); });
+  const driver = driverOf(store.database);
+  const texts = new Set([SQL, EXECUTION_SQL, MANAGEMENT_SQL].flatMap((set) => Object.values(set)));
+  const ours = (from: number): string[] => log.slice(from).filter((entry) => entry.database === driver && texts.has(entry.sql)).map((entry) => entry.sql);
+  t.deepEqual(ours(0), [], 'the open prepared no statement of the store\'s sets');
+  let mark = log.length;
+  await store.dispatchRepository.getRecord('run-none');
+  t.deepEqual(ours(mark), [SQL.selectDispatch], 'getRecord prepared its one statement');
+  mark = log.length;
+  await store.dispatchRepository.getRecord('run-none');
+  await store.managementStore.inspectDispatch('run-none');
+  t.false(ours(mark).includes(SQL.selectDispatch), 'a second call, and another class on the same store, reuse it');
+  mark = log.length;
+  await store.runStore.getRun('run-none');
+  t.deepEqual(ours(mark), [SQL.selectRun]);
+  const prepared = ours(0).length;
+  t.true(prepared < texts.size / 4, `${prepared} of ${texts.size} statements prepared after four kinds of call`);
 });

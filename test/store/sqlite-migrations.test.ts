@@ -8,6 +8,7 @@ import { loadMigrations, migrationsDirectory } from '../../lib/store/migrations'
 import { migrateSqliteDatabase, openSqliteDatabase, openSqliteStore, type SqliteDatabase } from '../../lib/store/sqlite/index';
 import { SQL } from '../../lib/store/sqlite/statements';
 import { tempFile } from '../helpers/temp-file';
+import { driverOf } from '../../lib/store/sqlite/driver';
 
 const NOW = 1_700_000_000_000;
 const DIGEST = 'ab'.repeat(32);
@@ -41,14 +42,14 @@ const STATES: Readonly<Record<string, DispatchRow>> = {
 const EVENT_TYPES = ['run.cancel_requested', 'run.cancel_dispatched', 'run.cancel_dispatch_blocked', 'run.cancel_dispatch_failed', 'run.cancel_dispatch_rearmed', 'run.terminal'];
 
 function insertRunWithAttempt(db: SqliteDatabase, runId: string, nextEventSeq = 1): void {
-  db.prepare(`INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
+  driverOf(db).prepare(`INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
     VALUES (?, 'project-a', 'runtime', 'running', 1, ?, 'user', ?, ?, ?)`).run(runId, NOW - 1_000, nextEventSeq, NOW - 2_000, NOW - 1_000);
-  db.prepare(`INSERT INTO attempts (run_id, id, status, pid, handle, created_at_ms, updated_at_ms) VALUES (?, ?, 'running', 4242, '{"v":1}', ?, ?)`)
+  driverOf(db).prepare(`INSERT INTO attempts (run_id, id, status, pid, handle, created_at_ms, updated_at_ms) VALUES (?, ?, 'running', 4242, '{"v":1}', ?, ?)`)
     .run(runId, `${runId}-a1`, NOW - 2_000, NOW - 2_000);
 }
 
 function insertDispatch(db: SqliteDatabase, runId: string, row: DispatchRow): unknown {
-  return db.prepare(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count,
+  return driverOf(db).prepare(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count,
       next_attempt_at_ms, lease_owner, lease_token_digest, lease_expires_at_ms, last_result, last_dispatched_at_ms, blocked_at_ms,
       created_at_ms, updated_at_ms)
     VALUES (:runId, :projectId, :attemptId, :status, :version, :count, :next, :owner, :digest, :expires, :result, :dispatched, :blocked, :at, :at)`).run({
@@ -59,7 +60,7 @@ function insertDispatch(db: SqliteDatabase, runId: string, row: DispatchRow): un
 }
 
 function insertEvent(db: SqliteDatabase, runId: string, seq: number, type: string, payload = '{"n":1}'): unknown {
-  return db.prepare('INSERT INTO run_events (run_id, seq, id, type, payload, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)')
+  return driverOf(db).prepare('INSERT INTO run_events (run_id, seq, id, type, payload, created_at_ms) VALUES (?, ?, ?, ?, ?, ?)')
     .run(runId, seq, `${runId}-e${seq}`, type, payload, NOW - 1_000 + seq);
 }
 
@@ -87,7 +88,7 @@ const PROBES: ReadonlyArray<readonly [string, string, (db: SqliteDatabase) => un
   ['another project than the run', 'SQLITE_CONSTRAINT_FOREIGNKEY', (db) => insertDispatch(db, 'run-probe', { status: 'pending', version: 0, count: 0, next: NOW, projectId: 'project-b' })],
   ['an attempt of no run', 'SQLITE_CONSTRAINT_FOREIGNKEY', (db) => insertDispatch(db, 'run-probe', { status: 'pending', version: 0, count: 0, next: NOW, attemptId: 'nope' })],
   ['a second row for a run', 'SQLITE_CONSTRAINT_PRIMARYKEY', (db) => insertDispatch(db, 'run-pending', { status: 'pending', version: 0, count: 0, next: NOW })],
-  ['settling a leased row without clearing the lease', 'SQLITE_CONSTRAINT_CHECK', (db) => db.prepare("UPDATE cancellation_dispatches SET status = 'dispatched', last_result = 'already_exited' WHERE run_id = 'run-leased-live'").run()],
+  ['settling a leased row without clearing the lease', 'SQLITE_CONSTRAINT_CHECK', (db) => driverOf(db).prepare("UPDATE cancellation_dispatches SET status = 'dispatched', last_result = 'already_exited' WHERE run_id = 'run-leased-live'").run()],
   ['unknown event type', 'SQLITE_CONSTRAINT_CHECK', (db) => insertEvent(db, 'run-probe', 1, 'run.nope')],
   ['event payload not JSON', 'SQLITE_CONSTRAINT_CHECK', (db) => insertEvent(db, 'run-probe', 1, 'run.terminal', 'nope')],
   ['event payload over 1024 bytes', 'SQLITE_CONSTRAINT_CHECK', (db) => insertEvent(db, 'run-probe', 1, 'run.terminal', JSON.stringify({ n: 'x'.repeat(1024) }))],
@@ -103,28 +104,28 @@ const PROBES: ReadonlyArray<readonly [string, string, (db: SqliteDatabase) => un
 /** Each probe's outcome (`ok` or the SQLite code) after its name, every write rolled back. */
 function probe(db: SqliteDatabase): string[] {
   return PROBES.map(([name, , write]) => {
-    db.exec('SAVEPOINT probe');
+    driverOf(db).exec('SAVEPOINT probe');
     try {
       write(db);
       return `${name}: ok`;
     } catch (error) {
       return `${name}: ${String((error as { code?: unknown }).code)}`;
     } finally {
-      db.exec('ROLLBACK TO probe; RELEASE probe');
+      driverOf(db).exec('ROLLBACK TO probe; RELEASE probe');
     }
   });
 }
 
 function snapshot(db: SqliteDatabase): { dispatches: unknown[]; events: unknown[] } {
   return {
-    dispatches: db.prepare('SELECT * FROM cancellation_dispatches ORDER BY run_id').all(),
-    events: db.prepare('SELECT * FROM run_events ORDER BY run_id, seq').all(),
+    dispatches: driverOf(db).prepare('SELECT * FROM cancellation_dispatches ORDER BY run_id').all(),
+    events: driverOf(db).prepare('SELECT * FROM run_events ORDER BY run_id, seq').all(),
   };
 }
 
 /** The rebuilt tables' indexes: name, and whether partial. */
 function indexesOf(db: SqliteDatabase): unknown[] {
-  return ['cancellation_dispatches', 'run_events'].flatMap((table) => (db.pragma(`index_list(${table})`) as Array<{ name: string; unique: number; partial: number }>)
+  return ['cancellation_dispatches', 'run_events'].flatMap((table) => (driverOf(db).pragma(`index_list(${table})`) as Array<{ name: string; unique: number; partial: number }>)
     .map(({ name, unique, partial }) => ({ table, name, unique, partial })).sort((a, b) => a.name.localeCompare(b.name)));
 }
 
@@ -140,7 +141,7 @@ test('0009 keeps every row of a database migrated to 0008 and every rule of its 
     if (db.open) db.close();
   });
   t.is(migrateSqliteDatabase(db, () => NOW, through0008).length, 8);
-  db.transaction(() => {
+  driverOf(db).transaction(() => {
     for (const [name, row] of Object.entries(STATES)) {
       insertRunWithAttempt(db, `run-${name}`);
       insertDispatch(db, `run-${name}`, row);
@@ -156,20 +157,20 @@ test('0009 keeps every row of a database migrated to 0008 and every rule of its 
   t.deepEqual(rulesBefore, PROBES.map(([name, expected]) => `${name}: ${expected}`), 'the 0008 rules reject and accept what the probes say');
   const indexesBefore = indexesOf(db);
 
-  t.deepEqual(migrateSqliteDatabase(db, () => NOW), ['0009_rules_without_in_lists']);
+  t.deepEqual(migrateSqliteDatabase(db, () => NOW, files.filter((f) => f.version <= 9)), ['0009_rules_without_in_lists']);
 
   t.deepEqual(snapshot(db), before, 'every row survives, byte for byte');
   t.deepEqual(probe(db), rulesBefore, 'every write rejected before is rejected with the same code, every accepted one accepted');
   t.deepEqual(indexesOf(db), indexesBefore, 'the same indexes, partial where they were');
-  t.deepEqual(db.pragma('foreign_key_check'), []);
-  t.deepEqual(db.pragma('integrity_check'), [{ integrity_check: 'ok' }], 'partial indexes hold exactly their rows');
-  const schema = db.prepare("SELECT name, sql FROM sqlite_schema WHERE tbl_name IN ('cancellation_dispatches', 'run_events') AND sql IS NOT NULL").all() as Array<{ name: string; sql: string }>;
+  t.deepEqual(driverOf(db).pragma('foreign_key_check'), []);
+  t.deepEqual(driverOf(db).pragma('integrity_check'), [{ integrity_check: 'ok' }], 'partial indexes hold exactly their rows');
+  const schema = driverOf(db).prepare("SELECT name, sql FROM sqlite_schema WHERE tbl_name IN ('cancellation_dispatches', 'run_events') AND sql IS NOT NULL").all() as Array<{ name: string; sql: string }>;
   t.deepEqual(schema.map((row) => row.name).sort(), ['cancellation_dispatches', 'cancellation_dispatches_blocked', 'cancellation_dispatches_due', 'run_events']);
   for (const { name, sql } of schema) t.notRegex(sql, /\bIN\s*\(/i, `${name} has no IN list left`);
   // No write of the claim + settle cycle builds a temporary index of a list any more.
   for (const write of ['leaseDispatch', 'settleDispatch', 'insertEvent'] as const) {
     const named = [...new Set([...SQL[write].matchAll(/:(\w+)/g)].map((m) => m[1] ?? ''))];
-    const program = db.prepare(`EXPLAIN ${SQL[write]}`).all(Object.fromEntries(named.map((n) => [n, null]))) as Array<{ opcode: string; p4: unknown }>;
+    const program = driverOf(db).prepare(`EXPLAIN ${SQL[write]}`).all(Object.fromEntries(named.map((n) => [n, null]))) as Array<{ opcode: string; p4: unknown }>;
     // RETURNING collects its rows in an ephemeral table without a key; an IN list's has one (k(1,B)).
     t.deepEqual(program.filter((op) => op.opcode === 'OpenEphemeral' && String(op.p4).startsWith('k(')), [], write);
   }

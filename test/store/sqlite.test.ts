@@ -15,6 +15,7 @@ import { registerDispatchContractSuite, registerRawTokenScan } from './dispatch-
 import { sqliteFileBytes, storeFactory } from '../helpers/stores';
 import { tempFile } from '../helpers/temp-file';
 import { cancelledRun } from '../helpers/cancelled-runs';
+import { driverOf } from '../../lib/store/sqlite/driver';
 
 registerDispatchContractSuite(storeFactory('sqlite'));
 registerRawTokenScan(storeFactory('sqlite'));
@@ -52,7 +53,7 @@ test('gate 1: two processes racing claim on one SQLite file for 200 rounds get e
 
   const check = openSqliteStore(file);
   t.teardown(() => check.close());
-  const owners = check.database.prepare("SELECT lease_owner AS owner, count(*) AS n FROM cancellation_dispatches WHERE status = 'leased' GROUP BY lease_owner").all() as Array<{ owner: string; n: number }>;
+  const owners = driverOf(check.database).prepare("SELECT lease_owner AS owner, count(*) AS n FROM cancellation_dispatches WHERE status = 'leased' GROUP BY lease_owner").all() as Array<{ owner: string; n: number }>;
   t.is(owners.reduce((sum, row) => sum + row.n, 0), 200);
   t.log(`wins: ${owners.map((row) => `${row.owner}=${row.n}`).join(', ')}`);
 });
@@ -87,7 +88,7 @@ test('bad input runs no SQL at all: the statement log stays empty and the file b
   const store = openSqliteStore(file, { verbose: (sql) => statements.push(sql) });
   t.teardown(() => store.close());
   const at = await cancelledAt(store, 'run-bad');
-  store.database.pragma('wal_checkpoint(TRUNCATE)');
+  driverOf(store.database).pragma('wal_checkpoint(TRUNCATE)');
   const before = sqliteFileBytes(file);
   statements.length = 0;
   const claim = { runId: 'run-bad', attemptId: 'run-bad-a1', cancelRequestedAtMs: at, owner: 'w', token: createLeaseToken(), leaseDurationMs: 1_000 };
@@ -106,7 +107,7 @@ test('a changed applied migration makes readiness fail with a clear error', (t) 
   t.teardown(cleanup);
   openSqliteStore(file).close();
   const reopened = openSqliteStore(file);
-  reopened.database.prepare("UPDATE pidfence_migrations SET checksum = 'f00d' || substr(checksum, 5) WHERE version = 2").run();
+  driverOf(reopened.database).prepare("UPDATE pidfence_migrations SET checksum = 'f00d' || substr(checksum, 5) WHERE version = 2").run();
   reopened.close();
   const error = t.throws(() => openSqliteStore(file), { instanceOf: PidfenceError });
   t.is((error as PidfenceError).code, 'ERR_PIDFENCE_MIGRATION_CHECKSUM');
@@ -128,8 +129,8 @@ test('CHECK constraints hold the status, lease, retry and terminal shape; projec
   t.teardown(() => store.close());
   await cancelledAt(store, 'run-check');
   // The cancel wrote the pending dispatch (docs/decisions/0022); the shapes below are written by hand.
-  store.database.prepare(`DELETE FROM cancellation_dispatches WHERE run_id = 'run-check'`).run();
-  const insert = (status: string, extra: Record<string, unknown>) => () => store.database.prepare(`INSERT INTO cancellation_dispatches
+  driverOf(store.database).prepare(`DELETE FROM cancellation_dispatches WHERE run_id = 'run-check'`).run();
+  const insert = (status: string, extra: Record<string, unknown>) => () => driverOf(store.database).prepare(`INSERT INTO cancellation_dispatches
     (run_id, project_id, attempt_id, status, version, dispatch_count, next_attempt_at_ms, lease_owner, lease_token_digest,
      lease_expires_at_ms, last_result, last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
     VALUES (:runId, :projectId, 'run-check-a1', :status, 1, 1, :next, :owner, :digest, :expires, :result, NULL, :blocked, 1, 1)`).run({
@@ -153,7 +154,7 @@ test('CHECK constraints hold the status, lease, retry and terminal shape; projec
   failsWith(insert('leased', { owner: 'w', digest: 'A'.repeat(64), expires: 5 }), 'SQLITE_CONSTRAINT_CHECK', 'digest must be lowercase hex');
   failsWith(insert('leased', { owner: 'w', digest, expires: 5, projectId: 'project-b' }), 'SQLITE_CONSTRAINT_FOREIGNKEY', 'project must match the run');
   insert('leased', { owner: 'w', digest, expires: 5 })();
-  t.is((store.database.prepare('SELECT count(*) AS n FROM cancellation_dispatches').get() as { n: number }).n, 1);
+  t.is((driverOf(store.database).prepare('SELECT count(*) AS n FROM cancellation_dispatches').get() as { n: number }).n, 1);
 });
 
 test('gate 9: the due query is bound to its indexes (no table scan)', (t) => {
@@ -163,7 +164,7 @@ test('gate 9: the due query is bound to its indexes (no table scan)', (t) => {
   t.teardown(() => store.close());
   // Every runner's due items, and one runner's (docs/decisions/0070): the same index-bound plan.
   for (const runnerId of [null, 'rnr-1']) {
-    const plan = (store.database.prepare(`EXPLAIN QUERY PLAN ${SQL.duePage}`).all({ afterAtMs: -1, afterRunId: '', nowMs: 0, limit: 64, runnerId }) as Array<{ detail: string }>).map((row) => row.detail);
+    const plan = (driverOf(store.database).prepare(`EXPLAIN QUERY PLAN ${SQL.duePage}`).all({ afterAtMs: -1, afterRunId: '', nowMs: 0, limit: 64, runnerId }) as Array<{ detail: string }>).map((row) => row.detail);
     // docs/decisions/0022: one index on the dispatch table; no branch walks the cancelled runs.
     t.is(plan.filter((line) => line.includes('USING INDEX cancellation_dispatches_due')).length, 3, plan.join('\n'));
     t.false(plan.some((line) => line.includes('runs_cancel_open')), plan.join('\n'));

@@ -201,3 +201,77 @@ test.serial('a subject without run.read sees the refusal, not the counts', async
   t.is(await fact(page, 'code'), 'ERR_PIDFENCE_NOT_PERMITTED');
   t.is(await page.locator('[data-fact^="state-"]').count(), 0);
 });
+
+/** The parts of a DOM element and its computed style the contrast check reads (this suite compiles without the DOM lib). */
+interface Shown {
+  readonly parentElement: Shown | null;
+  readonly childNodes: ArrayLike<{ readonly nodeType: number; readonly textContent: string | null }>;
+  readonly tagName: string;
+  readonly className: string;
+}
+interface ShownStyle {
+  readonly color: string;
+  readonly backgroundColor: string;
+  readonly fontSize: string;
+  readonly fontWeight: string;
+}
+
+/** Every element's own text whose contrast with the background it sits on is below WCAG AA (4.5:1, 3:1 for large text). */
+async function contrastFailures(page: Page): Promise<string[]> {
+  return page.locator('body *').evaluateAll((elements) => {
+    const styleOf = (element: Shown): ShownStyle => (globalThis as unknown as { getComputedStyle(element: Shown): ShownStyle }).getComputedStyle(element);
+    const rgba = (color: string): number[] => (/rgba?\(([^)]+)\)/.exec(color)?.[1] ?? '0,0,0,0').split(',').map((part) => Number(part.trim()));
+    const luminance = ([r = 0, g = 0, b = 0]: number[]): number => {
+      const channel = (value: number): number => (value / 255 <= 0.03928 ? value / 255 / 12.92 : ((value / 255 + 0.055) / 1.055) ** 2.4);
+      return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b);
+    };
+    const backgroundOf = (element: Shown): number[] => {
+      for (let at: Shown | null = element; at !== null; at = at.parentElement) {
+        const color = rgba(styleOf(at).backgroundColor);
+        if ((color[3] ?? 1) > 0) return color;
+      }
+      return [255, 255, 255, 1];
+    };
+    const failures: string[] = [];
+    for (const element of elements as unknown as Shown[]) {
+      const text = Array.from(element.childNodes).filter((node) => node.nodeType === 3).map((node) => node.textContent?.trim() ?? '').join('');
+      if (text === '') continue;
+      const style = styleOf(element);
+      const [high, low] = [luminance(rgba(style.color)), luminance(backgroundOf(element))].sort((a, b) => b - a);
+      const ratio = ((high ?? 0) + 0.05) / ((low ?? 0) + 0.05);
+      const size = Number.parseFloat(style.fontSize);
+      const minimum = size >= 24 || (Number(style.fontWeight) >= 700 && size >= 18.66) ? 3 : 4.5;
+      if (ratio < minimum) failures.push(`<${element.tagName.toLowerCase()} class="${element.className}"> "${text.slice(0, 24)}": ${ratio.toFixed(2)}:1 < ${minimum}:1`);
+    }
+    return failures;
+  });
+}
+
+test.serial('every page has its landmarks (header with the navigation, one main), keeps all its text at WCAG AA contrast, and a page of the store\'s state reloads itself without a script', async (t) => {
+  const world = await ready;
+  const page = await browserAs(t, world, 'viewer');
+  const running = (await new ManagementPlane({ store: world.store.managementStore, principal: 'viewer' }).listRuns({ projectId: 'shop', state: 'running', limit: 1 })).items[0]?.runId ?? '';
+  const pages: ReadonlyArray<readonly [string, boolean]> = [
+    ['/status', false],
+    ['/status/projects/shop', true],
+    ['/status/projects/shop/blocked', true],
+    ['/status/projects/shop/runs', true],
+    [`/status/runs/${running}`, true],
+    ['/status/projects/nowhere-of-yours/blocked', false],
+  ];
+  for (const [at, reloads] of pages) {
+    await page.goto(`${world.plane.url}${at}`);
+    t.is(await page.locator('main').count(), 1, `${at}: one main`);
+    t.is(await page.locator('header > nav').count(), 1, `${at}: the navigation in the header`);
+    t.is(await page.locator('html').getAttribute('lang'), 'en');
+    t.deepEqual(await contrastFailures(page), [], `${at}: every text at AA contrast`);
+    t.is(await page.locator('meta[http-equiv="refresh"]').count(), reloads ? 1 : 0, `${at}: ${reloads ? 'reloads itself' : 'stays as it is (a form, a refusal)'}`);
+  }
+  t.true((await page.content()).includes('ERR_PIDFENCE_'), 'the last page is a refusal');
+  // The refresh is the browser's own: with JavaScript off the card is fetched again by itself.
+  await page.goto(`${world.plane.url}/status/projects/shop`);
+  t.is(await page.locator('meta[http-equiv="refresh"]').getAttribute('content'), '15');
+  t.regex(await fact(page, 'refresh'), /reloads itself every 15 s/);
+  const again = await page.waitForRequest((request) => request.url() === `${world.plane.url}/status/projects/shop`, { timeout: 30_000 });
+  t.is(again.method(), 'GET');
+});

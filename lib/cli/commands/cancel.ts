@@ -6,10 +6,12 @@ import { randomUUID } from 'node:crypto';
 
 
 import { validateId, type RequestCancellationOutcome } from '../../contract/index';
-import { createExecution, type OrphanStop } from '../../execution/index';
-import { authorizeCancel, ManagementError, runNotVisible } from '../../management/index';
+import type { OrphanStop } from '../../execution/adoption';
+import { sendWakeUp, wakeHeard } from '../../execution/wake-channel';
+import { authorizeCancel, runFinished, runNotVisible } from '../../management/index';
 import { type CliIo, oneShotCommand } from '../command';
-import { openExecutionTarget } from '../execution-target';
+import { addControlPlaneOptions, controlPlaneTarget, type ControlPlaneOptions } from '../control-plane-target';
+import { openExecutionTarget, wakeDirectoryOf } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
 import { writeJson } from '../output';
 import { actingPrincipal, addManagementOptions, nameStoreInRefusal, requestedPrincipal, type ManagementOptions } from '../principal';
@@ -19,6 +21,8 @@ import { openStore, resolveStoreTarget, type StoreTarget } from '../store-target
 const ORPHAN_DRAIN_MS = 2_000;
 
 async function stopIfOrphaned(target: StoreTarget, runId: string, io: CliIo): Promise<OrphanStop> {
+  // Loaded only here: a cancel whose runner listens never needs the execution application.
+  const { createExecution } = await import('../../execution/application');
   const execution = await openExecutionTarget(target, io.env);
   const app = createExecution({
     stores: execution.stores, receiptDirectory: execution.receiptDirectory, runnerKind: 'cancel', env: io.env, drainTimeoutMs: ORPHAN_DRAIN_MS,
@@ -38,6 +42,8 @@ function orphanSentence(runId: string, stop: OrphanStop): string {
       return `cancel requested for ${runId}; its runner was gone and the stop is still under way; \`pidfence supervise\` on this host finishes it`;
     case 'owner_elsewhere':
       return `cancel requested for ${runId}; its runner on another host stops the job`;
+    case 'owner_other_namespace':
+      return `cancel requested for ${runId}; its runner runs in another PID namespace (a container or \`unshare --pid\`), where the job's process ids belong: it stops the job if it is alive, else run \`pidfence cancel ${runId}\` or \`pidfence supervise\` inside that namespace`;
     case 'owner_unknown':
       return `cancel requested for ${runId}; no runner is recorded for it: run \`pidfence supervise\` on the host that started it`;
     default:
@@ -45,8 +51,11 @@ function orphanSentence(runId: string, stop: OrphanStop): string {
   }
 }
 
+/** The runner that owns the run's active attempt, when one is recorded and has not ended: the one to wake. */
+type Requested = RequestCancellationOutcome & { readonly ownerRunnerId: string | null };
+
 /** Durable user intent, after run.stop on the run's project (docs/decisions/0043); another project's run looks missing. */
-async function requestCancel(target: StoreTarget, runId: string, requested: string | undefined): Promise<RequestCancellationOutcome> {
+async function requestCancel(target: StoreTarget, runId: string, requested: string | undefined): Promise<Requested> {
   // A cancel never creates a store: a wrong directory must not answer "no such run" from a new file.
   const store = await openStore(target, { create: false });
   try {
@@ -54,7 +63,9 @@ async function requestCancel(target: StoreTarget, runId: string, requested: stri
     await authorizeCancel(store.managementStore, principal, runId, await store.runStore.getRun(runId));
     const outcome = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
     if (outcome.kind === 'run_missing') throw runNotVisible(runId);
-    return outcome;
+    if (outcome.kind !== 'requested' && outcome.kind !== 'already_requested') return { ...outcome, ownerRunnerId: null };
+    const owner = await store.runnerStore.activeAttemptOwner(runId);
+    return { ...outcome, ownerRunnerId: owner?.runner !== null && owner?.runner !== undefined && owner.runner.endedAtMs === null ? owner.runner.runnerId : null };
   } finally {
     await store.close();
   }
@@ -66,9 +77,12 @@ async function cancelAction(runIdText: string, options: ManagementOptions, io: C
   const target = resolveStoreTarget(options.db, io.env);
   const outcome = await nameStoreInRefusal(target, requestCancel(target, runId, requested));
   if (outcome.kind !== 'requested' && outcome.kind !== 'already_requested') {
-    throw new ManagementError(`run ${runId} has already finished; nothing to cancel.`, 'ERR_PIDFENCE_RUN_FINISHED');
+    throw runFinished(runId);
   }
-  const stop = await stopIfOrphaned(target, runId, io);
+  // After the commit: wake the owner so it runs its cycle now (docs/decisions/0175). A runner that
+  // listens is alive, and stops the job; any other answer leaves the proof to stopIfOrphaned.
+  const woken = outcome.ownerRunnerId !== null && wakeHeard(await sendWakeUp(wakeDirectoryOf(target, io.env), outcome.ownerRunnerId));
+  const stop: OrphanStop = woken ? { kind: 'owner_alive' } : await stopIfOrphaned(target, runId, io);
   if (options.json === true) {
     writeJson(io, { runId, result: outcome.kind, reason: outcome.run.cancelReason, status: outcome.run.status, runner: stop.kind });
   } else if (outcome.kind === 'already_requested' && stop.kind === 'owner_alive') {
@@ -79,10 +93,14 @@ async function cancelAction(runIdText: string, options: ManagementOptions, io: C
   return EXIT.ok;
 }
 
-export const cancelCommand = oneShotCommand<ManagementOptions, [string]>(
+export const cancelCommand = oneShotCommand<ManagementOptions & ControlPlaneOptions, [string]>(
   'cancel',
   'request the cancellation of a run (needs run.stop; durable; its runner stops the exact process, or this command does when that runner is gone)',
-  (command) => addManagementOptions(command)
+  (command) => addControlPlaneOptions(addManagementOptions(command))
     .argument('<run>', 'the run id printed by `pidfence run`'),
-  (io, [run], options) => cancelAction(run, options, io),
+  async (io, [run], options) => {
+    const target = controlPlaneTarget(options, io.env);
+    if (target === null) return cancelAction(run, options, io);
+    return (await import('../cluster-runs')).cancelOnCluster(target, run, options.json, io);
+  },
 );

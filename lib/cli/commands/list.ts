@@ -1,15 +1,17 @@
-// `pidfence list` (alias `ps`) (docs/decisions/0140): one page of a project's runs, newest first —
-// state, start, end, exit and the reason a stop was asked for; `--state` filters, `--cursor` pages
+// `pidfence list` (alias `ps`) (docs/decisions/0140, 0251): one page of a project's runs, newest first —
+// name, state, start, end, exit and the reason a stop was asked for; `--state` filters, `--cursor` pages
 // on. Needs run.read on the project. Never a PID, handle, command or environment.
 import { InvalidArgumentError } from 'commander';
 
 import { RUN_STATUSES, type RunStatus } from '../../contract/index';
 import { RUN_LIST_PAGE_DEFAULT, RUN_LIST_PAGE_MAX, type RunExit, type RunListItem, type RunListPage } from '../../management/index';
-import { oneShotCommand } from '../command';
+import { oneShotCommand, writeAnswer } from '../command';
+import { addControlPlaneOptions, controlPlaneTarget, type ControlPlaneOptions } from '../control-plane-target';
+import { EXIT } from '../exit-codes';
 import { tableLines } from '../output';
 import { addManagementOptions, answerFromPlane, type ManagementOptions } from '../principal';
 
-interface ListOptions extends ManagementOptions {
+interface ListOptions extends ManagementOptions, ControlPlaneOptions {
   readonly project: string;
   readonly state?: RunStatus;
   readonly cursor?: string;
@@ -40,15 +42,15 @@ export function reasonText(run: Pick<RunListItem, 'cancelReason' | 'exit'>): str
 export function listText(page: RunListPage): string {
   const filter = page.state === null ? '' : ` ${page.state}`;
   const header = `project ${page.projectId}: ${page.items.length}${filter} run(s) on this page, newest first`;
-  const rows = page.items.map((run) => [run.runId, run.status, isoText(run.startedAtMs), isoText(run.endedAtMs), exitText(run.exit), reasonText(run)]);
+  const rows = page.items.map((run) => [run.runId, run.name, run.status, isoText(run.startedAtMs), isoText(run.endedAtMs), exitText(run.exit), reasonText(run)]);
   const next = page.next === null ? 'last page' : `next page: pidfence list --project ${page.projectId} --cursor ${page.next}`;
-  return [header, ...tableLines(['run', 'state', 'started', 'ended', 'exit', 'reason'], rows), next].join('\n') + '\n';
+  return [header, ...tableLines(['run', 'name', 'state', 'started', 'ended', 'exit', 'reason'], rows), next].join('\n') + '\n';
 }
 
 export const listCommand = oneShotCommand<ListOptions>(
   'list',
-  'the runs of a project, newest first: state, start, end, exit status and reason (needs run.read)',
-  (command) => addManagementOptions(command.alias('ps'))
+  'the runs of a project, newest first: name, state, start, end, exit status and reason (needs run.read)',
+  (command) => addControlPlaneOptions(addManagementOptions(command.alias('ps')))
     .option('--project <id>', 'the project', 'default')
     .option('--state <state>', `only runs in this state: ${RUN_STATUSES.join(', ')}`)
     .option('--limit <n>', `runs per page (1-${RUN_LIST_PAGE_MAX}, default ${RUN_LIST_PAGE_DEFAULT})`, parseLimit)
@@ -60,6 +62,10 @@ export const listCommand = oneShotCommand<ListOptions>(
       ...(options.cursor === undefined ? {} : { cursor: options.cursor }),
       ...(options.limit === undefined ? {} : { limit: options.limit }),
     };
-    return await answerFromPlane(options, io, (plane) => plane.listRuns(request), listText);
+    const target = controlPlaneTarget(options, io.env);
+    if (target === null) return await answerFromPlane(options, io, (plane) => plane.listRuns(request), listText);
+    const { listOnCluster } = await import('../cluster-runs');
+    writeAnswer(io, options.json, await listOnCluster(target, request), listText);
+    return EXIT.ok;
   },
 );

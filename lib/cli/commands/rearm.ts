@@ -32,6 +32,6 @@ export const rearmCommand = oneShotCommand<RearmOptions, [string]>(
       throw new PidfenceRangeError('--expect-version and --expect-result are required: copy them from `pidfence inspect <runId>`.', 'ERR_PIDFENCE_USAGE');
     }
     const expectation = { expectedVersion: options.expectVersion, expectedStatus: options.expectStatus as 'blocked', expectedResult: options.expectResult as BlockingResult };
-    return await answerFromPlane(options, io, (plane) => plane.rearm(runId, expectation), (inspection) => inspectionText(inspection, `run ${inspection.runId} rearmed: its dispatch is due now`));
+    return await answerFromPlane(options, io, (plane) => plane.rearm(runId, expectation), (inspection) => inspectionText(inspection, `run ${inspection.runId} rearmed: its dispatch is due now`), undefined, 'write');
   },
 );

@@ -4,6 +4,7 @@
 
 import type { RunDetail, RunEventView } from '../../management/index';
 import { oneShotCommand } from '../command';
+import { addControlPlaneOptions, controlPlaneTarget, type ControlPlaneOptions } from '../control-plane-target';
 import { EXIT } from '../exit-codes';
 import { factLines, writeJson, tableLines, timeText } from '../output';
 import { addManagementOptions, withManagementPlane, type ManagementOptions } from '../principal';
@@ -26,6 +27,7 @@ export function showText(run: RunDetail): string {
   const lines = [
     `run ${run.runId} (project ${run.projectId}): ${run.status}`,
     factLines([
+      ['name', run.name],
       ['state', run.status],
       ['created', timeText(run.createdAtMs)],
       ['started', timeText(run.startedAtMs)],
@@ -37,8 +39,8 @@ export function showText(run: RunDetail): string {
       ['cancel requested', timeText(run.cancelRequestedAtMs)],
     ]),
     `attempts (${run.attempts.length}${run.attemptsTruncated ? ', more not shown' : ''})`,
-    ...tableLines(['attempt', 'state', 'created', 'deadline', 'exit', 'ended by'], run.attempts.map((attempt) => [
-      attempt.attemptId, attempt.status, isoText(attempt.createdAtMs), isoText(attempt.deadlineAtMs), exitText(attempt.exit), attempt.exit?.cause ?? null,
+    ...tableLines(['attempt', 'state', 'created', 'deadline', 'exit', 'ended by', 'containment'], run.attempts.map((attempt) => [
+      attempt.attemptId, attempt.status, isoText(attempt.createdAtMs), isoText(attempt.deadlineAtMs), exitText(attempt.exit), attempt.exit?.cause ?? null, attempt.containment,
     ])),
     `events in time order (${events.length}${run.eventsTruncated ? ', later run events not shown' : ''})`,
     ...tableLines(['time', 'type', 'detail'], events.map((event) => [isoText(event.createdAtMs), event.type, detailText(event)])),
@@ -47,13 +49,16 @@ export function showText(run: RunDetail): string {
   return `${lines.join('\n')}\n${dispatch}`;
 }
 
-export const showCommand = oneShotCommand<ManagementOptions, [string]>(
+export const showCommand = oneShotCommand<ManagementOptions & ControlPlaneOptions, [string]>(
   'show',
   'one run: state, times, exit status, attempts, events and cancellation dispatch (needs run.read)',
-  (command) => addManagementOptions(command)
+  (command) => addControlPlaneOptions(addManagementOptions(command))
     .argument('<run>', 'the run id'),
   async (io, [runId], options) => {
-    const run = await withManagementPlane(options, io, (plane) => plane.showRun(runId));
+    const target = controlPlaneTarget(options, io.env);
+    const run = target === null
+      ? await withManagementPlane(options, io, (plane) => plane.showRun(runId))
+      : await (await import('../cluster-runs')).showOnCluster(target, runId);
     if (options.json === true) writeJson(io, run);
     else io.stdout.write(showText(run));
     return EXIT.ok;

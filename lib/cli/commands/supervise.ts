@@ -17,11 +17,12 @@ import { readExportedSummary } from '../../management/index';
 import { capabilities } from '../../native/index';
 import { addStoreOptions, type CliCommand, type CliIo, type StoreOptions } from '../command';
 import { GRACE_MS_MAX } from '../../process/index';
-import { parseDurationWithin } from '../duration';
+import { DURATION_HELP, parseDurationWithin } from '../duration';
 import { openExecutionTarget, type ExecutionTarget } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
 import { writeJsonError, writeJsonLine } from '../output';
 import { resolveStoreTarget, type StoreTarget } from '../store-target';
+import { routeSignals, STOP_SIGNALS } from '../startup-signals';
 
 interface SuperviseOptions extends StoreOptions {
   readonly profile: string;
@@ -69,7 +70,7 @@ export const superviseCommand: CliCommand = {
     addStoreOptions(program.command('supervise'))
       .description('run the store\'s runner: deadlines, cancellations, receipts and recovery, until SIGTERM/SIGINT')
       .option('--profile <name>', 'edge (5 s, 4 items) or standalone (1 s, 32 items)', 'standalone')
-      .option('--grace <duration>', 'TERM grace before KILL when a job is stopped', '5s')
+      .option('--grace <duration>', `TERM grace before KILL when a job is stopped: ${DURATION_HELP}`, '5s')
       .option('--metrics-port <n>', 'serve /metrics and the status page (/status) on this port (0: any free port)')
       .option('--metrics-host <address>', 'the address to serve them on', '127.0.0.1')
       .option('--metrics-project <id...>', 'the projects whose gauges /metrics exports', ['default'])
@@ -79,87 +80,133 @@ export const superviseCommand: CliCommand = {
   },
 };
 
-async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<ExitCode> {
+/** What supervise holds once it is ready to run: the open store, and its metrics server when asked for. */
+interface Supervision {
+  readonly graceMs: number;
+  readonly storeTarget: StoreTarget;
+  readonly target: ExecutionTarget;
+  readonly serving: MetricsServing | undefined;
+}
+
+/** Options, readiness, the store (schema and checksums are checked on open), then the metrics server. */
+async function openSupervision(options: SuperviseOptions, io: CliIo): Promise<Supervision> {
   const graceMs = parseDurationWithin(options.grace, '--grace', GRACE_MS_MAX);
   const metricsPort = options.metricsPort === undefined ? undefined : parseMetricsPort(options.metricsPort);
   const storeTarget = resolveStoreTarget(options.db, io.env);
   const refusal = readinessRefusal();
   if (refusal !== null) throw new PidfenceError(`supervise refused to start: ${refusal}`, 'ERR_PIDFENCE_SUPERVISE_REFUSED');
-  // Schema version and migration checksums: the store refuses to open when they disagree.
   const target = await openExecutionTarget(storeTarget, io.env);
-  let serving: MetricsServing | undefined;
   try {
-    serving = metricsPort === undefined ? undefined : await serveMetrics(options, metricsPort, target, storeTarget);
+    const serving = metricsPort === undefined ? undefined : await serveMetrics(options, metricsPort, target, storeTarget);
+    return { graceMs, storeTarget, target, serving };
   } catch (error) {
     await target.stores.close();
     throw error;
   }
-  const tty = (io.stderr as NodeJS.WriteStream).isTTY === true;
-  // --json: stdout is a stream of one-line JSON documents, one per event (docs/decisions/0141).
-  const json = options.json === true;
-  let completed = 0;
-  let fatal: string | null = null;
-  let wake: (() => void) | undefined;
+}
+
+function profileOf(name: string): 'edge' | 'standalone' {
+  if (name === 'edge' || name === 'standalone') return name;
+  throw new PidfenceError('--profile must be edge or standalone.', 'ERR_PIDFENCE_INVALID_PROFILE');
+}
+
+/** What the running supervise reports and waits on: completions counted, a fatal code, the wake-up of the drain. */
+interface SuperviseState {
+  completed: number;
+  fatal: string | null;
+  readonly stopped: Promise<void>;
+  readonly wake: () => void;
+}
+
+function superviseState(): SuperviseState {
+  let wake: () => void = () => undefined;
   const stopped = new Promise<void>((resolve) => { wake = resolve; });
+  return { completed: 0, fatal: null, stopped, wake: () => wake() };
+}
+
+/** The store's runner on this host: it adopts jobs whose runner is proved gone, and reports each stop it made. */
+function superviseExecution(options: SuperviseOptions, io: CliIo, supervision: Supervision, state: SuperviseState) {
+  const { target, serving } = supervision;
+  const tty = (io.stderr as NodeJS.WriteStream).isTTY === true;
   const status = (report: ControlCycleReport | null) => {
     if (!tty) return;
     const active = report === null ? '-' : String(report.active);
-    io.stderr.write(`\rpidfence supervise [${options.profile}]: ${active} active on this page, ${completed} completed\x1b[K`);
+    io.stderr.write(`\rpidfence supervise [${options.profile}]: ${active} active on this page, ${state.completed} completed\x1b[K`);
   };
-  const app = createExecution({
+  return createExecution({
     stores: target.stores,
     receiptDirectory: target.receiptDirectory,
-    profile: options.profile === 'edge' ? 'edge' : options.profile === 'standalone' ? 'standalone' : (() => { throw new PidfenceError('--profile must be edge or standalone.', 'ERR_PIDFENCE_INVALID_PROFILE'); })(),
-    graceMs,
+    wakeDirectory: target.wakeDirectory,
+    onWakeRefused: (error) => { io.stderr.write(`pidfence: ${error.message} (${error.code})\n`); },
+    profile: profileOf(options.profile),
+    graceMs: supervision.graceMs,
     runnerKind: 'supervise',
-    // The store's runner on this host: it takes over jobs whose runner is proved gone.
     adopt: true,
     env: io.env,
     keepAlive: true,
     onCycle: status,
-    onCompleted: () => { completed += 1; },
+    onCompleted: () => { state.completed += 1; },
     // Each stop it made, by run id and result (never a PID, command or handle).
     onStopped: (ref, result) => {
-      if (json) writeJsonLine(io, { event: 'stopped', runId: ref.runId, result });
+      if (options.json === true) writeJsonLine(io, { event: 'stopped', runId: ref.runId, result });
       else io.stdout.write(`pidfence supervise: stopped ${ref.runId} (${result})\n`);
     },
-    onFatal: (code) => { fatal = code; wake?.(); },
+    onFatal: (code) => { state.fatal = code; state.wake(); },
     ...(serving === undefined ? {} : { observer: serving.observer }),
   });
-  let recovered;
-  try {
-    recovered = await app.recover();
-  } catch (error) {
-    await serving?.close();
-    throw error;
-  }
+}
+
+/** The start-up lines: what recovery found, where metrics are served, ready. --json: one document each (docs/decisions/0141). */
+function announceStart(options: SuperviseOptions, io: CliIo, supervision: Supervision, recovered: { completed: number; running: number; unproven: number }): void {
+  const json = options.json === true;
+  const { serving } = supervision;
   if (json) writeJsonLine(io, { event: 'recovered', completed: recovered.completed, running: recovered.running, unproven: recovered.unproven });
-  else if (tty) io.stderr.write(`pidfence supervise: recovered ${recovered.completed} finished, ${recovered.running} running, ${recovered.unproven} unproven\n`);
-  const onSignal = () => wake?.();
-  process.once('SIGTERM', onSignal);
-  process.once('SIGINT', onSignal);
-  app.start();
+  else if ((io.stderr as NodeJS.WriteStream).isTTY === true) io.stderr.write(`pidfence supervise: recovered ${recovered.completed} finished, ${recovered.running} running, ${recovered.unproven} unproven\n`);
   if (serving !== undefined) {
-    const status = storeTarget.kind === 'sqlite' ? `${serving.url}/status` : null;
+    const status = supervision.storeTarget.kind === 'sqlite' ? `${serving.url}/status` : null;
     if (json) writeJsonLine(io, { event: 'serving', metrics: `${serving.url}/metrics`, status });
     else io.stdout.write(`pidfence supervise: metrics on ${serving.url}/metrics${status === null ? '' : `, status page on ${status}`}\n`);
   }
   if (json) writeJsonLine(io, { event: 'ready', profile: options.profile });
   else io.stdout.write('pidfence supervise: ready\n');
-  await stopped;
-  process.removeListener('SIGTERM', onSignal);
-  process.removeListener('SIGINT', onSignal);
-  // Stop answering before the store closes (design/execution §5: storage is closed last).
-  await serving?.close();
-  const report = await app.drain();
-  if (tty) io.stderr.write('\n');
+}
+
+/** The drain's last lines and the exit status: a fatal stop is the store's failure (exit 3). */
+function drainedExit(options: SuperviseOptions, io: CliIo, report: { kind: string; converged: number; remaining: number }, fatal: string | null): ExitCode {
+  const json = options.json === true;
+  if ((io.stderr as NodeJS.WriteStream).isTTY === true) io.stderr.write('\n');
   if (json) writeJsonLine(io, { event: 'drained', outcome: report.kind, converged: report.converged, remaining: report.remaining });
-  else io.stdout.write(`pidfence supervise: drain ${report.kind} (${report.converged} converged, ${report.remaining} remaining)\n`);
+  else io.stdout.write(`pidfence supervise: ${report.kind === 'drained' ? 'drained' : 'the drain timed out'} (${report.converged} converged, ${report.remaining} remaining)\n`);
   if (fatal !== null) {
-    const message = `supervise stopped after repeated failures (${fatal as string}); check the store, then start it again.`;
+    const message = `supervise stopped after repeated failures (${fatal}); check the store, then start it again.`;
     if (json) writeJsonError(io, fatal, errorCategory(fatal), message);
     else io.stderr.write(`pidfence: ${message}\n`);
     return EXIT.storeUnavailable;
   }
   return report.kind === 'drained' ? EXIT.ok : EXIT.failure;
+}
+
+async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<ExitCode> {
+  const supervision = await openSupervision(options, io);
+  const state = superviseState();
+  const app = superviseExecution(options, io, supervision, state);
+  let recovered;
+  try {
+    recovered = await app.recover();
+  } catch (error) {
+    await supervision.serving?.close();
+    throw error;
+  }
+  // A signal held since start-up (docs/decisions/0162) wakes the drain at once; the first one gives
+  // the signals back, so a second one ends the process as before.
+  let release: (() => void) | undefined;
+  release = routeSignals(STOP_SIGNALS.supervise, () => { release?.(); release = undefined; state.wake(); });
+  app.start();
+  announceStart(options, io, supervision, recovered);
+  await state.stopped;
+  release?.();
+  // Stop answering before the store closes (design/execution §5: storage is closed last).
+  await supervision.serving?.close();
+  const report = await app.drain();
+  return drainedExit(options, io, report, state.fatal);
 }

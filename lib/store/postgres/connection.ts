@@ -4,6 +4,7 @@
 // answer (transaction.ts), and a dead peer found by TCP keepalive.
 import { Pool, type PoolConfig } from 'pg';
 
+import { validatePostgresUrl } from './connection-string';
 import { IDLE_IN_TRANSACTION_TIMEOUT_MS, STATEMENT_TIMEOUT_MS } from './transaction';
 
 export type PostgresTarget = Pool | string;
@@ -62,7 +63,7 @@ const ignoreIdleError = (): void => undefined;
 
 export function poolFor(target: PostgresTarget, max?: number): PoolHandle {
   if (typeof target !== 'string') return { pool: target, release: async () => undefined };
-  const pool = new Pool(poolConfigFor(target, max));
+  const pool = new Pool(poolConfigFor(validatePostgresUrl(target), max));
   pool.on('error', ignoreIdleError);
   return { pool, release: () => pool.end() };
 }

@@ -15,7 +15,6 @@ import {
   validateId,
   validateRecordResultCommand,
   validateRecordResultsCommand,
-  type AttemptStatus,
   type CancellationDispatchRecord,
   type ClaimCommand,
   type ClaimDuePageCommand,
@@ -32,20 +31,9 @@ import {
 } from '../../contract/index';
 import { storeInvariant } from '../store-errors';
 import type { DispatchRepository } from '../dispatch-repository';
-import { duePageOf, FIRST_DUE_CURSOR, settlementOf } from '../dispatch-decisions';
-import { appendRunEvent, lockRun } from './run-events';
+import { duePageOf, FIRST_DUE_CURSOR } from '../due-page';
 import { SQL } from './statements';
-import { inOneStatement, inTransaction, readInOneStatement, type OneStatement, type Tx } from './transaction';
-
-/**
- * Test-only seams, called inside the transaction between statements, so a test can prove what a
- * dropped connection leaves behind. Production code never passes them. With a hook, recordResult
- * runs statement by statement (the pre-0007 path, docs/decisions/0021) so the hook has a "between".
- */
-export interface PostgresStoreHooks {
-  /** recordResult: after the dispatch row was updated, before the run CAS and the event insert. */
-  readonly afterDispatchUpdate?: (session: { readonly processId: number }) => Promise<void>;
-}
+import { inOneStatement, inTransaction, readInOneStatement, type OneStatement } from './transaction';
 
 export interface PostgresRepositoryOptions {
   /**
@@ -53,8 +41,6 @@ export interface PostgresRepositoryOptions {
    * (design/postgres §D3). A test passes a clock ten years off to prove it.
    */
   readonly clock?: () => number;
-  /** Test-only, see PostgresStoreHooks. */
-  readonly hooks?: PostgresStoreHooks;
   /**
    * Named prepared statements (default true): claim and recordResult are parsed once per
    * connection. Set false behind a pooler in transaction mode, which may hand each statement to
@@ -63,7 +49,7 @@ export interface PostgresRepositoryOptions {
   readonly preparedStatements?: boolean;
 }
 
-/** The JSON the 0007 functions return: a typed outcome, the row in record shape, the event's place. */
+/** The JSON the dispatch functions return: a typed outcome, the row in record shape, the event's place. */
 interface WireOutcome {
   readonly kind: string;
   readonly reason?: string;
@@ -107,16 +93,17 @@ function recordOutcomeOf(operation: string, outcome: WireOutcome | undefined, co
 
 export class PostgresDispatchRepository implements DispatchRepository {
   readonly #pool: Pool;
-  readonly #hooks: PostgresStoreHooks;
   readonly #prepared: boolean;
 
   constructor(pool: Pool, options: PostgresRepositoryOptions = {}) {
     this.#pool = pool;
-    this.#hooks = options.hooks ?? {};
     this.#prepared = options.preparedStatements ?? true;
   }
 
-  /** design/dispatch §2.2 in one round trip: pidfence_claim locks, decides and writes (migration 0007). */
+  /**
+   * design/dispatch §2.2 in one round trip: pidfence_claim, which is pidfence_claim_page with one item
+   * (migration 0015, docs/decisions/0231), locks, decides and writes.
+   */
   async claim(command: ClaimCommand): Promise<ClaimOutcome> {
     const valid = validateClaimCommand(command);
     const [row] = await this.#rows('claim', 'claimCall', [
@@ -164,27 +151,22 @@ export class PostgresDispatchRepository implements DispatchRepository {
     };
   }
 
-  /** design/dispatch §2.4 in one round trip: pidfence_record_result settles, reserves the sequence, appends. */
+  /**
+   * design/dispatch §2.4 in one round trip: pidfence_record_result, which is pidfence_record_results with
+   * one command (migration 0015, docs/decisions/0231), settles, reserves the sequence, appends.
+   */
   async recordResult(command: RecordResultCommand): Promise<RecordResultOutcome> {
     const valid = validateRecordResultCommand(command);
-    if (this.#hooks.afterDispatchUpdate !== undefined) {
-      return inTransaction(this.#pool, 'recordResult', (tx) => this.#recordResultLocked(tx, valid));
-    }
     const [row] = await this.#rows('recordResult', 'recordResultCall', recordResultValues(valid));
     return recordOutcomeOf('recordResult', row?.outcome, valid);
   }
 
   /**
    * docs/decisions/0023 in one round trip: pidfence_record_results (migration 0012, docs/decisions/0024)
-   * settles each command as pidfence_record_result would, set-based. With the test hook, one by one.
+   * settles each command as pidfence_record_result would, set-based.
    */
   async recordResults(commands: readonly RecordResultCommand[]): Promise<RecordResultOutcome[]> {
     const valid = validateRecordResultsCommand(commands);
-    if (this.#hooks.afterDispatchUpdate !== undefined) {
-      const outcomes: RecordResultOutcome[] = [];
-      for (const command of valid) outcomes.push(await this.recordResult(command));
-      return outcomes;
-    }
     const ordered = [...valid].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
     const columns = ordered.map(recordResultValues);
     const column = (i: number) => columns.map((values) => values[i]);
@@ -212,27 +194,5 @@ export class PostgresDispatchRepository implements DispatchRepository {
     const id = validateId(runId, 'runId');
     const rows = await inTransaction(this.#pool, 'getRecord', (tx) => tx.rows(SQL.selectDispatch, [id]));
     return rows[0] === undefined ? null : validateDispatchRecord(rows[0]);
-  }
-
-  /** The statement-by-statement recordResult, kept for the test hook: same lock order, fences, CAS and append. */
-  async #recordResultLocked(tx: Tx, command: RecordResultCommand): Promise<RecordResultOutcome> {
-    const run = await lockRun(tx, command.runId);
-    if (run === undefined) return { kind: 'stale_fence' };
-    const [attempt] = await tx.rows(SQL.lockAttempt, [command.runId, command.attemptId]);
-    if (attempt === undefined) return { kind: 'stale_fence' };
-    const settlement = settlementOf(command, run.nowMs);
-    const [settled] = await tx.rows(SQL.settleDispatch, [
-      command.runId, command.attemptId, command.owner, settlement.digest, command.expectedVersion,
-      settlement.status, settlement.result, settlement.nextAttemptAtMs, settlement.blockedAtMs, settlement.nowMs,
-    ]);
-    if (settled === undefined) return { kind: 'stale_fence' };
-    const record = validateDispatchRecord(settled);
-    await this.#hooks.afterDispatchUpdate?.({ processId: tx.processId });
-    const { event } = await appendRunEvent(tx, run, {
-      type: settlement.eventType,
-      eventId: command.eventId,
-      payload: buildDispatchEventPayload({ attemptId: record.attemptId, dispatchCount: record.dispatchCount, result: command.result }),
-    });
-    return { kind: 'recorded', record, event };
   }
 }

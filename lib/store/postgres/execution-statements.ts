@@ -11,8 +11,10 @@ import {
   insertJournalSql,
   listAttemptEventsSql,
   nextAttemptEventSeqSql,
+  nextDueInMsSql,
   openJournalPageSql,
 } from '../execution-sql';
+import { DUE_PREDICATE } from '../dispatch-sql';
 import { ATTEMPT_COLUMNS, DB_NOW_MS } from './statements';
 
 export const EXECUTION_SQL = {
@@ -28,6 +30,8 @@ export const EXECUTION_SQL = {
   ownedDueDeadlinesPage: dueDeadlinesPageSql('attempts AS a', {
     nowMs: DB_NOW_MS, afterDueAtMs: '$1::bigint', afterRunId: '$2::text', afterAttemptId: '$3::text', limit: '$4', runnerId: '$5::text',
   }),
+  /** $1 runnerId. */
+  nextDueInMs: nextDueInMsSql({ attempts: 'attempts AS a', dispatches: 'cancellation_dispatches AS d' }, DUE_PREDICATE.postgres, { nowMs: DB_NOW_MS, runnerId: '$1::text' }),
   attemptByReceiptDigest: attemptByReceiptDigestSql({ digest: '$1' }),
   /** Lock 2 of 3 (after the run): the attempt with its record, by its composite key. */
   lockAttemptRecord: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE run_id = $1 AND id = $2 FOR NO KEY UPDATE`,
@@ -40,5 +44,3 @@ export const EXECUTION_SQL = {
   openJournalPage: openJournalPageSql('receipt_journal', { afterAtMs: '$1::bigint', afterAttemptId: '$2::text', afterAction: '$3::text', limit: '$4' }),
   closeJournal: closeJournalSql({ attemptId: '$1', action: '$2', nowMs: DB_NOW_MS }),
 } as const;
-
-export type ExecutionStatementName = keyof typeof EXECUTION_SQL;

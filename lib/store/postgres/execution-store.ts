@@ -9,6 +9,7 @@ import {
   type AttemptEvent,
   validateAttemptRecord,
   validateCounter,
+  validateEpochMs,
   validateStoredAttemptRef,
   type CompleteAttemptCommand,
   type CompleteAttemptOutcome,
@@ -36,6 +37,7 @@ import {
   completionRefusal,
   deadlineKeyset,
   deadlinePageOf,
+  dueDelayOf,
   journalKeyset,
   journalPageOf,
   runTerminalPayload,
@@ -43,13 +45,19 @@ import {
 import { EXECUTION_SQL } from './execution-statements';
 import { appendRunEvent, lockRun } from './run-events';
 import { SQL } from './statements';
-import { inTransaction, type Tx } from './transaction';
+import { inTransaction, readInOneStatement, type Tx } from './transaction';
 
 export class PostgresExecutionStore implements ExecutionStore {
   readonly #pool: Pool;
 
   constructor(pool: Pool) {
     this.#pool = pool;
+  }
+
+  /** The database clock now (design/postgres §D3), one round trip. */
+  async storeNowMs(): Promise<number> {
+    const [row] = await readInOneStatement<{ nowMs: number }>(this.#pool, 'storeNowMs', { name: 'pidfence_store_now', text: SQL.now, values: [] });
+    return validateEpochMs(row?.nowMs, 'nowMs');
   }
 
   async activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor; readonly runnerId?: string }): Promise<Page<ActiveAttempt, ActiveCursor>> {
@@ -68,6 +76,12 @@ export class PostgresExecutionStore implements ExecutionStore {
     const sql = runnerId === null ? EXECUTION_SQL.dueDeadlinesPage : EXECUTION_SQL.ownedDueDeadlinesPage;
     const rows = await inTransaction(this.#pool, 'dueDeadlinesPage', (tx) => tx.rows(sql, runnerId === null ? params : [...params, runnerId]));
     return deadlinePageOf(rows, limit);
+  }
+
+  async nextDueInMs(runnerId: string): Promise<number | null> {
+    const valid = validateId(runnerId, 'runnerId');
+    const [row] = await inTransaction(this.#pool, 'nextDueInMs', (tx) => tx.rows(EXECUTION_SQL.nextDueInMs, [valid]));
+    return dueDelayOf(row);
   }
 
   async attemptByReceiptDigest(digest: string): Promise<{ readonly runId: string; readonly attemptId: string } | null> {

@@ -1,14 +1,14 @@
 // pidfence/postgres: the cluster store (design/architecture §7, design/postgres): migrations by the owner role, the
 // runtime grants, catalog readiness, and the dispatch repository and run store on the caller's
 // pg.Pool or a pool made from a connection string. Never loaded by the root or edge entries.
-import { PidfenceError } from '../../base/errors';
+import { assertPeerInstalled } from '../../base/optional-peers';
 
 // `pg` is an optional peer dependency (docs/decisions/0080): say how to get it before the imports
 // below fail with a bare "Cannot find module 'pg'". Compiled to CommonJS, this runs first.
-assertPgInstalled();
+assertPeerInstalled('pg', 'pidfence/postgres');
 
 import { poolFor, type PostgresTarget } from './connection';
-import { PostgresDispatchRepository, type PostgresStoreHooks } from './dispatch-repository';
+import { PostgresDispatchRepository } from './dispatch-repository';
 import { PostgresExecutionStore } from './execution-store';
 import { PostgresManagementStore, sessionUserOf } from './management-store';
 import { PostgresRunnerStore } from './runner-store';
@@ -16,10 +16,12 @@ import { postgresReadiness, type PostgresReadiness } from './readiness';
 import { PostgresRunStore } from './run-store';
 
 export { PostgresDispatchRepository } from './dispatch-repository';
-export type { PostgresRepositoryOptions, PostgresStoreHooks } from './dispatch-repository';
+export type { PostgresRepositoryOptions } from './dispatch-repository';
 export { PostgresRunStore } from './run-store';
 export { PostgresExecutionStore } from './execution-store';
 export { PostgresRunnerStore } from './runner-store';
+export { PostgresFleetStore, readWorkerFleet, DRAIN_RUNS_MAX } from './fleet-store';
+export type { WorkerActResult } from './fleet-store';
 export type { RunnerStore } from '../runner-store';
 export type { ExecutionStore } from '../execution-store';
 export { openPostgresGrantAdministration, PostgresGrantAdministration, PostgresManagementStore } from './management-store';
@@ -41,8 +43,6 @@ export interface PostgresStoreOptions {
   readonly checkReadiness?: boolean;
   /** Pool size when the store makes the pool from a connection string (pg's default is 10). */
   readonly maxConnections?: number;
-  /** Test-only seams, see PostgresStoreHooks. */
-  readonly hooks?: PostgresStoreHooks;
   /** Named prepared statements for claim and recordResult; false behind a transaction-mode pooler. */
   readonly preparedStatements?: boolean;
 }
@@ -73,7 +73,6 @@ export async function openPostgresStore(target: PostgresTarget, options: Postgre
   }
   return {
     dispatchRepository: new PostgresDispatchRepository(handle.pool, {
-      ...(options.hooks === undefined ? {} : { hooks: options.hooks }),
       ...(options.preparedStatements === undefined ? {} : { preparedStatements: options.preparedStatements }),
     }),
     runStore: new PostgresRunStore(handle.pool),
@@ -84,15 +83,4 @@ export async function openPostgresStore(target: PostgresTarget, options: Postgre
     sessionUser: () => sessionUserOf(handle.pool),
     close: () => handle.release(),
   };
-}
-
-function assertPgInstalled(): void {
-  try {
-    require.resolve('pg');
-  } catch {
-    throw new PidfenceError(
-      "pidfence/postgres needs the 'pg' package, an optional peer dependency: install it next to pidfence with `npm install pg`.",
-      'ERR_PIDFENCE_PG_MISSING',
-    );
-  }
 }

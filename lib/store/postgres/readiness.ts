@@ -31,7 +31,12 @@ const ROLE_EXISTS = 'SELECT 1 FROM pg_roles WHERE rolname = $1';
 const ROLE_FACTS = `SELECT current_schema() AS schema,
     to_regclass(format('%I.%I', current_schema(), '${MIGRATIONS_TABLE}')) IS NOT NULL AS "hasMigrations",
     (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = $1) AS "bypasses",
-    has_schema_privilege($1::text, current_schema(), 'CREATE') AS "canCreate"`;
+    has_schema_privilege($1::text, current_schema(), 'CREATE') AS "canCreate",
+    (SELECT r.rolname = $1 FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner
+      WHERE c.oid = to_regclass(format('%I.%I', current_schema(), '${MIGRATIONS_TABLE}'))) IS TRUE AS "ownsSchema"`;
+
+/** How to give a role its runtime privileges, from the CLI and from a program. */
+const grantRuntimeHint = (role: string): string => `run \`pidfence grant-runtime ${role} --db <migration-owner-url>\` (grantRuntime('${role}') from a program)`;
 
 /** A readiness sentence names a few privileges, not a catalogue: the rest follow from the same fix. */
 const LISTED_MAX = 4;
@@ -54,7 +59,7 @@ export async function postgresReadiness(target: PostgresTarget, options: Readine
     if ((await tx.rows(ROLE_EXISTS, [role])).length === 0) {
       throw notReady(`the runtime role ${role} does not exist; create it (LOGIN, no other attributes) and run grantRuntime() as the migration owner.`, 'ERR_PIDFENCE_PG_ROLE_MISSING');
     }
-    const [facts] = await tx.rows<{ schema: string; hasMigrations: boolean; bypasses: boolean; canCreate: boolean }>(ROLE_FACTS, [role]);
+    const [facts] = await tx.rows<{ schema: string; hasMigrations: boolean; bypasses: boolean; canCreate: boolean; ownsSchema: boolean }>(ROLE_FACTS, [role]);
     if (facts === undefined) throw storeInvariant('postgres', 'readiness', 'the role facts query returned no row');
     const pending = pendingMigrations(facts.hasMigrations ? await appliedMigrations(tx) : [], files);
     if (pending.length > 0) {
@@ -72,12 +77,19 @@ export async function postgresReadiness(target: PostgresTarget, options: Readine
       return found.length > LISTED_MAX ? `${named} and ${found.length - LISTED_MAX} more` : named;
     };
     if (missing.length > 0) {
-      throw notReady(`the runtime role ${role} lacks ${listed(missing)}; run grantRuntime('${role}') as the migration owner.`, 'ERR_PIDFENCE_PG_PRIVILEGE_MISSING');
+      throw notReady(`the runtime role ${role} lacks ${listed(missing)}; ${grantRuntimeHint(role)}.`, 'ERR_PIDFENCE_PG_PRIVILEGE_MISSING');
     }
     if (facts.bypasses) {
       throw notReady(
         `${role} is a superuser (or bypasses row security); pidfence does not run with such a role. Connect with the runtime role's URL, made with \`pidfence grant-runtime <role> --db <owner-url>\`.`,
         'ERR_PIDFENCE_STORE_SUPERUSER',
+      );
+    }
+    // The migration owner's URL where the runtime role's belongs: no grant fixes that, the URL does (docs/decisions/0228).
+    if (facts.ownsSchema) {
+      throw notReady(
+        `${role} owns the pidfence tables: it is the migration owner, for migrate, grant-runtime and grant only. Connect with the runtime role's URL, made ready with \`pidfence grant-runtime <role> --db <migration-owner-url>\`.`,
+        'ERR_PIDFENCE_STORE_OWNER',
       );
     }
     const extra = [
@@ -87,7 +99,7 @@ export async function postgresReadiness(target: PostgresTarget, options: Readine
     if (extra.length > 0) {
       throw notReady(
         `the runtime role ${role} holds more than its runtime privileges: ${extra.join('; ')}. Connect as a plain LOGIN role, ` +
-          `revoke the rest (grantRuntime('${role}') revokes direct table grants; check role memberships and schema grants) and check again.`,
+          `revoke the rest (\`pidfence grant-runtime ${role} --db <migration-owner-url>\` revokes direct table grants; check role memberships and schema grants) and check again.`,
         'ERR_PIDFENCE_PG_PRIVILEGE_EXCESS',
       );
     }

@@ -26,6 +26,9 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly TablePrivilege
   worker_sessions: ['SELECT', 'INSERT', 'UPDATE'],
   cluster_jobs: ['SELECT', 'INSERT', 'UPDATE'],
   run_dispatch_leases: ['SELECT', 'INSERT', 'UPDATE'],
+  // The fleet's hold and its audit (docs/decisions/0240, 0241): the audit is append-only like management_audit.
+  cluster_workers: ['SELECT', 'INSERT', 'UPDATE'],
+  worker_audit: ['SELECT', 'INSERT'],
   // Grants are written by the owner only (docs/decisions/0040): a runtime replica cannot raise its own.
   management_grants: ['SELECT'],
   // Readiness reads the migration record as the runtime role.
@@ -33,8 +36,8 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly TablePrivilege
 });
 
 /**
- * The dispatch functions of migrations 0007 and 0012 (docs/decisions/0021, 0024): SECURITY INVOKER, so they act
- * with the table privileges above; the runtime role gains only EXECUTE on them.
+ * The dispatch functions of migrations 0007, 0012 and 0013 (docs/decisions/0021, 0024, 0231): SECURITY
+ * INVOKER, so they act with the table privileges above; the runtime role gains only EXECUTE on them.
  */
 export const RUNTIME_FUNCTIONS: readonly string[] = Object.freeze([
   'pidfence_set_limits()',
@@ -45,6 +48,8 @@ export const RUNTIME_FUNCTIONS: readonly string[] = Object.freeze([
   'pidfence_claim_page(text[], text[], bigint[], text, text[], bigint)',
   'pidfence_claim_due_page(text[], text[], bigint[], text, text[], bigint)',
   'pidfence_record_results(text[], text[], text[], text[], bigint[], text[], text[], bigint[], boolean[], text[], text[])',
+  'pidfence_lease_tick(text, text, text[], text[], bigint[], bigint)',
+  'pidfence_lapsed_leases(integer)',
 ]);
 
 const ROLE_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;

@@ -61,7 +61,7 @@ export class PostgresRunStore implements RunStore {
   async createRun(command: CreateRunCommand): Promise<CreateRunOutcome> {
     const valid = validateCreateRunCommand(command);
     return inTransaction(this.#pool, 'createRun', async (tx) => {
-      const [run] = await tx.rows(SQL.insertRun, [valid.runId, valid.projectId, valid.owner ?? 'runtime']);
+      const [run] = await tx.rows(SQL.insertRun, [valid.runId, valid.projectId, valid.owner ?? 'runtime', valid.name ?? null]);
       return run === undefined ? { kind: 'exists' } : { kind: 'created', run: validateRunRecord(run) };
     });
   }

@@ -15,29 +15,10 @@ import {
   validateRegisterRunner,
 } from '../../contract/index';
 import { type RunnerStore } from '../runner-store';
-import {
-  activeAttemptOwnerSql,
-  adoptionCandidatesSql,
-  adoptionPayload,
-  endRunnerSql,
-  insertAdoptionEventSql,
-  ownedActiveAttemptsSql,
-  registerRunnerSql,
-  runnerOf,
-  transferAttemptSql,
-} from '../runner-sql';
-import { DB_NOW_MS } from './statements';
+import { adoptionPayload, runnerOf } from '../runner-sql';
+import { RUNNER_SQL } from './runner-statements';
 import { inTransaction } from './transaction';
 
-const SQL = {
-  registerRunner: registerRunnerSql({ runnerId: '$1', hostId: '$2', kind: '$3', identity: '$4::json', nowMs: DB_NOW_MS }),
-  endRunner: endRunnerSql({ runnerId: '$1', nowMs: DB_NOW_MS }),
-  activeAttemptOwner: activeAttemptOwnerSql('r.identity::text', { runId: '$1' }),
-  adoptionCandidates: adoptionCandidatesSql('r.identity::text', { hostId: '$1', excludeRunnerId: '$2', limit: '$3' }),
-  ownedActiveAttempts: ownedActiveAttemptsSql({ runnerId: '$1', runId: '$2::text', limit: '$3' }),
-  transferAttempt: transferAttemptSql({ runId: '$1', attemptId: '$2', fromRunnerId: '$3', toRunnerId: '$4', nowMs: DB_NOW_MS }),
-  insertAdoptionEvent: insertAdoptionEventSql({ runId: '$1', attemptId: '$2', eventId: '$3', payload: '$4::json', nowMs: DB_NOW_MS }),
-} as const;
 
 type OwnerRow = Parameters<typeof runnerOf>[0] & { readonly attemptId: string };
 
@@ -50,35 +31,35 @@ export class PostgresRunnerStore implements RunnerStore {
 
   async registerRunner(command: RegisterRunnerCommand): Promise<void> {
     const v = validateRegisterRunner(command);
-    await inTransaction(this.#pool, 'registerRunner', (tx) => tx.rows(SQL.registerRunner, [v.runnerId, v.hostId, v.kind, v.identity]));
+    await inTransaction(this.#pool, 'registerRunner', (tx) => tx.rows(RUNNER_SQL.registerRunner, [v.runnerId, v.hostId, v.kind, v.identity]));
   }
 
   async endRunner(runnerId: string): Promise<void> {
     const id = validateId(runnerId, 'runnerId');
-    await inTransaction(this.#pool, 'endRunner', (tx) => tx.rows(SQL.endRunner, [id]));
+    await inTransaction(this.#pool, 'endRunner', (tx) => tx.rows(RUNNER_SQL.endRunner, [id]));
   }
 
   async activeAttemptOwner(runId: string): Promise<{ readonly attemptId: string; readonly runner: RunnerRecord | null } | null> {
     const id = validateId(runId, 'runId');
-    const [row] = await inTransaction(this.#pool, 'activeAttemptOwner', (tx) => tx.rows<OwnerRow>(SQL.activeAttemptOwner, [id]));
+    const [row] = await inTransaction(this.#pool, 'activeAttemptOwner', (tx) => tx.rows<OwnerRow>(RUNNER_SQL.activeAttemptOwner, [id]));
     return row === undefined ? null : { attemptId: row.attemptId, runner: runnerOf(row) };
   }
 
   async adoptionCandidates(query: { readonly hostId: string; readonly excludeRunnerId: string; readonly limit: number }): Promise<RunnerRecord[]> {
     const v = validateCandidatesQuery(query);
-    const rows = await inTransaction(this.#pool, 'adoptionCandidates', (tx) => tx.rows<Parameters<typeof runnerOf>[0]>(SQL.adoptionCandidates, [v.hostId, v.excludeRunnerId, v.limit]));
+    const rows = await inTransaction(this.#pool, 'adoptionCandidates', (tx) => tx.rows<Parameters<typeof runnerOf>[0]>(RUNNER_SQL.adoptionCandidates, [v.hostId, v.excludeRunnerId, v.limit]));
     return rows.map(runnerOf).filter((runner): runner is RunnerRecord => runner !== null);
   }
 
   async adoptAttempts(command: AdoptCommand): Promise<number> {
     const v = validateAdoptCommand(command);
     return inTransaction(this.#pool, 'adoptAttempts', async (tx) => {
-      const owned = await tx.rows<{ runId: string; attemptId: string }>(SQL.ownedActiveAttempts, [v.fromRunnerId, v.runId ?? null, ADOPTION_BATCH_MAX]);
+      const owned = await tx.rows<{ runId: string; attemptId: string }>(RUNNER_SQL.ownedActiveAttempts, [v.fromRunnerId, v.runId ?? null, ADOPTION_BATCH_MAX]);
       let adopted = 0;
       for (const { runId, attemptId } of owned) {
-        const moved = await tx.rows(`${SQL.transferAttempt} RETURNING 1 AS moved`, [runId, attemptId, v.fromRunnerId, v.toRunnerId]);
+        const moved = await tx.rows(`${RUNNER_SQL.transferAttempt} RETURNING 1 AS moved`, [runId, attemptId, v.fromRunnerId, v.toRunnerId]);
         if (moved.length !== 1) continue;
-        await tx.rows(SQL.insertAdoptionEvent, [runId, attemptId, `evt-${randomUUID()}`, adoptionPayload(v.proof)]);
+        await tx.rows(RUNNER_SQL.insertAdoptionEvent, [runId, attemptId, `evt-${randomUUID()}`, adoptionPayload(v.proof)]);
         adopted += 1;
       }
       return adopted;

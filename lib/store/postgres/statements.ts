@@ -37,13 +37,11 @@ export const SQL = {
    * inserts elsewhere that only check this row's key (foreign keys) are not blocked.
    */
   lockRun: `SELECT ${RUN_COLUMNS}, ${DB_NOW_MS} AS "nowMs" FROM runs WHERE id = $1 FOR NO KEY UPDATE`,
-  /** Lock 2 of 3: the attempt, by its composite key. */
-  lockAttempt: `SELECT status FROM attempts WHERE run_id = $1 AND id = $2 FOR NO KEY UPDATE`,
-  /** Lock 3 of 3: the dispatch record. */
+  /** Lock 3 of 3 (the attempt's lock, 2 of 3, is in each store's own statement): the dispatch record. */
   lockDispatch: `SELECT ${RECORD_COLUMNS} FROM cancellation_dispatches WHERE run_id = $1 FOR NO KEY UPDATE`,
 
   // ---- dispatch repository ----
-  /** One round trip each (migration 0007, docs/decisions/0021): the whole transaction runs in the server. */
+  /** One round trip each (docs/decisions/0021, 0231): the whole transaction runs in the server. */
   claimCall: 'SELECT pidfence_claim($1, $2, $3, $4, $5, $6) AS outcome',
   /** docs/decisions/0024: the arrays come sorted by run id, one element per item. */
   claimPageCall: 'SELECT "runId", outcome FROM pidfence_claim_page($1::text[], $2::text[], $3::bigint[], $4, $5::text[], $6)',
@@ -52,32 +50,6 @@ export const SQL = {
   recordResultsCall: `SELECT "runId", outcome FROM pidfence_record_results($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],
     $6::text[], $7::text[], $8::bigint[], $9::boolean[], $10::text[], $11::text[])`,
   selectDispatch: `SELECT ${RECORD_COLUMNS} FROM cancellation_dispatches WHERE run_id = $1`,
-
-  /** Steps 3+6 at once, for a run with no row yet (a row written before the pending one of docs/decisions/0022 existed). */
-  insertLeasedDispatch: `INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version,
-      dispatch_count, next_attempt_at_ms, lease_owner, lease_token_digest, lease_expires_at_ms, last_result,
-      last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
-    VALUES ($1, $2, $3, 'leased', 1, 1, NULL, $4, $5, $6, NULL, $7, NULL, $7, $7)
-    RETURNING ${RECORD_COLUMNS}`,
-
-  /** Step 6: version CAS; the due/expiry rule is repeated here so a stale read can never lease. */
-  leaseDispatch: `UPDATE cancellation_dispatches
-    SET status = 'leased', version = version + 1, dispatch_count = dispatch_count + 1, next_attempt_at_ms = NULL,
-        lease_owner = $3, lease_token_digest = $4, lease_expires_at_ms = $5,
-        last_dispatched_at_ms = $6, updated_at_ms = $6
-    WHERE run_id = $1 AND attempt_id = $2 AND version = $7
-      AND ((status IN ('pending', 'retry_wait') AND next_attempt_at_ms <= $6)
-        OR (status = 'leased' AND lease_expires_at_ms <= $6))
-    RETURNING ${RECORD_COLUMNS}`,
-
-  /** design/dispatch §2.4: the whole fence in the WHERE clause; no row back means stale_fence. */
-  settleDispatch: `UPDATE cancellation_dispatches
-    SET status = $6, version = version + 1, last_result = $7, next_attempt_at_ms = $8,
-        blocked_at_ms = $9, lease_owner = NULL, lease_token_digest = NULL, lease_expires_at_ms = NULL,
-        updated_at_ms = $10
-    WHERE run_id = $1 AND attempt_id = $2 AND status = 'leased'
-      AND lease_owner = $3 AND lease_token_digest = $4 AND version = $5
-    RETURNING ${RECORD_COLUMNS}`,
 
   /**
    * The bounded due query over one index (docs/decisions/0022).
@@ -100,8 +72,8 @@ export const SQL = {
   // ---- runs, attempts, events (the run store and the result transaction) ----
   selectRun: `SELECT ${RUN_COLUMNS} FROM runs WHERE id = $1`,
   insertRun: `INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason,
-      next_event_seq, created_at_ms, updated_at_ms)
-    VALUES ($1, $2, $3, 'queued', 0, NULL, NULL, 1, ${DB_NOW_MS}, ${DB_NOW_MS})
+      next_event_seq, created_at_ms, updated_at_ms, name)
+    VALUES ($1, $2, $3, 'queued', 0, NULL, NULL, 1, ${DB_NOW_MS}, ${DB_NOW_MS}, $4)
     ON CONFLICT DO NOTHING
     RETURNING ${RUN_COLUMNS}`,
   markRunRunning: `UPDATE runs SET status = 'running', updated_at_ms = $2 WHERE id = $1 AND status = 'queued'`,
@@ -136,5 +108,3 @@ export const SQL = {
     WHERE run_id = $1 AND id = $2 AND status IN ('claimed', 'starting', 'running')
     RETURNING ${ATTEMPT_COLUMNS}`,
 } as const;
-
-export type StatementName = keyof typeof SQL;

@@ -44,6 +44,26 @@ function beginWith(limits: TransactionLimits): string {
 
 const BEGIN = beginWith(DEFAULT_LIMITS);
 
+/**
+ * Acknowledged means durable (docs/decisions/0010): a commit pidfence answers after must be flushed.
+ * A server, database or role default of synchronous_commit = off is raised to `on` for pidfence's
+ * sessions (once per connection, and again in every transaction it opens, should a pooler reset
+ * the session); a choice the connection made itself (its startup options, a SET) is the caller's
+ * and is kept. `local`, `remote_write`, `remote_apply` already flush locally and are kept too.
+ */
+const RAISE_SYNCHRONOUS_COMMIT = `SELECT set_config('synchronous_commit', 'on', false) AS raised FROM pg_settings
+  WHERE name = 'synchronous_commit' AND setting = 'off' AND source NOT IN ('client', 'session')`;
+const SET_LOCAL_SYNCHRONOUS_COMMIT = '; SET LOCAL synchronous_commit = on';
+
+/** Connections already checked, and whether their synchronous_commit was raised. */
+const raisedCommits = new WeakMap<PoolClient, boolean>();
+
+async function checkDurableCommits(client: PoolClient): Promise<void> {
+  if (raisedCommits.has(client)) return;
+  const result = await client.query({ text: RAISE_SYNCHRONOUS_COMMIT, query_timeout: clientTimeoutMs(DEFAULT_LIMITS) } as QueryConfigWithTimeout);
+  raisedCommits.set(client, result.rows.length > 0);
+}
+
 const INT8_OID = 20;
 
 /** bigint columns (epoch ms, versions, counters) as JS numbers; every value we store is a safe integer. */
@@ -156,15 +176,27 @@ function txOf(client: PoolClient, operation: string, timeoutMs: number): Tx {
   };
 }
 
+const ignore = (): void => undefined;
+
 async function checkout(pool: Pool, operation: string): Promise<PoolClient> {
+  let client: PoolClient;
   try {
-    return await pool.connect();
+    client = await pool.connect();
   } catch (error) {
     throw pgFailure(operation, error);
   }
+  client.on('error', ignore);
+  try {
+    await checkDurableCommits(client);
+  } catch (error) {
+    const failure = pgFailure(operation, error);
+    client.release(failure);
+    throw failure;
+  } finally {
+    client.removeListener('error', ignore);
+  }
+  return client;
 }
-
-const ignore = (): void => undefined;
 
 /** pg honours `query_timeout` per query; its types only declare it on the client config. */
 type QueryConfigWithTimeout = QueryConfig & { query_timeout: number };
@@ -187,7 +219,8 @@ export async function inTransaction<T>(
   const control = (text: string): Promise<unknown> => client.query({ text, query_timeout: timeoutMs } as QueryConfigWithTimeout);
   try {
     try {
-      await control(limits === DEFAULT_LIMITS ? BEGIN : beginWith(limits));
+      const begin = limits === DEFAULT_LIMITS ? BEGIN : beginWith(limits);
+      await control(raisedCommits.get(client) === true ? `${begin}${SET_LOCAL_SYNCHRONOUS_COMMIT}` : begin);
     } catch (error) {
       throw pgFailure(operation, error);
     }

@@ -1,16 +1,30 @@
 // Opening a pidfence SQLite database (design/architecture §7, design/dispatch §2.2): WAL, foreign keys, a busy
 // timeout for the second process, numbered migrations with checksums, and the readiness check.
-import { closeSync, constants as fsConstants, accessSync, openSync, statSync } from 'node:fs';
+import { closeSync, constants as fsConstants, accessSync, openSync, readFileSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 
 import Database from 'better-sqlite3';
 
 import { PidfenceError } from '../../base/errors';
+import { isDiskFull, storeFull } from './disk-reserve';
+import { driverOf } from './driver';
 import { loadMigrations, migrationsDirectory, pendingMigrations, type AppliedMigration, type MigrationFile } from '../migrations';
 
-export type SqliteDatabase = Database.Database;
+/**
+ * An open pidfence SQLite database. At run time it is better-sqlite3's `Database`; its declared type
+ * names only what a caller needs to hold and close it, so the published declarations need neither
+ * @types/better-sqlite3 nor @types/node (docs/decisions/0222). A program that has
+ * @types/better-sqlite3 may cast it to `Database.Database` for the driver's own API.
+ */
+export interface SqliteDatabase {
+  readonly name: string;
+  readonly open: boolean;
+  readonly readonly: boolean;
+  readonly inTransaction: boolean;
+  close(): unknown;
+}
 
-/** See docs/decisions/0010: the edge profile commits with NORMAL; FULL is one option away. */
+/** docs/decisions/0010: NORMAL for routine traffic, FULL for each acknowledged commit (durability.ts); FULL for all is one option away. */
 export type SqliteSynchronous = 'NORMAL' | 'FULL';
 
 export interface SqliteOpenOptions {
@@ -24,6 +38,12 @@ export interface SqliteOpenOptions {
    * (cancel, inspect, status) pass false, so a wrong directory never grows a stray database.
    */
   readonly create?: boolean;
+  /**
+   * Open for reading only (docs/decisions/0226): nothing is written, not even the WAL mode or
+   * SQLite's -wal and -shm files. A store nobody has open (a backup, a forensic copy) is read from a
+   * snapshot of its bytes in memory; one in use, in place with its writer's shared memory.
+   */
+  readonly readonly?: boolean;
 }
 
 /** New database files are readable and writable by their owner only (docs/decisions/0046). */
@@ -47,8 +67,9 @@ function isFileName(filename: string): boolean {
  * Store trouble as one sentence each (issue 15): a missing or unwritable directory, a missing file
  * when creating is not allowed, and a 0-byte file, which SQLite would silently turn into a database.
  * A new file is created here with SQLITE_FILE_MODE; SQLite gives its -wal and -shm files the same mode.
+ * True when this call created the file.
  */
-function sqliteFilePrepare(filename: string, create: boolean): void {
+function sqliteFilePrepare(filename: string, create: boolean): boolean {
   let size: number | undefined;
   try {
     size = statSync(filename).size;
@@ -58,7 +79,7 @@ function sqliteFilePrepare(filename: string, create: boolean): void {
   if (size === 0) {
     throw storeUnavailable(`${filename} is an empty file, not a pidfence database; remove it (pidfence creates a new one) or pass another --db.`);
   }
-  if (size !== undefined) return;
+  if (size !== undefined) return false;
   if (!create) throw storeUnavailable(`no pidfence database at ${filename}; pass --db <file|postgres-url> or set PIDFENCE_DB.`);
   const directory = path.dirname(filename);
   try {
@@ -71,14 +92,26 @@ function sqliteFilePrepare(filename: string, create: boolean): void {
   }
   try {
     closeSync(openSync(filename, 'wx', SQLITE_FILE_MODE));
+    return true;
   } catch (error) {
     // Another process created it between the stat and here: open theirs.
-    if (errnoOf(error) !== 'EEXIST') throw storeUnavailable(`cannot create ${filename} (${errnoOf(error) ?? 'UNKNOWN'}); pass --db with a writable location.`, errnoOf(error), error);
+    if (errnoOf(error) === 'EEXIST') return false;
+    if (errnoOf(error) === 'ENOSPC' || errnoOf(error) === 'EDQUOT') throw storeFull(filename, 'no database could be created there, and nothing was started', error);
+    throw storeUnavailable(`cannot create ${filename} (${errnoOf(error) ?? 'UNKNOWN'}); pass --db with a writable location.`, errnoOf(error), error);
   }
+}
+
+/**
+ * A database this opening created and could not finish (the disk filled up) is removed with its
+ * -wal and -shm, so the next try does not find a 0-byte file that is "not a database".
+ */
+export function removeUnfinishedDatabase(filename: string): void {
+  for (const file of [filename, `${filename}-wal`, `${filename}-shm`]) rmSync(file, { force: true });
 }
 
 /** SQLite's own refusals at open, as sentences; anything else stays the driver's error for the caller to wrap. */
 function sqliteOpenFailure(filename: string, error: unknown): unknown {
+  if (isDiskFull(error, filename)) return storeFull(filename, 'the store could not be opened, and nothing was changed', error);
   const code = errnoOf(error);
   if (code === 'SQLITE_NOTADB') return new PidfenceError(`${filename} is not a SQLite database; pass the right --db, or move the file away so pidfence can create one.`, 'ERR_PIDFENCE_STORE_CORRUPT', { errno: code, cause: error });
   if (code === 'SQLITE_CORRUPT') return corrupt(filename, code, error);
@@ -112,17 +145,75 @@ const MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS pidfence_migrations (
   applied_at_ms  INTEGER NOT NULL
 ) STRICT`;
 
+/** Bytes 18 and 19 of a SQLite header: the file format versions, 2 for WAL, 1 for a rollback journal. */
+const FORMAT_VERSION_BYTES = [18, 19] as const;
+
+/** Whether a process has the store open, or left changes in its WAL: its -shm exists, or its -wal holds frames. */
+function inUse(filename: string): boolean {
+  const sizeOf = (file: string): number | null => {
+    try {
+      return statSync(file).size;
+    } catch {
+      return null;
+    }
+  };
+  return sizeOf(`${filename}-shm`) !== null || (sizeOf(`${filename}-wal`) ?? 0) > 0;
+}
+
+/**
+ * A read-only connection that writes nothing, not even SQLite's -wal and -shm files. A store in use
+ * (its -shm is there, or its -wal holds changes) is opened read-only in place, with the shared
+ * memory its writer keeps; a closed one is read from a snapshot of its bytes in memory, its header
+ * marked non-WAL (SQLite cannot deserialize a WAL image).
+ */
+function openReadOnly(filename: string, driverOptions: Database.Options): Database.Database {
+  try {
+    accessSync(filename, fsConstants.R_OK);
+  } catch (error) {
+    throw storeUnavailable(`cannot read ${filename} (${errnoOf(error) ?? 'UNKNOWN'}): this user may not read it; check its permissions, or pass another --db.`, errnoOf(error), error);
+  }
+  if (!inUse(filename)) {
+    const image = readFileSync(filename);
+    for (const at of FORMAT_VERSION_BYTES) if (image[at] === 2) image[at] = 1;
+    return new Database(image, { ...driverOptions, readonly: true });
+  }
+  let database: Database.Database | undefined;
+  try {
+    database = new Database(filename, { ...driverOptions, readonly: true, fileMustExist: true });
+    database.prepare('SELECT count(*) FROM sqlite_schema').get();
+    return database;
+  } catch (error) {
+    database?.close();
+    throw storeUnavailable(`cannot read ${filename} read-only (${errnoOf(error) ?? 'UNKNOWN'}): its changes in ${filename}-wal need a writable -shm; copy the file and its -wal to a writable directory and pass --db with the copy.`, errnoOf(error), error);
+  }
+}
+
+/** An open connection, and whether opening it created its file (then a failed set-up removes it). */
 export function openSqliteDatabase(filename: string, options: SqliteOpenOptions = {}): SqliteDatabase {
-  if (isFileName(filename)) sqliteFilePrepare(filename, options.create !== false);
+  return openSqliteDatabaseCreating(filename, options).database;
+}
+
+export function openSqliteDatabaseCreating(filename: string, options: SqliteOpenOptions = {}): { readonly database: SqliteDatabase; readonly created: boolean } {
+  const created = isFileName(filename) && sqliteFilePrepare(filename, options.create !== false && options.readonly !== true);
+  try {
+    return { database: openPrepared(filename, options), created };
+  } catch (error) {
+    if (created) removeUnfinishedDatabase(filename);
+    throw error;
+  }
+}
+
+function openPrepared(filename: string, options: SqliteOpenOptions): SqliteDatabase {
+  const driverOptions: Database.Options = options.verbose ? { verbose: (sql) => options.verbose?.(String(sql)) } : {};
   let database: Database.Database;
   try {
-    database = new Database(filename, options.verbose ? { verbose: (sql) => options.verbose?.(String(sql)) } : {});
+    database = options.readonly === true ? openReadOnly(filename, driverOptions) : new Database(filename, driverOptions);
   } catch (error) {
-    throw sqliteOpenFailure(filename, error);
+    throw error instanceof PidfenceError ? error : sqliteOpenFailure(filename, error);
   }
   try {
     database.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? SQLITE_BUSY_TIMEOUT_DEFAULT_MS)}`);
-    database.pragma('journal_mode = WAL');
+    if (options.readonly !== true) database.pragma('journal_mode = WAL');
     database.pragma(`synchronous = ${options.synchronous === 'FULL' ? 'FULL' : 'NORMAL'}`);
     database.pragma('foreign_keys = ON');
     quickCheck(database, filename);
@@ -133,8 +224,15 @@ export function openSqliteDatabase(filename: string, options: SqliteOpenOptions 
   }
 }
 
+/** The package's own migration files, read and hashed once per process: an open migrates, then checks readiness. */
+let packageFiles: readonly MigrationFile[] | undefined;
+function packageMigrations(): readonly MigrationFile[] {
+  packageFiles ??= loadMigrations(migrationsDirectory('sqlite'));
+  return packageFiles;
+}
+
 function appliedMigrations(database: SqliteDatabase): AppliedMigration[] {
-  return database.prepare<[], AppliedMigration>('SELECT version, name, checksum FROM pidfence_migrations ORDER BY version').all();
+  return driverOf(database).prepare<[], AppliedMigration>('SELECT version, name, checksum FROM pidfence_migrations ORDER BY version').all();
 }
 
 /**
@@ -145,14 +243,15 @@ function appliedMigrations(database: SqliteDatabase): AppliedMigration[] {
 export function migrateSqliteDatabase(
   database: SqliteDatabase,
   clock: () => number = Date.now,
-  files: readonly MigrationFile[] = loadMigrations(migrationsDirectory('sqlite')),
+  files: readonly MigrationFile[] = packageMigrations(),
 ): string[] {
-  const migrate = database.transaction(() => {
-    database.exec(MIGRATIONS_TABLE);
+  const driver = driverOf(database);
+  const migrate = driver.transaction(() => {
+    driver.exec(MIGRATIONS_TABLE);
     const pending = pendingMigrations(appliedMigrations(database), files);
-    const record = database.prepare('INSERT INTO pidfence_migrations (version, name, checksum, applied_at_ms) VALUES (?, ?, ?, ?)');
+    const record = driver.prepare('INSERT INTO pidfence_migrations (version, name, checksum, applied_at_ms) VALUES (?, ?, ?, ?)');
     for (const file of pending) {
-      database.exec(file.sql);
+      driver.exec(file.sql);
       record.run(file.version, file.name, file.checksum, clock());
     }
     return pending.map((file) => file.name);
@@ -162,8 +261,8 @@ export function migrateSqliteDatabase(
 
 /** Readiness: every migration applied, none changed since. Throws a PidfenceError that says what to do. */
 export function checkSqliteReadiness(database: SqliteDatabase): void {
-  const files = loadMigrations(migrationsDirectory('sqlite'));
-  const hasTable = database.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'pidfence_migrations'").get();
+  const files = packageMigrations();
+  const hasTable = driverOf(database).prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'pidfence_migrations'").get();
   const pending = pendingMigrations(hasTable ? appliedMigrations(database) : [], files);
   if (pending.length > 0) {
     throw new PidfenceError(

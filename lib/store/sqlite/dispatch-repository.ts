@@ -23,9 +23,10 @@ import {
   type RecordResultOutcome,
 } from '../../contract/index';
 import type { DispatchRepository } from '../dispatch-repository';
-import { duePageOf, FIRST_DUE_CURSOR, planClaim, settlementOf } from '../dispatch-decisions';
+import { duePageOf, FIRST_DUE_CURSOR } from '../due-page';
+import { planClaim, settlementOf } from './dispatch-rules';
 import { storeInvariant } from '../store-errors';
-import { SqliteBoundary } from './transaction';
+import { boundaryOf, type SqliteBoundary } from './transaction';
 import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
 import { appendRunEvent } from './run-events';
@@ -33,7 +34,7 @@ import { selectAttemptStatus, selectDispatch, selectHeldRunVersion, selectRun } 
 import type { DueRow, PreparedStatements } from './statements';
 
 export interface SqliteDispatchRepositoryOptions {
-  /** The time authority; Date.now unless a test or a device needs another. */
+  /** The time authority; the boot-anchored store clock (docs/decisions/0160) unless a test or a device needs another. */
   readonly clock?: Clock;
 }
 
@@ -42,7 +43,7 @@ export class SqliteDispatchRepository implements DispatchRepository {
   readonly #statements: PreparedStatements;
 
   constructor(database: SqliteDatabase, options: SqliteDispatchRepositoryOptions = {}) {
-    this.#boundary = new SqliteBoundary(database, options.clock);
+    this.#boundary = boundaryOf(database, options.clock);
     this.#statements = this.#boundary.statements;
   }
 

@@ -1,8 +1,6 @@
 // The SQL of the SQLite execution store (design/execution §2-3), each statement in one named place, built
 // from the shared text in ../execution-sql.ts with named parameters and INDEXED BY hints; the
 // terminal CAS reuses the run store's statements (statements.ts) for the run and its event.
-import type Database from 'better-sqlite3';
-
 import {
   activeAttemptsPageSql,
   attemptByReceiptDigestSql,
@@ -12,9 +10,11 @@ import {
   insertJournalSql,
   listAttemptEventsSql,
   nextAttemptEventSeqSql,
+  nextDueInMsSql,
   openJournalPageSql,
 } from '../execution-sql';
-import { prepareSet, type Prepared } from './statements';
+import { DUE_PREDICATE } from '../dispatch-sql';
+import type { Prepared } from './statements';
 
 export const EXECUTION_SQL = {
   activeAttemptsPage: activeAttemptsPageSql('attempts AS a INDEXED BY attempts_one_active', { afterRunId: ':afterRunId', limit: ':limit' }),
@@ -25,6 +25,10 @@ export const EXECUTION_SQL = {
   ownedDueDeadlinesPage: dueDeadlinesPageSql('attempts AS a INDEXED BY attempts_deadline_due', {
     nowMs: ':nowMs', afterDueAtMs: ':afterDueAtMs', afterRunId: ':afterRunId', afterAttemptId: ':afterAttemptId', limit: ':limit', runnerId: ':runnerId',
   }),
+  nextDueInMs: nextDueInMsSql(
+    { attempts: 'attempts AS a INDEXED BY attempts_deadline_due', dispatches: 'cancellation_dispatches AS d INDEXED BY cancellation_dispatches_due' },
+    DUE_PREDICATE.sqlite, { nowMs: ':nowMs', runnerId: ':runnerId' },
+  ),
   attemptByReceiptDigest: attemptByReceiptDigestSql({ digest: '?' }),
   nextAttemptEventSeq: nextAttemptEventSeqSql({ attemptId: '?' }),
   insertAttemptEvent: insertAttemptEventSql({ runId: ':runId', attemptId: ':attemptId', seq: ':seq', eventId: ':eventId', payload: ':payload', nowMs: ':nowMs' }),
@@ -35,7 +39,3 @@ export const EXECUTION_SQL = {
 } as const;
 
 export type ExecutionStatements = Prepared<typeof EXECUTION_SQL>;
-
-export function prepareExecutionStatements(database: Database.Database): ExecutionStatements {
-  return prepareSet(database, EXECUTION_SQL);
-}

@@ -33,15 +33,16 @@ import {
   completionRefusal,
   deadlineKeyset,
   deadlinePageOf,
+  dueDelayOf,
   journalKeyset,
   journalPageOf,
   runTerminalPayload,
 } from '../execution-sql';
 import { storeInvariant } from '../store-errors';
-import { SqliteBoundary } from './transaction';
-import type { Clock } from './clock';
+import { boundaryOf, type SqliteBoundary } from './transaction';
+import { storeClockOf, type BootAnchoredClock, type Clock } from './clock';
 import type { SqliteDatabase } from './database';
-import { prepareExecutionStatements, type ExecutionStatements } from './execution-statements';
+import { EXECUTION_SQL, type ExecutionStatements } from './execution-statements';
 import { appendRunEvent } from './run-events';
 import { counterColumn, selectAttempt, selectHeldRun, selectRun, validatedRow } from './rows';
 import type { PreparedStatements } from './statements';
@@ -50,11 +51,14 @@ export class SqliteExecutionStore implements ExecutionStore {
   readonly #boundary: SqliteBoundary;
   readonly #run: PreparedStatements;
   readonly #sql: ExecutionStatements;
+  /** The boot-anchored clock when it is this store's clock (no clock injected). */
+  readonly #anchored: BootAnchoredClock | null;
 
   constructor(database: SqliteDatabase, options: { readonly clock?: Clock } = {}) {
-    this.#boundary = new SqliteBoundary(database, options.clock);
+    this.#boundary = boundaryOf(database, options.clock);
+    this.#anchored = options.clock === undefined ? storeClockOf(database) : null;
     this.#run = this.#boundary.statements;
-    this.#sql = prepareExecutionStatements(database);
+    this.#sql = this.#boundary.sql(EXECUTION_SQL);
   }
 
   #write<T>(operation: string, work: (nowMs: number) => T): T {
@@ -63,6 +67,11 @@ export class SqliteExecutionStore implements ExecutionStore {
 
   #read<T>(operation: string, work: () => T): T {
     return this.#boundary.read(operation, work);
+  }
+
+  storeTimeOfBoot(bootId: string, bootMs: number): number | null {
+    const anchored = this.#anchored;
+    return anchored === null ? null : this.#read('storeTimeOfBoot', () => anchored.storeTimeOf(bootId, bootMs));
   }
 
   async activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor; readonly runnerId?: string }): Promise<Page<ActiveAttempt, ActiveCursor>> {
@@ -79,6 +88,11 @@ export class SqliteExecutionStore implements ExecutionStore {
       const params = { nowMs: this.#boundary.now(), ...deadlineKeyset(after), limit };
       return deadlinePageOf(runnerId === null ? this.#sql.dueDeadlinesPage.all(params) : this.#sql.ownedDueDeadlinesPage.all({ ...params, runnerId }), limit);
     });
+  }
+
+  async nextDueInMs(runnerId: string): Promise<number | null> {
+    const valid = validateId(runnerId, 'runnerId');
+    return this.#read('nextDueInMs', () => dueDelayOf(this.#sql.nextDueInMs.get({ nowMs: this.#boundary.now(), runnerId: valid })));
   }
 
   async attemptByReceiptDigest(digest: string): Promise<{ readonly runId: string; readonly attemptId: string } | null> {

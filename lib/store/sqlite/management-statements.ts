@@ -1,9 +1,7 @@
 // The SQLite management store's statements (design/dispatch §5.1-5.4), one named place each, built from
 // the shared text in ../management-sql.ts with SQLite's named parameters and injected clock.
-import type Database from 'better-sqlite3';
-
 import { blockedPageSql, hasGrantSql, insertAuditSql, inspectSql, rearmSql, runAttemptEventsSql, runAttemptsSql, runDetailSql, runEventsSql, runPageAllSql, runPageByStatusSql, summarySql } from '../management-sql';
-import { prepareSet, type Prepared } from './statements';
+import type { Prepared } from './statements';
 
 const RUN_PAGE = { projectId: ':projectId', beforeAtMs: ':beforeAtMs', beforeRunId: ':beforeRunId', limit: ':limit' } as const;
 
@@ -36,7 +34,3 @@ export const MANAGEMENT_SQL = {
 } as const;
 
 export type ManagementStatements = Prepared<typeof MANAGEMENT_SQL>;
-
-export function prepareManagementStatements(database: Database.Database): ManagementStatements {
-  return prepareSet(database, MANAGEMENT_SQL);
-}

@@ -11,10 +11,10 @@ import {
 } from '../../contract/index';
 import type { BlockedPosition, BlockedRows, GrantAdministration, GrantChange, ManagementStore, RunDetailLimits, RunDetailRows, RunRow, RunRowsQuery } from '../management-store';
 import { inspectionOf, rearmRefusal, runRowsParams, summaryCountsOf } from '../management-sql';
-import { SqliteBoundary } from './transaction';
+import { boundaryOf, type SqliteBoundary } from './transaction';
 import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
-import { prepareManagementStatements, type ManagementStatements } from './management-statements';
+import { MANAGEMENT_SQL, type ManagementStatements } from './management-statements';
 import { appendRunEvent } from './run-events';
 import { selectDispatch, selectHeldRunVersion } from './rows';
 import type { PreparedStatements } from './statements';
@@ -23,18 +23,22 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
   readonly #boundary: SqliteBoundary;
   readonly #sql: ManagementStatements;
   readonly #statements: PreparedStatements;
+  readonly #ownerSubject: string | null;
 
-  constructor(database: SqliteDatabase, options: { readonly clock?: Clock } = {}) {
-    this.#boundary = new SqliteBoundary(database, options.clock);
-    this.#sql = prepareManagementStatements(database);
+  constructor(database: SqliteDatabase, options: { readonly clock?: Clock; readonly ownerSubject?: string } = {}) {
+    this.#boundary = boundaryOf(database, options.clock);
+    this.#sql = this.#boundary.sql(MANAGEMENT_SQL);
     this.#statements = this.#boundary.statements;
+    this.#ownerSubject = options.ownerSubject ?? null;
   }
 
   #guard<T>(operation: string, work: () => T): T {
     return this.#boundary.read(operation, work);
   }
 
+  /** The store file's owner holds every grant on it (docs/decisions/0170); anyone else needs a row. */
   #held(subject: string, projectId: string, permission: Permission): boolean {
+    if (subject === this.#ownerSubject) return true;
     return this.#sql.hasGrant.get({ subject, projectId, permission }) !== undefined;
   }
 
@@ -78,7 +82,10 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
   }
 
   async summaryCounts(subject: string | null, projectId: string, overdueAfterMs: number): Promise<SummaryCounts> {
-    return this.#guard('summary', () => summaryCountsOf('sqlite', this.#sql.summary.get({ subject, projectId, overdueAfterMs, nowMs: this.#boundary.now() })));
+    return this.#guard('summary', () => {
+      const counts = summaryCountsOf('sqlite', this.#sql.summary.get({ subject, projectId, overdueAfterMs, nowMs: this.#boundary.now() }));
+      return subject !== null && subject === this.#ownerSubject ? { ...counts, permitted: true } : counts;
+    });
   }
 
   async blockedRows(projectId: string, position: BlockedPosition, limit: number): Promise<BlockedRows> {
@@ -120,11 +127,11 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
   }
 
   async writeGrant(change: GrantChange, grantedBy: string): Promise<'granted' | 'exists'> {
-    return this.#guard('writeGrant', () => (this.#sql.insertGrant.run({ ...change, grantedBy, nowMs: this.#boundary.now() }).changes === 1 ? 'granted' : 'exists'));
+    return this.#boundary.write('writeGrant', (nowMs) => (this.#sql.insertGrant.run({ ...change, grantedBy, nowMs }).changes === 1 ? 'granted' : 'exists'));
   }
 
   async revokeGrant(change: GrantChange): Promise<'revoked' | 'absent'> {
-    return this.#guard('revokeGrant', () => (this.#sql.deleteGrant.run({ ...change }).changes === 1 ? 'revoked' : 'absent'));
+    return this.#boundary.write('revokeGrant', () => (this.#sql.deleteGrant.run({ ...change }).changes === 1 ? 'revoked' : 'absent'));
   }
 
   async listGrants(subject: string): Promise<ReadonlyArray<{ readonly projectId: string; readonly permission: Permission }>> {

@@ -30,7 +30,7 @@ import {
   validateRunRecord,
 } from '../../contract/index';
 import type { RunStore } from '../run-store';
-import { SqliteBoundary } from './transaction';
+import { boundaryOf, type SqliteBoundary, type WriteOptions } from './transaction';
 import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
 import { appendRunEvent } from './run-events';
@@ -46,13 +46,13 @@ export class SqliteRunStore implements RunStore {
   readonly #statements: PreparedStatements;
 
   constructor(database: SqliteDatabase, options: { readonly clock?: Clock } = {}) {
-    this.#boundary = new SqliteBoundary(database, options.clock);
+    this.#boundary = boundaryOf(database, options.clock);
     this.#statements = this.#boundary.statements;
   }
 
   /** Runs `work` in one BEGIN IMMEDIATE transaction with the clock read under the lock. */
-  #write<T>(operation: string, work: (nowMs: number) => T): T {
-    return this.#boundary.write(operation, work);
+  #write<T>(operation: string, work: (nowMs: number) => T, options?: WriteOptions): T {
+    return this.#boundary.write(operation, work, options);
   }
 
   #run(runId: string): RunRecord | undefined {
@@ -62,7 +62,7 @@ export class SqliteRunStore implements RunStore {
   async createRun(command: CreateRunCommand): Promise<CreateRunOutcome> {
     const valid = validateCreateRunCommand(command);
     return this.#write('createRun', (nowMs) => {
-      const run = validatedRow(this.#statements.insertRun.get({ runId: valid.runId, projectId: valid.projectId, owner: valid.owner ?? 'runtime', nowMs }), validateRunRecord);
+      const run = validatedRow(this.#statements.insertRun.get({ runId: valid.runId, projectId: valid.projectId, owner: valid.owner ?? 'runtime', name: valid.name ?? null, nowMs }), validateRunRecord);
       return run === undefined ? { kind: 'exists' } : { kind: 'created', run };
     });
   }
@@ -91,6 +91,7 @@ export class SqliteRunStore implements RunStore {
 
   async advanceAttempt(command: AdvanceAttemptCommand): Promise<AdvanceAttemptOutcome> {
     const valid = validateAdvanceAttemptCommand(command);
+    // `running` with its handle is what `run` then reports as started: synced (docs/decisions/0010).
     return this.#write('advanceAttempt', (nowMs) => {
       const attempt = validatedRow(this.#statements.advanceAttempt.get({
         runId: valid.runId,
@@ -102,7 +103,7 @@ export class SqliteRunStore implements RunStore {
         nowMs,
       }), validateAttemptRecord);
       return attempt === undefined ? { kind: 'stale' } : { kind: 'advanced', attempt };
-    });
+    }, { synced: valid.to === 'running' });
   }
 
   async endAttempt(command: EndAttemptCommand): Promise<EndAttemptOutcome> {

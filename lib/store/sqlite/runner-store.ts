@@ -13,45 +13,27 @@ import {
   validateRegisterRunner,
 } from '../../contract/index';
 import { type RunnerStore } from '../runner-store';
-import {
-  activeAttemptOwnerSql,
-  adoptionCandidatesSql,
-  adoptionPayload,
-  endRunnerSql,
-  insertAdoptionEventSql,
-  ownedActiveAttemptsSql,
-  registerRunnerSql,
-  runnerOf,
-  transferAttemptSql,
-} from '../runner-sql';
-import { SqliteBoundary } from './transaction';
+import { adoptionPayload, runnerOf } from '../runner-sql';
+import { boundaryOf, type SqliteBoundary, type WriteOptions } from './transaction';
 import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
-import { prepareSet, type Prepared } from './statements';
+import { RUNNER_SQL } from './runner-statements';
+import type { Prepared } from './statements';
 
-const SQL = {
-  registerRunner: registerRunnerSql({ runnerId: ':runnerId', hostId: ':hostId', kind: ':kind', identity: ':identity', nowMs: ':nowMs' }),
-  endRunner: endRunnerSql({ runnerId: ':runnerId', nowMs: ':nowMs' }),
-  activeAttemptOwner: activeAttemptOwnerSql('r.identity', { runId: ':runId' }),
-  adoptionCandidates: adoptionCandidatesSql('r.identity', { hostId: ':hostId', excludeRunnerId: ':excludeRunnerId', limit: ':limit' }),
-  ownedActiveAttempts: ownedActiveAttemptsSql({ runnerId: ':runnerId', runId: ':runId', limit: ':limit' }),
-  transferAttempt: transferAttemptSql({ runId: ':runId', attemptId: ':attemptId', fromRunnerId: ':fromRunnerId', toRunnerId: ':toRunnerId', nowMs: ':nowMs' }),
-  insertAdoptionEvent: insertAdoptionEventSql({ runId: ':runId', attemptId: ':attemptId', eventId: ':eventId', payload: ':payload', nowMs: ':nowMs' }),
-} as const;
 
 type OwnerRow = Parameters<typeof runnerOf>[0] & { readonly attemptId: string };
 
 export class SqliteRunnerStore implements RunnerStore {
   readonly #boundary: SqliteBoundary;
-  readonly #sql: Prepared<typeof SQL>;
+  readonly #sql: Prepared<typeof RUNNER_SQL>;
 
   constructor(database: SqliteDatabase, options: { readonly clock?: Clock } = {}) {
-    this.#boundary = new SqliteBoundary(database, options.clock);
-    this.#sql = prepareSet(database, SQL);
+    this.#boundary = boundaryOf(database, options.clock);
+    this.#sql = this.#boundary.sql(RUNNER_SQL);
   }
 
-  #write<T>(operation: string, work: (nowMs: number) => T): T {
-    return this.#boundary.write(operation, work);
+  #write<T>(operation: string, work: (nowMs: number) => T, options?: WriteOptions): T {
+    return this.#boundary.write(operation, work, options);
   }
 
   #read<T>(operation: string, work: () => T): T {
@@ -60,7 +42,9 @@ export class SqliteRunnerStore implements RunnerStore {
 
   async registerRunner(command: RegisterRunnerCommand): Promise<void> {
     const valid = validateRegisterRunner(command);
-    this.#write('registerRunner', (nowMs) => this.#sql.registerRunner.run({ ...valid, nowMs }));
+    // A `cancel` that takes over an orphan registers to stop it: the stop path, which may spend the
+    // disk reserve (docs/decisions/0191); a runner that starts jobs may not.
+    this.#write('registerRunner', (nowMs) => this.#sql.registerRunner.run({ ...valid, nowMs }), { reserve: valid.kind === 'cancel' });
   }
 
   async endRunner(runnerId: string): Promise<void> {

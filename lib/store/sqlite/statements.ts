@@ -58,8 +58,8 @@ export const SQL = {
   // ---- runs, attempts, events (shared by the run store and the result transaction) ----
   selectRun: `SELECT ${RUN_COLUMNS} FROM runs WHERE id = ?`,
   insertRun: `INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason,
-      next_event_seq, created_at_ms, updated_at_ms)
-    VALUES (:runId, :projectId, :owner, 'queued', 0, NULL, NULL, 1, :nowMs, :nowMs)
+      next_event_seq, created_at_ms, updated_at_ms, name)
+    VALUES (:runId, :projectId, :owner, 'queued', 0, NULL, NULL, 1, :nowMs, :nowMs, :name)
     ON CONFLICT DO NOTHING
     RETURNING ${RUN_COLUMNS}`,
   /** Run fields change under the same version CAS that reserves the event sequence. */
@@ -111,26 +111,23 @@ export type Prepared<S extends Readonly<Record<string, string>>> = { readonly [K
 export type PreparedStatements = Prepared<typeof SQL>;
 
 /**
- * Prepares a set of statements once per connection (better-sqlite3 re-prepares after schema
- * changes): the five SQLite classes on the one connection openSqliteStore gives them share each
- * set, whichever class asks first. Sets are module constants, so their identity is the cache key.
+ * A set of statements of one connection, each prepared when first used and then kept
+ * (better-sqlite3 re-prepares after schema changes): a process that only reads a run prepares only
+ * that read, not the store's whole SQL (docs/decisions/0261). The connection's boundary keeps one
+ * such set per SQL constant, shared by the five SQLite classes.
  */
-const preparedByDatabase = new WeakMap<Database.Database, Map<object, object>>();
-
-export function prepareSet<S extends Readonly<Record<string, string>>>(database: Database.Database, sql: S): Prepared<S> {
-  let sets = preparedByDatabase.get(database);
-  if (sets === undefined) {
-    sets = new Map();
-    preparedByDatabase.set(database, sets);
+export function lazyPreparedSet<S extends Readonly<Record<string, string>>>(database: Database.Database, sql: S): Prepared<S> {
+  const prepared = {} as Record<string, Database.Statement>;
+  for (const [name, text] of Object.entries(sql)) {
+    Object.defineProperty(prepared, name, {
+      configurable: true,
+      enumerable: true,
+      get: () => {
+        const statement = database.prepare(text);
+        Object.defineProperty(prepared, name, { value: statement, enumerable: true });
+        return statement;
+      },
+    });
   }
-  const cached = sets.get(sql) as Prepared<S> | undefined;
-  if (cached !== undefined) return cached;
-  const prepared: Record<string, Database.Statement> = {};
-  for (const [name, text] of Object.entries(sql)) prepared[name] = database.prepare(text);
-  sets.set(sql, prepared);
   return prepared as Prepared<S>;
-}
-
-export function prepareStatements(database: Database.Database): PreparedStatements {
-  return prepareSet(database, SQL);
 }

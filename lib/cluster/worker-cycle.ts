@@ -1,0 +1,236 @@
+// One cycle of the remote worker (docs/decisions/0200, 0201): report completions, re-attach what a
+// restarted worker or a new session holds (docs/decisions/0272), send one lease page naming every
+// lease held (long-polled: the control plane answers early when a stop is due), act on the answers,
+// then pull up to the free slots in one request. A failed renewal stops nothing (docs/decisions/0273).
+// A stop becomes local durable cancel intent, so the local lifecycle stops the job through its
+// verified controller with its own durable handle; no PID, handle or command leaves this process.
+import { randomUUID } from 'node:crypto';
+
+import { PidfenceError } from '../base/errors';
+import { monotonicNow } from '../base/time';
+import type { RunTerminalStatus } from '../contract/index';
+import type { ExecutionApplication } from '../execution/index';
+import type { openSqliteStore } from '../store/sqlite/index';
+import type { Assignment, LeaseTickAnswer, PullPageOutcome } from './lease-store';
+import type { JournaledLease, LeaseJournal } from './lease-journal';
+
+type Send = <T>(path: string, body: unknown, timeoutMs?: number) => Promise<{ status: number; body: T }>;
+type Report = { status: RunTerminalStatus; cause: 'receipt' | 'never_started' | 'stopped' | 'lost'; exit: { exitCode: number | null; signal: string | null } | null };
+
+/** The lease page's answer: only the leases whose answer is not a plain renewal. */
+export interface LeasePageReply {
+  readonly session: 'live' | 'lapsed' | 'lost';
+  readonly answers: ReadonlyArray<{ readonly runId: string; readonly kind: string; readonly scope?: 'run' | 'attempt'; readonly reason?: string; readonly code?: string }>;
+}
+
+export interface Held {
+  readonly assignment: JournaledLease;
+  /** The local attempt (the local runner's own id for the same run). */
+  localAttemptId: string | null;
+  stopping: boolean;
+  /** False until this session holds the lease: a restarted worker re-attaches first (docs/decisions/0272). */
+  attached: boolean;
+  /** The monotonic time of the last renewal the control plane answered (docs/decisions/0273). */
+  lastAnsweredMs: number;
+}
+
+export interface CycleParts {
+  readonly options: { readonly capacity?: number };
+  readonly observe: (what: string, code?: string) => void;
+  readonly send: Send;
+  readonly state: { readonly revoked: boolean };
+  readonly session: { id: string };
+  readonly completions: Array<{ runId: string; report: Report }>;
+  readonly leases: LeaseJournal;
+  readonly local: ReturnType<typeof openSqliteStore>;
+  readonly app: ExecutionApplication;
+  readonly tickMs: number;
+  readonly reRegister: () => Promise<string>;
+}
+
+type StopReason = 'user' | 'timeout' | 'shutdown';
+
+const STOP_REASON = { run: 'user', attempt: 'timeout' } as const;
+/** A silent replica is given up after the long-poll plus this margin (docs/decisions/0202). */
+const REQUEST_MARGIN_MS = 2_000;
+/** Refusals that say this worker will never again hold the run. */
+const GONE_CODES = new Set(['ERR_PIDFENCE_WORKER_FORGOTTEN', 'ERR_PIDFENCE_CLUSTER_LEASE_NOT_YOURS']);
+
+/** Milliseconds on the monotonic clock: a wall-clock step changes no disconnect time (docs/decisions/0273). */
+export function monotonicMs(): number {
+  return Number(monotonicNow() / 1_000_000n);
+}
+
+function codeOf(reply: { status: number; body: unknown }): string {
+  const code = (reply.body as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : `http_${reply.status}`;
+}
+
+export class WorkerCycle {
+  readonly held = new Map<string, Held>();
+  readonly #parts: CycleParts;
+  #sessionOpen = true;
+
+  constructor(parts: CycleParts) {
+    this.#parts = parts;
+  }
+
+  /** A lease an earlier process journaled: held, not attached, before local recovery reports its end. */
+  adopt(lease: JournaledLease): void {
+    this.held.set(lease.runId, { assignment: lease, localAttemptId: lease.localAttemptId, stopping: false, attached: false, lastAnsweredMs: monotonicMs() });
+  }
+
+  /** One bounded cycle; every failure is observed by code and the next cycle starts afresh. */
+  async run(closed: boolean): Promise<void> {
+    const { observe, state } = this.#parts;
+    try {
+      if (!this.#sessionOpen && !state.revoked) await this.#renewSession();
+      await this.#attachAll();
+      await this.reportCompletions();
+      await this.#leasePage(closed);
+      const free = (this.#parts.options.capacity ?? 4) - this.held.size;
+      if (!closed && !state.revoked && this.#sessionOpen && free > 0) await this.#pull(free);
+    } catch (error) {
+      observe('cycle_failed', error instanceof PidfenceError ? error.code : 'ERR_PIDFENCE_CLUSTER_INTERNAL');
+    }
+  }
+
+  /** Reports queued ends, oldest first, of runs this session holds; a refusal for good drops the run. */
+  async reportCompletions(): Promise<void> {
+    const { completions, send, observe, session } = this.#parts;
+    while (completions.length > 0) {
+      const next = completions[0] as (typeof completions)[number];
+      const entry = this.held.get(next.runId);
+      if (entry !== undefined) {
+        if (!entry.attached) return;
+        const { runId, attemptId, fence } = entry.assignment;
+        const reply = await send<{ kind: string; code?: string }>('/v1/completions', { sessionId: session.id, runId, attemptId, fence, ...next.report });
+        // A revoked worker keeps its reports: what becomes of its runs is not decided by a refusal.
+        if (reply.status >= 500 || reply.status === 403) return;
+        observe(reply.status === 200 ? `completion_${reply.body.kind}` : 'completion_refused', reply.status === 200 ? undefined : codeOf(reply));
+        this.#drop(next.runId);
+      }
+      completions.shift();
+    }
+  }
+
+  /** Opt-in only (docs/decisions/0273): a job that asked to stop after a disconnect, on the monotonic clock. */
+  async afterDisconnect(): Promise<void> {
+    const now = monotonicMs();
+    for (const entry of [...this.held.values()]) {
+      const limit = entry.assignment.stopAfterDisconnectMs;
+      if (limit === null || entry.stopping || now - entry.lastAnsweredMs < limit) continue;
+      this.#parts.observe('stopped_after_disconnect');
+      await this.#stopLocally(entry, 'shutdown', false);
+    }
+  }
+
+  /** The leases this session does not hold yet, one attach each; its answer is the tick's (a pending stop comes at once). */
+  async #attachAll(): Promise<void> {
+    const { send, session, observe } = this.#parts;
+    for (const entry of [...this.held.values()]) {
+      if (entry.attached) continue;
+      const { runId, attemptId, fence } = entry.assignment;
+      const reply = await send<LeaseTickAnswer & { code?: string }>('/v1/leases/attach', { sessionId: session.id, runId, attemptId, fence })
+        .catch((error: unknown) => {
+          observe('tick_failed', error instanceof PidfenceError ? error.code : 'ERR_PIDFENCE_CLUSTER_UNREACHABLE');
+          return null;
+        });
+      if (reply === null) continue;
+      if (reply.status !== 200) {
+        observe('tick_failed', codeOf(reply));
+        if (GONE_CODES.has(codeOf(reply))) await this.#stopLocally(entry, 'shutdown', true);
+        continue;
+      }
+      entry.attached = true;
+      entry.lastAnsweredMs = monotonicMs();
+      await this.#act({ runId, ...reply.body });
+    }
+  }
+
+  /** Every attached lease in one request, held by the control plane up to one tick while nothing is due. */
+  async #leasePage(closed: boolean): Promise<void> {
+    const { send, observe, session, tickMs } = this.#parts;
+    const mine = [...this.held.values()].filter((entry) => entry.attached && !entry.stopping);
+    const leases = mine.map(({ assignment: { runId, attemptId, fence } }) => ({ runId, attemptId, fence }));
+    const waitMs = closed || leases.length === 0 ? 0 : tickMs;
+    const reply = await send<LeasePageReply & { code?: string }>('/v1/workers/leases', { sessionId: session.id, leases, waitMs }, waitMs + REQUEST_MARGIN_MS + tickMs);
+    if (reply.status !== 200) {
+      // A failed renewal stops nothing (docs/decisions/0273): the lease waits for this worker.
+      observe('tick_failed', reply.body?.code ?? `http_${reply.status}`);
+      return;
+    }
+    observe(`page_${reply.body.session}`);
+    if (reply.body.session !== 'live') this.#sessionOpen = false;
+    else for (const entry of mine) entry.lastAnsweredMs = monotonicMs();
+    for (const answer of reply.body.answers) await this.#act(answer);
+  }
+
+  async #act(answer: LeasePageReply['answers'][number]): Promise<void> {
+    const entry = this.held.get(answer.runId);
+    this.#parts.observe(`tick_${answer.kind}`, answer.code);
+    if (entry === undefined) return;
+    // A closed session is not a lost run: a new session re-attaches it (docs/decisions/0272).
+    if (answer.kind === 'lost' && answer.reason === 'session') this.#sessionOpen = false;
+    else if (answer.kind === 'stop_requested') await this.#stopLocally(entry, STOP_REASON[answer.scope ?? 'run'], false);
+    else if (answer.kind === 'terminal' || answer.kind === 'lost') await this.#stopLocally(entry, 'shutdown', answer.kind === 'lost');
+  }
+
+  /** A closed session pulls nothing: a new one is registered and every held run re-attaches to it. */
+  async #renewSession(): Promise<void> {
+    this.#parts.session.id = await this.#parts.reRegister();
+    this.#sessionOpen = true;
+    for (const entry of this.held.values()) entry.attached = false;
+    this.#parts.observe('session_renewed');
+  }
+
+  async #pull(free: number): Promise<void> {
+    const { send, session } = this.#parts;
+    const reply = await send<PullPageOutcome>('/v1/assignments/pull', { sessionId: session.id, max: Math.min(free, 64) });
+    if (reply.status !== 200) return;
+    if (reply.body.kind === 'session_closed') this.#sessionOpen = false;
+    if (reply.body.kind !== 'assigned') return;
+    for (const assignment of reply.body.assignments) await this.#admit(assignment);
+  }
+
+  async #admit(assignment: Assignment): Promise<void> {
+    const { leases, app, completions } = this.#parts;
+    const lease: JournaledLease = {
+      runId: assignment.runId, projectId: assignment.projectId, attemptId: assignment.attemptId, fence: assignment.fence, localAttemptId: null,
+      stopAfterDisconnectMs: assignment.stopAfterDisconnectMs ?? null,
+    };
+    // Synced before the job can start: a restart finds every run this worker may have started.
+    leases.write(lease);
+    const entry: Held = { assignment: lease, localAttemptId: null, stopping: false, attached: true, lastAnsweredMs: monotonicMs() };
+    this.held.set(assignment.runId, entry);
+    const [command, ...args] = assignment.argv;
+    const admitted = await app.admit({
+      projectId: assignment.projectId, runId: assignment.runId, command: command as string, args,
+      // No local deadline: a task timeout is the control plane's (stop_requested, scope attempt).
+      stdio: 'ignore',
+    });
+    if (admitted.kind === 'admitted') {
+      entry.localAttemptId = admitted.attemptId;
+      leases.write({ ...lease, localAttemptId: admitted.attemptId });
+    } else completions.push({ runId: assignment.runId, report: { status: 'failed', cause: 'never_started', exit: null } });
+  }
+
+  /** The run's end was taken (or refused for good): nothing of it is held any more. */
+  #drop(runId: string): void {
+    this.held.delete(runId);
+    this.#parts.leases.remove(runId);
+  }
+
+  async #stopLocally(entry: Held, reason: StopReason, dropAfter: boolean): Promise<void> {
+    // The control plane will take no report of this run: once stopped locally, nothing is held.
+    if (dropAfter) this.#drop(entry.assignment.runId);
+    if (entry.stopping) return;
+    entry.stopping = true;
+    const { local, app } = this.#parts;
+    const outcome = await local.runStore.requestCancellation({ runId: entry.assignment.runId, reason, eventId: `evt-${randomUUID()}` });
+    if (outcome.kind === 'run_missing') return;
+    // The local lifecycle's cycle claims the local dispatch and stops the exact group; a notice
+    // pulls its one timer forward instead of waiting out the period.
+    if (entry.localAttemptId !== null) app.notices.add({ runId: entry.assignment.runId, attemptId: entry.localAttemptId });
+  }
+}

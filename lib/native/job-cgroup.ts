@@ -1,0 +1,120 @@
+// A job's cgroup, validated and typed (docs/decisions/0180): every call names the cgroup by the
+// subtree it lives in and its id (the directory's inode, PIDFD_GET_INFO's cgroupid); the addon
+// finds it again by that id each time, so a cgroup re-created under the same name is never touched.
+import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
+import type { RawCgroupResult } from './addon-contract';
+import { getAddon } from './loader';
+import { validateCgroupId, validateSignal, validateTimeoutMs } from './validate';
+
+/** The cgroup v2 path limit we accept for a subtree (PATH_MAX less room for the job's name). */
+export const CGROUP_SUBTREE_MAX_BYTES = 3_800;
+
+export interface JobCgroupRef {
+  /** Absolute path of the directory the job's cgroup was created in. */
+  readonly subtree: string;
+  /** The job cgroup's id: its directory's inode. */
+  readonly id: string;
+}
+
+export type CgroupStep =
+  | { readonly kind: 'ok' }
+  /** No cgroup with this id under the subtree: removed (so empty then), or never there. */
+  | { readonly kind: 'gone' }
+  | { readonly kind: 'busy' }
+  | { readonly kind: 'unsupported' }
+  | { readonly kind: 'error'; readonly errno: string };
+
+export type CgroupRead = { readonly kind: 'ok'; readonly populated: boolean; readonly frozen: boolean } | Exclude<CgroupStep, { kind: 'ok' }>;
+
+export function validateCgroupSubtree(value: unknown): string {
+  if (typeof value !== 'string') throw new PidfenceTypeError('a cgroup subtree is an absolute path (a string).', 'ERR_PIDFENCE_INVALID_CGROUP');
+  if (!value.startsWith('/') || value.includes('\0') || Buffer.byteLength(value) > CGROUP_SUBTREE_MAX_BYTES) {
+    throw new PidfenceRangeError(`a cgroup subtree is an absolute path of at most ${CGROUP_SUBTREE_MAX_BYTES} bytes without NUL; give the directory in the cgroup2 mount.`, 'ERR_PIDFENCE_INVALID_CGROUP');
+  }
+  return value;
+}
+
+function checked(ref: JobCgroupRef): JobCgroupRef {
+  return { subtree: validateCgroupSubtree(ref.subtree), id: validateCgroupId(ref.id) };
+}
+
+function step(raw: RawCgroupResult): CgroupStep {
+  return raw.kind === 'error' ? { kind: 'error', errno: raw.errno } : { kind: raw.kind };
+}
+
+const NO_ADDON: CgroupStep = { kind: 'unsupported' };
+
+export function cgroupRead(ref: JobCgroupRef): CgroupRead {
+  const { subtree, id } = checked(ref);
+  const addon = getAddon();
+  if (!addon) return { kind: 'unsupported' };
+  const raw = addon.cgroupRead(subtree, id);
+  if ('populated' in raw) return { kind: 'ok', populated: raw.populated, frozen: raw.frozen };
+  return step(raw) as CgroupRead;
+}
+
+export function cgroupFreeze(ref: JobCgroupRef, frozen: boolean): CgroupStep {
+  const { subtree, id } = checked(ref);
+  const addon = getAddon();
+  return addon ? step(addon.cgroupFreeze(subtree, id, frozen === true)) : NO_ADDON;
+}
+
+/** Signals each member proved (through its own pidfd) to be in the cgroup; counts the processes reached. */
+export function cgroupSignalMembers(ref: JobCgroupRef, signal: string | number): CgroupStep & { readonly signalled: number } {
+  const { subtree, id } = checked(ref);
+  const signo = validateSignal(signal);
+  if (signo === 0) throw new PidfenceRangeError('cgroupSignalMembers needs a real signal, not 0.', 'ERR_PIDFENCE_INVALID_SIGNAL');
+  const addon = getAddon();
+  if (!addon) return { ...NO_ADDON, signalled: 0 };
+  const raw = addon.cgroupSignalMembers(subtree, id, signo);
+  return { ...step(raw), signalled: raw.signalled };
+}
+
+export function cgroupKill(ref: JobCgroupRef): CgroupStep {
+  const { subtree, id } = checked(ref);
+  const addon = getAddon();
+  return addon ? step(addon.cgroupKill(subtree, id)) : NO_ADDON;
+}
+
+export function cgroupRemove(ref: JobCgroupRef): CgroupStep {
+  const { subtree, id } = checked(ref);
+  const addon = getAddon();
+  return addon ? step(addon.cgroupRemove(subtree, id)) : NO_ADDON;
+}
+
+export type CgroupWaitOutcome = 'empty' | 'timeout' | Exclude<CgroupStep, { kind: 'ok' | 'gone' | 'busy' }>;
+
+/**
+ * Resolves 'empty' once cgroup.events says `populated 0` (or the cgroup was removed, which needs it
+ * empty), told by inotify on cgroup.events, not by polling; 'timeout' after timeoutMs.
+ */
+export function cgroupWaitEmpty(ref: JobCgroupRef, timeoutMs: number): Promise<CgroupWaitOutcome> {
+  const { subtree, id } = checked(ref);
+  const timeout = validateTimeoutMs(timeoutMs);
+  const addon = getAddon();
+  if (!addon) return Promise.resolve({ kind: 'unsupported' });
+  return new Promise((resolve) => {
+    let watchId = 0;
+    let timer: NodeJS.Timeout | undefined = undefined;
+    const finish = (outcome: CgroupWaitOutcome): void => {
+      if (timer) clearTimeout(timer);
+      if (watchId !== 0) addon.exitWatchCancel(watchId);
+      watchId = -1;
+      resolve(outcome);
+    };
+    const look = (): void => {
+      if (watchId === -1) return;
+      const now = cgroupRead({ subtree, id });
+      if (now.kind === 'gone' || (now.kind === 'ok' && !now.populated)) finish('empty');
+      else if (now.kind !== 'ok') finish(now as CgroupWaitOutcome);
+    };
+    const started = addon.cgroupWatchStart(subtree, id, look);
+    if (started.kind !== 'watching') {
+      resolve(started.kind === 'gone' ? 'empty' : (step(started as RawCgroupResult) as CgroupWaitOutcome));
+      return;
+    }
+    watchId = started.id;
+    timer = setTimeout(() => finish('timeout'), timeout);
+    look(); // a change before the watch existed is seen here
+  });
+}

@@ -1,0 +1,171 @@
+// Where jobs' cgroups live and how a contained job is stopped (docs/decisions/0180): the runner's
+// cgroup v2 subtree (found, or named by --cgroup / PIDFENCE_CGROUP), one child cgroup per attempt,
+// and the stop that reaches every member: freeze, TERM each proved member, thaw, the grace,
+// cgroup.kill, `populated 0` by notification. Without a usable subtree: group containment.
+import { accessSync, constants as fsConstants, mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
+import path from 'node:path';
+
+import { PidfenceError } from '../base/errors';
+import { monotonicNow, secondsSince } from '../base/time';
+import {
+  cgroupFreeze,
+  cgroupKill,
+  cgroupRead,
+  cgroupSignalMembers,
+  cgroupWaitEmpty,
+  validateCgroupSubtree,
+  type JobCgroupRef,
+} from '../native/index';
+
+/** Names the subtree (an absolute directory in the cgroup2 mount), or `off` for group containment. */
+export const CGROUP_ENV = 'PIDFENCE_CGROUP';
+export const CGROUP_OFF = 'off';
+/** The default subtree's name under the runner's own cgroup. */
+const DEFAULT_SUBTREE_NAME = 'pidfence';
+
+export type Containment = 'cgroup' | 'group';
+
+/** The cgroup2 mount point from /proc/self/mountinfo (field 5; the type follows the ' - '). */
+export function cgroup2Mount(): string | null {
+  let text: string;
+  try {
+    text = readFileSync('/proc/self/mountinfo', 'utf8');
+  } catch {
+    return null;
+  }
+  for (const line of text.split('\n')) {
+    const [left, right] = line.split(' - ');
+    if (right?.startsWith('cgroup2 ')) return left?.split(' ')[4] ?? null;
+  }
+  return null;
+}
+
+/** This process's cgroup v2 path ("0::<path>" in /proc/self/cgroup). */
+function ownCgroupPath(): string | null {
+  try {
+    const line = readFileSync('/proc/self/cgroup', 'utf8').split('\n').find((entry) => entry.startsWith('0::'));
+    return line === undefined ? null : line.slice(3);
+  } catch {
+    return null;
+  }
+}
+
+function writableDirectory(directory: string): boolean {
+  try {
+    mkdirSync(directory, { recursive: true });
+    accessSync(directory, fsConstants.W_OK);
+    return statSync(directory).isDirectory() && statSync(path.join(directory, 'cgroup.procs')).isFile();
+  } catch {
+    return false;
+  }
+}
+
+function unavailable(): PidfenceError {
+  return new PidfenceError(
+    `the cgroup subtree ${CGROUP_ENV}/--cgroup names is not a writable cgroup v2 directory; name a delegated cgroup2 directory, or '${CGROUP_OFF}' for group containment.`,
+    'ERR_PIDFENCE_CGROUP_UNAVAILABLE',
+  );
+}
+
+let chosen: string | null | undefined;
+
+/**
+ * The subtree this process creates and finds job cgroups in, or null (group containment). Named:
+ * `setting` (the --cgroup option) or PIDFENCE_CGROUP, a directory that must be usable, or `off`.
+ * Found: as root with cgroup2 mounted, `pidfence` under this process's own cgroup, a child that
+ * holds no process itself (cgroup v2's no-internal-process rule then holds for any controllers).
+ */
+export function resolveCgroupSubtree(setting?: string): string | null {
+  const named = setting ?? process.env[CGROUP_ENV];
+  if (named === undefined && chosen !== undefined) return chosen;
+  if (named === CGROUP_OFF) return (chosen = null);
+  if (named !== undefined && named !== '') {
+    const subtree = validateCgroupSubtree(named);
+    if (!writableDirectory(subtree)) throw unavailable();
+    return (chosen = subtree);
+  }
+  const mount = cgroup2Mount();
+  const own = ownCgroupPath();
+  if (process.getuid?.() !== 0 || mount === null || own === null) return (chosen = null);
+  const subtree = path.join(mount, own, DEFAULT_SUBTREE_NAME);
+  return (chosen = writableDirectory(subtree) ? subtree : null);
+}
+
+/** Forget the resolved subtree (tests that switch PIDFENCE_CGROUP in one process). */
+export function forgetCgroupSubtree(): void {
+  chosen = undefined;
+}
+
+/** Creates the attempt's cgroup; its id (the directory's inode) goes into the durable handle. */
+export function createJobCgroup(subtree: string, attemptId: string): { path: string; ref: JobCgroupRef } {
+  const directory = path.join(subtree, attemptId);
+  mkdirSync(directory);
+  return { path: directory, ref: { subtree, id: statSync(directory, { bigint: true }).ino.toString() } };
+}
+
+/** Removes a job cgroup the launcher never used (its start failed); an error leaves it for later. */
+export function discardJobCgroup(directory: string): void {
+  try {
+    rmdirSync(directory);
+  } catch {
+    // populated or gone: the launcher or a stop removes it
+  }
+}
+
+export type CgroupStopOutcome =
+  /** `termSeconds`: freeze, TERM to each member, thaw, together (0 when nothing was populated). */
+  | { readonly kind: 'empty'; readonly escalated: boolean; readonly reached: number; readonly termSeconds: number }
+  /** Still populated after KILL (an uninterruptible process): reported, never called ended. */
+  | { readonly kind: 'still_populated'; readonly reached: number }
+  | { readonly kind: 'gone' }
+  | { readonly kind: 'unsupported' };
+
+function stepFailed(errno: string): PidfenceError {
+  return new PidfenceError(`a cgroup step failed with ${errno}; the dispatch will be retried.`, 'ERR_PIDFENCE_SIGNAL_FAILED', { errno });
+}
+
+/**
+ * Freeze, TERM (then CONT) every member proved by its pidfd, thaw: members cannot fork or exit in
+ * between, so each PID read from cgroup.procs is its process's. Returns how many were reached.
+ */
+function terminateFrozen(ref: JobCgroupRef): number | 'gone' | 'unsupported' {
+  const frozen = cgroupFreeze(ref, true);
+  if (frozen.kind === 'gone') return 'gone';
+  if (frozen.kind === 'error') throw stepFailed(frozen.errno);
+  try {
+    const term = cgroupSignalMembers(ref, 'SIGTERM');
+    if (term.kind === 'gone' || term.kind === 'unsupported') return term.kind;
+    if (term.kind === 'error') throw stepFailed(term.errno);
+    cgroupSignalMembers(ref, 'SIGCONT'); // a stopped member would never see TERM; thawing does not resume SIGSTOP
+    return term.signalled;
+  } finally {
+    if (frozen.kind === 'ok') cgroupFreeze(ref, false);
+  }
+}
+
+/** The whole-tree stop of a contained job (docs/decisions/0180). */
+export async function stopJobCgroup(ref: JobCgroupRef, graceMs: number, killConfirmMs: number): Promise<CgroupStopOutcome> {
+  const before = cgroupRead(ref);
+  if (before.kind === 'gone' || before.kind === 'unsupported') return { kind: before.kind };
+  if (before.kind === 'error') throw stepFailed(before.errno);
+  if (before.kind !== 'ok') return { kind: 'unsupported' };
+  if (!before.populated) return { kind: 'empty', escalated: false, reached: 0, termSeconds: 0 };
+  const started = monotonicNow();
+  const reached = terminateFrozen(ref);
+  if (reached === 'gone' || reached === 'unsupported') return { kind: reached };
+  const termSeconds = secondsSince(started);
+  if ((await cgroupWaitEmpty(ref, graceMs)) === 'empty') return { kind: 'empty', escalated: false, reached, termSeconds };
+  const kill = cgroupKill(ref);
+  if (kill.kind === 'gone') return { kind: 'empty', escalated: false, reached, termSeconds };
+  if (kill.kind === 'unsupported') return { kind: 'unsupported' };
+  if (kill.kind === 'error') throw stepFailed(kill.errno);
+  const after = await cgroupWaitEmpty(ref, killConfirmMs);
+  return after === 'empty' ? { kind: 'empty', escalated: true, reached, termSeconds } : { kind: 'still_populated', reached };
+}
+
+/** Is a member of the job's cgroup alive? null: the cgroup cannot be read (no proof either way). */
+export function jobCgroupPopulated(ref: JobCgroupRef): boolean | 'gone' | null {
+  const now = cgroupRead(ref);
+  if (now.kind === 'gone') return 'gone';
+  return 'populated' in now ? now.populated : null;
+}

@@ -1,0 +1,95 @@
+// A real cluster for the operator's tests (docs/decisions/0240-0245): `pidfence control-plane` and
+// `pidfence worker` processes with openssl certificates on one migrated PostgreSQL database, the
+// `pidfence` CLI run as a child with the operator's certificate, grants written by the owner.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+
+import type { ExecutionContext } from 'ava';
+
+import { signalVerified } from '../../lib/native/index';
+import { PostgresGrantAdministration } from '../../lib/store/postgres/index';
+import type { Permission } from '../../lib/contract/index';
+import { CLI } from '../execution/cli-runs';
+import { makeCertificates, type Certificates, type Pem } from '../helpers/certificates';
+import type { MigratedDatabase } from '../helpers/pg-store';
+import { spawnJob, type Job } from '../helpers/processes';
+
+export interface CliAnswer {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export interface FleetWorld {
+  readonly certs: Certificates;
+  readonly scratch: string;
+  /** Starts `pidfence control-plane` and waits for its URL. */
+  plane(args?: readonly string[]): Promise<{ readonly job: Job; readonly url: string }>;
+  /** Starts `pidfence worker` under certificate `pem` and waits until it is ready. */
+  worker(url: string, pem: Pem, args?: readonly string[]): Promise<Job>;
+  /** `pidfence ARGS` as the operator `pem`, with $PIDFENCE_CERT/KEY/CA set to it (and extra env). */
+  cli(pem: Pem, args: readonly string[], env?: NodeJS.ProcessEnv): Promise<CliAnswer>;
+  /** A grant written by the migration owner. */
+  grant(subject: string, scope: string, permission: Permission): Promise<void>;
+}
+
+export function fleetWorld(t: ExecutionContext, database: MigratedDatabase): FleetWorld {
+  const certs = makeCertificates();
+  const scratch = mkdtempSync(path.join(tmpdir(), 'pidfence-fleet-'));
+  t.teardown(() => {
+    certs.remove();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+  let workers = 0;
+  return {
+    certs,
+    scratch,
+    plane: async (args = []) => {
+      const job = spawnJob(t, process.execPath, [CLI, 'control-plane', '--db', database.runtimeUrl, '--cert', certs.server.certPath, '--key', certs.server.keyPath,
+        '--ca', certs.ca.certPath, '--port', '0', ...args]);
+      t.teardown(() => stopGently(job));
+      const line = await job.waitForLine(/listening on/, 20_000);
+      return { job, url: (/listening on (\S+)/.exec(line) ?? [])[1] as string };
+    },
+    worker: async (url, pem, args = []) => {
+      const job = spawnJob(t, process.execPath, [CLI, 'worker', '--control-plane', url, '--cert', pem.certPath, '--key', pem.keyPath, '--ca', certs.ca.certPath,
+        '--journal', path.join(scratch, `worker-${++workers}.db`), '--tick', '200ms', '--grace', '2s', ...args]);
+      t.teardown(() => stopGently(job));
+      await job.waitForLine(/pidfence worker: ready/, 20_000);
+      return job;
+    },
+    cli: (pem, args, env = {}) => new Promise((resolve) => {
+      execFile(process.execPath, [CLI, ...args], {
+        env: { ...process.env, PIDFENCE_CERT: pem.certPath, PIDFENCE_KEY: pem.keyPath, PIDFENCE_CA: certs.ca.certPath, ...env }, timeout: 30_000, encoding: 'utf8',
+      }, (error, stdout, stderr) => resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : null, stdout, stderr }));
+    }),
+    grant: (subject, scope, permission) => new PostgresGrantAdministration(database.owner).writeGrant({ subject, projectId: scope, permission }, 'test-owner').then(() => undefined),
+  };
+}
+
+/** SIGTERM through the verified path (the command drains), then its end; a second call is harmless. */
+export async function stopGently(job: Job): Promise<void> {
+  if (job.child.exitCode === null && job.child.signalCode === null) signalVerified(job.identity, 'SIGTERM', { group: false });
+  const ended = await Promise.race([job.exited.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 15_000))]);
+  if (!ended) await job.stop();
+}
+
+/** Sends SIGHUP to a control plane or worker and waits for its answer line. */
+export async function hangUp(job: Job, who: 'control-plane' | 'worker'): Promise<string> {
+  const before = job.lines.length;
+  signalVerified(job.identity, 'SIGHUP', { group: false });
+  const pattern = new RegExp(`^pidfence ${who}: certificates (not )?reloaded`);
+  for (let waited = 0; waited < 10_000; waited += 50) {
+    const line = job.lines.slice(before).find((candidate) => pattern.test(candidate));
+    if (line !== undefined) return line;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`${who} did not answer SIGHUP; lines: ${JSON.stringify(job.lines.slice(before))}`);
+}
+
+/** A job that writes `term` to `marker` on TERM and ends by itself after about a minute. */
+export function markingJob(marker: string): string[] {
+  return ['sh', '-c', `trap 'echo term > ${marker}; exit 143' TERM; i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`];
+}

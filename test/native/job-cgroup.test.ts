@@ -1,0 +1,98 @@
+// The job cgroup core (docs/decisions/0180) with real processes in a real cgroup v2 subtree: found by
+// its id only, members signalled through pidfds proved to be in it, `populated 0` told by inotify,
+// and a cgroup re-created under the same name never touched.
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+import test from 'ava';
+
+import { cgroupFreeze, cgroupKill, cgroupRead, cgroupRemove, cgroupSignalMembers, cgroupWaitEmpty, validateCgroupSubtree } from '../../lib/native/index';
+import { stopJobCgroup } from '../../lib/process/job-cgroup';
+import { cgroupPids, cgroupUnavailable, makeCgroup, spawnInCgroup, testSubtree } from '../helpers/cgroup';
+import { killMarkedAtEnd, markedProcesses, uniqueMark } from '../helpers/marked-processes';
+import { delay, until } from '../helpers/wait';
+
+const skip = cgroupUnavailable();
+const cgroupTest = skip === null ? test.serial : test.skip;
+if (skip !== null) {
+  test('job cgroup tests are skipped', (t) => {
+    t.log(`SKIPPED LOUDLY: ${skip}`);
+    t.pass();
+  });
+}
+
+const ESCAPES = 'setsid sleep 1000 & ( setsid sh -c "sleep 1000 & exit 0" & ); perl -e "setpgrp(0, 0); sleep 1000" & nohup sleep 1000 >/dev/null 2>&1 & sleep 1000';
+
+cgroupTest('job cgroup: every escape pattern is a member; TERM reaches each through its proved pidfd; populated 0 comes by notification', async (t) => {
+  const subtree = testSubtree(t, 'core');
+  const { directory, id } = makeCgroup(subtree, 'job');
+  const mark = uniqueMark('cgroup-core');
+  killMarkedAtEnd(t, mark);
+  spawnInCgroup(directory, ESCAPES, mark);
+  await until(() => markedProcesses(mark).length >= 6, { timeoutMs: 10_000, what: 'the job and its escapees' });
+  const ref = { subtree, id };
+  t.like(cgroupRead(ref), { kind: 'ok', populated: true, frozen: false });
+  t.is(cgroupFreeze(ref, true).kind, 'ok');
+  await until(() => { const now = cgroupRead(ref); return now.kind === 'ok' && now.frozen; }, { what: 'frozen 1' });
+  const members = cgroupPids(directory).length;
+  const term = cgroupSignalMembers(ref, 'SIGTERM');
+  t.like(term, { kind: 'ok', signalled: members });
+  t.is(cgroupFreeze(ref, false).kind, 'ok');
+  t.is(await cgroupWaitEmpty(ref, 10_000), 'empty');
+  t.deepEqual(markedProcesses(mark), [], 'no escapee lives on');
+  t.is(cgroupRemove(ref).kind, 'ok');
+  t.is(cgroupRead(ref).kind, 'gone');
+});
+
+cgroupTest('job cgroup: re-created under the same name it is another cgroup: every call answers gone and its process is not touched', async (t) => {
+  const subtree = testSubtree(t, 'recreated');
+  const first = makeCgroup(subtree, 'job');
+  const parked = makeCgroup(subtree, 'parked');
+  const mark = uniqueMark('cgroup-recreated');
+  killMarkedAtEnd(t, mark);
+  spawnInCgroup(first.directory, 'exec sleep 1000', mark);
+  await until(() => cgroupPids(first.directory).length === 1, { what: 'the job in its cgroup' });
+  // Someone else moves the job out, removes its cgroup and makes a new one of the same name.
+  writeFileSync(path.join(parked.directory, 'cgroup.procs'), String(cgroupPids(first.directory)[0]));
+  await cgroupRemoveDirectory(first.directory);
+  const second = makeCgroup(subtree, 'job');
+  t.not(second.id, first.id, 'a new id for the same name');
+  const innocent = uniqueMark('cgroup-innocent');
+  killMarkedAtEnd(t, innocent);
+  spawnInCgroup(second.directory, 'exec sleep 1000', innocent);
+  await until(() => cgroupPids(second.directory).length === 1, { what: 'a process in the new cgroup' });
+  const old = { subtree, id: first.id };
+  for (const step of [cgroupRead(old), cgroupFreeze(old, true), cgroupSignalMembers(old, 'SIGKILL'), cgroupKill(old), cgroupRemove(old)]) t.is(step.kind, 'gone');
+  t.is(await cgroupWaitEmpty(old, 1_000), 'empty', 'a removed cgroup was empty when it was removed');
+  t.deepEqual(await stopJobCgroup(old, 100, 1_000), { kind: 'gone' });
+  await delay(100);
+  t.is(markedProcesses(innocent).length, 1, 'the process in the re-created cgroup lives');
+  t.is(markedProcesses(mark).length, 1, 'and so does the moved job: nothing was signalled');
+});
+
+async function cgroupRemoveDirectory(directory: string): Promise<void> {
+  const { rmdirSync } = await import('node:fs');
+  await until(() => cgroupPids(directory).length === 0, { what: 'the cgroup emptied by the move' });
+  rmdirSync(directory);
+}
+
+cgroupTest('stopJobCgroup: TERM-ignoring members and a fork storm end by cgroup.kill after the grace, 0 survivors', async (t) => {
+  const subtree = testSubtree(t, 'storm');
+  const { directory, id } = makeCgroup(subtree, 'job');
+  const mark = uniqueMark('cgroup-storm');
+  killMarkedAtEnd(t, mark);
+  spawnInCgroup(directory, `trap "" TERM; setsid sh -c 'trap "" TERM; while :; do sleep 1000 & done' & while :; do (trap "" TERM; sleep 1000) & sleep 0.01; done`, mark);
+  await until(() => cgroupPids(directory).length >= 20, { timeoutMs: 10_000, what: 'the storm under way' });
+  const stopped = await stopJobCgroup({ subtree, id }, 200, 10_000);
+  t.is(stopped.kind, 'empty');
+  t.like(stopped, { escalated: true });
+  t.deepEqual(markedProcesses(mark), [], '0 survivors');
+  t.deepEqual(cgroupPids(directory), []);
+});
+
+test('bad input: a subtree that is not an absolute path, or an id that is not a u64, is a typed error and touches nothing', (t) => {
+  t.throws(() => validateCgroupSubtree('relative/path'), { code: 'ERR_PIDFENCE_INVALID_CGROUP' });
+  t.throws(() => validateCgroupSubtree(42), { code: 'ERR_PIDFENCE_INVALID_CGROUP' });
+  t.throws(() => cgroupRead({ subtree: '/sys/fs/cgroup', id: '-1' }), { code: 'ERR_PIDFENCE_INVALID_CGROUP_ID' });
+  t.throws(() => cgroupSignalMembers({ subtree: '/sys/fs/cgroup', id: '1' }, 0), { code: 'ERR_PIDFENCE_INVALID_SIGNAL' });
+});
