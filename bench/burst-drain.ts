@@ -22,8 +22,12 @@ const TARGET = 2;
 /** Answers termination_requested at once: the drain's cost is the store's, not a process's. */
 class ImmediateController implements TerminationController {
   readonly platform = 'linux';
-  boundMs(graceMs: number): number { return graceMs + 100; }
-  async requestTermination(): Promise<TerminationOutcome> { return { result: 'termination_requested', escalated: false, exitObserved: false }; }
+  boundMs(graceMs: number): number {
+    return graceMs + 100;
+  }
+  async requestTermination(): Promise<TerminationOutcome> {
+    return { result: 'termination_requested', escalated: false, exitObserved: false };
+  }
 }
 
 /**
@@ -31,30 +35,47 @@ class ImmediateController implements TerminationController {
  * drainer held them, or lost to it): each drainer runs standalone supervisor cycles until one finds
  * nothing due.
  */
-async function drainPidfence(db: MigratedDatabase, drainers: number, round: string): Promise<{ seconds: number; notClaimed: number }> {
+async function drainPidfence(
+  db: MigratedDatabase,
+  drainers: number,
+  round: string,
+): Promise<{ seconds: number; notClaimed: number }> {
   await seedRuns(db, `burst-${round}-`, BURST, '{"platform":"linux"}');
   const pool = new Pool({ connectionString: db.runtimeUrl, max: drainers * 2 });
   const standalone = profile('standalone');
   try {
     const repository = new PostgresDispatchRepository(pool);
     const runStore = new PostgresRunStore(pool);
-    const supervisors = Array.from({ length: drainers }, (_, i) => new Supervisor({
-      repository,
-      dispatcher: new Dispatcher({ repository, runStore, controllers: new ControllerRegistry([new ImmediateController()]), graceMs: 0, leaseDurationMs: 60_000, owner: `burst-${i}` }),
-      pageSize: standalone.pageSize,
-      pagesPerCycle: standalone.pagesPerCycle,
-    }));
+    const supervisors = Array.from(
+      { length: drainers },
+      (_, i) =>
+        new Supervisor({
+          repository,
+          dispatcher: new Dispatcher({
+            repository,
+            runStore,
+            controllers: new ControllerRegistry([new ImmediateController()]),
+            graceMs: 0,
+            leaseDurationMs: 60_000,
+            owner: `burst-${i}`,
+          }),
+          pageSize: standalone.pageSize,
+          pagesPerCycle: standalone.pagesPerCycle,
+        }),
+    );
     let dispatched = 0;
     let notClaimed = 0;
     const started = process.hrtime.bigint();
-    await Promise.all(supervisors.map(async (supervisor) => {
-      for (;;) {
-        const report = await supervisor.runCycle();
-        dispatched += report.dispatched;
-        notClaimed += report.notClaimed;
-        if (report.items === 0) return;
-      }
-    }));
+    await Promise.all(
+      supervisors.map(async (supervisor) => {
+        for (;;) {
+          const report = await supervisor.runCycle();
+          dispatched += report.dispatched;
+          notClaimed += report.notClaimed;
+          if (report.items === 0) return;
+        }
+      }),
+    );
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     if (dispatched !== BURST) throw new Error(`bench: drained ${dispatched} of ${BURST}`);
     return { seconds, notClaimed };
@@ -72,18 +93,25 @@ async function drainPgBoss(db: MigratedDatabase, drainers: number, round: string
   try {
     await boss.createQueue(queue);
     for (let i = 0; i < BURST; i += 1000) {
-      await boss.insert(Array.from({ length: Math.min(1000, BURST - i) }, (_, j) => ({ name: queue, data: { runId: `run-${i + j}` } })));
+      await boss.insert(
+        Array.from({ length: Math.min(1000, BURST - i) }, (_, j) => ({ name: queue, data: { runId: `run-${i + j}` } })),
+      );
     }
     let completed = 0;
     const started = process.hrtime.bigint();
-    await Promise.all(Array.from({ length: drainers }, async () => {
-      for (;;) {
-        const jobs = await boss.fetch(queue, { batchSize: profile('standalone').pageSize });
-        if (jobs.length === 0) return;
-        await boss.complete(queue, jobs.map((job) => job.id));
-        completed += jobs.length;
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: drainers }, async () => {
+        for (;;) {
+          const jobs = await boss.fetch(queue, { batchSize: profile('standalone').pageSize });
+          if (jobs.length === 0) return;
+          await boss.complete(
+            queue,
+            jobs.map((job) => job.id),
+          );
+          completed += jobs.length;
+        }
+      }),
+    );
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     if (completed !== BURST) throw new Error(`bench: pg-boss completed ${completed} of ${BURST}`);
     return seconds;
@@ -97,16 +125,19 @@ function median(values: readonly number[]): number {
   return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
 }
 
-const fmt = (value: number, digits = 0) => value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+const fmt = (value: number, digits = 0) =>
+  value.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
 async function main(): Promise<void> {
   await withBenchDatabase(async (db) => {
     console.log('# burst drain (PostgreSQL)');
     console.log('');
-    console.log(machineHeader([
-      `${await serverVersion(db)}, pg-boss 10.4.2`,
-      `method: ${fmt(BURST)} cancelled runs with their pending dispatch seeded at once; drainers run standalone supervisor cycles (page 32 claimed as it is read, 4 pages a cycle) with a controller that answers termination_requested at once, until a cycle finds nothing; pg-boss: ${fmt(BURST)} jobs, fetch batchSize 32 + complete by ids, until fetch is empty. Median of ${ROUNDS} rounds, sides alternated`,
-    ]));
+    console.log(
+      machineHeader([
+        `${await serverVersion(db)}, pg-boss 10.4.2`,
+        `method: ${fmt(BURST)} cancelled runs with their pending dispatch seeded at once; drainers run standalone supervisor cycles (page 32 claimed as it is read, 4 pages a cycle) with a controller that answers termination_requested at once, until a cycle finds nothing; pg-boss: ${fmt(BURST)} jobs, fetch batchSize 32 + complete by ids, until fetch is empty. Median of ${ROUNDS} rounds, sides alternated`,
+      ]),
+    );
     console.log('');
     const body: string[][] = [];
     for (const drainers of DRAINERS) {
@@ -129,14 +160,32 @@ async function main(): Promise<void> {
         }
       }
       const [p, b] = [median(pid), median(boss)];
-      const ratio = (BURST / p) / (BURST / b);
-      body.push([String(drainers), `${fmt(p, 2)} s`, fmt(BURST / p), fmt(median(wasted)), `${fmt(b, 2)} s`, fmt(BURST / b), `${fmt(ratio, 2)}x ${ratio >= TARGET ? 'PASS' : 'MISS'}`]);
+      const ratio = BURST / p / (BURST / b);
+      body.push([
+        String(drainers),
+        `${fmt(p, 2)} s`,
+        fmt(BURST / p),
+        fmt(median(wasted)),
+        `${fmt(b, 2)} s`,
+        fmt(BURST / b),
+        `${fmt(ratio, 2)}x ${ratio >= TARGET ? 'PASS' : 'MISS'}`,
+      ]);
     }
-    console.log(renderGrid(
-      ['drainers', 'pidfence time to empty', 'pidfence dispatches/s', 'pidfence items read, not claimed', 'pg-boss time to empty', 'pg-boss jobs/s', `pidfence / pg-boss (target ≥ ${TARGET})`],
-      body,
-      [true, true, true, true, true, true, true],
-    ));
+    console.log(
+      renderGrid(
+        [
+          'drainers',
+          'pidfence time to empty',
+          'pidfence dispatches/s',
+          'pidfence items read, not claimed',
+          'pg-boss time to empty',
+          'pg-boss jobs/s',
+          `pidfence / pg-boss (target ≥ ${TARGET})`,
+        ],
+        body,
+        [true, true, true, true, true, true, true],
+      ),
+    );
   });
 }
 

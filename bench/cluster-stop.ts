@@ -15,9 +15,21 @@ import path from 'node:path';
 
 import { Pool } from 'pg';
 
-import { ControlPlaneClient, startControlPlane, startWorker, CancellationDispatchControl, ClusterLeaseStore, DispatchAvailability } from '../lib/cluster/index';
+import {
+  ControlPlaneClient,
+  startControlPlane,
+  startWorker,
+  CancellationDispatchControl,
+  ClusterLeaseStore,
+  DispatchAvailability,
+} from '../lib/cluster/index';
 import { createExecution } from '../lib/execution/index';
-import { PostgresDispatchRepository, PostgresExecutionStore, PostgresGrantAdministration, PostgresRunStore } from '../lib/store/postgres/index';
+import {
+  PostgresDispatchRepository,
+  PostgresExecutionStore,
+  PostgresGrantAdministration,
+  PostgresRunStore,
+} from '../lib/store/postgres/index';
 import { osPrincipal } from '../lib/cli/os-user';
 import { openSqliteStore } from '../lib/store/sqlite/index';
 import { makeCertificates } from '../test/helpers/certificates';
@@ -56,13 +68,33 @@ function line(name: string, samples: number[], baseline: number[]): string {
 
 async function clusterLatencies(db: { runtimeUrl: string; owner: Pool }, scratch: string): Promise<number[]> {
   const certs = makeCertificates();
-  const plane = await startControlPlane({ databaseUrl: db.runtimeUrl, tls: { cert: certs.server.cert, key: certs.server.key, ca: certs.ca.cert } });
+  const plane = await startControlPlane({
+    databaseUrl: db.runtimeUrl,
+    tls: { cert: certs.server.cert, key: certs.server.key, ca: certs.ca.cert },
+  });
   const workerPem = certs.client('bench-worker');
-  const worker = await startWorker({ controlPlaneUrls: [plane.url], tls: { cert: workerPem.cert, key: workerPem.key, ca: certs.ca.cert }, journalFile: path.join(scratch, 'worker.db'), tickMs: 50, capacity: 1, ...(process.env.PIDFENCE_BENCH_DEBUG === undefined ? {} : { observe: (event) => process.stderr.write(`${JSON.stringify(event)}\n`) }) });
+  const worker = await startWorker({
+    controlPlaneUrls: [plane.url],
+    tls: { cert: workerPem.cert, key: workerPem.key, ca: certs.ca.cert },
+    journalFile: path.join(scratch, 'worker.db'),
+    tickMs: 50,
+    capacity: 1,
+    ...(process.env.PIDFENCE_BENCH_DEBUG === undefined
+      ? {}
+      : { observe: (event) => process.stderr.write(`${JSON.stringify(event)}\n`) }),
+  });
   // A cancel needs run.read (seeing the run) and run.stop, over HTTP as from the CLI (docs/decisions/0043, 0224).
-  for (const permission of ['run.read', 'run.stop'] as const) await new PostgresGrantAdministration(db.owner).writeGrant({ subject: 'bench-operator', projectId: 'bench', permission }, 'bench');
+  for (const permission of ['run.read', 'run.stop'] as const)
+    await new PostgresGrantAdministration(db.owner).writeGrant(
+      { subject: 'bench-operator', projectId: 'bench', permission },
+      'bench',
+    );
   const operatorPem = certs.client('bench-operator');
-  const operator = new ControlPlaneClient(plane.url, { cert: operatorPem.cert, key: operatorPem.key, ca: certs.ca.cert });
+  const operator = new ControlPlaneClient(plane.url, {
+    cert: operatorPem.cert,
+    key: operatorPem.key,
+    ca: certs.ca.cert,
+  });
   const runStore = new PostgresRunStore(db.owner);
   const samples: number[] = [];
   try {
@@ -91,7 +123,13 @@ async function localLatencies(scratch: string): Promise<number[]> {
   const file = path.join(scratch, 'local.db');
   const store = openSqliteStore(file);
   const app = createExecution({
-    stores: { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
+    stores: {
+      runStore: store.runStore,
+      repository: store.dispatchRepository,
+      executionStore: store.executionStore,
+      runnerStore: store.runnerStore,
+      close: () => store.close(),
+    },
     receiptDirectory: `${file}.receipts`,
   });
   await app.recover();
@@ -106,7 +144,11 @@ async function localLatencies(scratch: string): Promise<number[]> {
       await until(() => existsSync(`${marker}.up`));
       const started = performance.now();
       // What `pidfence cancel` writes; the runner's lifecycle stops the job.
-      await store.runStore.requestCancellation({ runId: admitted.runId, reason: 'user', eventId: `evt-${randomUUID()}` });
+      await store.runStore.requestCancellation({
+        runId: admitted.runId,
+        reason: 'user',
+        eventId: `evt-${randomUUID()}`,
+      });
       await until(() => existsSync(marker));
       samples.push(performance.now() - started);
     }
@@ -120,15 +162,20 @@ async function localLatencies(scratch: string): Promise<number[]> {
 async function cliLatencies(scratch: string): Promise<{ stop: number[]; command: number[] }> {
   const file = path.join(scratch, 'cli.db');
   const store = openSqliteStore(file);
-  for (const permission of ['run.read', 'run.stop'] as const) await store.managementStore.writeGrant({ subject: osPrincipal(), projectId: 'bench', permission }, 'bench');
+  for (const permission of ['run.read', 'run.stop'] as const)
+    await store.managementStore.writeGrant({ subject: osPrincipal(), projectId: 'bench', permission }, 'bench');
   store.close();
   const stop: number[] = [];
   const command: number[] = [];
   for (let i = 0; i < CLI_RUNS; i++) {
     const marker = path.join(scratch, `cli-${i}.local`);
-    const runner = spawn(process.execPath, [CLI, 'run', '--db', file, '--project', 'bench', '--', ...job(marker)], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const runner = spawn(process.execPath, [CLI, 'run', '--db', file, '--project', 'bench', '--', ...job(marker)], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let said = '';
-    runner.stderr.setEncoding('utf8').on('data', (chunk: string) => { said += chunk; });
+    runner.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+      said += chunk;
+    });
     const runnerExit = once(runner, 'exit');
     await until(() => /run (\S+) started/.test(said) && existsSync(`${marker}.up`));
     const runId = /run (\S+) started/.exec(said)?.[1] as string;
@@ -153,7 +200,11 @@ async function tickCosts(db: { runtimeUrl: string }): Promise<TickCost[]> {
   const pool = new Pool({ connectionString: db.runtimeUrl, max: 1 });
   const wire = tallyWire(pool);
   const leases = new ClusterLeaseStore(pool, new PostgresExecutionStore(pool), { leaseDurationMs: 30_000 });
-  const control = new CancellationDispatchControl(leases, new PostgresDispatchRepository(pool), { replicaOwnerId: 'cp-bench', leaseDurationMs: 10_000, availability: new DispatchAvailability(10_000) });
+  const control = new CancellationDispatchControl(leases, new PostgresDispatchRepository(pool), {
+    replicaOwnerId: 'cp-bench',
+    leaseDurationMs: 10_000,
+    availability: new DispatchAvailability(10_000),
+  });
   const runStore = new PostgresRunStore(pool);
   const caller = { principal: 'bench-cost', sessionId: await leases.registerSession('bench-cost') };
   const totals = new Map<string, WireTally>();
@@ -163,7 +214,11 @@ async function tickCosts(db: { runtimeUrl: string }): Promise<TickCost[]> {
     if (!counted) return;
     const spent = wireSince(before, wire);
     const sum = totals.get(name) ?? { roundTrips: 0, statements: 0, transactionControl: 0 };
-    totals.set(name, { roundTrips: sum.roundTrips + spent.roundTrips, statements: sum.statements + spent.statements, transactionControl: sum.transactionControl + spent.transactionControl });
+    totals.set(name, {
+      roundTrips: sum.roundTrips + spent.roundTrips,
+      statements: sum.statements + spent.statements,
+      transactionControl: sum.transactionControl + spent.transactionControl,
+    });
   };
   try {
     for (let i = 0; i <= COST_RUNS; i++) {
@@ -182,15 +237,26 @@ async function tickCosts(db: { runtimeUrl: string }): Promise<TickCost[]> {
     await pool.end();
   }
   return [...totals].map(([name, sum]) => ({
-    name, wire: { roundTrips: sum.roundTrips / COST_RUNS, statements: sum.statements / COST_RUNS, transactionControl: sum.transactionControl / COST_RUNS },
+    name,
+    wire: {
+      roundTrips: sum.roundTrips / COST_RUNS,
+      statements: sum.statements / COST_RUNS,
+      transactionControl: sum.transactionControl / COST_RUNS,
+    },
   }));
 }
 
 function costTable(costs: readonly TickCost[]): string {
   const renewal = costs[0]?.wire.roundTrips ?? Number.NaN;
-  const rows = costs.map(({ name, wire }) =>
-    `| ${name} | ${wire.roundTrips.toFixed(1)} | ${wire.statements.toFixed(1)} | ${wire.transactionControl.toFixed(1)} | ${(wire.roundTrips / renewal).toFixed(2)}x |`);
-  return ['| database cost of one tick, from the wire | round trips | statements | + BEGIN/COMMIT/SET | round trips vs renewal |', '| --- | ---: | ---: | ---: | ---: |', ...rows].join('\n');
+  const rows = costs.map(
+    ({ name, wire }) =>
+      `| ${name} | ${wire.roundTrips.toFixed(1)} | ${wire.statements.toFixed(1)} | ${wire.transactionControl.toFixed(1)} | ${(wire.roundTrips / renewal).toFixed(2)}x |`,
+  );
+  return [
+    '| database cost of one tick, from the wire | round trips | statements | + BEGIN/COMMIT/SET | round trips vs renewal |',
+    '| --- | ---: | ---: | ---: | ---: |',
+    ...rows,
+  ].join('\n');
 }
 
 async function main(): Promise<void> {
@@ -199,7 +265,7 @@ async function main(): Promise<void> {
     await withBenchDatabase(async (db) => {
       const header = machineHeader([
         `runs: ${RUNS} on the cluster path and the in-process local path, ${CLI_RUNS} on the \`pidfence cancel\` path`,
-        'worker tick 50 ms (capacity 1, one control plane); the local lifecycles (the worker\'s, the in-process one, `pidfence run`\'s) cycle every 1 s (standalone)',
+        "worker tick 50 ms (capacity 1, one control plane); the local lifecycles (the worker's, the in-process one, `pidfence run`'s) cycle every 1 s (standalone)",
         `tick cost: mean of ${COST_RUNS} runs per kind after one warm-up, one pool connection, counted from the wire (ReadyForQuery, CommandComplete)`,
       ]);
       const cluster = await clusterLatencies(db, scratch);
@@ -207,13 +273,17 @@ async function main(): Promise<void> {
       const cli = await cliLatencies(scratch);
       const costs = await tickCosts(db);
       process.stdout.write(`## Cluster stop\n\n${header}\n\n`);
-      process.stdout.write('| stop path: cancel → job exit | runs | median ms | p99 ms | median vs cluster |\n| --- | ---: | ---: | ---: | ---: |\n');
-      process.stdout.write(`${[
-        line('cluster: HTTPS cancel → tick → claim + settle → worker stops the job', cluster, cluster),
-        line('local: cancel intent written in process → lifecycle stops the job', local, cluster),
-        line('local: `pidfence cancel` process → `pidfence run` stops the job', cli.stop, cluster),
-        line('(the `pidfence cancel` process itself: spawn → exit)', cli.command, cluster),
-      ].join('\n')}\n\n`);
+      process.stdout.write(
+        '| stop path: cancel → job exit | runs | median ms | p99 ms | median vs cluster |\n| --- | ---: | ---: | ---: | ---: |\n',
+      );
+      process.stdout.write(
+        `${[
+          line('cluster: HTTPS cancel → tick → claim + settle → worker stops the job', cluster, cluster),
+          line('local: cancel intent written in process → lifecycle stops the job', local, cluster),
+          line('local: `pidfence cancel` process → `pidfence run` stops the job', cli.stop, cluster),
+          line('(the `pidfence cancel` process itself: spawn → exit)', cli.command, cluster),
+        ].join('\n')}\n\n`,
+      );
       process.stdout.write(`${costTable(costs)}\n`);
     });
   } finally {
@@ -222,6 +292,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
   process.exitCode = 1;
 });

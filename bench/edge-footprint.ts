@@ -36,7 +36,11 @@ function modulesLoaded(entry: string): { files: number; packages: string[] } {
   const result = spawnSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8', timeout: 60_000 });
   if (result.status !== 0) throw new Error(`node -e failed: ${result.stderr}`);
   const files = JSON.parse(result.stdout) as string[];
-  const packages = new Set(files.map((file) => /node_modules\/((@[^/]+\/)?[^/]+)/.exec(file)?.[1]).filter((name): name is string => name !== undefined));
+  const packages = new Set(
+    files
+      .map((file) => /node_modules\/((@[^/]+\/)?[^/]+)/.exec(file)?.[1])
+      .filter((name): name is string => name !== undefined),
+  );
   return { files: files.length, packages: [...packages].sort() };
 }
 
@@ -51,7 +55,9 @@ function walBytes(file: string): number {
 /** Lines of a child's stderr, collected. */
 function stderrOf(child: ChildProcess): () => string {
   let text = '';
-  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => { text += chunk; });
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    text += chunk;
+  });
   return () => text;
 }
 
@@ -65,7 +71,8 @@ interface WalCost {
 async function walPerCancellation(dir: string): Promise<WalCost> {
   const file = path.join(dir, 'wal.db');
   const store = openSqliteStore(file);
-  for (const permission of ['run.read', 'run.stop'] as const) await store.managementStore.writeGrant({ subject: osPrincipal(), projectId: 'edge', permission }, 'bench');
+  for (const permission of ['run.read', 'run.stop'] as const)
+    await store.managementStore.writeGrant({ subject: osPrincipal(), projectId: 'edge', permission }, 'bench');
   store.close();
   // An open read transaction pins the WAL: checkpoints may copy frames back, never restart the file.
   const pin = new Database(file, { readonly: true });
@@ -78,18 +85,36 @@ async function walPerCancellation(dir: string): Promise<WalCost> {
     for (let i = 0; i < WAL_RUNS; i++) {
       const marker = path.join(dir, `wal-${i}`);
       const before = walBytes(file);
-      const runner = spawn(process.execPath, [CLI, 'run', '--db', file, '--project', 'edge', '--', 'sh', '-c',
-        `trap 'exit 143' TERM; echo up > ${marker}; while :; do sleep 0.05; done`], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const runner = spawn(
+        process.execPath,
+        [
+          CLI,
+          'run',
+          '--db',
+          file,
+          '--project',
+          'edge',
+          '--',
+          'sh',
+          '-c',
+          `trap 'exit 143' TERM; echo up > ${marker}; while :; do sleep 0.05; done`,
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
       const said = stderrOf(runner);
       const ended = once(runner, 'exit');
       await until(() => /run (\S+) started/.test(said()) && fs.existsSync(marker), 'the run to start');
       const runId = /run (\S+) started/.exec(said())?.[1] as string;
-      await until(() => count(file, `SELECT count(*) AS n FROM attempts WHERE run_id = '${runId}' AND status = 'running'`) === 1, 'the attempt to be running');
+      await until(
+        () => count(file, `SELECT count(*) AS n FROM attempts WHERE run_id = '${runId}' AND status = 'running'`) === 1,
+        'the attempt to be running',
+      );
       const started = walBytes(file);
       const cancel = spawn(process.execPath, [CLI, 'cancel', runId, '--db', file], { stdio: 'ignore' });
       await once(cancel, 'exit');
       await ended;
-      if (count(file, `SELECT count(*) AS n FROM runs WHERE id = '${runId}' AND status = 'cancelled'`) !== 1) throw new Error('bench: the run did not end cancelled');
+      if (count(file, `SELECT count(*) AS n FROM runs WHERE id = '${runId}' AND status = 'cancelled'`) !== 1)
+        throw new Error('bench: the run did not end cancelled');
       start += started - before;
       cancellation += walBytes(file) - started;
     }
@@ -106,8 +131,12 @@ function duKb(target: string): number {
 
 /** The packages of a node_modules folder by name (`@scope/name` for scoped ones). */
 function packagesIn(modules: string): string[] {
-  return fs.readdirSync(modules).filter((name) => !name.startsWith('.')).flatMap((name) =>
-    name.startsWith('@') ? fs.readdirSync(path.join(modules, name)).map((inner) => `${name}/${inner}`) : [name]);
+  return fs
+    .readdirSync(modules)
+    .filter((name) => !name.startsWith('.'))
+    .flatMap((name) =>
+      name.startsWith('@') ? fs.readdirSync(path.join(modules, name)).map((inner) => `${name}/${inner}`) : [name],
+    );
 }
 
 /** Every package reachable from `roots` through `dependencies` (flat node_modules, as npm installs them). */
@@ -118,7 +147,9 @@ function reachable(modules: string, roots: readonly string[]): Set<string> {
     const name = queue.pop() as string;
     if (seen.has(name) || !fs.existsSync(path.join(modules, name, 'package.json'))) continue;
     seen.add(name);
-    const manifest = JSON.parse(fs.readFileSync(path.join(modules, name, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
+    const manifest = JSON.parse(fs.readFileSync(path.join(modules, name, 'package.json'), 'utf8')) as {
+      dependencies?: Record<string, string>;
+    };
     queue.push(...Object.keys(manifest.dependencies ?? {}));
   }
   return seen;
@@ -139,9 +170,16 @@ function installFootprint(dir: string, tarball: string, name: string, alongside:
   const modules = installPacked(tarball, path.join(dir, name), alongside);
   const names = packagesIn(modules);
   const packages = names.map((pkg) => ({ name: pkg, kb: duKb(path.join(modules, pkg)) })).sort((a, b) => b.kb - a.kb);
-  const own = (JSON.parse(fs.readFileSync(path.join(modules, 'pidfence', 'package.json'), 'utf8')) as { dependencies: Record<string, string> }).dependencies;
+  const own = (
+    JSON.parse(fs.readFileSync(path.join(modules, 'pidfence', 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+    }
+  ).dependencies;
   const peers = alongside.map((spec) => spec.slice(0, spec.lastIndexOf('@')));
-  const withoutSqlite = reachable(modules, [...Object.keys(own).filter((dep) => dep !== 'better-sqlite3'), ...peers]).add('pidfence');
+  const withoutSqlite = reachable(modules, [
+    ...Object.keys(own).filter((dep) => dep !== 'better-sqlite3'),
+    ...peers,
+  ]).add('pidfence');
   return {
     totalKb: duKb(modules),
     packages,
@@ -157,14 +195,21 @@ const EDGE_TARGET_KB = 5 * 1024;
 
 function installRows(dir: string): string[] {
   const tarball = path.join(dir, packInto(dir).filename);
-  const version = (pkg: string): string => (JSON.parse(fs.readFileSync(path.join(root, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version;
+  const version = (pkg: string): string =>
+    (JSON.parse(fs.readFileSync(path.join(root, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string })
+      .version;
   const peers = ['pg', '@types/pg', 'fastify', 'prom-client'].map((pkg) => `${pkg}@${version(pkg)}`);
   const edge = installFootprint(dir, tarball, 'edge', []);
   const full = installFootprint(dir, tarball, 'full', peers);
   const row = (what: string, footprint: Footprint): string =>
-    `| ${what} | ${mb(footprint.totalKb)} | ${footprint.packages.length} | ${mb(footprint.withoutSqliteKb)} | ${footprint.httpFrameworks.join(', ') || 'none'} | ${(footprint.totalKb / 1024 / BEFORE.mb).toFixed(2)}x | ${(footprint.packages.length / BEFORE.packages).toFixed(2)}x | ${footprint.packages.slice(0, 5).map((pkg) => `${pkg.name} ${mb(pkg.kb)}`).join(', ')} |`;
+    `| ${what} | ${mb(footprint.totalKb)} | ${footprint.packages.length} | ${mb(footprint.withoutSqliteKb)} | ${footprint.httpFrameworks.join(', ') || 'none'} | ${(footprint.totalKb / 1024 / BEFORE.mb).toFixed(2)}x | ${(footprint.packages.length / BEFORE.packages).toFixed(2)}x | ${footprint.packages
+      .slice(0, 5)
+      .map((pkg) => `${pkg.name} ${mb(pkg.kb)}`)
+      .join(', ')} |`;
   return [
-    '', `Installed size (\`npm pack\`, then \`npm install\` of the tarball into a new project, better-sqlite3 with its one prebuilt binary; \`du\`), against the install before issue 33 (${BEFORE.mb} MB, ${BEFORE.packages} packages, 2026-12-04):`, '',
+    '',
+    `Installed size (\`npm pack\`, then \`npm install\` of the tarball into a new project, better-sqlite3 with its one prebuilt binary; \`du\`), against the install before issue 33 (${BEFORE.mb} MB, ${BEFORE.packages} packages, 2026-12-04):`,
+    '',
     '| install | size | packages | without better-sqlite3 and what only it brings | HTTP framework | size vs before | packages vs before | largest |',
     '| --- | ---: | ---: | ---: | --- | ---: | ---: | --- |',
     row('edge: `npm install pidfence`', edge),
@@ -177,29 +222,65 @@ function installRows(dir: string): string[] {
 const mb = (kb: number): string => `${(kb / 1024).toFixed(1)} MB`;
 
 async function main(): Promise<void> {
-  const lines: string[] = ['## Edge footprint', '', machineHeader([
-    `idle window ${IDLE_MS / 1000} s after ${SETTLE_MS / 1000} s of settling, the four processes side by side; WAL: ${WAL_RUNS} runs`,
-  ]), ''];
+  const lines: string[] = [
+    '## Edge footprint',
+    '',
+    machineHeader([
+      `idle window ${IDLE_MS / 1000} s after ${SETTLE_MS / 1000} s of settling, the four processes side by side; WAL: ${WAL_RUNS} runs`,
+    ]),
+    '',
+  ];
   lines.push('| entry | modules loaded | packages from node_modules |', '| --- | ---: | --- |');
-  for (const entry of ['pidfence', 'pidfence/native', 'pidfence/process', 'pidfence/contract', 'pidfence/sqlite', 'pidfence/dispatch', 'pidfence/execution']) {
+  for (const entry of [
+    'pidfence',
+    'pidfence/native',
+    'pidfence/process',
+    'pidfence/contract',
+    'pidfence/sqlite',
+    'pidfence/dispatch',
+    'pidfence/execution',
+  ]) {
     const loaded = modulesLoaded(entry);
     lines.push(`| \`${entry}\` | ${loaded.files} | ${loaded.packages.join(', ') || '—'} |`);
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pidfence-edge-'));
   try {
-    const rows = await idleRows({ dir, cli: CLI, cwd: root, heldRuns: HELD_RUNS, settleMs: SETTLE_MS, idleMs: IDLE_MS });
+    const rows = await idleRows({
+      dir,
+      cli: CLI,
+      cwd: root,
+      heldRuns: HELD_RUNS,
+      settleMs: SETTLE_MS,
+      idleMs: IDLE_MS,
+    });
     const bare = rows[0] as IdleRow;
     lines.push('', '| process, idle | RSS | RSS vs bare | wake-ups per minute |', '| --- | ---: | ---: | ---: |');
-    for (const row of rows) lines.push(`| ${row.name} | ${row.rssKb} kB | ${(row.rssKb / bare.rssKb).toFixed(2)}x | ${row.wakeupsPerMinute.toFixed(0)} |`);
+    for (const row of rows)
+      lines.push(
+        `| ${row.name} | ${row.rssKb} kB | ${(row.rssKb / bare.rssKb).toFixed(2)}x | ${row.wakeupsPerMinute.toFixed(0)} |`,
+      );
     const heldRatio = (rows[3]?.rssKb ?? Number.NaN) / bare.rssKb;
-    lines.push('', `- ${heldRatio <= RSS_TARGET ? 'PASS' : 'MISS'} idle RSS of an edge supervise holding ${HELD_RUNS} runs vs bare node + better-sqlite3: ${heldRatio.toFixed(2)}x (target <= ${RSS_TARGET}x)`);
+    lines.push(
+      '',
+      `- ${heldRatio <= RSS_TARGET ? 'PASS' : 'MISS'} idle RSS of an edge supervise holding ${HELD_RUNS} runs vs bare node + better-sqlite3: ${heldRatio.toFixed(2)}x (target <= ${RSS_TARGET}x)`,
+    );
 
     const wal = await walPerCancellation(dir);
     const frame = wal.pageSize + 24;
-    lines.push('', `| WAL bytes per run, \`pidfence run\` + \`pidfence cancel\` (page ${wal.pageSize} B, frame ${frame} B) | bytes | frames |`, '| --- | ---: | ---: |');
-    lines.push(`| run start: runner registered, run admitted, job running | ${wal.start.toFixed(0)} | ${(wal.start / frame).toFixed(1)} |`);
-    lines.push(`| cancellation: intent → dispatch claim and result → stopped → terminal, runner ended | ${wal.cancellation.toFixed(0)} | ${(wal.cancellation / frame).toFixed(1)} |`);
-    lines.push(`| whole run | ${(wal.start + wal.cancellation).toFixed(0)} | ${((wal.start + wal.cancellation) / frame).toFixed(1)} |`);
+    lines.push(
+      '',
+      `| WAL bytes per run, \`pidfence run\` + \`pidfence cancel\` (page ${wal.pageSize} B, frame ${frame} B) | bytes | frames |`,
+      '| --- | ---: | ---: |',
+    );
+    lines.push(
+      `| run start: runner registered, run admitted, job running | ${wal.start.toFixed(0)} | ${(wal.start / frame).toFixed(1)} |`,
+    );
+    lines.push(
+      `| cancellation: intent → dispatch claim and result → stopped → terminal, runner ended | ${wal.cancellation.toFixed(0)} | ${(wal.cancellation / frame).toFixed(1)} |`,
+    );
+    lines.push(
+      `| whole run | ${(wal.start + wal.cancellation).toFixed(0)} | ${((wal.start + wal.cancellation) / frame).toFixed(1)} |`,
+    );
 
     lines.push(...installRows(dir));
   } finally {
@@ -209,6 +290,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
+  process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
   process.exitCode = 1;
 });

@@ -15,9 +15,22 @@ import path from 'node:path';
 
 import { Pool } from 'pg';
 
-import { CancellationDispatchControl, ClusterLeaseStore, ControlPlaneClient, DispatchAvailability, startControlPlane, type Assignment, type ControlPlane, type WorkerCaller } from '../lib/cluster/index';
+import {
+  CancellationDispatchControl,
+  ClusterLeaseStore,
+  ControlPlaneClient,
+  DispatchAvailability,
+  startControlPlane,
+  type Assignment,
+  type ControlPlane,
+  type WorkerCaller,
+} from '../lib/cluster/index';
 import { signalVerified } from '../lib/native/index';
-import { PostgresDispatchRepository, PostgresExecutionStore, PostgresGrantAdministration } from '../lib/store/postgres/index';
+import {
+  PostgresDispatchRepository,
+  PostgresExecutionStore,
+  PostgresGrantAdministration,
+} from '../lib/store/postgres/index';
 import { SQL } from '../lib/store/postgres/statements';
 import { inTransaction } from '../lib/store/postgres/transaction';
 import { makeCertificates } from '../test/helpers/certificates';
@@ -41,14 +54,19 @@ const SKIP_CURVE = process.env.PIDFENCE_BENCH_FLEET_CURVE === '0';
 
 /** main's per-job tick (f1d0cfa), kept only here as the baseline: 5 statements in one transaction. */
 const OLD_TICK = {
-  lockAttempt: 'SELECT status, deadline_at_ms AS "deadlineAtMs" FROM attempts WHERE run_id = $1 AND id = $2 FOR NO KEY UPDATE',
+  lockAttempt:
+    'SELECT status, deadline_at_ms AS "deadlineAtMs" FROM attempts WHERE run_id = $1 AND id = $2 FOR NO KEY UPDATE',
   lockLease: 'SELECT run_id, fence, expires_at_ms FROM run_dispatch_leases WHERE run_id = $1 FOR NO KEY UPDATE',
-  touchSession: 'UPDATE worker_sessions SET last_seen_at_ms = floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint WHERE id = $1 AND principal = $2 AND ended_at_ms IS NULL RETURNING id',
+  touchSession:
+    'UPDATE worker_sessions SET last_seen_at_ms = floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint WHERE id = $1 AND principal = $2 AND ended_at_ms IS NULL RETURNING id',
   renewLease: `UPDATE run_dispatch_leases SET expires_at_ms = floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint + $2::bigint,
     updated_at_ms = floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint WHERE run_id = $1 AND fence = $3 AND released_at_ms IS NULL RETURNING run_id`,
 };
 
-interface Held { readonly caller: WorkerCaller; readonly refs: Assignment[] }
+interface Held {
+  readonly caller: WorkerCaller;
+  readonly refs: Assignment[];
+}
 
 async function holdJobs(leases: ClusterLeaseStore, label: string, jobs: number): Promise<Held[]> {
   const workers: Held[] = [];
@@ -56,9 +74,11 @@ async function holdJobs(leases: ClusterLeaseStore, label: string, jobs: number):
     const count = Math.min(PER_WORKER, jobs - w * PER_WORKER);
     const principal = `bench-${label}-${w}`;
     const caller = { principal, sessionId: await leases.registerSession(principal) };
-    for (let i = 0; i < count; i++) await leases.enqueueJob({ runId: `${label}-${w}-${i}`, projectId: 'bench', argv: ['sleep', '600'] });
+    for (let i = 0; i < count; i++)
+      await leases.enqueueJob({ runId: `${label}-${w}-${i}`, projectId: 'bench', argv: ['sleep', '600'] });
     const page = await leases.pullPage(caller, count);
-    if (page.kind !== 'assigned' || page.assignments.length !== count) throw new Error('pull did not hand out the jobs');
+    if (page.kind !== 'assigned' || page.assignments.length !== count)
+      throw new Error('pull did not hand out the jobs');
     workers.push({ caller, refs: [...page.assignments] });
   }
   return workers;
@@ -67,9 +87,11 @@ async function holdJobs(leases: ClusterLeaseStore, label: string, jobs: number):
 /** Runs `work` for each item, `lanes` at a time. */
 async function inLanes<T>(items: readonly T[], lanes: number, work: (item: T) => Promise<unknown>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: lanes }, async () => {
-    while (next < items.length) await work(items[next++] as T);
-  }));
+  await Promise.all(
+    Array.from({ length: lanes }, async () => {
+      while (next < items.length) await work(items[next++] as T);
+    }),
+  );
 }
 
 async function oldTick(pool: Pool, caller: WorkerCaller, ref: Assignment): Promise<void> {
@@ -87,7 +109,11 @@ async function curve(runtimeUrl: string): Promise<string[][]> {
   const pool = new Pool({ connectionString: runtimeUrl, max: 4 });
   const wire = tallyWire(pool);
   const leases = new ClusterLeaseStore(pool, new PostgresExecutionStore(pool), { leaseDurationMs: LEASE_MS });
-  const control = new CancellationDispatchControl(leases, new PostgresDispatchRepository(pool), { replicaOwnerId: 'cp-bench', leaseDurationMs: 10_000, availability: new DispatchAvailability(10_000) });
+  const control = new CancellationDispatchControl(leases, new PostgresDispatchRepository(pool), {
+    replicaOwnerId: 'cp-bench',
+    leaseDurationMs: 10_000,
+    availability: new DispatchAvailability(10_000),
+  });
   const rows: string[][] = [];
   try {
     for (const jobs of CURVE) {
@@ -101,7 +127,16 @@ async function curve(runtimeUrl: string): Promise<string[][]> {
         const ms = performance.now() - started;
         const spent = wireSince(before, wire);
         const commits = name === 'page' ? workers.length : refs.length;
-        rows.push([String(jobs), String(workers.length), name, (spent.roundTrips / jobs).toFixed(3), String(spent.roundTrips), String(commits), ms.toFixed(0), (ms / jobs).toFixed(3)]);
+        rows.push([
+          String(jobs),
+          String(workers.length),
+          name,
+          (spent.roundTrips / jobs).toFixed(3),
+          String(spent.roundTrips),
+          String(commits),
+          ms.toFixed(0),
+          (ms / jobs).toFixed(3),
+        ]);
       };
       await measure('per-job (main)', () => inLanes(refs, 4, ({ caller, ref }) => oldTick(pool, caller, ref)));
       await measure('page', () => inLanes(workers, 4, (w) => control.tickPage(w.caller, w.refs)));
@@ -114,7 +149,9 @@ async function curve(runtimeUrl: string): Promise<string[][]> {
 
 /** Commits on this database so far (pg_stat_database; the statistics collector lags up to 0.5 s). */
 async function commitsSoFar(pool: Pool): Promise<number> {
-  const { rows } = await pool.query<{ commits: string }>('SELECT pg_stat_get_db_xact_commit(oid) AS commits FROM pg_database WHERE datname = current_database()');
+  const { rows } = await pool.query<{ commits: string }>(
+    'SELECT pg_stat_get_db_xact_commit(oid) AS commits FROM pg_database WHERE datname = current_database()',
+  );
   return Number(rows[0]?.commits ?? 0);
 }
 
@@ -122,17 +159,51 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
   const certs = makeCertificates();
   const scratch = mkdtempSync(path.join(tmpdir(), 'pidfence-fleet-'));
   const owner = new Pool({ connectionString: ownerUrl, max: 2 });
-  for (const permission of ['run.read', 'run.stop'] as const) await new PostgresGrantAdministration(owner).writeGrant({ subject: 'bench-operator', projectId: 'fleet', permission }, 'bench');
+  for (const permission of ['run.read', 'run.stop'] as const)
+    await new PostgresGrantAdministration(owner).writeGrant(
+      { subject: 'bench-operator', projectId: 'fleet', permission },
+      'bench',
+    );
   const planes: ControlPlane[] = [];
-  for (let i = 0; i < 3; i++) planes.push(await startControlPlane({ databaseUrl: runtimeUrl, tls: { cert: certs.server.cert, key: certs.server.key, ca: certs.ca.cert }, replicaOwnerId: `cp-bench-${i}`, maxConnections: 4 }));
+  for (let i = 0; i < 3; i++)
+    planes.push(
+      await startControlPlane({
+        databaseUrl: runtimeUrl,
+        tls: { cert: certs.server.cert, key: certs.server.key, ca: certs.ca.cert },
+        replicaOwnerId: `cp-bench-${i}`,
+        maxConnections: 4,
+      }),
+    );
   const urls = planes.map((plane) => plane.url);
   const pem = certs.client('bench-operator');
   const operator = new ControlPlaneClient(urls[0] as string, { cert: pem.cert, key: pem.key, ca: certs.ca.cert });
   const perWorker = Math.ceil(E2E_JOBS / E2E_WORKERS);
   const workers = Array.from({ length: E2E_WORKERS }, (_, w) => {
     const wpem = certs.client(`bench-worker-${w}`);
-    return spawnGroupLeader(process.execPath, [CLI, 'worker', '--control-plane', ...urls, '--cert', wpem.certPath, '--key', wpem.keyPath, '--ca', certs.ca.certPath,
-      '--journal', path.join(scratch, `w${w}.db`), '--capacity', String(perWorker), '--tick', '1s', '--grace', '2s'], { stdio: 'ignore' });
+    return spawnGroupLeader(
+      process.execPath,
+      [
+        CLI,
+        'worker',
+        '--control-plane',
+        ...urls,
+        '--cert',
+        wpem.certPath,
+        '--key',
+        wpem.keyPath,
+        '--ca',
+        certs.ca.certPath,
+        '--journal',
+        path.join(scratch, `w${w}.db`),
+        '--capacity',
+        String(perWorker),
+        '--tick',
+        '1s',
+        '--grace',
+        '2s',
+      ],
+      { stdio: 'ignore' },
+    );
   });
   const lines: string[] = [];
   try {
@@ -142,10 +213,20 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
       const argv = ['sh', '-c', `trap 'echo term > ${marker(i)}; exit 143' TERM; sleep 900 & wait`];
       await operator.send('POST', '/v1/jobs', { runId: `fleet-${i}`, projectId: 'fleet', argv }, OPERATOR_TIMEOUT_MS);
     }
-    const running = async (): Promise<number> => Number((await owner.query<{ n: string }>("SELECT count(*) AS n FROM runs WHERE project_id = 'fleet' AND status = 'running'")).rows[0]?.n ?? 0);
+    const running = async (): Promise<number> =>
+      Number(
+        (
+          await owner.query<{ n: string }>(
+            "SELECT count(*) AS n FROM runs WHERE project_id = 'fleet' AND status = 'running'",
+          )
+        ).rows[0]?.n ?? 0,
+      );
     const rampStart = performance.now();
-    while ((await running()) < E2E_JOBS && performance.now() - rampStart < 600_000) await new Promise((r) => setTimeout(r, 500));
-    lines.push(`ramp: ${await running()} of ${E2E_JOBS} jobs running after ${((performance.now() - rampStart) / 1000).toFixed(1)} s`);
+    while ((await running()) < E2E_JOBS && performance.now() - rampStart < 600_000)
+      await new Promise((r) => setTimeout(r, 500));
+    lines.push(
+      `ramp: ${await running()} of ${E2E_JOBS} jobs running after ${((performance.now() - rampStart) / 1000).toFixed(1)} s`,
+    );
     await new Promise((r) => setTimeout(r, 3_000));
     const c0 = await commitsSoFar(owner);
     const cpu0 = process.cpuUsage();
@@ -154,7 +235,9 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
     const seconds = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
     const commits = (await commitsSoFar(owner)) - c0;
-    lines.push(`steady state, ${E2E_JOBS} jobs, ${E2E_WORKERS} workers, 3 replicas, 1 s tick: ${(commits / seconds).toFixed(0)} commits/s; replicas' CPU ${((cpu.user + cpu.system) / 1e6 / seconds).toFixed(2)} cores`);
+    lines.push(
+      `steady state, ${E2E_JOBS} jobs, ${E2E_WORKERS} workers, 3 replicas, 1 s tick: ${(commits / seconds).toFixed(0)} commits/s; replicas' CPU ${((cpu.user + cpu.system) / 1e6 / seconds).toFixed(2)} cores`,
+    );
     const latencies: number[] = [];
     for (let i = 0; i < CANCELS; i++) {
       const sent = Date.now();
@@ -164,16 +247,29 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
       if (existsSync(marker(i))) latencies.push(Math.round(statSync(marker(i)).mtimeMs - sent));
       await new Promise((r) => setTimeout(r, 200 + Math.random() * 800));
     }
-    lines.push(`cancel → TERM at the job (${latencies.length} of ${CANCELS}): p50 ${quantile(latencies, 0.5)} ms, p99 ${quantile(latencies, 0.99)} ms, max ${Math.max(...latencies)} ms`);
+    lines.push(
+      `cancel → TERM at the job (${latencies.length} of ${CANCELS}): p50 ${quantile(latencies, 0.5)} ms, p99 ${quantile(latencies, 0.99)} ms, max ${Math.max(...latencies)} ms`,
+    );
     const projectStart = performance.now();
     await operator.send('POST', '/v1/projects/fleet/cancel', undefined, OPERATOR_TIMEOUT_MS);
     const recorded = (performance.now() - projectStart) / 1000;
-    const left = async (): Promise<number> => Number((await owner.query<{ n: string }>("SELECT count(*) AS n FROM runs WHERE project_id = 'fleet' AND status IN ('queued', 'running')")).rows[0]?.n ?? 0);
-    while ((await left()) > 0 && performance.now() - projectStart < 120_000) await new Promise((r) => setTimeout(r, 100));
-    lines.push(`project-wide cancel of the other ${E2E_JOBS - CANCELS} runs: every run ended (its job gone, reported) in ${((performance.now() - projectStart) / 1000).toFixed(1)} s (the cancel request itself ${recorded.toFixed(1)} s); ${await left()} left`);
+    const left = async (): Promise<number> =>
+      Number(
+        (
+          await owner.query<{ n: string }>(
+            "SELECT count(*) AS n FROM runs WHERE project_id = 'fleet' AND status IN ('queued', 'running')",
+          )
+        ).rows[0]?.n ?? 0,
+      );
+    while ((await left()) > 0 && performance.now() - projectStart < 120_000)
+      await new Promise((r) => setTimeout(r, 100));
+    lines.push(
+      `project-wide cancel of the other ${E2E_JOBS - CANCELS} runs: every run ended (its job gone, reported) in ${((performance.now() - projectStart) / 1000).toFixed(1)} s (the cancel request itself ${recorded.toFixed(1)} s); ${await left()} left`,
+    );
   } finally {
     operator.close();
-    for (const worker of workers) if (worker.identity !== null) signalVerified(worker.identity, 'SIGTERM', { group: false });
+    for (const worker of workers)
+      if (worker.identity !== null) signalVerified(worker.identity, 'SIGTERM', { group: false });
     await Promise.all(workers.map((worker) => worker.exit));
     for (const plane of planes) await plane.close();
     await owner.end();
@@ -189,12 +285,32 @@ async function main(): Promise<void> {
     console.log('');
     console.log(machineHeader([`command: npm run bench:fleet`]));
     console.log('');
-    console.log(`## 1. One tick of every worker (${PER_WORKER} leases per worker), database cost; baseline: main's per-job tick`);
+    console.log(
+      `## 1. One tick of every worker (${PER_WORKER} leases per worker), database cost; baseline: main's per-job tick`,
+    );
     console.log('');
     const rows = SKIP_CURVE ? [] : await curve(db.runtimeUrl);
-    if (!SKIP_CURVE) console.log(renderGrid(['jobs', 'workers', 'path', 'round trips / job / s (1 s tick)', 'round trips / tick', 'commits / tick', 'tick ms', 'ms / job'], rows, [true, true, false, true, true, true, true, true]));
+    if (!SKIP_CURVE)
+      console.log(
+        renderGrid(
+          [
+            'jobs',
+            'workers',
+            'path',
+            'round trips / job / s (1 s tick)',
+            'round trips / tick',
+            'commits / tick',
+            'tick ms',
+            'ms / job',
+          ],
+          rows,
+          [true, true, false, true, true, true, true, true],
+        ),
+      );
     console.log('');
-    console.log(`## 2. End to end: ${E2E_JOBS} jobs (real processes, production launcher), ${E2E_WORKERS} worker processes, 3 replicas`);
+    console.log(
+      `## 2. End to end: ${E2E_JOBS} jobs (real processes, production launcher), ${E2E_WORKERS} worker processes, 3 replicas`,
+    );
     console.log('');
     for (const line of await endToEnd(db.runtimeUrl, db.ownerUrl)) console.log(`- ${line}`);
   });

@@ -34,12 +34,24 @@ const KINDS: readonly Kind[] = ['without log', 'with log'];
 let sequence = 0;
 
 /** Launches `sh -c script`; without a log its stdout is `out`, with one the launcher owns it. */
-function launch(kind: Kind, dir: string, script: string, out: number | 'ignore'): { exited: Promise<void>; pid: number | null } {
+function launch(
+  kind: Kind,
+  dir: string,
+  script: string,
+  out: number | 'ignore',
+): { exited: Promise<void>; pid: number | null } {
   sequence += 1;
   const request: LaunchRequest = {
-    receiptDirectory: dir, runId: `bench-${sequence}`, attemptId: `bench-${sequence}-a1`, token: TOKEN, command: 'sh', args: ['-c', script],
+    receiptDirectory: dir,
+    runId: `bench-${sequence}`,
+    attemptId: `bench-${sequence}-a1`,
+    token: TOKEN,
+    command: 'sh',
+    args: ['-c', script],
     stdio: ['ignore', out, 'ignore'],
-    ...(kind === 'with log' ? { log: { directory: path.join(dir, 'logs'), maxBytes: JOB_LOG_MAX_BYTES_DEFAULT, keep: 2 } } : {}),
+    ...(kind === 'with log'
+      ? { log: { directory: path.join(dir, 'logs'), maxBytes: JOB_LOG_MAX_BYTES_DEFAULT, keep: 2 } }
+      : {}),
   };
   const launched = launchAttempt(request);
   return { exited: launched.exited, pid: launched.pid };
@@ -85,16 +97,20 @@ async function main(): Promise<void> {
   ensureLogDirectory(path.join(dir, 'logs'));
   try {
     console.log('# Job logs: what keeping the output costs (native launcher, without and with a log)\n');
-    console.log(machineHeader([
-      `bulk: \`head -c ${BYTES} /dev/zero\`; lines: ${LINES} \`echo\`s from a shell loop; median of ${RUNS} runs each, interleaved; log cap 10 MiB, 2 kept (rotates ~6 times on bulk)`,
-      `memory: median of ${JOBS} launchers each running \`sleep 30\`, read after ${SETTLE_MS} ms; files in ${os.tmpdir()}`,
-    ]));
+    console.log(
+      machineHeader([
+        `bulk: \`head -c ${BYTES} /dev/zero\`; lines: ${LINES} \`echo\`s from a shell loop; median of ${RUNS} runs each, interleaved; log cap 10 MiB, 2 kept (rotates ~6 times on bulk)`,
+        `memory: median of ${JOBS} launchers each running \`sleep 30\`, read after ${SETTLE_MS} ms; files in ${os.tmpdir()}`,
+      ]),
+    );
     const bulk = new Map<Kind, number[]>(KINDS.map((kind) => [kind, []]));
     const lines = new Map<Kind, number[]>(KINDS.map((kind) => [kind, []]));
     for (let i = 0; i < RUNS; i += 1) {
       for (const kind of KINDS) {
         bulk.get(kind)?.push(await timedMs(kind, dir, `head -c ${BYTES} /dev/zero`));
-        lines.get(kind)?.push(await timedMs(kind, dir, `i=0; while [ $i -lt ${LINES} ]; do echo "line $i"; i=$((i+1)); done`));
+        lines
+          .get(kind)
+          ?.push(await timedMs(kind, dir, `i=0; while [ $i -lt ${LINES} ]; do echo "line $i"; i=$((i+1)); done`));
         cleanOutputs(dir);
       }
     }
@@ -103,15 +119,46 @@ async function main(): Promise<void> {
     const median = (map: Map<Kind, number[]>, kind: Kind): number => summarize(map.get(kind) ?? []).median;
     const row = (kind: Kind): string[] => {
       const m = mem.get(kind) ?? { rss: Number.NaN, pss: Number.NaN };
-      const mbPerS = (BYTES / 1024 / 1024) / (median(bulk, kind) / 1000);
-      return [kind, `${median(bulk, kind).toFixed(1)} ms`, `${mbPerS.toFixed(0)} MiB/s`, `${median(lines, kind).toFixed(1)} ms`, `${m.rss} kB`, `${m.pss} kB`];
+      const mbPerS = BYTES / 1024 / 1024 / (median(bulk, kind) / 1000);
+      return [
+        kind,
+        `${median(bulk, kind).toFixed(1)} ms`,
+        `${mbPerS.toFixed(0)} MiB/s`,
+        `${median(lines, kind).toFixed(1)} ms`,
+        `${m.rss} kB`,
+        `${m.pss} kB`,
+      ];
     };
     console.log('');
-    console.log(renderGrid(['launcher', '64 MiB bulk', 'bulk rate', `${LINES} lines`, 'VmRSS / job', 'Pss / job'], KINDS.map(row), [false, true, true, true, true, true]));
+    console.log(
+      renderGrid(
+        ['launcher', '64 MiB bulk', 'bulk rate', `${LINES} lines`, 'VmRSS / job', 'Pss / job'],
+        KINDS.map(row),
+        [false, true, true, true, true, true],
+      ),
+    );
     const targets: Target[] = [
-      { name: 'bulk writer with its log kept', ratio: median(bulk, 'with log') / median(bulk, 'without log'), op: '<=', limit: THROUGHPUT_TARGET, detail: 'with log / without, same run' },
-      { name: 'line writer with its log kept', ratio: median(lines, 'with log') / median(lines, 'without log'), op: '<=', limit: THROUGHPUT_TARGET, detail: 'with log / without, same run' },
-      { name: 'memory per running job with its log (Pss)', ratio: (mem.get('with log')?.pss ?? Number.NaN) / MEMORY_BUDGET_KB, op: '<=', limit: 1, detail: `with log / ${MEMORY_BUDGET_KB} kB; with / without = ${((mem.get('with log')?.pss ?? Number.NaN) / (mem.get('without log')?.pss ?? Number.NaN)).toFixed(2)}x` },
+      {
+        name: 'bulk writer with its log kept',
+        ratio: median(bulk, 'with log') / median(bulk, 'without log'),
+        op: '<=',
+        limit: THROUGHPUT_TARGET,
+        detail: 'with log / without, same run',
+      },
+      {
+        name: 'line writer with its log kept',
+        ratio: median(lines, 'with log') / median(lines, 'without log'),
+        op: '<=',
+        limit: THROUGHPUT_TARGET,
+        detail: 'with log / without, same run',
+      },
+      {
+        name: 'memory per running job with its log (Pss)',
+        ratio: (mem.get('with log')?.pss ?? Number.NaN) / MEMORY_BUDGET_KB,
+        op: '<=',
+        limit: 1,
+        detail: `with log / ${MEMORY_BUDGET_KB} kB; with / without = ${((mem.get('with log')?.pss ?? Number.NaN) / (mem.get('without log')?.pss ?? Number.NaN)).toFixed(2)}x`,
+      },
     ];
     console.log('');
     console.log(renderTargets(targets));

@@ -47,7 +47,15 @@ let sequence = 0;
 function start(kind: Kind, dir: string, command: string, args: readonly string[], stdout: number | 'ignore'): Started {
   sequence += 1;
   const attemptId = `bench-${kind}-${sequence}`;
-  const request: LaunchRequest = { receiptDirectory: dir, runId: 'bench', attemptId, token: TOKEN, command, args, stdio: ['ignore', stdout, 'ignore'] };
+  const request: LaunchRequest = {
+    receiptDirectory: dir,
+    runId: 'bench',
+    attemptId,
+    token: TOKEN,
+    command,
+    args,
+    stdio: ['ignore', stdout, 'ignore'],
+  };
   if (kind === 'native') {
     const launched = launchAttempt(request);
     const identity = launched.pid === null ? null : captureIdentity(launched.pid);
@@ -56,7 +64,15 @@ function start(kind: Kind, dir: string, command: string, args: readonly string[]
   }
   const spawned = spawnGroupLeader(process.execPath, [NODE_LAUNCHER], { stdio: ['ignore', stdout, 'ignore', 'pipe'] });
   if (spawned.identity === null) throw new Error('bench: the Node launcher was not captured');
-  const order: NodeLaunchOrder = { receiptDirectory: dir, runId: 'bench', attemptId, seq: RECEIPT_CALLBACK_SEQ, token: TOKEN, command, args };
+  const order: NodeLaunchOrder = {
+    receiptDirectory: dir,
+    runId: 'bench',
+    attemptId,
+    seq: RECEIPT_CALLBACK_SEQ,
+    token: TOKEN,
+    command,
+    args,
+  };
   (spawned.child.stdio[LAUNCH_ORDER_FD] as Writable).end(JSON.stringify(order));
   return { identity: spawned.identity, exited: spawned.exit.then(() => undefined) };
 }
@@ -92,10 +108,12 @@ async function main(): Promise<void> {
   ensureReceiptDirectory(dir);
   try {
     console.log('# Launcher footprint: native launcher vs the Node launcher it replaced\n');
-    console.log(machineHeader([
-      `native launcher: ${path.relative(path.resolve(__dirname, '..', '..'), launcherPath())} (${fs.statSync(launcherPath()).size} bytes)`,
-      `memory: median of ${JOBS} launchers each running \`sleep 30\`, read after ${SETTLE_MS} ms; start: median of ${LAUNCHES} launches of \`date +%s%N\`, interleaved`,
-    ]));
+    console.log(
+      machineHeader([
+        `native launcher: ${path.relative(path.resolve(__dirname, '..', '..'), launcherPath())} (${fs.statSync(launcherPath()).size} bytes)`,
+        `memory: median of ${JOBS} launchers each running \`sleep 30\`, read after ${SETTLE_MS} ms; start: median of ${LAUNCHES} launches of \`date +%s%N\`, interleaved`,
+      ]),
+    );
     const mem = new Map<Kind, { rss: number; pss: number }>();
     for (const kind of KINDS) mem.set(kind, await memory(kind, dir));
     const starts = new Map<Kind, number[]>(KINDS.map((kind) => [kind, []]));
@@ -103,16 +121,46 @@ async function main(): Promise<void> {
     const row = (kind: Kind): string[] => {
       const m = mem.get(kind) ?? { rss: Number.NaN, pss: Number.NaN };
       const s = summarize(starts.get(kind) ?? []);
-      return [kind === 'native' ? 'native launcher (C, static)' : 'Node launcher (before)', `${m.rss} kB`, `${m.pss} kB`, `${s.median.toFixed(2)} ms`, `${s.p99.toFixed(2)} ms`];
+      return [
+        kind === 'native' ? 'native launcher (C, static)' : 'Node launcher (before)',
+        `${m.rss} kB`,
+        `${m.pss} kB`,
+        `${s.median.toFixed(2)} ms`,
+        `${s.p99.toFixed(2)} ms`,
+      ];
     };
     console.log('');
-    console.log(renderGrid(['launcher', 'VmRSS / job', 'Pss / job', 'start median', 'start p99'], [row('native'), row('node')], [false, true, true, true, true]));
+    console.log(
+      renderGrid(
+        ['launcher', 'VmRSS / job', 'Pss / job', 'start median', 'start p99'],
+        [row('native'), row('node')],
+        [false, true, true, true, true],
+      ),
+    );
     const nativeStart = summarize(starts.get('native') ?? []).median;
     const nodeStart = summarize(starts.get('node') ?? []).median;
     const targets: Target[] = [
-      { name: 'memory per running job (Pss)', ratio: (mem.get('native')?.pss ?? Number.NaN) / RSS_TARGET_KB, op: '<=', limit: 1, detail: `native Pss / ${RSS_TARGET_KB} kB; VmRSS / 1 MB = ${((mem.get('native')?.rss ?? Number.NaN) / RSS_TARGET_KB).toFixed(2)}x` },
-      { name: 'start to the job\'s first instruction', ratio: nativeStart / nodeStart, op: '<=', limit: START_TARGET, detail: 'native median / Node launcher median, same run' },
-      { name: 'memory vs the Node launcher (Pss)', ratio: (mem.get('native')?.pss ?? Number.NaN) / (mem.get('node')?.pss ?? Number.NaN), op: '<=', limit: 1, detail: 'native / Node launcher, same run' },
+      {
+        name: 'memory per running job (Pss)',
+        ratio: (mem.get('native')?.pss ?? Number.NaN) / RSS_TARGET_KB,
+        op: '<=',
+        limit: 1,
+        detail: `native Pss / ${RSS_TARGET_KB} kB; VmRSS / 1 MB = ${((mem.get('native')?.rss ?? Number.NaN) / RSS_TARGET_KB).toFixed(2)}x`,
+      },
+      {
+        name: "start to the job's first instruction",
+        ratio: nativeStart / nodeStart,
+        op: '<=',
+        limit: START_TARGET,
+        detail: 'native median / Node launcher median, same run',
+      },
+      {
+        name: 'memory vs the Node launcher (Pss)',
+        ratio: (mem.get('native')?.pss ?? Number.NaN) / (mem.get('node')?.pss ?? Number.NaN),
+        op: '<=',
+        limit: 1,
+        detail: 'native / Node launcher, same run',
+      },
     ];
     console.log('');
     console.log(renderTargets(targets));

@@ -24,8 +24,12 @@ function countingPool(url: string, counts: WireCounts): Pool {
   const pool = new Pool({ connectionString: url, max: 1 });
   pool.on('connect', (client) => {
     const connection = (client as unknown as { connection: NodeJS.EventEmitter }).connection;
-    connection.on('readyForQuery', () => { counts.roundTrips += 1; });
-    connection.on('commandComplete', () => { counts.statements += 1; });
+    connection.on('readyForQuery', () => {
+      counts.roundTrips += 1;
+    });
+    connection.on('commandComplete', () => {
+      counts.statements += 1;
+    });
   });
   return pool;
 }
@@ -51,11 +55,26 @@ async function measure(url: string, prefix: string, options: PostgresRepositoryO
       const runId = `${prefix}${i}`;
       const token = createLeaseToken();
       const beforeClaim = { ...counts };
-      const claim = await repository.claim({ runId, attemptId: `${runId}-a1`, cancelRequestedAtMs: CANCELLED_AT_MS, owner: 'bench', token, leaseDurationMs: 60_000 });
+      const claim = await repository.claim({
+        runId,
+        attemptId: `${runId}-a1`,
+        cancelRequestedAtMs: CANCELLED_AT_MS,
+        owner: 'bench',
+        token,
+        leaseDurationMs: 60_000,
+      });
       add(totals.claim, beforeClaim);
       if (claim.kind !== 'claimed') throw new Error(`bench: claim was ${claim.kind}`);
       const beforeSettle = { ...counts };
-      const settled = await repository.recordResult({ runId, attemptId: `${runId}-a1`, owner: 'bench', token, expectedVersion: claim.record.version, result: 'termination_requested', eventId: `${runId}-e2` });
+      const settled = await repository.recordResult({
+        runId,
+        attemptId: `${runId}-a1`,
+        owner: 'bench',
+        token,
+        expectedVersion: claim.record.version,
+        result: 'termination_requested',
+        eventId: `${runId}-e2`,
+      });
       add(totals.settle, beforeSettle);
       if (settled.kind !== 'recorded') throw new Error('bench: settle failed');
     }
@@ -72,16 +91,31 @@ async function measure(url: string, prefix: string, options: PostgresRepositoryO
 const PAGE = 32;
 
 /** One claimed page, as the settle needs it: each claimed item with its token and record version. */
-type ClaimedItem = { readonly runId: string; readonly attemptId: string; readonly token: string; readonly version: number };
+type ClaimedItem = {
+  readonly runId: string;
+  readonly attemptId: string;
+  readonly token: string;
+  readonly version: number;
+};
 
 /** Claims the p-th page of 32: the items by id (claimPage, docs/decisions/0023) or the due page as it is read (claimDuePage, 0025). */
-async function claimNextPage(repository: PostgresDispatchRepository, how: 'claimPage' | 'claimDuePage', prefix: string, p: number): Promise<ClaimedItem[]> {
+async function claimNextPage(
+  repository: PostgresDispatchRepository,
+  how: 'claimPage' | 'claimDuePage',
+  prefix: string,
+  p: number,
+): Promise<ClaimedItem[]> {
   if (how === 'claimDuePage') {
     const tokens = Array.from({ length: PAGE }, () => createLeaseToken());
     const page = await repository.claimDuePage({ owner: 'bench', leaseDurationMs: 60_000, tokens });
     return page.items.map(({ item, outcome }, i) => {
       if (outcome.kind !== 'claimed') throw new Error(`bench: due page claim was ${outcome.kind}`);
-      return { runId: item.runId, attemptId: item.attemptId, token: tokens[i] as string, version: outcome.record.version };
+      return {
+        runId: item.runId,
+        attemptId: item.attemptId,
+        token: tokens[i] as string,
+        version: outcome.record.version,
+      };
     });
   }
   const items = Array.from({ length: PAGE }, (_, i) => {
@@ -97,7 +131,11 @@ async function claimNextPage(repository: PostgresDispatchRepository, how: 'claim
 }
 
 /** A standalone page: a page claim of 32, then recordResults of the 32; counts per page. */
-async function measurePage(url: string, prefix: string, how: 'claimPage' | 'claimDuePage'): Promise<PerCall & { pages: number }> {
+async function measurePage(
+  url: string,
+  prefix: string,
+  how: 'claimPage' | 'claimDuePage',
+): Promise<PerCall & { pages: number }> {
   const counts: WireCounts = { roundTrips: 0, statements: 0 };
   const pool = countingPool(url, counts);
   const repository = new PostgresDispatchRepository(pool);
@@ -112,7 +150,13 @@ async function measurePage(url: string, prefix: string, how: 'claimPage' | 'clai
       totals.claim.statements += counts.statements - before.statements;
       if (claimed.length !== PAGE) throw new Error(`bench: claimed ${claimed.length} of a page of ${PAGE}`);
       const commands = claimed.map((item) => ({
-        runId: item.runId, attemptId: item.attemptId, owner: 'bench', token: item.token, expectedVersion: item.version, result: 'termination_requested' as const, eventId: `${item.runId}-e2`,
+        runId: item.runId,
+        attemptId: item.attemptId,
+        owner: 'bench',
+        token: item.token,
+        expectedVersion: item.version,
+        result: 'termination_requested' as const,
+        eventId: `${item.runId}-e2`,
       }));
       const beforeSettle = { ...counts };
       const settled = await repository.recordResults(commands);
@@ -144,20 +188,35 @@ async function main(): Promise<void> {
       await seedRuns(db, `rt-${index}-`, RUNS);
       const counted = await measure(db.runtimeUrl, `rt-${index}-`, options);
       const claim = `${counted.claim.roundTrips} ${verdict(counted.claim.roundTrips)} | ${counted.claim.statements}`;
-      rows.push(`| ${label} | ${claim} | ${counted.settle.roundTrips} ${verdict(counted.settle.roundTrips)} | ${counted.settle.statements} |`);
+      rows.push(
+        `| ${label} | ${claim} | ${counted.settle.roundTrips} ${verdict(counted.settle.roundTrips)} | ${counted.settle.statements} |`,
+      );
     }
     for (const how of ['claimPage', 'claimDuePage'] as const) {
       await seedRuns(db, `rt-${how}-`, RUNS);
       const page = await measurePage(db.runtimeUrl, `rt-${how}-`, how);
-      rows.push(`| page of ${PAGE}: ${how}${how === 'claimDuePage' ? ' (the due read included)' : ''} + recordResults, per page (${page.pages} pages) | ${page.claim.roundTrips} ${verdict(page.claim.roundTrips)} | ${page.claim.statements} | ${page.settle.roundTrips} ${verdict(page.settle.roundTrips)} | ${page.settle.statements} |`);
-      rows.push(`| page of ${PAGE} (${how}), per item | ${(page.claim.roundTrips / PAGE).toFixed(3)} | ${(page.claim.statements / PAGE).toFixed(3)} | ${(page.settle.roundTrips / PAGE).toFixed(3)} | ${(page.settle.statements / PAGE).toFixed(3)} |`);
+      rows.push(
+        `| page of ${PAGE}: ${how}${how === 'claimDuePage' ? ' (the due read included)' : ''} + recordResults, per page (${page.pages} pages) | ${page.claim.roundTrips} ${verdict(page.claim.roundTrips)} | ${page.claim.statements} | ${page.settle.roundTrips} ${verdict(page.settle.roundTrips)} | ${page.settle.statements} |`,
+      );
+      rows.push(
+        `| page of ${PAGE} (${how}), per item | ${(page.claim.roundTrips / PAGE).toFixed(3)} | ${(page.claim.statements / PAGE).toFixed(3)} | ${(page.settle.roundTrips / PAGE).toFixed(3)} | ${(page.settle.statements / PAGE).toFixed(3)} |`,
+      );
     }
     console.log('# round trips and statements per call (PostgreSQL, counted from the wire)');
-    console.log(`machine: ${os.cpus()[0]?.model ?? 'unknown'} x${os.cpus().length}, ${os.platform()} ${os.release()}, Node ${process.version}, ${await serverVersion(db)}, loadavg ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+    console.log(
+      `machine: ${os.cpus()[0]?.model ?? 'unknown'} x${os.cpus().length}, ${os.platform()} ${os.release()}, Node ${process.version}, ${await serverVersion(db)}, loadavg ${os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(' ')}`,
+    );
     console.log(`date: ${new Date().toISOString()}`);
-    console.log(`command: node dist/bench/round-trips.js (runs=${RUNS}; ReadyForQuery and CommandComplete messages per call, mean)`);
+    console.log(
+      `command: node dist/bench/round-trips.js (runs=${RUNS}; ReadyForQuery and CommandComplete messages per call, mean)`,
+    );
     console.log('');
-    console.log('| mode | claim round trips (target 1) | claim statements | settle round trips (target 1) | settle statements |');
+    console.log(
+      '| mode | claim round trips (target 1) | claim statements | settle round trips (target 1) | settle statements |',
+    );
     console.log('| --- | ---: | ---: | ---: | ---: |');
     for (const row of rows) console.log(row);
   });

@@ -92,7 +92,9 @@ function run(benchmark: Benchmark): Promise<Outcome> {
       timedOut = true;
       stopCurrent();
     }, TIMEOUT_MS);
-    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk; });
+    child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+    });
     child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
       process.stderr.write(chunk);
       stderr = (stderr + chunk).slice(-16_384);
@@ -100,7 +102,11 @@ function run(benchmark: Benchmark): Promise<Outcome> {
     const finish = (failure: string | null): void => {
       clearTimeout(timer);
       current = null;
-      const stderrTail = stderr.split('\n').map((line) => line.trimEnd()).filter((line) => line !== '').slice(-STDERR_TAIL_LINES);
+      const stderrTail = stderr
+        .split('\n')
+        .map((line) => line.trimEnd())
+        .filter((line) => line !== '')
+        .slice(-STDERR_TAIL_LINES);
       resolve({ stdout, stderrTail, failure, seconds: (Date.now() - started) / 1000 });
     };
     child.on('error', (error) => finish(`could not start (${error.message})`));
@@ -112,8 +118,14 @@ function run(benchmark: Benchmark): Promise<Outcome> {
 }
 
 function blockBody(benchmark: Benchmark, outcome: Outcome): string {
-  const status = outcome.failure === null ? `Run: ok in ${outcome.seconds.toFixed(0)} s` : `Run: ERROR (${outcome.failure}) after ${outcome.seconds.toFixed(0)} s: the output below is incomplete`;
-  const tail = outcome.failure === null || outcome.stderrTail.length === 0 ? '' : `\n\nLast lines on stderr:\n\n\`\`\`\n${outcome.stderrTail.join('\n')}\n\`\`\``;
+  const status =
+    outcome.failure === null
+      ? `Run: ok in ${outcome.seconds.toFixed(0)} s`
+      : `Run: ERROR (${outcome.failure}) after ${outcome.seconds.toFixed(0)} s: the output below is incomplete`;
+  const tail =
+    outcome.failure === null || outcome.stderrTail.length === 0
+      ? ''
+      : `\n\nLast lines on stderr:\n\n\`\`\`\n${outcome.stderrTail.join('\n')}\n\`\`\``;
   return `### Latest generated run: ${benchmark.key}\n\nCommand: \`npm run bench\` → \`${benchmark.command.join(' ')}\`\n\n${status}\n\n${outcome.stdout.trim()}${tail}`;
 }
 
@@ -154,7 +166,9 @@ function selected(argv: readonly string[]): Set<string> | undefined {
   const names = (value ?? '').split(',').filter((name) => name !== '');
   const unknown = names.filter((name) => !BENCHMARKS.some((benchmark) => benchmark.key === name));
   if (names.length === 0 || unknown.length > 0) {
-    process.stderr.write(`bench: --only takes benchmark names separated by commas: ${BENCHMARKS.map((benchmark) => benchmark.key).join(', ')}${unknown.length > 0 ? ` (unknown: ${unknown.join(', ')})` : ''}\n`);
+    process.stderr.write(
+      `bench: --only takes benchmark names separated by commas: ${BENCHMARKS.map((benchmark) => benchmark.key).join(', ')}${unknown.length > 0 ? ` (unknown: ${unknown.join(', ')})` : ''}\n`,
+    );
     process.exit(2);
   }
   return new Set(names);
@@ -179,7 +193,9 @@ async function main(): Promise<void> {
     text = withBlock(text, 'summary', summary(text), '# Benchmarks');
     fs.writeFileSync(doc, text);
   }
-  process.stderr.write(`docs/benchmarks.md regenerated${failed.length > 0 ? `; ERROR in: ${failed.join(', ')}` : ''}\n`);
+  process.stderr.write(
+    `docs/benchmarks.md regenerated${failed.length > 0 ? `; ERROR in: ${failed.join(', ')}` : ''}\n`,
+  );
   // A MISS is a measurement, not a failure; a benchmark that could not finish is.
   if (failed.length > 0) process.exitCode = 1;
 }

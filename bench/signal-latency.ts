@@ -162,7 +162,8 @@ function callOverheadOp(identity: ProcessIdentity): () => void {
   const otherBoot = { ...identity, bootId: `${identity.bootId.slice(0, -1)}${last === '0' ? '1' : '0'}` };
   return () => {
     const outcome = signalVerified(otherBoot, 0, { group: true });
-    if (outcome.kind !== 'identity_mismatch') throw new Error(`bench: expected a boot id mismatch, got ${JSON.stringify(outcome)}`);
+    if (outcome.kind !== 'identity_mismatch')
+      throw new Error(`bench: expected a boot id mismatch, got ${JSON.stringify(outcome)}`);
   };
 }
 
@@ -236,7 +237,11 @@ async function stopByController(controller: LocalProcessController): Promise<num
   const job = spawnGroupLeader('sleep', [CHILD_SLEEP_SECONDS], { stdio: 'ignore' });
   await settle();
   const t0 = process.hrtime.bigint();
-  const result = await controller.requestTermination({ attemptPid: job.identity!.pid, handle: job.handle!, graceMs: EXIT_TIMEOUT_MS });
+  const result = await controller.requestTermination({
+    attemptPid: job.identity!.pid,
+    handle: job.handle!,
+    graceMs: EXIT_TIMEOUT_MS,
+  });
   const elapsed = Number(process.hrtime.bigint() - t0);
   if (result.result !== 'termination_requested' || !result.exitObserved || result.escalated) {
     throw new Error(`bench: requestTermination answered ${JSON.stringify(result)}`);
@@ -246,10 +251,15 @@ async function stopByController(controller: LocalProcessController): Promise<num
 }
 
 async function main(): Promise<void> {
-  printSignallingHeader('signal latency (bench/signal-latency)', `${ROUNDS} rounds, C floor and JS rows alternating; per row and round ${SAMPLES_PER_ROUND} samples of ${BATCH} ops (figures are ns/op per sample); exit detection over ${EXIT_CHILDREN} children per method, each killed ${EXIT_SETTLE_MS} ms after spawn; end-to-end stop over ${STOP_CHILDREN} children per method`);
+  printSignallingHeader(
+    'signal latency (bench/signal-latency)',
+    `${ROUNDS} rounds, C floor and JS rows alternating; per row and round ${SAMPLES_PER_ROUND} samples of ${BATCH} ops (figures are ns/op per sample); exit detection over ${EXIT_CHILDREN} children per method, each killed ${EXIT_SETTLE_MS} ms after spawn; end-to-end stop over ${STOP_CHILDREN} children per method`,
+  );
   const caps = capabilities();
   if (caps.groupSignalMode !== 'pidfd-process-group' || !caps.pidfsIdentity) {
-    console.log('\nThis kernel lacks PIDFD_SIGNAL_PROCESS_GROUP or pidfs (Linux 6.9+): the rows below would not measure the paths the targets are about. Stopping.');
+    console.log(
+      '\nThis kernel lacks PIDFD_SIGNAL_PROCESS_GROUP or pidfs (Linux 6.9+): the rows below would not measure the paths the targets are about. Stopping.',
+    );
     return;
   }
 
@@ -266,7 +276,9 @@ async function main(): Promise<void> {
   // signalVerified's /proc path can only be timed where pidfs is missing; its C floor still runs.
   const procPathTimed = !caps.pidfsIdentity;
 
-  const jsRows: Array<{ name: string; op: () => void }> = [{ name: rowNames.jsKill0, op: processKillOp(target.identity.pid) }];
+  const jsRows: Array<{ name: string; op: () => void }> = [
+    { name: rowNames.jsKill0, op: processKillOp(target.identity.pid) },
+  ];
   for (const { label, arg } of SIGNALS) {
     if (procPathTimed) jsRows.push({ name: rowNames.jsProc(label), op: verifiedOp(procIdentity, arg) });
     jsRows.push({ name: rowNames.jsPidfs(label), op: verifiedOp(pidfsIdentity, arg) });
@@ -302,7 +314,11 @@ async function main(): Promise<void> {
     const base = { name, median: summary.median, p99: summary.p99, samples: summary.count };
     return baseline === undefined ? base : { ...base, baseline };
   };
-  const rows: Row[] = [row(rowNames.cNull), row(rowNames.cKill0, rowNames.cNull), row(rowNames.jsKill0, rowNames.cKill0)];
+  const rows: Row[] = [
+    row(rowNames.cNull),
+    row(rowNames.cKill0, rowNames.cNull),
+    row(rowNames.jsKill0, rowNames.cKill0),
+  ];
   for (const { label } of SIGNALS) {
     rows.push(
       row(rowNames.cProc(label), rowNames.cNull),
@@ -311,31 +327,73 @@ async function main(): Promise<void> {
       row(rowNames.jsPidfs(label), rowNames.cPidfs(label)),
     );
   }
-  rows.push(row(rowNames.jsOverhead, rowNames.jsPidfs('sig 0')), row(rowNames.pureJs, procPathTimed ? rowNames.jsProc('sig 0') : rowNames.jsPidfs('sig 0')), row(rowNames.exitPoll), row(rowNames.exitWatch, rowNames.exitPoll));
+  rows.push(
+    row(rowNames.jsOverhead, rowNames.jsPidfs('sig 0')),
+    row(rowNames.pureJs, procPathTimed ? rowNames.jsProc('sig 0') : rowNames.jsPidfs('sig 0')),
+    row(rowNames.exitPoll),
+    row(rowNames.exitWatch, rowNames.exitPoll),
+  );
   rows.push(row(rowNames.stopPm2), row(rowNames.stopController, rowNames.stopPm2));
 
   const targets: Target[] = [];
   for (const { label } of SIGNALS) {
     if (procPathTimed) {
-      targets.push({ name: `/proc path vs its C floor, ${label}`, ratio: ratioOf(rows, rowNames.jsProc(label), rowNames.cProc(label)), op: '<=', limit: 1.25, detail: 'JS signalVerified /proc / C floor /proc' });
+      targets.push({
+        name: `/proc path vs its C floor, ${label}`,
+        ratio: ratioOf(rows, rowNames.jsProc(label), rowNames.cProc(label)),
+        op: '<=',
+        limit: 1.25,
+        detail: 'JS signalVerified /proc / C floor /proc',
+      });
     }
     targets.push(
-      { name: `pidfs path vs its C floor, ${label}`, ratio: ratioOf(rows, rowNames.jsPidfs(label), rowNames.cPidfs(label)), op: '<=', limit: 1.25, detail: 'JS signalVerified pidfs / C floor pidfs' },
-      { name: `JS pidfs path vs the /proc floor, ${label}`, ratio: ratioOf(rows, rowNames.jsPidfs(label), rowNames.cProc(label)), op: '<=', limit: 0.7, detail: 'JS signalVerified pidfs / C floor /proc' },
-      { name: `C pidfs floor vs C /proc floor, ${label}`, ratio: ratioOf(rows, rowNames.cPidfs(label), rowNames.cProc(label)), op: '<=', limit: 0.7, detail: 'C floor pidfs / C floor /proc' },
+      {
+        name: `pidfs path vs its C floor, ${label}`,
+        ratio: ratioOf(rows, rowNames.jsPidfs(label), rowNames.cPidfs(label)),
+        op: '<=',
+        limit: 1.25,
+        detail: 'JS signalVerified pidfs / C floor pidfs',
+      },
+      {
+        name: `JS pidfs path vs the /proc floor, ${label}`,
+        ratio: ratioOf(rows, rowNames.jsPidfs(label), rowNames.cProc(label)),
+        op: '<=',
+        limit: 0.7,
+        detail: 'JS signalVerified pidfs / C floor /proc',
+      },
+      {
+        name: `C pidfs floor vs C /proc floor, ${label}`,
+        ratio: ratioOf(rows, rowNames.cPidfs(label), rowNames.cProc(label)),
+        op: '<=',
+        limit: 0.7,
+        detail: 'C floor pidfs / C floor /proc',
+      },
     );
   }
   if (procPathTimed) {
-    targets.push({ name: 'pure-JS slower than ours (/proc path)', ratio: ratioOf(rows, rowNames.pureJs, rowNames.jsProc('sig 0')), op: '>=', limit: 3, detail: 'pure-JS / JS signalVerified /proc, sig 0' });
+    targets.push({
+      name: 'pure-JS slower than ours (/proc path)',
+      ratio: ratioOf(rows, rowNames.pureJs, rowNames.jsProc('sig 0')),
+      op: '>=',
+      limit: 3,
+      detail: 'pure-JS / JS signalVerified /proc, sig 0',
+    });
   }
-  targets.push(
-    { name: 'pure-JS slower than ours (pidfs path)', ratio: ratioOf(rows, rowNames.pureJs, rowNames.jsPidfs('sig 0')), op: '>=', limit: 3, detail: 'pure-JS / JS signalVerified pidfs, sig 0' },
-  );
+  targets.push({
+    name: 'pure-JS slower than ours (pidfs path)',
+    ratio: ratioOf(rows, rowNames.pureJs, rowNames.jsPidfs('sig 0')),
+    op: '>=',
+    limit: 3,
+    detail: 'pure-JS / JS signalVerified pidfs, sig 0',
+  });
   const exitMedianMs = (rows.find((candidate) => candidate.name === rowNames.exitWatch)?.median ?? Number.NaN) / 1e6;
   const exitLine = `- ${exitMedianMs <= 1 ? 'PASS' : 'MISS'} exit detection median: ${exitMedianMs.toFixed(3)} ms (target <= 1 ms; waitExit, SIGKILL sent → promise resolved)`;
 
   console.log(`\n${renderTable(rows)}\n`);
-  if (!procPathTimed) console.log('signalVerified\'s /proc path is not timed here: this kernel has pidfs, where an identity without its inode is refused (docs/decisions/0006); its C floor is.\n');
+  if (!procPathTimed)
+    console.log(
+      "signalVerified's /proc path is not timed here: this kernel has pidfs, where an identity without its inode is refused (docs/decisions/0006); its C floor is.\n",
+    );
   console.log('Targets (reported, never an exit code):\n');
   console.log(`${renderTargets(targets)}\n${exitLine}\n`);
   console.log(`total run time ${((Date.now() - started) / 1000).toFixed(1)} s`);

@@ -16,7 +16,13 @@ import psTree from 'ps-tree';
 import treeKill from 'tree-kill';
 
 import { capabilities, captureIdentity, readProcessStat, signalVerified, type ProcessIdentity } from '../lib/native';
-import { LocalProcessController, formatHandle, handleFromIdentity, spawnGroupLeader, type SpawnedJob } from '../lib/process';
+import {
+  LocalProcessController,
+  formatHandle,
+  handleFromIdentity,
+  spawnGroupLeader,
+  type SpawnedJob,
+} from '../lib/process';
 import { printSignallingHeader } from './lib/machine';
 import { quantile } from './lib/stats';
 import { renderGrid } from './lib/table';
@@ -229,7 +235,10 @@ function describeSurvivors(scenario: string, contender: Contender, job: Job, mem
     } catch {
       // gone meanwhile
     }
-    const age = stat === null ? '?' : `${(BigInt(stat.startTicks) - BigInt(job.identity.startTicks)).toString()} clock ticks after the leader`;
+    const age =
+      stat === null
+        ? '?'
+        : `${(BigInt(stat.startTicks) - BigInt(job.identity.startTicks)).toString()} clock ticks after the leader`;
     return `${comm} (${pid === job.identity.pgid ? 'leader' : 'member'}, state ${stat?.state ?? '?'}, parent ${stat?.ppid === 1 ? 'init' : stat?.ppid === process.pid ? 'bench' : 'other'}, started ${age})`;
   });
   pidfenceSurvivors.push(`${scenario}: ${parts.join('; ')}`);
@@ -317,7 +326,11 @@ let staleOtherTick = 0;
  * same-tick reuse was asked for (`requireSameTick`) and did not happen. In both cases the
  * contender is not run and nothing is signalled.
  */
-async function staleTrial(contender: Contender, laterTick: boolean, requireSameTick: boolean): Promise<StaleTrial | 'missed' | 'other_tick'> {
+async function staleTrial(
+  contender: Contender,
+  laterTick: boolean,
+  requireSameTick: boolean,
+): Promise<StaleTrial | 'missed' | 'other_tick'> {
   const helper = spawn(FIXTURE_BINARY, [], { stdio: ['pipe', 'pipe', 'inherit'] });
   const nextLine = lineReader(helper.stdout, 'bench: the reuse fixture');
   const helperExited = new Promise((resolve) => helper.once('exit', resolve));
@@ -332,7 +345,8 @@ async function staleTrial(contender: Contender, laterTick: boolean, requireSameT
     if (outcome === 'missed') return 'missed';
     if (outcome !== 'successor') throw new Error(`bench: reuse fixture said ${outcome} ${successorText}`);
     const successor = captureIdentity(Number(successorText));
-    if (successor === null || successor.pid !== original.pid) throw new Error('bench: the innocent process is not running');
+    if (successor === null || successor.pid !== original.pid)
+      throw new Error('bench: the innocent process is not running');
     const sameTick = successor.startTicks === original.startTicks;
     if (requireSameTick && !sameTick) return 'other_tick';
     const t0 = now();
@@ -544,10 +558,14 @@ function countGroupLeft(
 }
 
 function runIgnoring(): Promise<void> {
-  return runJobScenario('ignoring', async () => {}, async (job, target, contender, t0, t1) => {
-    await awaitExit(job, target, t0, Math.max(msSince(t0, t1), GRACE_MS) + NEVER_AFTER_MS);
-    countGroupLeft(target, contender, job);
-  });
+  return runJobScenario(
+    'ignoring',
+    async () => {},
+    async (job, target, contender, t0, t1) => {
+      await awaitExit(job, target, t0, Math.max(msSince(t0, t1), GRACE_MS) + NEVER_AFTER_MS);
+      countGroupLeft(target, contender, job);
+    },
+  );
 }
 
 function runMemberIgnoring(): Promise<void> {
@@ -584,27 +602,44 @@ function table(): string {
   };
   const n = (scenario: string, count: number): string => `${scenario} (N=${count} each)`;
 
-  add(SCENARIO.stale, n(SCENARIO.stale, N.stale), 'innocent processes signalled', (c) => ofTrials(c, 'innocentSignalled'));
-  add(SCENARIO.stale, '', 'signals the innocent received', (c) => (c.signals.size === 0 ? 'none' : [...c.signals].join(', ')));
+  add(SCENARIO.stale, n(SCENARIO.stale, N.stale), 'innocent processes signalled', (c) =>
+    ofTrials(c, 'innocentSignalled'),
+  );
+  add(SCENARIO.stale, '', 'signals the innocent received', (c) =>
+    c.signals.size === 0 ? 'none' : [...c.signals].join(', '),
+  );
   add(SCENARIO.stale, '', 'reuses within the same clock tick', (c) => ofTrials(c, 'sameTick'));
   add(SCENARIO.stale, '', 'stop returned, median / p99', (c) => latency(c, 'stop'));
 
-  add(SCENARIO.storm, n(SCENARIO.storm, N.storm), 'group processes alive 1 s after stop returned (sum)', (c) => total(c, 'survivors'));
+  add(SCENARIO.storm, n(SCENARIO.storm, N.storm), 'group processes alive 1 s after stop returned (sum)', (c) =>
+    total(c, 'survivors'),
+  );
   add(SCENARIO.storm, '', 'trials with survivors', (c) => ofTrials(c, 'trialsWithSurvivors'));
   add(SCENARIO.storm, '', 'stop returned, median / p99', (c) => latency(c, 'stop'));
   add(SCENARIO.storm, '', 'leader exit seen, median / p99', (c) => latency(c, 'exit'));
 
-  add(SCENARIO.stopped, n(SCENARIO.stopped, N.stopped), `jobs alive after the grace (${GRACE_MS} ms + 200 ms)`, (c) => ofTrials(c, 'alive'));
+  add(SCENARIO.stopped, n(SCENARIO.stopped, N.stopped), `jobs alive after the grace (${GRACE_MS} ms + 200 ms)`, (c) =>
+    ofTrials(c, 'alive'),
+  );
   add(SCENARIO.stopped, '', 'jobs ended by their own TERM handler', (c) => ofTrials(c, 'graceful'));
   add(SCENARIO.stopped, '', 'group processes alive at that point (sum)', (c) => total(c, 'groupAlive'));
   add(SCENARIO.stopped, '', 'stop request → exit seen, median / p99', (c) => latency(c, 'exit'));
 
-  add(SCENARIO.ignoring, n(SCENARIO.ignoring, N.ignoring), 'stop request → exit seen, median / p99', (c) => latency(c, 'exit'));
-  add(SCENARIO.ignoring, '', `never exited (not within grace + ${NEVER_AFTER_MS} ms)`, (c) => ofTrials(c, 'neverExited'));
+  add(SCENARIO.ignoring, n(SCENARIO.ignoring, N.ignoring), 'stop request → exit seen, median / p99', (c) =>
+    latency(c, 'exit'),
+  );
+  add(SCENARIO.ignoring, '', `never exited (not within grace + ${NEVER_AFTER_MS} ms)`, (c) =>
+    ofTrials(c, 'neverExited'),
+  );
   add(SCENARIO.ignoring, '', 'stop returned, median / p99', (c) => latency(c, 'stop'));
   add(SCENARIO.ignoring, '', 'group processes alive at that point (sum)', (c) => total(c, 'groupAlive'));
 
-  add(SCENARIO.memberIgnoring, n(SCENARIO.memberIgnoring, N.memberIgnoring), 'group processes alive 1 s after stop returned (sum)', (c) => total(c, 'survivors'));
+  add(
+    SCENARIO.memberIgnoring,
+    n(SCENARIO.memberIgnoring, N.memberIgnoring),
+    'group processes alive 1 s after stop returned (sum)',
+    (c) => total(c, 'survivors'),
+  );
   add(SCENARIO.memberIgnoring, '', 'trials with survivors', (c) => ofTrials(c, 'trialsWithSurvivors'));
   add(SCENARIO.memberIgnoring, '', 'leader exit seen, median / p99', (c) => latency(c, 'exit'));
   return renderGrid(header, body, [false, false, true, true, true, true]);
@@ -623,7 +658,8 @@ async function finalSweep(): Promise<number> {
   }
   for (const job of [...liveJobs]) await cleanupJob(job);
   // Processes already dying are not counted above; wait for them too, so `ps` is clean afterwards.
-  for (let i = 0; i < 250 && [...jobGroups].some((pgid) => groupMembers(pgid, []).length > 0 || dyingIn(pgid)); i += 1) await delay(20);
+  for (let i = 0; i < 250 && [...jobGroups].some((pgid) => groupMembers(pgid, []).length > 0 || dyingIn(pgid)); i += 1)
+    await delay(20);
   return leftovers;
 }
 
@@ -634,7 +670,10 @@ function dyingIn(pgid: number): boolean {
 }
 
 async function main(): Promise<void> {
-  printSignallingHeader('stop safety (bench/stop-safety)', `contenders take turns within each round; TERM grace ${GRACE_MS} ms for pm2-style and pidfence; pm2 polls every ${PM2_POLL_MS} ms; fork storm stopped ${STORM_WARMUP_MS} ms after start${QUICK ? '; QUICK run (N / 5): not for docs' : ''}`);
+  printSignallingHeader(
+    'stop safety (bench/stop-safety)',
+    `contenders take turns within each round; TERM grace ${GRACE_MS} ms for pm2-style and pidfence; pm2 polls every ${PM2_POLL_MS} ms; fork storm stopped ${STORM_WARMUP_MS} ms after start${QUICK ? '; QUICK run (N / 5): not for docs' : ''}`,
+  );
   const caps = capabilities();
   if (process.getuid?.() !== 0) {
     console.log('\nForcing a PID reuse needs root (/proc/sys/kernel/ns_last_pid). Stopping.');
@@ -676,7 +715,9 @@ async function main(): Promise<void> {
   console.log(
     `\nstale PID: ${staleMisses} forced reuses were taken by another process first, ${staleOtherTick} meant to be same-tick crossed a tick; all were re-run before any contender acted (nothing signalled in those)`,
   );
-  console.log(`job-group processes left at the end: ${leftovers} (before the final sweep; after it: ${[...jobGroups].reduce((sum, pgid) => sum + groupMembers(pgid).length, 0)})`);
+  console.log(
+    `job-group processes left at the end: ${leftovers} (before the final sweep; after it: ${[...jobGroups].reduce((sum, pgid) => sum + groupMembers(pgid).length, 0)})`,
+  );
   console.log(`phase times: ${phaseTimes.join(', ')}; total run time ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 

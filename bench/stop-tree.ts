@@ -34,17 +34,23 @@ interface Scenario {
   readonly ready: number;
 }
 
-const sleepTree = (n: number): string => `i=0; while [ $i -lt ${n - 1} ]; do sleep 1000 & i=$((i+1)); done; exec sleep 1000`;
+const sleepTree = (n: number): string =>
+  `i=0; while [ $i -lt ${n - 1} ]; do sleep 1000 & i=$((i+1)); done; exec sleep 1000`;
 const SCENARIOS: readonly Scenario[] = [
   { name: '1 process', script: 'exec sleep 1000', ready: 1 },
   { name: '10 processes', script: sleepTree(10), ready: 10 },
   { name: '100 processes', script: sleepTree(100), ready: 100 },
   { name: 'fork storm', script: 'while :; do sleep 1000 & done', ready: 0 },
-  { name: '10 setsid children', script: 'i=0; while [ $i -lt 10 ]; do setsid sleep 1000 & i=$((i+1)); done; exec sleep 1000', ready: 11 },
+  {
+    name: '10 setsid children',
+    script: 'i=0; while [ $i -lt 10 ]; do setsid sleep 1000 & i=$((i+1)); done; exec sleep 1000',
+    ready: 11,
+  },
 ];
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-const members = (dir: string): number => fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).length;
+const members = (dir: string): number =>
+  fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean).length;
 
 async function clear(dir: string): Promise<void> {
   const ref = { subtree: path.dirname(dir), id: fs.statSync(dir, { bigint: true }).ino.toString() };
@@ -75,7 +81,12 @@ async function stopBy(how: Path, ref: JobCgroupRef, pgid: number): Promise<numbe
   throw new Error('group stops go through stopByGroup');
 }
 
-async function trial(subtree: string, scenario: Scenario, how: Path, index: number): Promise<{ ms: number; survivors: number }> {
+async function trial(
+  subtree: string,
+  scenario: Scenario,
+  how: Path,
+  index: number,
+): Promise<{ ms: number; survivors: number }> {
   const dir = path.join(subtree, `${how}-${index}`);
   fs.mkdirSync(dir);
   const ref = { subtree, id: fs.statSync(dir, { bigint: true }).ino.toString() };
@@ -103,10 +114,14 @@ async function trial(subtree: string, scenario: Scenario, how: Path, index: numb
 
 async function main(): Promise<void> {
   const mount = cgroup2Mount();
-  if (process.getuid?.() !== 0 || mount === null || captureIdentity(process.pid) === null) throw new Error('run as root with cgroup2 mounted');
+  if (process.getuid?.() !== 0 || mount === null || captureIdentity(process.pid) === null)
+    throw new Error('run as root with cgroup2 mounted');
   const subtree = path.join(mount, `pidfence-bench-${process.pid}`);
   fs.mkdirSync(subtree);
-  printSignallingHeader('Stop-to-empty of a whole tree: cgroup vs pidfd group vs killpg', `${TRIALS} trials per cell (interleaved), SIGKILL to every process, median and p90 ms from the KILL to "empty" as each path sees it, survivors counted ${SETTLE_MS} ms later`);
+  printSignallingHeader(
+    'Stop-to-empty of a whole tree: cgroup vs pidfd group vs killpg',
+    `${TRIALS} trials per cell (interleaved), SIGKILL to every process, median and p90 ms from the KILL to "empty" as each path sees it, survivors counted ${SETTLE_MS} ms later`,
+  );
   const medians = new Map<string, number>();
   const rows: string[][] = [];
   try {
@@ -123,15 +138,31 @@ async function main(): Promise<void> {
       for (const how of PATHS) {
         const ms = samples.get(how) ?? [];
         medians.set(`${scenario.name}/${how}`, quantile(ms, 0.5));
-        rows.push([scenario.name, how, quantile(ms, 0.5).toFixed(2), quantile(ms, 0.9).toFixed(2), String(survivors.get(how))]);
+        rows.push([
+          scenario.name,
+          how,
+          quantile(ms, 0.5).toFixed(2),
+          quantile(ms, 0.9).toFixed(2),
+          String(survivors.get(how)),
+        ]);
       }
     }
   } finally {
     fs.rmdirSync(subtree);
   }
-  console.log(`\n${renderGrid(['tree', 'path', 'median ms', 'p90 ms', 'most survivors'], rows, [false, false, true, true, true])}\n`);
+  console.log(
+    `\n${renderGrid(['tree', 'path', 'median ms', 'p90 ms', 'most survivors'], rows, [false, false, true, true, true])}\n`,
+  );
   const ratio = (medians.get('100 processes/cgroup') ?? 0) / (medians.get('100 processes/group') ?? 1);
-  const targets: Target[] = [{ name: 'cgroup vs pidfd group, 100 processes', ratio, op: '<=', limit: TARGET_AT_100, detail: 'median cgroup.kill → populated 0 / median group SIGKILL → group empty' }];
+  const targets: Target[] = [
+    {
+      name: 'cgroup vs pidfd group, 100 processes',
+      ratio,
+      op: '<=',
+      limit: TARGET_AT_100,
+      detail: 'median cgroup.kill → populated 0 / median group SIGKILL → group empty',
+    },
+  ];
   console.log(renderTargets(targets));
 }
 

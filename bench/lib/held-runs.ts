@@ -26,7 +26,10 @@ export function processCounters(pid: number): { rssKb: number; wakeups: number }
   let wakeups = 0;
   for (const task of fs.readdirSync(`/proc/${pid}/task`)) {
     try {
-      wakeups += Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/task/${task}/status`, 'utf8'))?.[1] ?? 0);
+      wakeups += Number(
+        /^voluntary_ctxt_switches:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/task/${task}/status`, 'utf8'))?.[1] ??
+          0,
+      );
     } catch {
       // a thread that ended between the listing and the read
     }
@@ -65,7 +68,13 @@ export async function superviseRunnerId(file: string): Promise<string> {
  * A running attempt of `runnerId` for `job`, written as its admission would write it (claimed →
  * starting → running with pid and durable handle).
  */
-export async function seedRunningAttempt(file: string, runnerId: string, runId: string, job: SpawnedJob, projectId = 'edge'): Promise<void> {
+export async function seedRunningAttempt(
+  file: string,
+  runnerId: string,
+  runId: string,
+  job: SpawnedJob,
+  projectId = 'edge',
+): Promise<void> {
   if (job.handle === null || job.child.pid === undefined) throw new Error('bench: the job did not start');
   const store = openSqliteStore(file);
   try {
@@ -73,7 +82,14 @@ export async function seedRunningAttempt(file: string, runnerId: string, runId: 
     await store.runStore.createRun({ runId, projectId });
     await store.runStore.createAttempt({ runId, attemptId, runnerId });
     await store.runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'starting' });
-    await store.runStore.advanceAttempt({ runId, attemptId, from: 'starting', to: 'running', pid: job.child.pid, handle: job.handle });
+    await store.runStore.advanceAttempt({
+      runId,
+      attemptId,
+      from: 'starting',
+      to: 'running',
+      pid: job.child.pid,
+      handle: job.handle,
+    });
   } finally {
     store.close();
   }
@@ -133,8 +149,22 @@ export async function idleRows(window: IdleWindow): Promise<IdleRow[]> {
   openSqliteStore(heldFile).close();
   const supervise = (file: string): string[] => [CLI, 'supervise', '--db', file, '--profile', 'edge'];
   const idlers = [
-    idler('bare `node -e`: better-sqlite3 database open (WAL)', ['-e', `const db = new (require('better-sqlite3'))(${JSON.stringify(bareFile)}); db.pragma('journal_mode = WAL'); setInterval(() => {}, 2 ** 30);`], cwd),
-    idler('pidfence/sqlite store open + pidfence/dispatch loaded (no supervise, no runs)', ['-e', `require('pidfence/dispatch'); require('pidfence/sqlite').openSqliteStore(${JSON.stringify(path.join(dir, 'store.db'))}); setInterval(() => {}, 2 ** 30);`], cwd),
+    idler(
+      'bare `node -e`: better-sqlite3 database open (WAL)',
+      [
+        '-e',
+        `const db = new (require('better-sqlite3'))(${JSON.stringify(bareFile)}); db.pragma('journal_mode = WAL'); setInterval(() => {}, 2 ** 30);`,
+      ],
+      cwd,
+    ),
+    idler(
+      'pidfence/sqlite store open + pidfence/dispatch loaded (no supervise, no runs)',
+      [
+        '-e',
+        `require('pidfence/dispatch'); require('pidfence/sqlite').openSqliteStore(${JSON.stringify(path.join(dir, 'store.db'))}); setInterval(() => {}, 2 ** 30);`,
+      ],
+      cwd,
+    ),
     idler('`pidfence supervise --profile edge`, no runs', supervise(emptyFile), cwd),
     idler(`\`pidfence supervise --profile edge\` holding ${HELD_RUNS} idle runs`, supervise(heldFile), cwd),
   ];
@@ -146,7 +176,8 @@ export async function idleRows(window: IdleWindow): Promise<IdleRow[]> {
     const before = idlers.map((one) => processCounters(one.job.child.pid as number));
     await sleep(IDLE_MS);
     const after = idlers.map((one) => processCounters(one.job.child.pid as number));
-    if (count(heldFile, "SELECT count(*) AS n FROM attempts WHERE status = 'running'") !== HELD_RUNS) throw new Error('bench: the held runs did not stay running');
+    if (count(heldFile, "SELECT count(*) AS n FROM attempts WHERE status = 'running'") !== HELD_RUNS)
+      throw new Error('bench: the held runs did not stay running');
     return idlers.map((one, i) => ({
       name: one.name,
       rssKb: after[i]?.rssKb ?? Number.NaN,
@@ -157,4 +188,3 @@ export async function idleRows(window: IdleWindow): Promise<IdleRow[]> {
     for (const job of held) await killGroup(job.identity, job.exit);
   }
 }
-

@@ -35,18 +35,26 @@ function pathFromCwd(arg: string): string {
 export function printSignallingHeader(title: string, method: string): void {
   const caps = capabilities();
   console.log(`# ${title}\n`);
-  console.log(machineHeader([`kernel features: groupSignalMode ${caps.groupSignalMode}, pidfsIdentity ${caps.pidfsIdentity}`, `method: ${method}`]));
+  console.log(
+    machineHeader([
+      `kernel features: groupSignalMode ${caps.groupSignalMode}, pidfsIdentity ${caps.pidfsIdentity}`,
+      `method: ${method}`,
+    ]),
+  );
 }
 
 /** Runs a benchmark's main in a scratch directory (removed afterwards) and prints its lines; a failure is its stack on stderr and exit 1. */
 export function runBenchmark(prefix: string, main: (dir: string) => Promise<readonly string[]>): void {
   const dir = fs.mkdtempSync(`${os.tmpdir()}/${prefix}`);
-  main(dir).then((lines) => {
-    process.stdout.write(`${lines.join('\n')}\n`);
-  }).catch((error: unknown) => {
-    process.stderr.write(`${error instanceof Error ? error.stack ?? error.message : String(error)}\n`);
-    process.exitCode = 1;
-  }).finally(() => {
-    fs.rmSync(dir, { recursive: true, force: true });
-  });
+  main(dir)
+    .then((lines) => {
+      process.stdout.write(`${lines.join('\n')}\n`);
+    })
+    .catch((error: unknown) => {
+      process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+      process.exitCode = 1;
+    })
+    .finally(() => {
+      fs.rmSync(dir, { recursive: true, force: true });
+    });
 }

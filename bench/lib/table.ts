@@ -55,7 +55,9 @@ export function renderTable(rows: readonly Row[]): string {
     row.baseline === undefined ? '' : formatRatio(ratioOf(rows, row.name, row.baseline)),
     row.baseline ?? '',
   ]);
-  const widths = header.map((title, column) => Math.max(title.length, ...body.map((cells) => (cells[column] ?? '').length)));
+  const widths = header.map((title, column) =>
+    Math.max(title.length, ...body.map((cells) => (cells[column] ?? '').length)),
+  );
   // Numbers right-aligned, text left-aligned, as a reader scans them.
   const numeric = [false, true, true, true, true, false];
   const line = (cells: readonly string[]): string =>
@@ -71,7 +73,10 @@ export function targetMet(target: Target): boolean {
 /** PASS/MISS lines; a miss is reported, never turned into an exit code (a benchmark is not a test). */
 export function renderTargets(targets: readonly Target[]): string {
   return targets
-    .map((target) => `- ${targetMet(target) ? 'PASS' : 'MISS'} ${target.name}: ${formatRatio(target.ratio)} (target ${target.op} ${target.limit}x; ${target.detail})`)
+    .map(
+      (target) =>
+        `- ${targetMet(target) ? 'PASS' : 'MISS'} ${target.name}: ${formatRatio(target.ratio)} (target ${target.op} ${target.limit}x; ${target.detail})`,
+    )
     .join('\n');
 }
 
@@ -79,8 +84,14 @@ export function renderTargets(targets: readonly Target[]): string {
  * A free-form side-by-side table (e.g. scenario × contender) as Markdown, aligned like
  * renderTable: `numeric[i]` right-aligns column i. Cells are preformatted text.
  */
-export function renderGrid(header: readonly string[], body: ReadonlyArray<readonly string[]>, numeric: readonly boolean[]): string {
-  const widths = header.map((title, column) => Math.max(title.length, ...body.map((cells) => (cells[column] ?? '').length)));
+export function renderGrid(
+  header: readonly string[],
+  body: ReadonlyArray<readonly string[]>,
+  numeric: readonly boolean[],
+): string {
+  const widths = header.map((title, column) =>
+    Math.max(title.length, ...body.map((cells) => (cells[column] ?? '').length)),
+  );
   const line = (cells: readonly string[]): string =>
     `| ${header.map((_, column) => (numeric[column] ? (cells[column] ?? '').padStart(widths[column] ?? 0) : (cells[column] ?? '').padEnd(widths[column] ?? 0))).join(' | ')} |`;
   const rule = `| ${widths.map((width, column) => (numeric[column] ? `${'-'.repeat(Math.max(1, width - 1))}:` : '-'.repeat(width))).join(' | ')} |`;

@@ -18,7 +18,9 @@ export function tallyWire(pool: Pool): WireTally {
   const tally: WireTally = { roundTrips: 0, statements: 0, transactionControl: 0 };
   pool.on('connect', (client) => {
     const wire = (client as unknown as { connection: EventEmitter }).connection;
-    wire.on('readyForQuery', () => { tally.roundTrips += 1; });
+    wire.on('readyForQuery', () => {
+      tally.roundTrips += 1;
+    });
     wire.on('commandComplete', (message: { text?: string }) => {
       if (TRANSACTION_CONTROL.test(message.text ?? '')) tally.transactionControl += 1;
       else tally.statements += 1;

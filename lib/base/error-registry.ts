@@ -189,11 +189,17 @@ const INTERNAL = [
   'ERR_PIDFENCE_STATUS_PAGE_FAILED',
 ] as const;
 
-export type ErrorCode = (typeof INPUT)[number] | (typeof UNAVAILABLE)[number] | (typeof REFUSED)[number] | (typeof INTERNAL)[number];
+export type ErrorCode =
+  (typeof INPUT)[number] | (typeof UNAVAILABLE)[number] | (typeof REFUSED)[number] | (typeof INTERNAL)[number];
 
 function categoryTable(): ReadonlyMap<string, ErrorCategory> {
   const table = new Map<string, ErrorCategory>();
-  const groups: ReadonlyArray<readonly [ErrorCategory, readonly string[]]> = [['input', INPUT], ['unavailable', UNAVAILABLE], ['refused', REFUSED], ['internal', INTERNAL]];
+  const groups: ReadonlyArray<readonly [ErrorCategory, readonly string[]]> = [
+    ['input', INPUT],
+    ['unavailable', UNAVAILABLE],
+    ['refused', REFUSED],
+    ['internal', INTERNAL],
+  ];
   for (const [category, codes] of groups) {
     for (const code of codes) {
       // A code in two groups would make its exit status depend on the order of this table.
@@ -216,10 +222,20 @@ export function isRegisteredErrorCode(code: string): code is ErrorCode {
 }
 
 /** The CLI's exit status of each category (docs/decisions/0041). */
-export const CATEGORY_EXIT_STATUS: Readonly<Record<ErrorCategory, 1 | 2 | 3 | 4>> = { input: 2, unavailable: 3, refused: 4, internal: 1 };
+export const CATEGORY_EXIT_STATUS: Readonly<Record<ErrorCategory, 1 | 2 | 3 | 4>> = {
+  input: 2,
+  unavailable: 3,
+  refused: 4,
+  internal: 1,
+};
 
 /** The HTTP status of each category: a refusal is 403 unless the code says more below. */
-const CATEGORY_HTTP_STATUS: Readonly<Record<ErrorCategory, number>> = { input: 400, unavailable: 503, refused: 403, internal: 500 };
+const CATEGORY_HTTP_STATUS: Readonly<Record<ErrorCategory, number>> = {
+  input: 400,
+  unavailable: 503,
+  refused: 403,
+  internal: 500,
+};
 
 /** Codes whose HTTP status is more precise than their category's (docs/decisions/0224). */
 const HTTP_STATUS: Readonly<Partial<Record<ErrorCode, number>>> = {

@@ -18,7 +18,10 @@ export function assertPeerInstalled(peer: OptionalPeer, needer: string): void {
   try {
     require.resolve(peer);
   } catch {
-    throw new PidfenceError(`${needer} needs the '${peer}' package, an optional peer dependency: install it next to pidfence with \`npm install ${peer}\`.`, MISSING[peer]);
+    throw new PidfenceError(
+      `${needer} needs the '${peer}' package, an optional peer dependency: install it next to pidfence with \`npm install ${peer}\`.`,
+      MISSING[peer],
+    );
   }
 }
 

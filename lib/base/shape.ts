@@ -14,7 +14,11 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
 }
 
 /** null when `value` has exactly the allowed keys and every required one (an undefined value is missing). */
-export function shapeProblem(value: unknown, required: readonly string[], optional: readonly string[] = []): ShapeProblem | null {
+export function shapeProblem(
+  value: unknown,
+  required: readonly string[],
+  optional: readonly string[] = [],
+): ShapeProblem | null {
   if (!isPlainObject(value)) return { kind: 'not_object' };
   for (const key of Object.keys(value)) {
     if (!required.includes(key) && !optional.includes(key)) return { kind: 'unknown_key', key };

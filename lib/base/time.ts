@@ -8,10 +8,15 @@ export function delay(ms: number): Promise<void> {
 export function settlesWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
   return new Promise((resolve) => {
     const timer = setTimeout(() => resolve(false), Math.max(0, ms));
-    void work.then(() => true, () => true).then(() => {
-      clearTimeout(timer);
-      resolve(true);
-    });
+    void work
+      .then(
+        () => true,
+        () => true,
+      )
+      .then(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
   });
 }
 

@@ -37,7 +37,14 @@ export interface ClusterRunOptions {
 export function outcomeOfDetail(run: RunDetail): CompletionOutcome {
   const status = run.status as RunTerminalStatus;
   if (run.exit === null) return { kind: 'terminal', status, lateReceipt: false };
-  return { kind: 'completed', status, cause: run.exit.cause, exitCode: run.exit.exitCode, signal: run.exit.signal, startFailure: null };
+  return {
+    kind: 'completed',
+    status,
+    cause: run.exit.cause,
+    exitCode: run.exit.exitCode,
+    signal: run.exit.signal,
+    startFailure: null,
+  };
 }
 
 function stopHintOn(runId: string, target: ControlPlaneTarget): string {
@@ -54,27 +61,45 @@ async function readRun(client: ControlPlaneClient, runId: string): Promise<RunDe
   }
 }
 
-async function waitForEnd(client: ControlPlaneClient, runId: string, target: ControlPlaneTarget, io: CliIo): Promise<RunDetail | null> {
+async function waitForEnd(
+  client: ControlPlaneClient,
+  runId: string,
+  target: ControlPlaneTarget,
+  io: CliIo,
+): Promise<RunDetail | null> {
   let interrupts = 0;
   let stopWaiting: () => void = () => undefined;
-  const stopped = new Promise<null>((resolve) => { stopWaiting = () => resolve(null); });
+  const stopped = new Promise<null>((resolve) => {
+    stopWaiting = () => resolve(null);
+  });
   const release = routeSignals(STOP_SIGNALS.run, (signal) => {
     interrupts += 1;
     if (interrupts > 1) {
-      io.stderr.write(`pidfence: ${signal} again: no longer waiting; the cancel stands (${stopHintOn(runId, target)} to ask again)\n`);
+      io.stderr.write(
+        `pidfence: ${signal} again: no longer waiting; the cancel stands (${stopHintOn(runId, target)} to ask again)\n`,
+      );
       stopWaiting();
       return;
     }
-    io.stderr.write(`pidfence: ${signal}: asking the cancel of ${runId}; its worker stops the job (${signal} again to stop waiting)\n`);
-    void askControlPlane(client, 'POST', `/v1/runs/${encodeURIComponent(runId)}/cancel`).catch((error: Error & { code?: string }) => {
-      io.stderr.write(`pidfence: the cancel was not recorded: ${error.message} (${error.code ?? 'ERR_PIDFENCE_CLUSTER_REPLY'})\n`);
-    });
+    io.stderr.write(
+      `pidfence: ${signal}: asking the cancel of ${runId}; its worker stops the job (${signal} again to stop waiting)\n`,
+    );
+    void askControlPlane(client, 'POST', `/v1/runs/${encodeURIComponent(runId)}/cancel`).catch(
+      (error: Error & { code?: string }) => {
+        io.stderr.write(
+          `pidfence: the cancel was not recorded: ${error.message} (${error.code ?? 'ERR_PIDFENCE_CLUSTER_REPLY'})\n`,
+        );
+      },
+    );
   });
   try {
     for (;;) {
       const run = await readRun(client, runId);
       if (run !== null && (RUN_TERMINAL_STATUSES as readonly string[]).includes(run.status)) return run;
-      const next = await Promise.race([new Promise<'poll'>((resolve) => setTimeout(() => resolve('poll'), WAIT_POLL_MS)), stopped]);
+      const next = await Promise.race([
+        new Promise<'poll'>((resolve) => setTimeout(() => resolve('poll'), WAIT_POLL_MS)),
+        stopped,
+      ]);
       if (next === null) return null;
     }
   } finally {
@@ -83,12 +108,23 @@ async function waitForEnd(client: ControlPlaneClient, runId: string, target: Con
 }
 
 /** `pidfence run --control-plane URL -- cmd args…`: submits the job; waits for its end unless --detach. */
-export async function runOnCluster(target: ControlPlaneTarget, argv: readonly string[], options: ClusterRunOptions, io: CliIo): Promise<number> {
+export async function runOnCluster(
+  target: ControlPlaneTarget,
+  argv: readonly string[],
+  options: ClusterRunOptions,
+  io: CliIo,
+): Promise<number> {
   const projectId = validateId(options.project, '--project');
   const runId = `run-${randomUUID()}`;
   return withControlPlane(target, async (client) => {
-    await askControlPlane(client, 'POST', '/v1/jobs', { runId, projectId, argv, ...(options.name === undefined ? {} : { name: options.name }), ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
-      ...(options.stopAfterDisconnectMs === undefined ? {} : { stopAfterDisconnectMs: options.stopAfterDisconnectMs }) });
+    await askControlPlane(client, 'POST', '/v1/jobs', {
+      runId,
+      projectId,
+      argv,
+      ...(options.name === undefined ? {} : { name: options.name }),
+      ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+      ...(options.stopAfterDisconnectMs === undefined ? {} : { stopAfterDisconnectMs: options.stopAfterDisconnectMs }),
+    });
     io.stderr.write(`pidfence: run ${runId} queued on ${target.url} (stop it with: ${stopHintOn(runId, target)})\n`);
     if (options.detach === true) {
       if (options.json === true) writeJson(io, { runId, projectId, status: 'queued' });
@@ -110,21 +146,36 @@ export function listOnCluster(target: ControlPlaneTarget, request: ListRunsReque
   if (request.cursor !== undefined) query.set('cursor', request.cursor);
   if (request.limit !== undefined) query.set('limit', String(request.limit));
   const search = query.size === 0 ? '' : `?${query.toString()}`;
-  return withControlPlane(target, (client) => askControlPlane<RunListPage>(client, 'GET', `/v1/projects/${encodeURIComponent(request.projectId)}/runs${search}`));
+  return withControlPlane(target, (client) =>
+    askControlPlane<RunListPage>(client, 'GET', `/v1/projects/${encodeURIComponent(request.projectId)}/runs${search}`),
+  );
 }
 
 export function showOnCluster(target: ControlPlaneTarget, runId: string): Promise<RunDetail> {
-  return withControlPlane(target, (client) => askControlPlane<RunDetail>(client, 'GET', `/v1/runs/${encodeURIComponent(validateId(runId, 'RUN'))}`));
+  return withControlPlane(target, (client) =>
+    askControlPlane<RunDetail>(client, 'GET', `/v1/runs/${encodeURIComponent(validateId(runId, 'RUN'))}`),
+  );
 }
 
 /** `pidfence cancel RUN --control-plane URL`: the durable intent, recorded by the control plane; the run's worker stops the job. */
-export async function cancelOnCluster(target: ControlPlaneTarget, runIdText: string, json: boolean | undefined, io: CliIo): Promise<ExitCode> {
+export async function cancelOnCluster(
+  target: ControlPlaneTarget,
+  runIdText: string,
+  json: boolean | undefined,
+  io: CliIo,
+): Promise<ExitCode> {
   const runId = validateId(runIdText, 'RUN');
-  const answer = await withControlPlane(target, (client) => askControlPlane<{ result: string; run?: string }>(client, 'POST', `/v1/runs/${encodeURIComponent(runId)}/cancel`));
-  if (answer.result === 'run_terminal') throw new PidfenceError(`run ${runId} has already finished; nothing to cancel.`, 'ERR_PIDFENCE_RUN_FINISHED');
-  if (json === true) writeJson(io, { runId, result: answer.result, ...(answer.run === undefined ? {} : { status: answer.run }) });
-  else if (answer.run === 'cancelled') io.stdout.write(`cancel requested for ${runId}; no worker had pulled it, so it ended cancelled at once\n`);
-  else if (answer.result === 'already_requested') io.stdout.write(`${runId} already has a cancel request; kept as it is\n`);
+  const answer = await withControlPlane(target, (client) =>
+    askControlPlane<{ result: string; run?: string }>(client, 'POST', `/v1/runs/${encodeURIComponent(runId)}/cancel`),
+  );
+  if (answer.result === 'run_terminal')
+    throw new PidfenceError(`run ${runId} has already finished; nothing to cancel.`, 'ERR_PIDFENCE_RUN_FINISHED');
+  if (json === true)
+    writeJson(io, { runId, result: answer.result, ...(answer.run === undefined ? {} : { status: answer.run }) });
+  else if (answer.run === 'cancelled')
+    io.stdout.write(`cancel requested for ${runId}; no worker had pulled it, so it ended cancelled at once\n`);
+  else if (answer.result === 'already_requested')
+    io.stdout.write(`${runId} already has a cancel request; kept as it is\n`);
   else io.stdout.write(`cancel requested for ${runId}; the worker that runs it stops the job at its next tick\n`);
   return EXIT.ok;
 }

@@ -33,21 +33,36 @@ export function addControlPlaneOptions(command: Command, envNamesTheUrl = false)
     .option('--cert <file>', `your client certificate (PEM); its CN is your principal (default: $${FILE_ENV.cert})`)
     .option('--key <file>', `its key (PEM) (default: $${FILE_ENV.key})`)
     .option('--ca <file>', `the CA of the control plane's certificate (PEM) (default: $${FILE_ENV.ca})`)
-    .option('--crl <file>', 'revocation lists the control plane\'s certificate is checked against (PEM)');
+    .option('--crl <file>', "revocation lists the control plane's certificate is checked against (PEM)");
 }
 
 function fileOf(options: ControlPlaneOptions, env: NodeJS.ProcessEnv, which: 'cert' | 'key' | 'ca'): string {
   const file = options[which] ?? env[FILE_ENV[which]];
   if (file === undefined || file === '') {
-    throw new PidfenceRangeError(`--${which} <file> is required with --control-plane (or set $${FILE_ENV[which]}).`, 'ERR_PIDFENCE_USAGE');
+    throw new PidfenceRangeError(
+      `--${which} <file> is required with --control-plane (or set $${FILE_ENV[which]}).`,
+      'ERR_PIDFENCE_USAGE',
+    );
   }
   return readPem(file, `--${which}`);
 }
 
 function targetAt(url: string, options: ControlPlaneOptions, env: NodeJS.ProcessEnv): ControlPlaneTarget {
-  if (!/^https:\/\/[^\s/]+/.test(url)) throw new PidfenceRangeError(`--control-plane must be an https:// URL; you gave ${url.slice(0, 64)}.`, 'ERR_PIDFENCE_USAGE');
+  if (!/^https:\/\/[^\s/]+/.test(url))
+    throw new PidfenceRangeError(
+      `--control-plane must be an https:// URL; you gave ${url.slice(0, 64)}.`,
+      'ERR_PIDFENCE_USAGE',
+    );
   const crl = options.crl === undefined ? {} : { crl: readPem(options.crl, '--crl') };
-  return { url, tls: { cert: fileOf(options, env, 'cert'), key: fileOf(options, env, 'key'), ca: fileOf(options, env, 'ca'), ...crl } };
+  return {
+    url,
+    tls: {
+      cert: fileOf(options, env, 'cert'),
+      key: fileOf(options, env, 'key'),
+      ca: fileOf(options, env, 'ca'),
+      ...crl,
+    },
+  };
 }
 
 /**
@@ -55,22 +70,40 @@ function targetAt(url: string, options: ControlPlaneOptions, env: NodeJS.Process
  * explicit --control-plane moves them to a cluster, never an environment variable: a job must not run
  * elsewhere because of the environment.
  */
-export function controlPlaneTarget(options: ControlPlaneOptions & { readonly db?: string; readonly as?: string }, env: NodeJS.ProcessEnv): ControlPlaneTarget | null {
+export function controlPlaneTarget(
+  options: ControlPlaneOptions & { readonly db?: string; readonly as?: string },
+  env: NodeJS.ProcessEnv,
+): ControlPlaneTarget | null {
   if (options.controlPlane === undefined) return null;
-  if (options.db !== undefined) throw new PidfenceRangeError('--db and --control-plane do not go together: a store is either local or the cluster\'s.', 'ERR_PIDFENCE_USAGE');
-  if (options.as !== undefined) throw new PidfenceRangeError('--as does not go with --control-plane: on a cluster your certificate\'s subject is your principal.', 'ERR_PIDFENCE_USAGE');
+  if (options.db !== undefined)
+    throw new PidfenceRangeError(
+      "--db and --control-plane do not go together: a store is either local or the cluster's.",
+      'ERR_PIDFENCE_USAGE',
+    );
+  if (options.as !== undefined)
+    throw new PidfenceRangeError(
+      "--as does not go with --control-plane: on a cluster your certificate's subject is your principal.",
+      'ERR_PIDFENCE_USAGE',
+    );
   return targetAt(options.controlPlane, options, env);
 }
 
 /** The control plane of the fleet commands, which have no local store: --control-plane or $PIDFENCE_CONTROL_PLANE. */
 export function fleetControlPlane(options: ControlPlaneOptions, env: NodeJS.ProcessEnv): ControlPlaneTarget {
   const url = options.controlPlane ?? env[CONTROL_PLANE_ENV];
-  if (url === undefined || url === '') throw new PidfenceRangeError(`--control-plane <url> is required (or set $${CONTROL_PLANE_ENV}).`, 'ERR_PIDFENCE_USAGE');
+  if (url === undefined || url === '')
+    throw new PidfenceRangeError(
+      `--control-plane <url> is required (or set $${CONTROL_PLANE_ENV}).`,
+      'ERR_PIDFENCE_USAGE',
+    );
   return targetAt(url, options, env);
 }
 
 /** Opens a client (cluster code is loaded only here), runs `use`, closes it. */
-export async function withControlPlane<T>(target: ControlPlaneTarget, use: (client: ControlPlaneClient) => Promise<T>): Promise<T> {
+export async function withControlPlane<T>(
+  target: ControlPlaneTarget,
+  use: (client: ControlPlaneClient) => Promise<T>,
+): Promise<T> {
   const { ControlPlaneClient } = await import('../cluster/client');
   const client = new ControlPlaneClient(target.url, target.tls);
   try {
@@ -81,10 +114,21 @@ export async function withControlPlane<T>(target: ControlPlaneTarget, use: (clie
 }
 
 /** One request; a refusal becomes the control plane's own typed error (its sentence, its code). */
-export async function askControlPlane<T>(client: ControlPlaneClient, method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
+export async function askControlPlane<T>(
+  client: ControlPlaneClient,
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+): Promise<T> {
   const reply = await client.send<T & { code?: unknown; message?: unknown }>(method, path, body);
   if (reply.status >= 200 && reply.status < 300) return reply.body;
-  const code = typeof reply.body?.code === 'string' && isRegisteredErrorCode(reply.body.code) ? reply.body.code : 'ERR_PIDFENCE_CLUSTER_REPLY';
-  const message = typeof reply.body?.message === 'string' ? reply.body.message : `the control plane answered ${reply.status} (${typeof reply.body?.code === 'string' ? reply.body.code : 'no code'}); try again, and check the control plane's health.`;
+  const code =
+    typeof reply.body?.code === 'string' && isRegisteredErrorCode(reply.body.code)
+      ? reply.body.code
+      : 'ERR_PIDFENCE_CLUSTER_REPLY';
+  const message =
+    typeof reply.body?.message === 'string'
+      ? reply.body.message
+      : `the control plane answered ${reply.status} (${typeof reply.body?.code === 'string' ? reply.body.code : 'no code'}); try again, and check the control plane's health.`;
   throw new PidfenceError(message, code);
 }

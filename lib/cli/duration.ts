@@ -10,9 +10,14 @@ const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, 
 
 export function parseDuration(text: string, what: string): number {
   const match = DURATION.exec(text.trim());
-  if (match === null) throw new PidfenceRangeError(`${what} must be a duration such as 500ms, 30s, 5m or 2h (a number alone is seconds).`, 'ERR_PIDFENCE_INVALID_DURATION');
+  if (match === null)
+    throw new PidfenceRangeError(
+      `${what} must be a duration such as 500ms, 30s, 5m or 2h (a number alone is seconds).`,
+      'ERR_PIDFENCE_INVALID_DURATION',
+    );
   const ms = Number(match[1]) * (UNIT_MS[match[2] ?? 's'] ?? 1_000);
-  if (!Number.isSafeInteger(ms) || ms < 1) throw new PidfenceRangeError(`${what} must be at least 1ms.`, 'ERR_PIDFENCE_INVALID_DURATION');
+  if (!Number.isSafeInteger(ms) || ms < 1)
+    throw new PidfenceRangeError(`${what} must be at least 1ms.`, 'ERR_PIDFENCE_INVALID_DURATION');
   return ms;
 }
 
@@ -25,7 +30,10 @@ export function secondsText(ms: number): string {
 export function parseDurationWithin(text: string, what: string, maxMs: number, minMs = 1): number {
   const ms = parseDuration(text, what);
   if (ms > maxMs || ms < minMs) {
-    throw new PidfenceRangeError(`${what} must be from ${secondsText(minMs)} to ${secondsText(maxMs)}; you gave ${text.trim()} (${secondsText(ms)}).`, 'ERR_PIDFENCE_INVALID_DURATION');
+    throw new PidfenceRangeError(
+      `${what} must be from ${secondsText(minMs)} to ${secondsText(maxMs)}; you gave ${text.trim()} (${secondsText(ms)}).`,
+      'ERR_PIDFENCE_INVALID_DURATION',
+    );
   }
   return ms;
 }

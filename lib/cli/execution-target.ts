@@ -38,7 +38,10 @@ export function postgresReceiptDirectory(url: string, env: NodeJS.ProcessEnv = p
   const parsed = new URL(url);
   const key = `${parsed.hostname}:${parsed.port === '' ? '5432' : parsed.port}/${decodeURIComponent(parsed.pathname.replace(/^\//, ''))}`;
   const digest = createHash('sha256').update(key).digest('hex').slice(0, 16);
-  const stateHome = env.XDG_STATE_HOME !== undefined && env.XDG_STATE_HOME !== '' ? env.XDG_STATE_HOME : path.join(homedir(), '.local', 'state');
+  const stateHome =
+    env.XDG_STATE_HOME !== undefined && env.XDG_STATE_HOME !== ''
+      ? env.XDG_STATE_HOME
+      : path.join(homedir(), '.local', 'state');
   return path.join(path.resolve(stateHome), 'pidfence', 'receipts', `pg-${digest}`);
 }
 
@@ -56,12 +59,21 @@ export function logDirectoryOf(target: StoreTarget, env: NodeJS.ProcessEnv = pro
   return logDirectoryBeside(target.kind === 'sqlite' ? target.file : postgresReceiptDirectory(target.url, env));
 }
 
-export async function openExecutionTarget(target: StoreTarget, env: NodeJS.ProcessEnv = process.env): Promise<ExecutionTarget> {
+export async function openExecutionTarget(
+  target: StoreTarget,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<ExecutionTarget> {
   if (target.kind === 'postgres') {
     const { openPostgresStore } = await import('../store/postgres/index');
     const store = await openPostgresStore(target.url);
     return {
-      stores: { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
+      stores: {
+        runStore: store.runStore,
+        repository: store.dispatchRepository,
+        executionStore: store.executionStore,
+        runnerStore: store.runnerStore,
+        close: () => store.close(),
+      },
       receiptDirectory: postgresReceiptDirectory(target.url, env),
       wakeDirectory: wakeDirectoryOf(target, env),
       logDirectory: logDirectoryOf(target, env),
@@ -71,7 +83,13 @@ export async function openExecutionTarget(target: StoreTarget, env: NodeJS.Proce
   // run and supervise may create the store; its trouble is a sentence and exit 3 like every command's.
   const store = await openSqlite(target.file, { create: true });
   return {
-    stores: { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
+    stores: {
+      runStore: store.runStore,
+      repository: store.dispatchRepository,
+      executionStore: store.executionStore,
+      runnerStore: store.runnerStore,
+      close: () => store.close(),
+    },
     receiptDirectory: `${target.file}.receipts`,
     wakeDirectory: wakeDirectoryOf(target, env),
     logDirectory: logDirectoryOf(target, env),

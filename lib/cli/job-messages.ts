@@ -12,7 +12,9 @@ import { DEFAULT_SQLITE_FILE, type StoreTarget } from './store-target';
  * npx ran sees that tool's command, not its own.
  */
 export function invokedAs(env: NodeJS.ProcessEnv): string {
-  return env.npm_lifecycle_event === 'npx' && /^'?pidfence'?(\s|$)/.test(env.npm_lifecycle_script ?? '') ? 'npx pidfence' : 'pidfence';
+  return env.npm_lifecycle_event === 'npx' && /^'?pidfence'?(\s|$)/.test(env.npm_lifecycle_script ?? '')
+    ? 'npx pidfence'
+    : 'pidfence';
 }
 
 /** `pidfence cancel RUN`, with `--db` whenever the store is not the default ./pidfence.db. */
@@ -40,7 +42,8 @@ export function shellQuote(text: string): string {
 
 const START_FAILURE_MESSAGES: Readonly<Record<StartFailure, string>> = {
   command_not_found: 'command not found: check its name and $PATH (pidfence runs it without a shell).',
-  permission_denied: 'permission denied: the command is not an executable file for this user; check its mode and interpreter line.',
+  permission_denied:
+    'permission denied: the command is not an executable file for this user; check its mode and interpreter line.',
 };
 
 /** The sentence for a job that could not be started; it exits with START_FAILURE_STATUS, as shells do. */

@@ -3,7 +3,13 @@
 import type { Command } from 'commander';
 
 import { PidfenceRangeError } from '../base/errors';
-import { JOB_LOG_KEEP_DEFAULT, JOB_LOG_KEEP_MAX, JOB_LOG_MAX_BYTES_MAX, JOB_LOG_MAX_BYTES_MIN, type JobLogSettings } from '../execution/job-log';
+import {
+  JOB_LOG_KEEP_DEFAULT,
+  JOB_LOG_KEEP_MAX,
+  JOB_LOG_MAX_BYTES_MAX,
+  JOB_LOG_MAX_BYTES_MIN,
+  type JobLogSettings,
+} from '../execution/job-log';
 
 export interface LogOptions {
   readonly logMax?: string;
@@ -29,15 +35,22 @@ export function parseLogSize(text: string): number {
 }
 
 export function parseLogKeep(text: string): number {
-  if (!/^\d{1,2}$/.test(text.trim()) || Number(text) > JOB_LOG_KEEP_MAX) throw invalid(`--log-keep must be a number of rotated logs from 0 to ${JOB_LOG_KEEP_MAX}; you gave ${text.trim()}.`);
+  if (!/^\d{1,2}$/.test(text.trim()) || Number(text) > JOB_LOG_KEEP_MAX)
+    throw invalid(
+      `--log-keep must be a number of rotated logs from 0 to ${JOB_LOG_KEEP_MAX}; you gave ${text.trim()}.`,
+    );
   return Number(text);
 }
 
 export function addLogOptions(command: Command): Command {
   return command
-    .option('--log-max <size>', 'rotate the job\'s log at this size (16k to 1g)', '10m')
-    .option('--log-keep <n>', `rotated logs kept besides the current one (0-${JOB_LOG_KEEP_MAX})`, String(JOB_LOG_KEEP_DEFAULT))
-    .option('--no-log', 'do not keep the job\'s output (it still reaches the terminal)');
+    .option('--log-max <size>', "rotate the job's log at this size (16k to 1g)", '10m')
+    .option(
+      '--log-keep <n>',
+      `rotated logs kept besides the current one (0-${JOB_LOG_KEEP_MAX})`,
+      String(JOB_LOG_KEEP_DEFAULT),
+    )
+    .option('--no-log', "do not keep the job's output (it still reaches the terminal)");
 }
 
 /** The execution's `logs` option: in `directory`, or not kept with --no-log. Checked before anything starts. */

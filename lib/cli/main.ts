@@ -20,12 +20,22 @@ import { packageVersion } from './version';
 export const CATEGORY_EXIT: Readonly<Record<ErrorCategory, ExitCode>> = CATEGORY_EXIT_STATUS;
 
 /** `json`: commander's own error text is held back, and the error is written as JSON instead. */
-export function buildProgram(io: CliIo, done: (code: ExitCode) => void, json = false, argv: readonly string[] = []): Command {
+export function buildProgram(
+  io: CliIo,
+  done: (code: ExitCode) => void,
+  json = false,
+  argv: readonly string[] = [],
+): Command {
   const program = new Command('pidfence')
     .description('Stop job processes safely and provably; inspect and repair durable cancellation.')
     .version(packageVersion(), '-V, --version', 'print the pidfence version')
     .exitOverride()
-    .configureOutput({ writeOut: (text) => io.stdout.write(text), writeErr: (text) => { if (!json) io.stderr.write(text); } })
+    .configureOutput({
+      writeOut: (text) => io.stdout.write(text),
+      writeErr: (text) => {
+        if (!json) io.stderr.write(text);
+      },
+    })
     .showHelpAfterError(true);
   for (const command of commandsFor(argv)) command.register(program, io, done);
   return program;
@@ -38,7 +48,8 @@ function usageLines(): string {
   if (activeCommand === undefined) return '';
   // A nested command (`worker drain`) is named with its parents.
   const names: string[] = [];
-  for (let command: Command | null = activeCommand; command?.parent != null; command = command.parent) names.unshift(command.name());
+  for (let command: Command | null = activeCommand; command?.parent != null; command = command.parent)
+    names.unshift(command.name());
   const name = names.join(' ');
   return `Usage: pidfence ${name} ${activeCommand.usage()}\n(run pidfence ${name} --help for details)\n`;
 }
@@ -53,7 +64,13 @@ function errorExitCode(error: unknown, io: CliIo, json: boolean, argv: readonly 
     // --help and --version are "errors" to commander; they already printed what was asked.
     if (error.exitCode === 0) return EXIT.ok;
     const hint = unknownOptionHint(error.code, argv);
-    if (json) writeJsonError(io, 'ERR_PIDFENCE_USAGE', 'input', `${error.message.replace(/^error: /, '')}${hint === undefined ? '' : `; ${hint}`}`);
+    if (json)
+      writeJsonError(
+        io,
+        'ERR_PIDFENCE_USAGE',
+        'input',
+        `${error.message.replace(/^error: /, '')}${hint === undefined ? '' : `; ${hint}`}`,
+      );
     else if (hint !== undefined) io.stderr.write(`${hint}\n`);
     return EXIT.usage;
   }
@@ -65,8 +82,10 @@ function errorExitCode(error: unknown, io: CliIo, json: boolean, argv: readonly 
   const category = errorCategory(code);
   const message = (error as Error).message;
   if (json) writeJsonError(io, code, category, message);
-  else if (category === 'input' && isPidfenceInputError(error)) io.stderr.write(`pidfence: ${message}\n${usageLines()}`);
-  else if (category === 'internal') io.stderr.write(`pidfence: ${message} (${code}); this is a pidfence bug or a damaged store, please report it.\n`);
+  else if (category === 'input' && isPidfenceInputError(error))
+    io.stderr.write(`pidfence: ${message}\n${usageLines()}`);
+  else if (category === 'internal')
+    io.stderr.write(`pidfence: ${message} (${code}); this is a pidfence bug or a damaged store, please report it.\n`);
   else io.stderr.write(`pidfence: ${message} (${code})\n`);
   return CATEGORY_EXIT[category];
 }
@@ -115,7 +134,9 @@ function enableCompileCache(): void {
 
 if (require.main === module) {
   enableCompileCache();
-  void runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env }).then((code) => {
-    process.exitCode = code;
-  });
+  void runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, env: process.env }).then(
+    (code) => {
+      process.exitCode = code;
+    },
+  );
 }

@@ -37,8 +37,14 @@ export function timeText(ms: number | null): string | null {
 }
 
 /** Rows under a header, each column as wide as its widest cell; null cells print `-`. */
-export function tableLines(header: readonly string[], rows: ReadonlyArray<ReadonlyArray<string | number | null>>): string[] {
+export function tableLines(
+  header: readonly string[],
+  rows: ReadonlyArray<ReadonlyArray<string | number | null>>,
+): string[] {
   const cells = [header, ...rows.map((row) => row.map((cell) => (cell === null ? '-' : String(cell))))];
   const widths = header.map((_, column) => Math.max(...cells.map((row) => (row[column] ?? '').length)));
-  return cells.map((row) => `  ${row.map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd((widths[column] ?? 0) + 2))).join('')}`);
+  return cells.map(
+    (row) =>
+      `  ${row.map((cell, column) => (column === row.length - 1 ? cell : cell.padEnd((widths[column] ?? 0) + 2))).join('')}`,
+  );
 }

@@ -9,14 +9,24 @@ export function readPem(file: string, option: string): string {
   try {
     return readFileSync(file, 'utf8');
   } catch {
-    throw new PidfenceError(`${option} ${file} cannot be read; give the path of a PEM file this user can read.`, 'ERR_PIDFENCE_CLUSTER_TLS_FILE');
+    throw new PidfenceError(
+      `${option} ${file} cannot be read; give the path of a PEM file this user can read.`,
+      'ERR_PIDFENCE_CLUSTER_TLS_FILE',
+    );
   }
 }
 
 /** The files of `--cert`, `--key`, `--ca` and (when given) `--crl`, read now. */
-export function readTrustFiles(options: { readonly cert: string; readonly key: string; readonly ca: string; readonly crl?: string }): { cert: string; key: string; ca: string; crl?: string } {
+export function readTrustFiles(options: {
+  readonly cert: string;
+  readonly key: string;
+  readonly ca: string;
+  readonly crl?: string;
+}): { cert: string; key: string; ca: string; crl?: string } {
   return {
-    cert: readPem(options.cert, '--cert'), key: readPem(options.key, '--key'), ca: readPem(options.ca, '--ca'),
+    cert: readPem(options.cert, '--cert'),
+    key: readPem(options.key, '--key'),
+    ca: readPem(options.ca, '--ca'),
     ...(options.crl === undefined ? {} : { crl: readPem(options.crl, '--crl') }),
   };
 }

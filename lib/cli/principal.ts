@@ -5,7 +5,13 @@ import type { Command } from 'commander';
 
 import { PidfenceRangeError } from '../base/errors';
 import type { Permission } from '../contract/index';
-import { ManagementPlane, NotPermittedError, principalOf, RunNotVisibleError, type Principal } from '../management/index';
+import {
+  ManagementPlane,
+  NotPermittedError,
+  principalOf,
+  RunNotVisibleError,
+  type Principal,
+} from '../management/index';
 import { addStoreOptions, writeAnswer, type CliIo, type StoreOptions } from './command';
 import { shellQuote, storeName } from './job-messages';
 import { EXIT, type ExitCode } from './exit-codes';
@@ -32,7 +38,10 @@ export function actingPrincipal(requested: string | undefined, authenticated: st
 
 /** --db, --json and --as: every management subcommand. */
 export function addManagementOptions(command: Command): Command {
-  return addStoreOptions(command).option('--as <subject>', `act as another subject (also $${PRINCIPAL_ENV}); needs grants.write on the project, and is audited`);
+  return addStoreOptions(command).option(
+    '--as <subject>',
+    `act as another subject (also $${PRINCIPAL_ENV}); needs grants.write on the project, and is audited`,
+  );
 }
 
 export function projectRequired(options: ManagementOptions): string {
@@ -44,7 +53,12 @@ export function projectRequired(options: ManagementOptions): string {
 export type StoreAccess = 'read' | 'write';
 
 /** Opens the store, runs `use` with a plane acting as the resolved principal, and closes the store. */
-export async function withManagementPlane<T>(options: ManagementOptions, io: CliIo, use: (plane: ManagementPlane) => Promise<T>, access: StoreAccess = 'read'): Promise<T> {
+export async function withManagementPlane<T>(
+  options: ManagementOptions,
+  io: CliIo,
+  use: (plane: ManagementPlane) => Promise<T>,
+  access: StoreAccess = 'read',
+): Promise<T> {
   // A malformed principal is a usage error, found before the database is touched.
   const requested = requestedPrincipal(options.as, io.env);
   // Reads never create a database: a missing SQLite file is an unreachable store, not an empty one.
@@ -52,7 +66,11 @@ export async function withManagementPlane<T>(options: ManagementOptions, io: Cli
   const store = await openStore(target, { create: false, readsOnly: access === 'read' });
   try {
     const principal = actingPrincipal(requested, await store.authenticatedSubject());
-    const plane = new ManagementPlane({ store: store.managementStore, principal: principal.subject, ...(principal.authenticated === undefined ? {} : { authenticatedAs: principal.authenticated }) });
+    const plane = new ManagementPlane({
+      store: store.managementStore,
+      principal: principal.subject,
+      ...(principal.authenticated === undefined ? {} : { authenticatedAs: principal.authenticated }),
+    });
     return await nameStoreInRefusal(target, use(plane));
   } finally {
     await store.close();
@@ -81,7 +99,12 @@ export async function answerFromPlane<T>(
  * SQLite the file's owner holds every grant; on PostgreSQL grants are written through the migration
  * owner's URL, by a holder of grants.write, or by --bootstrap while the database holds no grant.
  */
-export function howToGetPermission(target: StoreTarget, subject: string, projectId: string, permission: Permission): string {
+export function howToGetPermission(
+  target: StoreTarget,
+  subject: string,
+  projectId: string,
+  permission: Permission,
+): string {
   if (target.kind === 'sqlite') {
     return `the user who owns ${target.file} holds every grant on it and can run \`pidfence grant ${subject} ${projectId} ${permission} --db ${shellQuote(target.file)}\``;
   }
@@ -95,7 +118,8 @@ export function howToGetPermission(target: StoreTarget, subject: string, project
  */
 export function refusalInStore(target: StoreTarget, error: unknown): unknown {
   if (error instanceof RunNotVisibleError) return error.inStore(storeName(target));
-  if (error instanceof NotPermittedError) return error.withHowToGet(howToGetPermission(target, error.subject, error.projectId, error.permission));
+  if (error instanceof NotPermittedError)
+    return error.withHowToGet(howToGetPermission(target, error.subject, error.projectId, error.permission));
   return error;
 }
 

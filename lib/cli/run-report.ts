@@ -41,7 +41,12 @@ export interface RunReport {
   readonly startFailure: StartFailure | null;
 }
 
-export function runReportOf(runId: string, name: string | null, projectId: string, outcome: CompletionOutcome): RunReport {
+export function runReportOf(
+  runId: string,
+  name: string | null,
+  projectId: string,
+  outcome: CompletionOutcome,
+): RunReport {
   const completed = outcome.kind === 'completed' ? outcome : null;
   return {
     runId,
@@ -49,7 +54,8 @@ export function runReportOf(runId: string, name: string | null, projectId: strin
     projectId,
     status: outcome.kind === 'completed' || outcome.kind === 'terminal' ? outcome.status : null,
     exitStatus: exitStatusOf(outcome),
-    exit: completed === null ? null : { cause: completed.cause, exitCode: completed.exitCode, signal: completed.signal },
+    exit:
+      completed === null ? null : { cause: completed.cause, exitCode: completed.exitCode, signal: completed.signal },
     startFailure: completed?.startFailure ?? null,
   };
 }

@@ -56,4 +56,5 @@ export function routeSignals(signals: readonly NodeJS.Signals[], handler: Signal
 }
 
 // The CLI entry (lib/cli/main.ts) imports this module first: hold before anything else loads.
-if (require.main !== undefined && require.main.filename === path.join(__dirname, 'main.js')) holdStartupSignals(process.argv.slice(2));
+if (require.main !== undefined && require.main.filename === path.join(__dirname, 'main.js'))
+  holdStartupSignals(process.argv.slice(2));

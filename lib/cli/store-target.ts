@@ -14,7 +14,8 @@ import type { RunnerStore } from '../store/runner-store';
 export const DB_ENV = 'PIDFENCE_DB';
 export const DEFAULT_SQLITE_FILE = 'pidfence.db';
 
-export type StoreTarget = { readonly kind: 'sqlite'; readonly file: string } | { readonly kind: 'postgres'; readonly url: string };
+export type StoreTarget =
+  { readonly kind: 'sqlite'; readonly file: string } | { readonly kind: 'postgres'; readonly url: string };
 
 /** Any other URL scheme (`mysql://`, `sqlite://`): a usage error, never a relative file name. */
 const OTHER_URL = /^([a-z][a-z0-9+.-]*):\/\//i;
@@ -25,7 +26,10 @@ export function resolveStoreTarget(option: string | undefined, env: NodeJS.Proce
   if (POSTGRES_URL.test(value)) return { kind: 'postgres', url: validatePostgresUrl(value) };
   const scheme = OTHER_URL.exec(value)?.[1];
   if (scheme !== undefined) {
-    throw new PidfenceRangeError(`--db (or ${DB_ENV}) takes a SQLite file path or a postgres:// URL; ${scheme.toLowerCase()}:// is not a store pidfence can use.`, 'ERR_PIDFENCE_USAGE');
+    throw new PidfenceRangeError(
+      `--db (or ${DB_ENV}) takes a SQLite file path or a postgres:// URL; ${scheme.toLowerCase()}:// is not a store pidfence can use.`,
+      'ERR_PIDFENCE_USAGE',
+    );
   }
   return { kind: 'sqlite', file: path.resolve(value) };
 }
@@ -68,16 +72,27 @@ function writableHere(file: string): boolean {
 function sqliteUnavailable(file: string, error: unknown): Error {
   if (error instanceof PidfenceError) return error;
   const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : 'UNKNOWN';
-  return new PidfenceError(`cannot open the SQLite database ${file} (${code}); check the path and its permissions, or pass --db.`, 'ERR_PIDFENCE_STORE_UNAVAILABLE', { errno: code, cause: error });
+  return new PidfenceError(
+    `cannot open the SQLite database ${file} (${code}); check the path and its permissions, or pass --db.`,
+    'ERR_PIDFENCE_STORE_UNAVAILABLE',
+    { errno: code, cause: error },
+  );
 }
 
-export async function openSqlite(file: string, options: StoreOpenOptions): Promise<import('../store/sqlite/index').SqliteStore> {
+export async function openSqlite(
+  file: string,
+  options: StoreOpenOptions,
+): Promise<import('../store/sqlite/index').SqliteStore> {
   const { openSqliteStore } = await import('../store/sqlite/index');
   // Read before opening: a file this command creates is its own.
   const ownerSubject = storeOwnerSubject(file);
   try {
     const readonly = options.readsOnly === true && !options.create && !writableHere(file);
-    return openSqliteStore(file, { create: options.create, readonly, ...(ownerSubject === undefined ? {} : { ownerSubject }) });
+    return openSqliteStore(file, {
+      create: options.create,
+      readonly,
+      ...(ownerSubject === undefined ? {} : { ownerSubject }),
+    });
   } catch (error) {
     throw sqliteUnavailable(file, error);
   }
@@ -87,7 +102,10 @@ export async function openSqlite(file: string, options: StoreOpenOptions): Promi
  * Grant writes (docs/decisions/0040): on SQLite the file's writer is its owner; on PostgreSQL the
  * URL must be the migration owner's, because the runtime role may only read grants.
  */
-export async function openGrantAdministration(target: StoreTarget, options: StoreOpenOptions): Promise<GrantAdministration & { authenticatedSubject(): Promise<string>; close(): Promise<void> }> {
+export async function openGrantAdministration(
+  target: StoreTarget,
+  options: StoreOpenOptions,
+): Promise<GrantAdministration & { authenticatedSubject(): Promise<string>; close(): Promise<void> }> {
   if (target.kind === 'sqlite') {
     const store = await openSqlite(target.file, options);
     const { managementStore: management } = store;
@@ -106,12 +124,31 @@ export async function openGrantAdministration(target: StoreTarget, options: Stor
 }
 
 /** Opens either store; `create` defaults to false, so reading or requesting never makes a database. */
-export async function openStore(target: StoreTarget, options: StoreOpenOptions = { create: false }): Promise<OpenStore> {
+export async function openStore(
+  target: StoreTarget,
+  options: StoreOpenOptions = { create: false },
+): Promise<OpenStore> {
   if (target.kind === 'sqlite') {
     const store = await openSqlite(target.file, options);
-    return { target, dispatchRepository: store.dispatchRepository, runStore: store.runStore, managementStore: store.managementStore, runnerStore: store.runnerStore, authenticatedSubject: async () => osPrincipal(), close: async () => store.close() };
+    return {
+      target,
+      dispatchRepository: store.dispatchRepository,
+      runStore: store.runStore,
+      managementStore: store.managementStore,
+      runnerStore: store.runnerStore,
+      authenticatedSubject: async () => osPrincipal(),
+      close: async () => store.close(),
+    };
   }
   const { openPostgresStore } = await import('../store/postgres/index');
   const store = await openPostgresStore(target.url);
-  return { target, dispatchRepository: store.dispatchRepository, runStore: store.runStore, managementStore: store.managementStore, runnerStore: store.runnerStore, authenticatedSubject: () => store.sessionUser(), close: () => store.close() };
+  return {
+    target,
+    dispatchRepository: store.dispatchRepository,
+    runStore: store.runStore,
+    managementStore: store.managementStore,
+    runnerStore: store.runnerStore,
+    authenticatedSubject: () => store.sessionUser(),
+    close: () => store.close(),
+  };
 }

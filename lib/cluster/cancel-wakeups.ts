@@ -64,7 +64,12 @@ export class CancelWakeups {
 
   async #connect(): Promise<void> {
     if (this.#closed) return;
-    const client = new Client({ connectionString: this.#databaseUrl, connectionTimeoutMillis: 3_000, keepAlive: true, keepAliveInitialDelayMillis: 5_000 });
+    const client = new Client({
+      connectionString: this.#databaseUrl,
+      connectionTimeoutMillis: 3_000,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 5_000,
+    });
     client.on('error', () => this.#lost(client));
     client.on('end', () => this.#lost(client));
     client.on('notification', (message) => {

@@ -46,22 +46,36 @@ export class ControlPlaneClient {
    * One request; a non-2xx reply is returned, not thrown. Network failure is ERR_PIDFENCE_CLUSTER_UNREACHABLE.
    * `timeoutMs` (default 10 s) bounds a silent socket; a long-polled lease page passes its wait plus a margin.
    */
-  send<T>(method: 'GET' | 'POST', path: string, body?: unknown, timeoutMs = REQUEST_TIMEOUT_MS): Promise<ClientReply<T>> {
+  send<T>(
+    method: 'GET' | 'POST',
+    path: string,
+    body?: unknown,
+    timeoutMs = REQUEST_TIMEOUT_MS,
+  ): Promise<ClientReply<T>> {
     const url = new URL(path, this.#base);
     const payload = body === undefined ? undefined : JSON.stringify(body);
     return new Promise((resolve, reject) => {
-      const req = httpsRequest(url, {
-        method, agent: this.#agent, timeout: timeoutMs,
-        headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
-      }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          resolve({ status: res.statusCode ?? 0, body: (text === '' ? null : JSON.parse(text)) as T });
-        });
-        res.on('error', (error) => reject(unreachable(error)));
-      });
+      const req = httpsRequest(
+        url,
+        {
+          method,
+          agent: this.#agent,
+          timeout: timeoutMs,
+          headers:
+            payload === undefined
+              ? {}
+              : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (chunk: Buffer) => chunks.push(chunk));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            resolve({ status: res.statusCode ?? 0, body: (text === '' ? null : JSON.parse(text)) as T });
+          });
+          res.on('error', (error) => reject(unreachable(error)));
+        },
+      );
       req.on('timeout', () => req.destroy(new Error('timeout')));
       req.on('error', (error) => reject(unreachable(error)));
       req.end(payload);
@@ -74,13 +88,31 @@ export class ControlPlaneClient {
 }
 
 function agentFor(tls: ClientTls): Agent {
-  return new Agent({ cert: tls.cert, key: tls.key, ca: tls.ca, ...(tls.crl === undefined ? {} : { crl: tls.crl }), minVersion: 'TLSv1.3', keepAlive: true, maxSockets: 4 });
+  return new Agent({
+    cert: tls.cert,
+    key: tls.key,
+    ca: tls.ca,
+    ...(tls.crl === undefined ? {} : { crl: tls.crl }),
+    minVersion: 'TLSv1.3',
+    keepAlive: true,
+    maxSockets: 4,
+  });
 }
 
 /** The reason is a fixed word (tls, refused, timeout, reset): never the peer's or the system's text. */
 function unreachable(error: Error & { code?: string }): PidfenceError {
   const code = error.code ?? '';
-  const reason = /CERT|SSL|TLS|ERR_SSL/.test(code) || /alert|certificate/i.test(error.message) ? 'tls'
-    : code === 'ECONNREFUSED' ? 'refused' : error.message === 'timeout' ? 'timeout' : 'reset';
-  return new PidfenceError(`the control plane could not be reached (${reason}); check its URL, that it runs, and the certificates.`, 'ERR_PIDFENCE_CLUSTER_UNREACHABLE', { errno: reason });
+  const reason =
+    /CERT|SSL|TLS|ERR_SSL/.test(code) || /alert|certificate/i.test(error.message)
+      ? 'tls'
+      : code === 'ECONNREFUSED'
+        ? 'refused'
+        : error.message === 'timeout'
+          ? 'timeout'
+          : 'reset';
+  return new PidfenceError(
+    `the control plane could not be reached (${reason}); check its URL, that it runs, and the certificates.`,
+    'ERR_PIDFENCE_CLUSTER_UNREACHABLE',
+    { errno: reason },
+  );
 }

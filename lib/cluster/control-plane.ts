@@ -12,11 +12,39 @@ import { Pool } from 'pg';
 import { httpStatusOf } from '../base/error-registry';
 import { isPidfenceInputError, PidfenceError, type PidfenceInputError } from '../base/errors';
 import { requirePeer } from '../base/optional-peers';
-import { ID_MAX_LENGTH, OVERDUE_AFTER_DEFAULT_MS, OWNER_MAX_LENGTH, validateId, validateOwner, type RunStatus, type WorkerHold } from '../contract/index';
-import { authorize, authorizeCancel, readExportedSummary, ManagementPlane, principalOf, runFinished, runNotVisible } from '../management/index';
-import { PostgresDispatchRepository, PostgresExecutionStore, PostgresManagementStore, PostgresRunStore, postgresReadiness, readWorkerFleet } from '../store/postgres/index';
+import {
+  ID_MAX_LENGTH,
+  OVERDUE_AFTER_DEFAULT_MS,
+  OWNER_MAX_LENGTH,
+  validateId,
+  validateOwner,
+  type RunStatus,
+  type WorkerHold,
+} from '../contract/index';
+import {
+  authorize,
+  authorizeCancel,
+  readExportedSummary,
+  ManagementPlane,
+  principalOf,
+  runFinished,
+  runNotVisible,
+} from '../management/index';
+import {
+  PostgresDispatchRepository,
+  PostgresExecutionStore,
+  PostgresManagementStore,
+  PostgresRunStore,
+  postgresReadiness,
+  readWorkerFleet,
+} from '../store/postgres/index';
 import { DispatchAvailability } from './availability';
-import { CancellationDispatchControl, DispatchFailedClosed, type DispatchControlTestHooks, type DispatchObservation } from './dispatch-control';
+import {
+  CancellationDispatchControl,
+  DispatchFailedClosed,
+  type DispatchControlTestHooks,
+  type DispatchObservation,
+} from './dispatch-control';
 import { CancelWakeups } from './cancel-wakeups';
 import { ClusterLeaseStore, type LeaseRef, type WorkerCaller } from './lease-store';
 import { SessionActivity } from './session-activity';
@@ -96,7 +124,11 @@ function principalOfRequest(request: FastifyRequest): string {
   const subject = socket.authorized ? socket.getPeerCertificate().subject : undefined;
   const cn = subject?.CN;
   const value = Array.isArray(cn) ? cn[0] : cn;
-  if (typeof value !== 'string' || value === '') throw new PidfenceError('the client certificate has no subject CN to act as the principal.', 'ERR_PIDFENCE_CLUSTER_PRINCIPAL');
+  if (typeof value !== 'string' || value === '')
+    throw new PidfenceError(
+      'the client certificate has no subject CN to act as the principal.',
+      'ERR_PIDFENCE_CLUSTER_PRINCIPAL',
+    );
   return value;
 }
 
@@ -115,7 +147,11 @@ function replyError(reply: FastifyReply, error: unknown): FastifyReply {
     return reply.code(status).send(status >= 500 ? { code: error.code } : { code: error.code, message: error.message });
   }
   const validation = (error as { validation?: unknown; statusCode?: number }) ?? {};
-  if (validation.validation !== undefined) return reply.code(400).send({ code: 'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST', message: 'the request body does not match the endpoint schema; see docs/decisions/0102.' });
+  if (validation.validation !== undefined)
+    return reply.code(400).send({
+      code: 'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST',
+      message: 'the request body does not match the endpoint schema; see docs/decisions/0102.',
+    });
   if (validation.statusCode === 413) return reply.code(413).send({ code: 'ERR_PIDFENCE_CLUSTER_BODY_TOO_LARGE' });
   return reply.code(500).send({ code: 'ERR_PIDFENCE_CLUSTER_INTERNAL' });
 }
@@ -140,10 +176,14 @@ interface Services {
   readonly sessions: SessionActivity;
 }
 
-const workerCaller = (request: FastifyRequest): WorkerCaller => ({ principal: principalOfRequest(request), sessionId: (request.body as { sessionId: string }).sessionId });
+const workerCaller = (request: FastifyRequest): WorkerCaller => ({
+  principal: principalOfRequest(request),
+  sessionId: (request.body as { sessionId: string }).sessionId,
+});
 
 function addRoutes(app: FastifyInstance, services: Services): void {
-  const plane = (request: FastifyRequest): ManagementPlane => new ManagementPlane({ store: services.managementStore, principal: principalOfRequest(request) });
+  const plane = (request: FastifyRequest): ManagementPlane =>
+    new ManagementPlane({ store: services.managementStore, principal: principalOfRequest(request) });
   const fleetHooks = addFleetHooks(app, services);
   addHealthRoutes(app, services, plane);
   addWorkerRoutes(app, services, fleetHooks);
@@ -152,7 +192,11 @@ function addRoutes(app: FastifyInstance, services: Services): void {
 }
 
 /** Health, readiness, /metrics and the status page. */
-function addHealthRoutes(app: FastifyInstance, { availability, pool, metrics }: Services, plane: (request: FastifyRequest) => ManagementPlane): void {
+function addHealthRoutes(
+  app: FastifyInstance,
+  { availability, pool, metrics }: Services,
+  plane: (request: FastifyRequest) => ManagementPlane,
+): void {
   app.get('/health', async () => ({ status: 'ok' }));
   app.get('/ready', async (_request, reply) => {
     const state = availability.state();
@@ -160,13 +204,20 @@ function addHealthRoutes(app: FastifyInstance, { availability, pool, metrics }: 
     try {
       await postgresReadiness(pool);
     } catch (error) {
-      return reply.code(503).send({ ready: false, code: error instanceof PidfenceError ? error.code : 'ERR_PIDFENCE_STORE_UNAVAILABLE' });
+      return reply
+        .code(503)
+        .send({ ready: false, code: error instanceof PidfenceError ? error.code : 'ERR_PIDFENCE_STORE_UNAVAILABLE' });
     }
     return { ready: true };
   });
   // Aggregates only, with bounded labels: any certificate of the cluster CA may scrape (docs/decisions/0110).
   if (metrics !== undefined) {
-    app.get('/metrics', async (_request, reply) => reply.type(metrics.contentType).header('cache-control', 'no-store').send(await metrics.exposition()));
+    app.get('/metrics', async (_request, reply) =>
+      reply
+        .type(metrics.contentType)
+        .header('cache-control', 'no-store')
+        .send(await metrics.exposition()),
+    );
   }
   // The status page (docs/decisions/0111): HTML through the management plane, as the certificate's subject.
   const statusPage = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
@@ -180,13 +231,19 @@ function addHealthRoutes(app: FastifyInstance, { availability, pool, metrics }: 
 /** The worker's calls: its session, its pull, the lease control of a stop, its completions. */
 function addWorkerRoutes(app: FastifyInstance, services: Services, fleetHooks: ReturnType<typeof addFleetHooks>): void {
   const { leases, control } = services;
-  app.post('/v1/sessions', { schema: SCHEMAS.empty }, async (request) => ({ sessionId: await leases.registerSession(principalOfRequest(request)) }));
-  app.post('/v1/sessions/end', { schema: SCHEMAS.session }, async (request) => ({ ended: await leases.endSession(workerCaller(request)) }));
+  app.post('/v1/sessions', { schema: SCHEMAS.empty }, async (request) => ({
+    sessionId: await leases.registerSession(principalOfRequest(request)),
+  }));
+  app.post('/v1/sessions/end', { schema: SCHEMAS.session }, async (request) => ({
+    ended: await leases.endSession(workerCaller(request)),
+  }));
   app.post('/v1/assignments/pull', { schema: SCHEMAS.pull, ...fleetHooks.pull }, async (request) => {
     const { max } = request.body as { max?: number };
     return max === undefined ? leases.pull(workerCaller(request)) : leases.pullPage(workerCaller(request), max);
   });
-  app.post('/v1/lease-control', { schema: SCHEMAS.lease }, async (request) => control.tick(workerCaller(request), request.body as { runId: string; attemptId: string; fence: number }));
+  app.post('/v1/lease-control', { schema: SCHEMAS.lease }, async (request) =>
+    control.tick(workerCaller(request), request.body as { runId: string; attemptId: string; fence: number }),
+  );
   app.post('/v1/workers/leases', { schema: SCHEMAS.leasePage, bodyLimit: LEASE_PAGE_BODY_LIMIT }, async (request) => {
     const body = request.body as { leases: LeaseRef[]; waitMs?: number };
     return answerLeasePage(services, workerCaller(request), body.leases, body.waitMs ?? 0);
@@ -205,7 +262,11 @@ function addWorkerRoutes(app: FastifyInstance, services: Services, fleetHooks: R
 }
 
 /** The management plane, behind the same grants as the CLI (docs/decisions/0040). */
-function addManagementRoutes(app: FastifyInstance, services: Services, plane: (request: FastifyRequest) => ManagementPlane): void {
+function addManagementRoutes(
+  app: FastifyInstance,
+  services: Services,
+  plane: (request: FastifyRequest) => ManagementPlane,
+): void {
   const { leases, runStore, managementStore: management } = services;
   app.post('/v1/jobs', { schema: SCHEMAS.job }, async (request) => {
     const job = request.body as { runId: string; projectId: string; argv: string[]; timeoutMs?: number; name?: string };
@@ -219,14 +280,19 @@ function addManagementRoutes(app: FastifyInstance, services: Services, plane: (r
     const outcome = await runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
     if (outcome.kind === 'run_missing') throw runNotVisible(runId);
     if (outcome.kind === 'run_terminal') throw runFinished(runId);
-    const endedQueued = outcome.kind === 'requested' || outcome.kind === 'already_requested' ? await leases.cancelIfQueued(runId) : false;
+    const endedQueued =
+      outcome.kind === 'requested' || outcome.kind === 'already_requested' ? await leases.cancelIfQueued(runId) : false;
     return { result: outcome.kind, ...(endedQueued ? { run: 'cancelled' } : {}) };
   });
   app.post('/v1/projects/:projectId/cancel', { schema: SCHEMAS.projectCancel }, async (request) =>
-    cancelProject(services, principalOfRequest(request), (request.params as { projectId: string }).projectId));
-  app.get('/v1/runs/:runId/dispatch', { schema: SCHEMAS.runParam }, async (request) => plane(request).inspect((request.params as { runId: string }).runId));
+    cancelProject(services, principalOfRequest(request), (request.params as { projectId: string }).projectId),
+  );
+  app.get('/v1/runs/:runId/dispatch', { schema: SCHEMAS.runParam }, async (request) =>
+    plane(request).inspect((request.params as { runId: string }).runId),
+  );
   app.post('/v1/runs/:runId/rearm', { schema: SCHEMAS.rearm }, async (request) =>
-    plane(request).rearm((request.params as { runId: string }).runId, request.body as never));
+    plane(request).rearm((request.params as { runId: string }).runId, request.body as never),
+  );
   app.get('/v1/projects/:projectId/status', { schema: SCHEMAS.projectParam }, async (request) => {
     const projectId = (request.params as { projectId: string }).projectId;
     const summary = await plane(request).summary(projectId);
@@ -245,15 +311,32 @@ function addManagementRoutes(app: FastifyInstance, services: Services, plane: (r
  * runs (a NOTIFY hint), and the page runs once more. The claim, settlement and release order of
  * each stop is the wrapper's (design/cluster §D3); the wait decides nothing.
  */
-async function answerLeasePage(services: Services, who: WorkerCaller, refs: readonly LeaseRef[], waitMs: number): Promise<unknown> {
+async function answerLeasePage(
+  services: Services,
+  who: WorkerCaller,
+  refs: readonly LeaseRef[],
+  waitMs: number,
+): Promise<unknown> {
   const { leases, control, wakeups, sessions } = services;
   await leases.reapIfDue().catch(() => 0);
   let page = await control.tickPage(who, refs);
-  if (page.answers.size === 0 && page.session === 'live' && waitMs > 0 && await wakeups.wait(refs.map((ref) => ref.runId), waitMs)) {
+  if (
+    page.answers.size === 0 &&
+    page.session === 'live' &&
+    waitMs > 0 &&
+    (await wakeups.wait(
+      refs.map((ref) => ref.runId),
+      waitMs,
+    ))
+  ) {
     page = await control.tickPage(who, refs);
   }
   sessions.seen(who.sessionId, refs.length);
-  return { session: page.session, expiresAtMs: page.expiresAtMs, answers: [...page.answers].map(([runId, answer]) => ({ runId, ...answer })) };
+  return {
+    session: page.session,
+    expiresAtMs: page.expiresAtMs,
+    answers: [...page.answers].map(([runId, answer]) => ({ runId, ...answer })),
+  };
 }
 
 /**
@@ -261,19 +344,29 @@ async function answerLeasePage(services: Services, who: WorkerCaller, refs: read
  * run; every run of it not yet ended gets its durable cancel intent, a queued one ends cancelled at
  * once, a running one is stopped by its worker's next page. Bounded per request: `more` asks again.
  */
-async function cancelProject(services: Services, subject: string, projectText: string): Promise<{ requested: number; cancelledQueued: number; more: boolean }> {
+async function cancelProject(
+  services: Services,
+  subject: string,
+  projectText: string,
+): Promise<{ requested: number; cancelledQueued: number; more: boolean }> {
   const { managementStore, pool } = services;
   const projectId = validateId(projectText, 'projectId');
   await authorize(managementStore, principalOf(subject), projectId, 'run.stop');
   const counts = { requested: 0, cancelledQueued: 0 };
   let after = '';
   for (let pages = 0; pages < PROJECT_CANCEL_PAGES; pages++) {
-    const { rows } = await pool.query<{ runId: string }>(CLUSTER_SQL.activeRunsOfProject, [projectId, after, PROJECT_CANCEL_PAGE]);
+    const { rows } = await pool.query<{ runId: string }>(CLUSTER_SQL.activeRunsOfProject, [
+      projectId,
+      after,
+      PROJECT_CANCEL_PAGE,
+    ]);
     // The single cancel's own store calls (one home for the rule), a few runs at a time.
     let next = 0;
-    await Promise.all(Array.from({ length: PROJECT_CANCEL_LANES }, async () => {
-      while (next < rows.length) await cancelOne(services, (rows[next++] as { runId: string }).runId, counts);
-    }));
+    await Promise.all(
+      Array.from({ length: PROJECT_CANCEL_LANES }, async () => {
+        while (next < rows.length) await cancelOne(services, (rows[next++] as { runId: string }).runId, counts);
+      }),
+    );
     if (rows.length < PROJECT_CANCEL_PAGE) return { ...counts, more: false };
     after = (rows[rows.length - 1] as { runId: string }).runId;
   }
@@ -281,11 +374,16 @@ async function cancelProject(services: Services, subject: string, projectText: s
 }
 
 /** One run's cancel intent; a run still queued ends cancelled at once, as POST /v1/runs/:id/cancel does. */
-async function cancelOne({ runStore, leases }: Services, runId: string, counts: { requested: number; cancelledQueued: number }): Promise<void> {
+async function cancelOne(
+  { runStore, leases }: Services,
+  runId: string,
+  counts: { requested: number; cancelledQueued: number },
+): Promise<void> {
   const outcome = await runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
   if (outcome.kind === 'requested') counts.requested++;
-  const queued = (outcome.kind === 'requested' || outcome.kind === 'already_requested') && outcome.run.status === 'queued';
-  if (queued && await leases.cancelIfQueued(runId)) counts.cancelledQueued++;
+  const queued =
+    (outcome.kind === 'requested' || outcome.kind === 'already_requested') && outcome.run.status === 'queued';
+  if (queued && (await leases.cancelIfQueued(runId))) counts.cancelledQueued++;
 }
 
 const PROJECT_CANCEL_PAGE = 500;
@@ -298,7 +396,10 @@ const PROJECT_CANCEL_LANES = 4;
  * 0270), with the time it was marked. The stored status stays `running`: the run is active, a cancel is
  * taken, and it ends only on its worker's proof or an operator's forget.
  */
-async function withReachability<T extends { readonly runId: string; readonly status: string }>(leases: ClusterLeaseStore, runs: readonly T[]): Promise<T[]> {
+async function withReachability<T extends { readonly runId: string; readonly status: string }>(
+  leases: ClusterLeaseStore,
+  runs: readonly T[],
+): Promise<T[]> {
   const since = await leases.unreachableSince(runs.filter((run) => run.status === 'running').map((run) => run.runId));
   return runs.map((run) => {
     const at = since.get(run.runId);
@@ -322,7 +423,10 @@ function addFleetHooks(app: FastifyInstance, { fleet, trust }: Services) {
     const peer = trust.check(request.raw.socket as TLSSocket);
     if (peer === 'revoked') {
       fleet.refused('certificate_revoked');
-      return reply.code(403).header('connection', 'close').send({ code: 'ERR_PIDFENCE_CLUSTER_CERT_REVOKED', message: 'this client certificate is on the revocation list of the cluster CA; use a new certificate.' });
+      return reply.code(403).header('connection', 'close').send({
+        code: 'ERR_PIDFENCE_CLUSTER_CERT_REVOKED',
+        message: 'this client certificate is on the revocation list of the cluster CA; use a new certificate.',
+      });
     }
     if (peer === 'older') reply.header('connection', 'close');
     holds.set(request, await fleet.admit(principalOfRequest(request)));
@@ -335,10 +439,18 @@ function addFleetHooks(app: FastifyInstance, { fleet, trust }: Services) {
       return heldBack === null ? undefined : reply.send(heldBack);
     },
     preSerialization: async (request: FastifyRequest, _reply: FastifyReply, payload: unknown) => {
-      const pulled = payload as { kind?: string; assignment?: { runId: string }; assignments?: ReadonlyArray<{ runId: string }> };
+      const pulled = payload as {
+        kind?: string;
+        assignment?: { runId: string };
+        assignments?: ReadonlyArray<{ runId: string }>;
+      };
       // Best effort: a failure here must not lose the assignment; a repeated drain asks the stop again.
-      const runs = pulled.kind !== 'assigned' ? [] : pulled.assignments ?? (pulled.assignment === undefined ? [] : [pulled.assignment]);
-      for (const { runId } of runs) await fleet.afterAssignment(principalOfRequest(request), runId).catch(() => undefined);
+      const runs =
+        pulled.kind !== 'assigned'
+          ? []
+          : (pulled.assignments ?? (pulled.assignment === undefined ? [] : [pulled.assignment]));
+      for (const { runId } of runs)
+        await fleet.afterAssignment(principalOfRequest(request), runId).catch(() => undefined);
       return payload;
     },
   };
@@ -346,21 +458,34 @@ function addFleetHooks(app: FastifyInstance, { fleet, trust }: Services) {
   const completion = {
     preHandler: async (request: FastifyRequest, reply: FastifyReply) => {
       const { sessionId } = request.body as { sessionId: string };
-      return (await fleet.ownsSession(principalOfRequest(request), sessionId)) ? undefined : reply.send({ kind: 'lost' });
+      return (await fleet.ownsSession(principalOfRequest(request), sessionId))
+        ? undefined
+        : reply.send({ kind: 'lost' });
     },
   };
   return { pull, completion };
 }
 
 /** The run views the CLI reads with --control-plane (docs/decisions/0243), and the fleet (docs/decisions/0241, 0245). */
-function addRunAndFleetRoutes(app: FastifyInstance, { fleet, leases }: Services, plane: (request: FastifyRequest) => ManagementPlane): void {
+function addRunAndFleetRoutes(
+  app: FastifyInstance,
+  { fleet, leases }: Services,
+  plane: (request: FastifyRequest) => ManagementPlane,
+): void {
   app.get('/v1/runs/:runId', { schema: SCHEMAS.runParam }, async (request) => {
-    const [run] = await withReachability(leases, [await plane(request).showRun((request.params as { runId: string }).runId)]);
+    const [run] = await withReachability(leases, [
+      await plane(request).showRun((request.params as { runId: string }).runId),
+    ]);
     return run;
   });
   app.get('/v1/projects/:projectId/runs', { schema: FLEET_SCHEMAS.runList }, async (request) => {
     const { state, cursor, limit } = request.query as { state?: RunStatus; cursor?: string; limit?: number };
-    const page = await plane(request).listRuns({ projectId: (request.params as { projectId: string }).projectId, ...(state === undefined ? {} : { state }), ...(cursor === undefined ? {} : { cursor }), ...(limit === undefined ? {} : { limit }) });
+    const page = await plane(request).listRuns({
+      projectId: (request.params as { projectId: string }).projectId,
+      ...(state === undefined ? {} : { state }),
+      ...(cursor === undefined ? {} : { cursor }),
+      ...(limit === undefined ? {} : { limit }),
+    });
     return { ...page, items: await withReachability(leases, page.items) };
   });
   app.post('/v1/workers/self', { schema: FLEET_SCHEMAS.announce }, async (request) => {
@@ -383,7 +508,10 @@ function addRunAndFleetRoutes(app: FastifyInstance, { fleet, leases }: Services,
 
 /** The same id after a restart on the same host and port (docs/decisions/0202). */
 function stableReplicaId(options: ControlPlaneOptions): string {
-  const host = hostname().replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 64) || 'host';
+  const host =
+    hostname()
+      .replace(/[^A-Za-z0-9._-]/g, '-')
+      .slice(0, 64) || 'host';
   const port = options.port ?? 0;
   return `cp-${host}:${port === 0 ? randomUUID().slice(0, 8) : port}`;
 }
@@ -391,13 +519,23 @@ function stableReplicaId(options: ControlPlaneOptions): string {
 /** Starts one replica: opens the pool (readiness checked), listens, and returns its handle. */
 export async function startControlPlane(options: ControlPlaneOptions): Promise<ControlPlane> {
   // Fastify is an optional peer (docs/decisions/0223): loaded here, for the control plane only.
-  const Fastify = requirePeer<typeof FastifyFactory>('fastify', 'the control plane (pidfence control-plane, startControlPlane)');
+  const Fastify = requirePeer<typeof FastifyFactory>(
+    'fastify',
+    'the control plane (pidfence control-plane, startControlPlane)',
+  );
   const replicaOwnerId = validateOwner(options.replicaOwnerId ?? stableReplicaId(options));
   const pool = new Pool({ connectionString: options.databaseUrl, max: options.maxConnections ?? 8 });
   pool.on('error', () => undefined);
   const wakeups = new CancelWakeups(options.databaseUrl);
   const app = Fastify({
-    https: { key: options.tls.key, cert: options.tls.cert, ca: options.tls.ca, requestCert: true, rejectUnauthorized: true, minVersion: 'TLSv1.3' },
+    https: {
+      key: options.tls.key,
+      cert: options.tls.cert,
+      ca: options.tls.ca,
+      requestCert: true,
+      rejectUnauthorized: true,
+      minVersion: 'TLSv1.3',
+    },
     bodyLimit: BODY_LIMIT,
     // Fastify refuses a path parameter over 100 characters; a contract id is up to 128 (docs/decisions/0260).
     routerOptions: { maxParamLength: PARAM_LENGTH_MAX },
@@ -411,13 +549,19 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     const dispatchLeaseMs = options.dispatchLeaseMs ?? 10_000;
     const availability = new DispatchAvailability(dispatchLeaseMs);
     const management = new PostgresManagementStore(pool);
-    const metrics = options.metrics === undefined ? undefined : await createMetricsEndpoint(management, pool, options.metrics);
+    const metrics =
+      options.metrics === undefined ? undefined : await createMetricsEndpoint(management, pool, options.metrics);
     const trust = new ServerTrust(app.server as TlsServer, options.tls);
     const sessions = new SessionActivity();
     metrics?.registerSessions(sessions);
-    const leases = new ClusterLeaseStore(pool, new PostgresExecutionStore(pool), { leaseDurationMs: options.workerLeaseMs ?? 15_000 });
+    const leases = new ClusterLeaseStore(pool, new PostgresExecutionStore(pool), {
+      leaseDurationMs: options.workerLeaseMs ?? 15_000,
+    });
     const control = new CancellationDispatchControl(leases, new PostgresDispatchRepository(pool), {
-      replicaOwnerId, leaseDurationMs: dispatchLeaseMs, availability, ...(options.observe === undefined ? {} : { observe: options.observe }),
+      replicaOwnerId,
+      leaseDurationMs: dispatchLeaseMs,
+      availability,
+      ...(options.observe === undefined ? {} : { observe: options.observe }),
       ...(options.testHooks === undefined ? {} : { testHooks: options.testHooks }),
       ...(metrics === undefined ? {} : { observer: metrics.observer }),
     });
@@ -427,16 +571,35 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     });
     app.setErrorHandler((error, _request, reply) => replyError(reply, error));
     const runStore = new PostgresRunStore(pool);
-    const fleet = new FleetControl(pool, management, runStore, metrics?.fleetObserver, (name, actor) => leases.forgetWorker(name, actor));
+    const fleet = new FleetControl(pool, management, runStore, metrics?.fleetObserver, (name, actor) =>
+      leases.forgetWorker(name, actor),
+    );
     const reaper = startReaper(leases);
     wakeups.start();
-    addRoutes(app, { leases, control, runStore, managementStore: management, availability, pool, metrics, fleet, trust, wakeups, sessions });
+    addRoutes(app, {
+      leases,
+      control,
+      runStore,
+      managementStore: management,
+      availability,
+      pool,
+      metrics,
+      fleet,
+      trust,
+      wakeups,
+      sessions,
+    });
     await app.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 0 });
     const address = app.server.address();
     const port = typeof address === 'object' && address !== null ? address.port : 0;
     return {
-      url: `https://${options.host ?? '127.0.0.1'}:${port}`, port, replicaOwnerId, availability, requestsHandled: () => handled,
-      reloadTls: (tls) => trust.reload(tls), close: closer(app, pool, wakeups, options.drainTimeoutMs ?? 5_000, reaper),
+      url: `https://${options.host ?? '127.0.0.1'}:${port}`,
+      port,
+      replicaOwnerId,
+      availability,
+      requestsHandled: () => handled,
+      reloadTls: (tls) => trust.reload(tls),
+      close: closer(app, pool, wakeups, options.drainTimeoutMs ?? 5_000, reaper),
     };
   } catch (error) {
     await app.close().catch(() => undefined);
@@ -447,11 +610,23 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
 }
 
 /** prom-client is loaded here, on demand, and nowhere else in the control plane (docs/decisions/0110). */
-async function createMetricsEndpoint(management: PostgresManagementStore, pool: Pool, options: NonNullable<ControlPlaneOptions['metrics']>): Promise<MetricsEndpoint & { readonly observer: import('../dispatch/index').DispatchObserver; readonly fleetObserver?: FleetObserver; registerSessions(source: SessionActivity): void }> {
+async function createMetricsEndpoint(
+  management: PostgresManagementStore,
+  pool: Pool,
+  options: NonNullable<ControlPlaneOptions['metrics']>,
+): Promise<
+  MetricsEndpoint & {
+    readonly observer: import('../dispatch/index').DispatchObserver;
+    readonly fleetObserver?: FleetObserver;
+    registerSessions(source: SessionActivity): void;
+  }
+> {
   const { createMetrics } = await import('../metrics/index');
   const overdueAfterMs = options.overdueAfterMs ?? OVERDUE_AFTER_DEFAULT_MS;
   return createMetrics({
-    projects: options.projects ?? [], overdueAfterMs, readProject: (projectId) => readExportedSummary(management, projectId, overdueAfterMs),
+    projects: options.projects ?? [],
+    overdueAfterMs,
+    readProject: (projectId) => readExportedSummary(management, projectId, overdueAfterMs),
     // Fleet gauges need no allowlist: they are counts by state, never a worker's name (docs/decisions/0245).
     readFleet: () => readWorkerFleet(pool),
   });
@@ -464,9 +639,12 @@ async function createMetricsEndpoint(management: PostgresManagementStore, pool: 
  */
 function startReaper(leases: ClusterLeaseStore): { stop(): Promise<void> } {
   let running: Promise<unknown> = Promise.resolve();
-  const timer = setInterval(() => {
-    running = running.then(() => leases.reapExpired()).catch(() => undefined);
-  }, Math.max(100, Math.floor(leases.leaseDurationMs / 2)));
+  const timer = setInterval(
+    () => {
+      running = running.then(() => leases.reapExpired()).catch(() => undefined);
+    },
+    Math.max(100, Math.floor(leases.leaseDurationMs / 2)),
+  );
   timer.unref();
   return {
     stop: async () => {
@@ -476,7 +654,13 @@ function startReaper(leases: ClusterLeaseStore): { stop(): Promise<void> } {
   };
 }
 
-function closer(app: FastifyInstance, pool: Pool, wakeups: CancelWakeups, drainTimeoutMs: number, reaper: { stop(): Promise<void> }): () => Promise<void> {
+function closer(
+  app: FastifyInstance,
+  pool: Pool,
+  wakeups: CancelWakeups,
+  drainTimeoutMs: number,
+  reaper: { stop(): Promise<void> },
+): () => Promise<void> {
   let closing: Promise<void> | undefined;
   return () => {
     closing ??= (async () => {

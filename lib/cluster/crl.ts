@@ -17,7 +17,10 @@ const GENERALIZED_TIME = 0x18;
 const PEM_BLOCK = /-----BEGIN X509 CRL-----([\s\S]*?)-----END X509 CRL-----/g;
 
 function invalid(why: string): PidfenceError {
-  return new PidfenceError(`the CRL file is not a PEM certificate revocation list (${why}); give the file \`openssl ca -gencrl\` writes.`, 'ERR_PIDFENCE_CLUSTER_CRL_INVALID');
+  return new PidfenceError(
+    `the CRL file is not a PEM certificate revocation list (${why}); give the file \`openssl ca -gencrl\` writes.`,
+    'ERR_PIDFENCE_CLUSTER_CRL_INVALID',
+  );
 }
 
 /** One DER element (definite lengths only, as DER requires) at `offset`, inside `limit`. */

@@ -6,7 +6,13 @@ import { randomUUID } from 'node:crypto';
 
 import { monotonicNow, secondsSince } from '../base/time';
 import { PidfenceError } from '../base/errors';
-import { createLeaseToken, DUE_PAGE_MAX, validateLeaseDurationMs, validateOwner, type ClaimOutcome } from '../contract/index';
+import {
+  createLeaseToken,
+  DUE_PAGE_MAX,
+  validateLeaseDurationMs,
+  validateOwner,
+  type ClaimOutcome,
+} from '../contract/index';
 import { observerOf, type DispatchObserver } from '../dispatch/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
 import type { DispatchAvailability, DispatchFailureCode } from './availability';
@@ -67,7 +73,10 @@ export interface DispatchControlOptions {
 /** A stop that could not be proved settled: the worker gets no stop, only this code. */
 export class DispatchFailedClosed extends PidfenceError {
   constructor(code: DispatchFailureCode) {
-    super('the stop could not be recorded as dispatched on this replica; no stop was released. The worker retries its lease-control tick.', code);
+    super(
+      'the stop could not be recorded as dispatched on this replica; no stop was released. The worker retries its lease-control tick.',
+      code,
+    );
     this.name = 'DispatchFailedClosed';
   }
 }
@@ -80,7 +89,10 @@ const FAIL_CLOSED_CLAIMS: Readonly<Record<string, DispatchFailureCode>> = {
 };
 
 /** Refusals that mean another replica is delivering (or will): they do not withdraw readiness. */
-const HEALTHY_REFUSALS: ReadonlySet<DispatchFailureCode> = new Set(['ERR_PIDFENCE_CLUSTER_DISPATCH_LEASED', 'ERR_PIDFENCE_CLUSTER_DISPATCH_NOT_DUE']);
+const HEALTHY_REFUSALS: ReadonlySet<DispatchFailureCode> = new Set([
+  'ERR_PIDFENCE_CLUSTER_DISPATCH_LEASED',
+  'ERR_PIDFENCE_CLUSTER_DISPATCH_NOT_DUE',
+]);
 
 interface ValidConfig {
   readonly owner: string;
@@ -89,7 +101,10 @@ interface ValidConfig {
 
 function validConfig(options: DispatchControlOptions): ValidConfig | null {
   try {
-    return { owner: validateOwner(options.replicaOwnerId), leaseDurationMs: validateLeaseDurationMs(options.leaseDurationMs) };
+    return {
+      owner: validateOwner(options.replicaOwnerId),
+      leaseDurationMs: validateLeaseDurationMs(options.leaseDurationMs),
+    };
   } catch {
     return null;
   }
@@ -144,23 +159,33 @@ export class CancellationDispatchControl {
       if (answer !== undefined && answer.kind !== 'stop_requested') answers.set(ref.runId, answer);
     }
     for (let i = 0; i < stops.length; i += DUE_PAGE_MAX) {
-      for (const [runId, answer] of await this.#deliverStops(stops.slice(i, i + DUE_PAGE_MAX))) answers.set(runId, answer);
+      for (const [runId, answer] of await this.#deliverStops(stops.slice(i, i + DUE_PAGE_MAX)))
+        answers.set(runId, answer);
     }
     return { session: page.session, expiresAtMs: page.expiresAtMs, answers };
   }
 
-  async #deliverStops(stops: ReadonlyArray<{ readonly ref: LeaseRef; readonly stop: StopAnswer }>): Promise<Map<string, PageAnswer>> {
+  async #deliverStops(
+    stops: ReadonlyArray<{ readonly ref: LeaseRef; readonly stop: StopAnswer }>,
+  ): Promise<Map<string, PageAnswer>> {
     const answers = new Map<string, PageAnswer>();
     if (this.#config === null) {
-      for (const { ref, stop } of stops) answers.set(ref.runId, this.#unavailable('ERR_PIDFENCE_CLUSTER_CONFIG', stop.scope));
+      for (const { ref, stop } of stops)
+        answers.set(ref.runId, this.#unavailable('ERR_PIDFENCE_CLUSTER_CONFIG', stop.scope));
       return answers;
     }
     const { owner, leaseDurationMs } = this.#config;
     const started = monotonicNow();
-    const items = stops.map(({ ref, stop }) => ({ runId: ref.runId, attemptId: ref.attemptId, cancelRequestedAtMs: stop.stopAtMs, token: createLeaseToken() }));
+    const items = stops.map(({ ref, stop }) => ({
+      runId: ref.runId,
+      attemptId: ref.attemptId,
+      cancelRequestedAtMs: stop.stopAtMs,
+      token: createLeaseToken(),
+    }));
     const claims = await this.#attempt(() => this.#repository.claimPage({ owner, leaseDurationMs, items }));
     if (claims === null) {
-      for (const { ref, stop } of stops) answers.set(ref.runId, this.#unavailable('ERR_PIDFENCE_CLUSTER_DISPATCH_UNAVAILABLE', stop.scope));
+      for (const { ref, stop } of stops)
+        answers.set(ref.runId, this.#unavailable('ERR_PIDFENCE_CLUSTER_DISPATCH_UNAVAILABLE', stop.scope));
       return answers;
     }
     const claimed: Array<{ readonly index: number; readonly claim: Extract<ClaimOutcome, { kind: 'claimed' }> }> = [];
@@ -178,21 +203,46 @@ export class CancellationDispatchControl {
   }
 
   /** Settles the claimed stops termination_requested, one page; only a durable settlement releases a stop. */
-  async #settle(stops: ReadonlyArray<{ readonly ref: LeaseRef; readonly stop: StopAnswer }>, claimed: ReadonlyArray<{ readonly index: number; readonly claim: Extract<ClaimOutcome, { kind: 'claimed' }> }>, owner: string, started: bigint): Promise<Map<string, PageAnswer>> {
+  async #settle(
+    stops: ReadonlyArray<{ readonly ref: LeaseRef; readonly stop: StopAnswer }>,
+    claimed: ReadonlyArray<{ readonly index: number; readonly claim: Extract<ClaimOutcome, { kind: 'claimed' }> }>,
+    owner: string,
+    started: bigint,
+  ): Promise<Map<string, PageAnswer>> {
     const answers = new Map<string, PageAnswer>();
-    const settled = await this.#attempt(() => this.#repository.recordResults(claimed.map(({ index, claim }) => {
-      const { ref } = stops[index] as (typeof stops)[number];
-      return { runId: ref.runId, attemptId: ref.attemptId, owner, token: claim.token, expectedVersion: claim.record.version, result: 'termination_requested' as const, eventId: `evt-${randomUUID()}` };
-    })));
+    const settled = await this.#attempt(() =>
+      this.#repository.recordResults(
+        claimed.map(({ index, claim }) => {
+          const { ref } = stops[index] as (typeof stops)[number];
+          return {
+            runId: ref.runId,
+            attemptId: ref.attemptId,
+            owner,
+            token: claim.token,
+            expectedVersion: claim.record.version,
+            result: 'termination_requested' as const,
+            eventId: `evt-${randomUUID()}`,
+          };
+        }),
+      ),
+    );
     let released = false;
     claimed.forEach(({ index }, i) => {
       const { ref, stop } = stops[index] as (typeof stops)[number];
       const outcome = settled?.[i];
       if (outcome?.kind === 'stale_fence') this.#observer.onStaleFence();
       else if (outcome !== undefined) this.#observer.onSettled('termination_requested', secondsSince(started));
-      const durable = outcome?.kind === 'recorded' && outcome.record.status === 'dispatched' && outcome.record.lastResult === 'termination_requested';
+      const durable =
+        outcome?.kind === 'recorded' &&
+        outcome.record.status === 'dispatched' &&
+        outcome.record.lastResult === 'termination_requested';
       if (durable) released = true;
-      answers.set(ref.runId, durable ? this.#release(stop, 'dispatched', 'settled') : this.#unavailable('ERR_PIDFENCE_CLUSTER_SETTLE_FAILED', stop.scope));
+      answers.set(
+        ref.runId,
+        durable
+          ? this.#release(stop, 'dispatched', 'settled')
+          : this.#unavailable('ERR_PIDFENCE_CLUSTER_SETTLE_FAILED', stop.scope),
+      );
     });
     if (released) await this.#hooks.afterSettle?.();
     return answers;
@@ -213,7 +263,11 @@ export class CancellationDispatchControl {
     }
   }
 
-  #release(stop: StopAnswer, tracking: 'dispatched' | 'untracked', kind: DispatchObservation['kind']): ControlledTickAnswer {
+  #release(
+    stop: StopAnswer,
+    tracking: 'dispatched' | 'untracked',
+    kind: DispatchObservation['kind'],
+  ): ControlledTickAnswer {
     this.#availability.restore();
     this.#emit({ kind, code: null, scope: stop.scope });
     return { ...stop, tracking };

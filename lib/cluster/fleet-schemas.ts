@@ -7,10 +7,27 @@ const object = (properties: Record<string, unknown>, required: readonly string[]
   ({ type: 'object', additionalProperties: false, properties, required }) as const;
 
 export const FLEET_SCHEMAS = {
-  announce: { body: object({ version: { type: 'string', minLength: 1, maxLength: WORKER_VERSION_MAX_LENGTH }, capacity: { type: 'integer', minimum: 1, maximum: WORKER_CAPACITY_MAX } }, ['version', 'capacity']) },
-  act: { params: object({ name: FIELD_RULES.workerName.schema, action: { enum: [...WORKER_ACTIONS] } }, ['name', 'action']) },
+  announce: {
+    body: object(
+      {
+        version: { type: 'string', minLength: 1, maxLength: WORKER_VERSION_MAX_LENGTH },
+        capacity: { type: 'integer', minimum: 1, maximum: WORKER_CAPACITY_MAX },
+      },
+      ['version', 'capacity'],
+    ),
+  },
+  act: {
+    params: object({ name: FIELD_RULES.workerName.schema, action: { enum: [...WORKER_ACTIONS] } }, ['name', 'action']),
+  },
   runList: {
     params: object({ projectId: FIELD_RULES.id.schema }, ['projectId']),
-    querystring: object({ state: { type: 'string', maxLength: 16 }, cursor: { type: 'string', maxLength: 512 }, limit: { type: 'integer', minimum: 1, maximum: 100 } }, []),
+    querystring: object(
+      {
+        state: { type: 'string', maxLength: 16 },
+        cursor: { type: 'string', maxLength: 512 },
+        limit: { type: 'integer', minimum: 1, maximum: 100 },
+      },
+      [],
+    ),
   },
 } as const;

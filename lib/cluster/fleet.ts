@@ -19,7 +19,12 @@ import {
   type WorkerHold,
 } from '../contract/index';
 import { auditActor, authorize, principalOf } from '../management/index';
-import { PostgresFleetStore, readWorkerFleet, type PostgresManagementStore, type PostgresRunStore } from '../store/postgres/index';
+import {
+  PostgresFleetStore,
+  readWorkerFleet,
+  type PostgresManagementStore,
+  type PostgresRunStore,
+} from '../store/postgres/index';
 
 export interface FleetObserver {
   onRefusal(reason: FleetRefusal): void;
@@ -28,17 +33,26 @@ export interface FleetObserver {
 /** The refusal a revoked name gets on every request (docs/decisions/0240). */
 export class WorkerRevokedError extends PidfenceError {
   constructor(name: string) {
-    super(`${name} is revoked on this cluster: an operator ran \`pidfence worker revoke ${name}\`; nothing it asks is served until \`pidfence worker reinstate ${name}\`.`, 'ERR_PIDFENCE_WORKER_REVOKED');
+    super(
+      `${name} is revoked on this cluster: an operator ran \`pidfence worker revoke ${name}\`; nothing it asks is served until \`pidfence worker reinstate ${name}\`.`,
+      'ERR_PIDFENCE_WORKER_REVOKED',
+    );
   }
 }
 
 /** Ends a forgotten worker's runs (the lease store's forgetWorker); null when no such worker is known. */
-export type Forgetter = (name: string, actor: string) => Promise<{ readonly runsForgotten: number; readonly sessionsEnded: number } | null>;
+export type Forgetter = (
+  name: string,
+  actor: string,
+) => Promise<{ readonly runsForgotten: number; readonly sessionsEnded: number } | null>;
 
 const FORGET_AUDIT_SQL = `SELECT outcome, revision FROM worker_audit WHERE worker_name = $1 AND action = 'forget' ORDER BY created_at_ms DESC, id DESC LIMIT 1`;
 
 function workerNotFound(name: string): PidfenceError {
-  return new PidfenceError(`no worker named ${name} has registered with this cluster; check the name with \`pidfence workers\` (it is the subject CN of the worker's certificate).`, 'ERR_PIDFENCE_WORKER_NOT_FOUND');
+  return new PidfenceError(
+    `no worker named ${name} has registered with this cluster; check the name with \`pidfence workers\` (it is the subject CN of the worker's certificate).`,
+    'ERR_PIDFENCE_WORKER_NOT_FOUND',
+  );
 }
 
 export class FleetControl {
@@ -50,7 +64,13 @@ export class FleetControl {
 
   readonly #forget: Forgetter | undefined;
 
-  constructor(pool: Pool, management: PostgresManagementStore, runStore: PostgresRunStore, observer?: FleetObserver, forget?: Forgetter) {
+  constructor(
+    pool: Pool,
+    management: PostgresManagementStore,
+    runStore: PostgresRunStore,
+    observer?: FleetObserver,
+    forget?: Forgetter,
+  ) {
     this.#pool = pool;
     this.#forget = forget;
     this.#store = new PostgresFleetStore(pool);
@@ -82,7 +102,11 @@ export class FleetControl {
    * A pull from a cordoned or draining worker hands out nothing; it still counts as the worker's
    * heartbeat, as a pull does. Null: the worker takes work, so the pull goes ahead.
    */
-  async holdBackPull(name: string, sessionId: string, hold: WorkerHold): Promise<{ readonly kind: 'none' | 'session_closed' } | null> {
+  async holdBackPull(
+    name: string,
+    sessionId: string,
+    hold: WorkerHold,
+  ): Promise<{ readonly kind: 'none' | 'session_closed' } | null> {
     if (hold.admission === 'active') return null;
     this.refused('cordoned');
     return { kind: (await this.#store.touchSession(name, sessionId)) ? 'none' : 'session_closed' };
@@ -132,10 +156,17 @@ export class FleetControl {
     const forgotten = this.#forget === undefined ? null : await this.#forget(name, actor);
     if (forgotten === null) throw workerNotFound(name);
     const view = (await readWorkerFleet(this.#pool)).workers.find((worker) => worker.name === name);
-    const [audit] = (await this.#pool.query<{ outcome: 'changed' | 'unchanged'; revision: string }>(FORGET_AUDIT_SQL, [name])).rows;
+    const [audit] = (
+      await this.#pool.query<{ outcome: 'changed' | 'unchanged'; revision: string }>(FORGET_AUDIT_SQL, [name])
+    ).rows;
     return {
-      name, action: 'forget', outcome: audit?.outcome ?? 'unchanged', state: view?.state ?? 'active', revision: Number(audit?.revision ?? 0),
-      runsForgotten: forgotten.runsForgotten, sessionsEnded: forgotten.sessionsEnded,
+      name,
+      action: 'forget',
+      outcome: audit?.outcome ?? 'unchanged',
+      state: view?.state ?? 'active',
+      revision: Number(audit?.revision ?? 0),
+      runsForgotten: forgotten.runsForgotten,
+      sessionsEnded: forgotten.sessionsEnded,
     };
   }
 
@@ -147,7 +178,11 @@ export class FleetControl {
 
   /** A drained worker's run ends through its own durable cancel intent (reason shutdown); an earlier intent is kept. */
   async #requestStop(runId: string): Promise<boolean> {
-    const outcome = await this.#runStore.requestCancellation({ runId, reason: 'shutdown', eventId: `evt-${randomUUID()}` });
+    const outcome = await this.#runStore.requestCancellation({
+      runId,
+      reason: 'shutdown',
+      eventId: `evt-${randomUUID()}`,
+    });
     return outcome.kind === 'requested';
   }
 }

@@ -8,9 +8,22 @@ assertPeerInstalled('pg', 'pidfence/cluster');
 export { DispatchAvailability } from './availability';
 export type { AvailabilityState, DispatchFailureCode } from './availability';
 export { CancellationDispatchControl, DispatchFailedClosed } from './dispatch-control';
-export type { ControlledTickAnswer, DispatchControlOptions, DispatchObservation, LeaseControl } from './dispatch-control';
+export type {
+  ControlledTickAnswer,
+  DispatchControlOptions,
+  DispatchObservation,
+  LeaseControl,
+} from './dispatch-control';
 export { ClusterLeaseStore, REAP_PAGE } from './lease-store';
-export type { Assignment, CompletionOutcome, CompletionReport, LeaseRef, LeaseTickAnswer, PullOutcome, WorkerCaller } from './lease-store';
+export type {
+  Assignment,
+  CompletionOutcome,
+  CompletionReport,
+  LeaseRef,
+  LeaseTickAnswer,
+  PullOutcome,
+  WorkerCaller,
+} from './lease-store';
 export { startControlPlane } from './control-plane';
 export type { ControlPlane, ControlPlaneOptions, ControlPlaneTls } from './control-plane';
 export { ControlPlaneClient } from './client';

@@ -2,7 +2,17 @@
 // SQLite journal, written and synced before the job starts, removed once the control plane took the
 // run's end. A restarted worker reads them to re-attach its runs; without them it could not say which
 // of the control plane's runs are its own. No PID, handle or command is written here.
-import { closeSync, fsyncSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from 'node:fs';
 import path from 'node:path';
 
 import { validateId } from '../contract/index';
@@ -81,9 +91,16 @@ function parseLease(text: string): JournaledLease | null {
     if (typeof fence !== 'number' || !Number.isSafeInteger(fence) || fence < 1) return null;
     const stopAfter = value.stopAfterDisconnectMs ?? null;
     return {
-      runId: validateId(value.runId, 'runId'), projectId: validateId(value.projectId, 'projectId'), attemptId: validateId(value.attemptId, 'attemptId'), fence,
-      localAttemptId: value.localAttemptId === null || value.localAttemptId === undefined ? null : validateId(value.localAttemptId, 'attemptId'),
-      stopAfterDisconnectMs: typeof stopAfter === 'number' && Number.isSafeInteger(stopAfter) && stopAfter > 0 ? stopAfter : null,
+      runId: validateId(value.runId, 'runId'),
+      projectId: validateId(value.projectId, 'projectId'),
+      attemptId: validateId(value.attemptId, 'attemptId'),
+      fence,
+      localAttemptId:
+        value.localAttemptId === null || value.localAttemptId === undefined
+          ? null
+          : validateId(value.localAttemptId, 'attemptId'),
+      stopAfterDisconnectMs:
+        typeof stopAfter === 'number' && Number.isSafeInteger(stopAfter) && stopAfter > 0 ? stopAfter : null,
     };
   } catch {
     return null;

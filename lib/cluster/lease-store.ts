@@ -66,7 +66,12 @@ export type PullOutcome =
 export type LeaseTickAnswer =
   | { readonly kind: 'renewed'; readonly expiresAtMs: number }
   | { readonly kind: 'terminal' }
-  | { readonly kind: 'stop_requested'; readonly scope: 'run' | 'attempt'; readonly stopAtMs: number; readonly expiresAtMs: number }
+  | {
+      readonly kind: 'stop_requested';
+      readonly scope: 'run' | 'attempt';
+      readonly stopAtMs: number;
+      readonly expiresAtMs: number;
+    }
   /**
    * `forgotten`: an operator ran `pidfence worker forget` and the run ended without this worker
    * (docs/decisions/0271). `expired` now means only a lease released without the worker's report.
@@ -95,7 +100,8 @@ export interface CompletionReport extends LeaseRef {
   readonly exit: AttemptExit | null;
 }
 
-export type CompletionOutcome = { readonly kind: 'completed' } | { readonly kind: 'already_terminal' } | { readonly kind: 'lost' };
+export type CompletionOutcome =
+  { readonly kind: 'completed' } | { readonly kind: 'already_terminal' } | { readonly kind: 'lost' };
 
 interface LeaseRow extends LeaseRef {
   readonly sessionId: string;
@@ -114,7 +120,10 @@ export interface ForgetOutcome {
 /** A late report of a forgotten run (docs/decisions/0271): refused, nothing rewritten. */
 export class WorkerForgottenError extends PidfenceError {
   constructor() {
-    super('an operator declared this worker gone (`pidfence worker forget`) and its run ended without it; this report is refused and changes nothing.', 'ERR_PIDFENCE_WORKER_FORGOTTEN');
+    super(
+      'an operator declared this worker gone (`pidfence worker forget`) and its run ended without it; this report is refused and changes nothing.',
+      'ERR_PIDFENCE_WORKER_FORGOTTEN',
+    );
   }
 }
 
@@ -136,39 +145,62 @@ function newId(prefix: string): string {
 }
 
 function validateArgv(argv: unknown): readonly string[] {
-  if (!Array.isArray(argv) || argv.length === 0 || argv.length > 256 || !argv.every((part) => typeof part === 'string' && part.length <= 4096)) {
-    throw new PidfenceError('a cluster job needs argv: 1 to 256 strings of at most 4096 characters each (the command and its arguments).', 'ERR_PIDFENCE_CLUSTER_INVALID_JOB');
+  if (
+    !Array.isArray(argv) ||
+    argv.length === 0 ||
+    argv.length > 256 ||
+    !argv.every((part) => typeof part === 'string' && part.length <= 4096)
+  ) {
+    throw new PidfenceError(
+      'a cluster job needs argv: 1 to 256 strings of at most 4096 characters each (the command and its arguments).',
+      'ERR_PIDFENCE_CLUSTER_INVALID_JOB',
+    );
   }
   return argv as readonly string[];
 }
 
 function validateCaller(caller: WorkerCaller): WorkerCaller {
   if (typeof caller?.principal !== 'string' || caller.principal.length === 0 || caller.principal.length > 256) {
-    throw new PidfenceError('a worker call needs the principal of its verified client certificate.', 'ERR_PIDFENCE_CLUSTER_PRINCIPAL');
+    throw new PidfenceError(
+      'a worker call needs the principal of its verified client certificate.',
+      'ERR_PIDFENCE_CLUSTER_PRINCIPAL',
+    );
   }
   return { principal: caller.principal, sessionId: validateId(caller.sessionId, 'sessionId') };
 }
 
 function validateLeaseRef(ref: LeaseRef): LeaseRef {
   if (!Number.isSafeInteger(ref?.fence) || ref.fence < 1) {
-    throw new PidfenceError('fence must be the positive integer from the assignment.', 'ERR_PIDFENCE_CLUSTER_INVALID_FENCE');
+    throw new PidfenceError(
+      'fence must be the positive integer from the assignment.',
+      'ERR_PIDFENCE_CLUSTER_INVALID_FENCE',
+    );
   }
   return { runId: validateId(ref.runId, 'runId'), attemptId: validateId(ref.attemptId, 'attemptId'), fence: ref.fence };
 }
 
 function validateLeasePage(refs: readonly LeaseRef[]): LeaseRef[] {
   if (!Array.isArray(refs) || refs.length > LEASE_PAGE_MAX) {
-    throw new PidfenceError(`a lease page carries at most ${LEASE_PAGE_MAX} leases, each named once.`, 'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST');
+    throw new PidfenceError(
+      `a lease page carries at most ${LEASE_PAGE_MAX} leases, each named once.`,
+      'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST',
+    );
   }
   const leases = refs.map(validateLeaseRef);
   if (new Set(leases.map((l) => l.runId)).size !== leases.length) {
-    throw new PidfenceError(`a lease page carries at most ${LEASE_PAGE_MAX} leases, each named once.`, 'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST');
+    throw new PidfenceError(
+      `a lease page carries at most ${LEASE_PAGE_MAX} leases, each named once.`,
+      'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST',
+    );
   }
   return leases;
 }
 
 function leaseNotYours(): PidfenceError {
-  return new PidfenceError('no open lease of this worker name has that run, attempt and fence; the run was never this worker\'s, or it ended without it.', 'ERR_PIDFENCE_CLUSTER_LEASE_NOT_YOURS');
+  return new PidfenceError(
+    "no open lease of this worker name has that run, attempt and fence; the run was never this worker's, or it ended without it.",
+    'ERR_PIDFENCE_CLUSTER_LEASE_NOT_YOURS',
+  );
 }
 
 /** validateRunName's refusal as a PidfenceError, which the control plane answers 400 (docs/decisions/0251). */
@@ -199,18 +231,29 @@ export class ClusterLeaseStore {
   async registerSession(principal: string): Promise<string> {
     const id = newId('wks');
     validateCaller({ principal, sessionId: id });
-    await inTransaction(this.#pool, 'registerSession', (tx) => tx.rows(CLUSTER_SQL.insertSession, [id, principal, this.#leaseDurationMs]));
+    await inTransaction(this.#pool, 'registerSession', (tx) =>
+      tx.rows(CLUSTER_SQL.insertSession, [id, principal, this.#leaseDurationMs]),
+    );
     return id;
   }
 
   async endSession(caller: WorkerCaller): Promise<boolean> {
     const { principal, sessionId } = validateCaller(caller);
-    const rows = await inTransaction(this.#pool, 'endSession', (tx) => tx.rows(CLUSTER_SQL.endSession, [sessionId, principal]));
+    const rows = await inTransaction(this.#pool, 'endSession', (tx) =>
+      tx.rows(CLUSTER_SQL.endSession, [sessionId, principal]),
+    );
     return rows.length === 1;
   }
 
   /** A runtime run in `queued` with its job, in one transaction; `exists` changes nothing. */
-  async enqueueJob(job: { readonly runId: string; readonly projectId: string; readonly argv: readonly string[]; readonly timeoutMs?: number; readonly name?: string; readonly stopAfterDisconnectMs?: number }): Promise<'created' | 'exists'> {
+  async enqueueJob(job: {
+    readonly runId: string;
+    readonly projectId: string;
+    readonly argv: readonly string[];
+    readonly timeoutMs?: number;
+    readonly name?: string;
+    readonly stopAfterDisconnectMs?: number;
+  }): Promise<'created' | 'exists'> {
     const runId = validateId(job.runId, 'runId');
     const projectId = validateId(job.projectId, 'projectId');
     const name = job.name === undefined ? null : clusterRunName(job.name);
@@ -221,7 +264,10 @@ export class ClusterLeaseStore {
     }
     const stopAfter = job.stopAfterDisconnectMs ?? null;
     if (stopAfter !== null && (!Number.isSafeInteger(stopAfter) || stopAfter < 1_000 || stopAfter > 86_400_000)) {
-      throw new PidfenceError('stopAfterDisconnectMs must be an integer from 1000 (1 s) to 86400000 (1 day).', 'ERR_PIDFENCE_CLUSTER_INVALID_JOB');
+      throw new PidfenceError(
+        'stopAfterDisconnectMs must be an integer from 1000 (1 s) to 86400000 (1 day).',
+        'ERR_PIDFENCE_CLUSTER_INVALID_JOB',
+      );
     }
     return inTransaction(this.#pool, 'enqueueJob', async (tx) => {
       const [run] = await tx.rows(SQL.insertRun, [runId, projectId, 'runtime', name]);
@@ -245,11 +291,18 @@ export class ClusterLeaseStore {
   async pullPage(caller: WorkerCaller, max: number): Promise<PullPageOutcome> {
     const valid = validateCaller(caller);
     if (!Number.isSafeInteger(max) || max < 1 || max > PULL_PAGE_MAX) {
-      throw new PidfenceError(`a pull asks for 1 to ${PULL_PAGE_MAX} jobs (the worker's free slots).`, 'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST');
+      throw new PidfenceError(
+        `a pull asks for 1 to ${PULL_PAGE_MAX} jobs (the worker's free slots).`,
+        'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST',
+      );
     }
     await this.reapExpired();
     return inTransaction(this.#pool, 'pull', async (tx) => {
-      if ((await tx.rows(CLUSTER_SQL.touchSession, [valid.sessionId, valid.principal, this.#leaseDurationMs])).length === 0) return { kind: 'session_closed' };
+      if (
+        (await tx.rows(CLUSTER_SQL.touchSession, [valid.sessionId, valid.principal, this.#leaseDurationMs])).length ===
+        0
+      )
+        return { kind: 'session_closed' };
       const assignments: Assignment[] = [];
       while (assignments.length < max) {
         const assignment = await this.#grantOne(tx, valid.sessionId);
@@ -261,7 +314,13 @@ export class ClusterLeaseStore {
   }
 
   async #grantOne(tx: Tx, sessionId: string): Promise<Assignment | null> {
-    const [job] = await tx.rows<{ runId: string; projectId: string; argv: string[]; timeoutMs: number | null; stopAfterDisconnectMs: number | null }>(CLUSTER_SQL.lockWaitingJob, []);
+    const [job] = await tx.rows<{
+      runId: string;
+      projectId: string;
+      argv: string[];
+      timeoutMs: number | null;
+      stopAfterDisconnectMs: number | null;
+    }>(CLUSTER_SQL.lockWaitingJob, []);
     if (job === undefined) return null;
     const [run] = await tx.rows<LockedRun>(SQL.lockRun, [job.runId]);
     if (run === undefined) return null;
@@ -270,10 +329,24 @@ export class ClusterLeaseStore {
     await tx.rows(SQL.insertAttempt, [job.runId, attemptId, deadlineAtMs, null, run.nowMs, null]);
     await tx.rows(CLUSTER_SQL.markAttemptRunning, [job.runId, attemptId, run.nowMs]);
     await tx.rows(SQL.markRunRunning, [job.runId, run.nowMs]);
-    const [lease] = await tx.rows<LeaseRow>(CLUSTER_SQL.grantLease, [job.runId, attemptId, sessionId, run.nowMs, this.#leaseDurationMs]);
+    const [lease] = await tx.rows<LeaseRow>(CLUSTER_SQL.grantLease, [
+      job.runId,
+      attemptId,
+      sessionId,
+      run.nowMs,
+      this.#leaseDurationMs,
+    ]);
     if (lease === undefined) throw new Error('lease grant returned no row');
-    return { runId: job.runId, projectId: job.projectId, attemptId, fence: lease.fence, argv: job.argv, expiresAtMs: lease.expiresAtMs, deadlineAtMs,
-      stopAfterDisconnectMs: job.stopAfterDisconnectMs === null ? null : Number(job.stopAfterDisconnectMs) };
+    return {
+      runId: job.runId,
+      projectId: job.projectId,
+      attemptId,
+      fence: lease.fence,
+      argv: job.argv,
+      expiresAtMs: lease.expiresAtMs,
+      deadlineAtMs,
+      stopAfterDisconnectMs: job.stopAfterDisconnectMs === null ? null : Number(job.stopAfterDisconnectMs),
+    };
   }
 
   /** The lease-control tick of one lease, undecorated: a page of one (one rule, docs/decisions/0200). */
@@ -290,10 +363,22 @@ export class ClusterLeaseStore {
   async tickPage(caller: WorkerCaller, refs: readonly LeaseRef[]): Promise<LeaseTickPage> {
     const who = validateCaller(caller);
     const leases = validateLeasePage(refs);
-    const rows = await inOneStatement<{ runId: string | null; answer: SessionRow | LeaseTickAnswer }>(this.#pool, 'leaseTick', {
-      name: 'pidfence_leaseTick_v1', text: CLUSTER_SQL.leaseTick,
-      values: [who.sessionId, who.principal, leases.map((l) => l.runId), leases.map((l) => l.attemptId), leases.map((l) => l.fence), this.#leaseDurationMs],
-    });
+    const rows = await inOneStatement<{ runId: string | null; answer: SessionRow | LeaseTickAnswer }>(
+      this.#pool,
+      'leaseTick',
+      {
+        name: 'pidfence_leaseTick_v1',
+        text: CLUSTER_SQL.leaseTick,
+        values: [
+          who.sessionId,
+          who.principal,
+          leases.map((l) => l.runId),
+          leases.map((l) => l.attemptId),
+          leases.map((l) => l.fence),
+          this.#leaseDurationMs,
+        ],
+      },
+    );
     const session = rows.find((row) => row.runId === null)?.answer as SessionRow | undefined;
     if (session === undefined) throw new Error('lease tick returned no session row');
     const answers = new Map<string, LeaseTickAnswer>();
@@ -311,13 +396,19 @@ export class ClusterLeaseStore {
       const answer = answers.get(lease.runId) as (LeaseTickAnswer & { reattach?: boolean }) | undefined;
       if (answer?.reattach === undefined) continue;
       const { reattach, ...plain } = answer;
-      if (plain.kind === 'renewed') answers.delete(lease.runId); else answers.set(lease.runId, plain as LeaseTickAnswer);
+      if (plain.kind === 'renewed') answers.delete(lease.runId);
+      else answers.set(lease.runId, plain as LeaseTickAnswer);
       if (reattach !== true) continue;
       await inTransaction(this.#pool, 'clearUnreachable', async (tx) => {
         const [run] = await tx.rows<LockedRun>(SQL.lockRun, [lease.runId]);
         if (run === undefined) return;
         const cleared = await tx.rows(CLUSTER_SQL.clearUnreachable, [lease.runId, lease.fence]);
-        if (cleared.length > 0) await appendRunEvent(tx, run, { type: 'run.reattached', eventId: newId('evt'), payload: { attemptId: lease.attemptId } });
+        if (cleared.length > 0)
+          await appendRunEvent(tx, run, {
+            type: 'run.reattached',
+            eventId: newId('evt'),
+            payload: { attemptId: lease.attemptId },
+          });
       });
     }
   }
@@ -336,12 +427,26 @@ export class ClusterLeaseStore {
       if (run === undefined || !holdsFence(row, lease)) throw leaseNotYours();
       if (row.forgottenAtMs !== null) throw new WorkerForgottenError();
       if (row.releasedAtMs !== null) throw leaseNotYours();
-      if ((await tx.rows(CLUSTER_SQL.touchSession, [who.sessionId, who.principal, this.#leaseDurationMs])).length === 0) throw new PidfenceError('this session is closed; register a new one, then attach.', 'ERR_PIDFENCE_CLUSTER_SESSION');
+      if ((await tx.rows(CLUSTER_SQL.touchSession, [who.sessionId, who.principal, this.#leaseDurationMs])).length === 0)
+        throw new PidfenceError(
+          'this session is closed; register a new one, then attach.',
+          'ERR_PIDFENCE_CLUSTER_SESSION',
+        );
       if (row.sessionId === who.sessionId) return 'already';
       const [holder] = await tx.rows<{ principal: string }>(CLUSTER_SQL.sessionPrincipal, [row.sessionId]);
       if (holder?.principal !== who.principal) throw leaseNotYours();
-      await tx.rows(CLUSTER_SQL.rebindLease, [lease.runId, who.sessionId, run.nowMs, this.#leaseDurationMs, lease.fence]);
-      await appendRunEvent(tx, run, { type: 'run.reattached', eventId: newId('evt'), payload: { attemptId: lease.attemptId } });
+      await tx.rows(CLUSTER_SQL.rebindLease, [
+        lease.runId,
+        who.sessionId,
+        run.nowMs,
+        this.#leaseDurationMs,
+        lease.fence,
+      ]);
+      await appendRunEvent(tx, run, {
+        type: 'run.reattached',
+        eventId: newId('evt'),
+        payload: { attemptId: lease.attemptId },
+      });
       return 'attached';
     });
   }
@@ -353,13 +458,21 @@ export class ClusterLeaseStore {
   async complete(caller: WorkerCaller, report: CompletionReport): Promise<CompletionOutcome> {
     const who = validateCaller(caller);
     const ref = validateLeaseRef(report);
-    const [lease] = await inTransaction(this.#pool, 'completeCheck', (tx) => tx.rows<LeaseRow>(CLUSTER_SQL.selectLease, [ref.runId]));
+    const [lease] = await inTransaction(this.#pool, 'completeCheck', (tx) =>
+      tx.rows<LeaseRow>(CLUSTER_SQL.selectLease, [ref.runId]),
+    );
     // A forgotten run's late report: refused, typed, and the record the operator's act wrote is kept.
     if (holdsFence(lease, ref) && lease.forgottenAtMs !== null) throw new WorkerForgottenError();
     if (lease === undefined || lease.sessionId !== who.sessionId || !holdsFence(lease, ref)) return { kind: 'lost' };
     const outcome = await this.#executionStore.completeAttempt({
-      runId: ref.runId, attemptId: ref.attemptId, status: report.status, cause: report.cause, exit: report.exit,
-      attemptEventId: newId('aev'), runEventId: newId('evt'), journalReceipt: false,
+      runId: ref.runId,
+      attemptId: ref.attemptId,
+      status: report.status,
+      cause: report.cause,
+      exit: report.exit,
+      attemptEventId: newId('aev'),
+      runEventId: newId('evt'),
+      journalReceipt: false,
     });
     await this.#release(ref);
     if (outcome.kind === 'missing') return { kind: 'lost' };
@@ -389,16 +502,30 @@ export class ClusterLeaseStore {
    * of each per call; the control plane calls it on a timer.
    */
   async reapExpired(): Promise<number> {
-    const expired = await readInOneStatement<LeaseRef>(this.#pool, 'reapExpired', { name: 'pidfence_expiredLeases_v2', text: CLUSTER_SQL.expiredLeases, values: [REAP_PAGE] });
-    await inTransaction(this.#pool, 'expireSessions', (tx) => tx.rows(CLUSTER_SQL.expireSessions, [SESSION_IDLE_LEASES * this.#leaseDurationMs, REAP_PAGE]));
+    const expired = await readInOneStatement<LeaseRef>(this.#pool, 'reapExpired', {
+      name: 'pidfence_expiredLeases_v2',
+      text: CLUSTER_SQL.expiredLeases,
+      values: [REAP_PAGE],
+    });
+    await inTransaction(this.#pool, 'expireSessions', (tx) =>
+      tx.rows(CLUSTER_SQL.expireSessions, [SESSION_IDLE_LEASES * this.#leaseDurationMs, REAP_PAGE]),
+    );
     let marked = 0;
     for (const lease of expired) {
       marked += await inTransaction(this.#pool, 'markUnreachable', async (tx) => {
         const [run] = await tx.rows<LockedRun>(SQL.lockRun, [lease.runId]);
         if (run === undefined || !ACTIVE_RUN.has(run.status)) return 0;
-        const written = await tx.rows(`${CLUSTER_SQL.markUnreachable} RETURNING run_id`, [lease.runId, run.nowMs, Number(lease.fence)]);
+        const written = await tx.rows(`${CLUSTER_SQL.markUnreachable} RETURNING run_id`, [
+          lease.runId,
+          run.nowMs,
+          Number(lease.fence),
+        ]);
         if (written.length === 0) return 0;
-        await appendRunEvent(tx, run, { type: 'run.unreachable', eventId: newId('evt'), payload: { attemptId: lease.attemptId } });
+        await appendRunEvent(tx, run, {
+          type: 'run.unreachable',
+          eventId: newId('evt'),
+          payload: { attemptId: lease.attemptId },
+        });
         return 1;
       });
     }
@@ -430,8 +557,14 @@ export class ClusterLeaseStore {
     let runsForgotten = 0;
     for (const lease of leases) {
       const outcome = await this.#executionStore.completeAttempt({
-        runId: lease.runId, attemptId: lease.attemptId, status: 'failed', cause: 'forgotten', exit: null,
-        attemptEventId: newId('aev'), runEventId: newId('evt'), journalReceipt: false,
+        runId: lease.runId,
+        attemptId: lease.attemptId,
+        status: 'failed',
+        cause: 'forgotten',
+        exit: null,
+        attemptEventId: newId('aev'),
+        runEventId: newId('evt'),
+        journalReceipt: false,
       });
       if (outcome.kind === 'completed') runsForgotten += 1;
     }
@@ -441,13 +574,17 @@ export class ClusterLeaseStore {
   /** Since when each of these runs is unreachable (database time); runs not marked are absent. */
   async unreachableSince(runIds: readonly string[]): Promise<ReadonlyMap<string, number>> {
     if (runIds.length === 0) return new Map();
-    const rows = await inTransaction(this.#pool, 'unreachableOf', (tx) => tx.rows<{ runId: string; sinceMs: string }>(CLUSTER_SQL.unreachableOf, [runIds]));
+    const rows = await inTransaction(this.#pool, 'unreachableOf', (tx) =>
+      tx.rows<{ runId: string; sinceMs: string }>(CLUSTER_SQL.unreachableOf, [runIds]),
+    );
     return new Map(rows.map((row) => [row.runId, Number(row.sinceMs)]));
   }
 
   /** The status card's count of a project's unreachable runs. */
   async unreachableInProject(projectId: string): Promise<number> {
-    const [row] = await inTransaction(this.#pool, 'unreachableInProject', (tx) => tx.rows<{ count: number }>(CLUSTER_SQL.unreachableInProject, [validateId(projectId, 'projectId')]));
+    const [row] = await inTransaction(this.#pool, 'unreachableInProject', (tx) =>
+      tx.rows<{ count: number }>(CLUSTER_SQL.unreachableInProject, [validateId(projectId, 'projectId')]),
+    );
     return Number(row?.count ?? 0);
   }
 

@@ -21,53 +21,87 @@ export const SCHEMAS = {
    * may hold the request for a stop to become due (docs/decisions/0201).
    */
   leasePage: {
-    body: object({
-      ...sessionBody,
-      leases: { type: 'array', maxItems: 1024, items: object({ runId: ID, attemptId: ID, fence: { type: 'integer', minimum: 1 } }, ['runId', 'attemptId', 'fence']) },
-      waitMs: { type: 'integer', minimum: 0, maximum: 10_000 },
-    }, ['sessionId', 'leases']),
+    body: object(
+      {
+        ...sessionBody,
+        leases: {
+          type: 'array',
+          maxItems: 1024,
+          items: object({ runId: ID, attemptId: ID, fence: { type: 'integer', minimum: 1 } }, [
+            'runId',
+            'attemptId',
+            'fence',
+          ]),
+        },
+        waitMs: { type: 'integer', minimum: 0, maximum: 10_000 },
+      },
+      ['sessionId', 'leases'],
+    ),
   },
   lease: { body: object(leaseBody, ['sessionId', 'runId', 'attemptId', 'fence']) },
   completion: {
-    body: object({
-      ...leaseBody,
-      status: { enum: [...RUN_TERMINAL_STATUSES] },
-      cause: { enum: [...COMPLETION_CAUSES] },
-      exit: {
-        anyOf: [
-          { type: 'null' },
-          object({ exitCode: { type: ['integer', 'null'] }, signal: { anyOf: [{ type: 'null' }, FIELD_RULES.signalName.schema] } }, ['exitCode', 'signal']),
-        ],
+    body: object(
+      {
+        ...leaseBody,
+        status: { enum: [...RUN_TERMINAL_STATUSES] },
+        cause: { enum: [...COMPLETION_CAUSES] },
+        exit: {
+          anyOf: [
+            { type: 'null' },
+            object(
+              {
+                exitCode: { type: ['integer', 'null'] },
+                signal: { anyOf: [{ type: 'null' }, FIELD_RULES.signalName.schema] },
+              },
+              ['exitCode', 'signal'],
+            ),
+          ],
+        },
       },
-    }, ['sessionId', 'runId', 'attemptId', 'fence', 'status', 'cause', 'exit']),
+      ['sessionId', 'runId', 'attemptId', 'fence', 'status', 'cause', 'exit'],
+    ),
   },
   job: {
-    body: object({
-      runId: ID, projectId: ID,
-      argv: { type: 'array', minItems: 1, maxItems: 256, items: { type: 'string', maxLength: 4096 } },
-      timeoutMs: { type: 'integer', minimum: 1, maximum: 86_400_000 },
-      // Opt-in: the worker stops the job after this long without a renewal (docs/decisions/0273).
-      stopAfterDisconnectMs: { type: 'integer', minimum: 1_000, maximum: 86_400_000 },
-      // A label for people (docs/decisions/0251).
-      name: FIELD_RULES.runName.schema,
-    }, ['runId', 'projectId', 'argv']),
+    body: object(
+      {
+        runId: ID,
+        projectId: ID,
+        argv: { type: 'array', minItems: 1, maxItems: 256, items: { type: 'string', maxLength: 4096 } },
+        timeoutMs: { type: 'integer', minimum: 1, maximum: 86_400_000 },
+        // Opt-in: the worker stops the job after this long without a renewal (docs/decisions/0273).
+        stopAfterDisconnectMs: { type: 'integer', minimum: 1_000, maximum: 86_400_000 },
+        // A label for people (docs/decisions/0251).
+        name: FIELD_RULES.runName.schema,
+      },
+      ['runId', 'projectId', 'argv'],
+    ),
   },
   runParam: { params: object({ runId: ID }, ['runId']) },
   projectCancel: { params: object({ projectId: ID }, ['projectId']) },
-  projectParam: { params: object({ projectId: ID }, ['projectId']), querystring: object({ cursor: { type: 'string', maxLength: 512 } }, []) },
+  projectParam: {
+    params: object({ projectId: ID }, ['projectId']),
+    querystring: object({ cursor: { type: 'string', maxLength: 512 } }, []),
+  },
   rearm: {
     params: object({ runId: ID }, ['runId']),
-    body: object({
-      expectedVersion: { type: 'integer', minimum: 0 },
-      expectedStatus: { const: 'blocked' },
-      expectedResult: { type: 'string', maxLength: 32 },
-    }, ['expectedVersion', 'expectedStatus', 'expectedResult']),
+    body: object(
+      {
+        expectedVersion: { type: 'integer', minimum: 0 },
+        expectedStatus: { const: 'blocked' },
+        expectedResult: { type: 'string', maxLength: 32 },
+      },
+      ['expectedVersion', 'expectedStatus', 'expectedResult'],
+    ),
   },
 } as const;
 
 /** What Fastify reports of a schema refusal: ajv's first error and which part of the request it read. */
 interface SchemaRefusal {
-  readonly validation?: ReadonlyArray<{ readonly keyword?: string; readonly instancePath?: string; readonly params?: { readonly pattern?: unknown } }>;
+  readonly validation?: ReadonlyArray<{
+    readonly keyword?: string;
+    readonly instancePath?: string;
+    readonly params?: { readonly pattern?: unknown };
+  }>;
   readonly validationContext?: string;
 }
 
@@ -76,13 +110,26 @@ interface SchemaRefusal {
  * 0260): the field's validator runs on the refused value and its typed error is the answer, so a bad
  * id is ERR_PIDFENCE_INVALID_ID here as everywhere. null for any other refusal (a shape problem).
  */
-export function contractRefusalOf(error: SchemaRefusal, request: { readonly body?: unknown; readonly params?: unknown; readonly query?: unknown }): unknown {
+export function contractRefusalOf(
+  error: SchemaRefusal,
+  request: { readonly body?: unknown; readonly params?: unknown; readonly query?: unknown },
+): unknown {
   const first = error.validation?.[0];
   const rule = first?.keyword === 'pattern' ? fieldRuleOfPattern(first.params?.pattern) : undefined;
   if (rule === undefined || first?.instancePath === undefined) return null;
   const context = error.validationContext;
-  let value: unknown = context === 'body' ? request.body : context === 'params' ? request.params : context === 'querystring' ? request.query : undefined;
-  const path = first.instancePath.split('/').slice(1).map((step) => step.replace(/~1/g, '/').replace(/~0/g, '~'));
+  let value: unknown =
+    context === 'body'
+      ? request.body
+      : context === 'params'
+        ? request.params
+        : context === 'querystring'
+          ? request.query
+          : undefined;
+  const path = first.instancePath
+    .split('/')
+    .slice(1)
+    .map((step) => step.replace(/~1/g, '/').replace(/~0/g, '~'));
   for (const step of path) value = (value as Record<string, unknown> | undefined)?.[step];
   try {
     rule.validate(value, path[path.length - 1] ?? 'value');

@@ -27,7 +27,13 @@ interface SocketStamp {
 
 /** The context options every reload keeps: TLS 1.3 only (docs/decisions/0102). */
 export function contextOptions(material: TrustMaterial): SecureContextOptions {
-  return { cert: material.cert, key: material.key, ca: material.ca, minVersion: 'TLSv1.3', ...(material.crl === undefined ? {} : { crl: material.crl }) };
+  return {
+    cert: material.cert,
+    key: material.key,
+    ca: material.ca,
+    minVersion: 'TLSv1.3',
+    ...(material.crl === undefined ? {} : { crl: material.crl }),
+  };
 }
 
 /** Proves the material makes a context (key matches certificate, PEM parses) before anything is replaced. */
@@ -36,7 +42,11 @@ export function checkTrustMaterial(material: TrustMaterial): ReadonlySet<string>
   try {
     createSecureContext(contextOptions(material));
   } catch (error) {
-    throw new PidfenceError('the certificate, key, CA or CRL cannot be used together (a PEM that does not parse, or a key that is not the certificate\'s); the trust in force is kept.', 'ERR_PIDFENCE_CLUSTER_TLS_FILE', { cause: error });
+    throw new PidfenceError(
+      "the certificate, key, CA or CRL cannot be used together (a PEM that does not parse, or a key that is not the certificate's); the trust in force is kept.",
+      'ERR_PIDFENCE_CLUSTER_TLS_FILE',
+      { cause: error },
+    );
   }
   return serials;
 }
@@ -75,7 +85,10 @@ export class ServerTrust {
 
   #stamp(socket: TLSSocket): SocketStamp {
     const certificate = socket.getPeerX509Certificate?.();
-    const stamp = { generation: this.#generation, serial: certificate === undefined ? null : normalSerial(certificate.serialNumber) };
+    const stamp = {
+      generation: this.#generation,
+      serial: certificate === undefined ? null : normalSerial(certificate.serialNumber),
+    };
     this.#stamps.set(socket, stamp);
     return stamp;
   }

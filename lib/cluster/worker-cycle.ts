@@ -15,12 +15,22 @@ import type { Assignment, LeaseTickAnswer, PullPageOutcome } from './lease-store
 import type { JournaledLease, LeaseJournal } from './lease-journal';
 
 type Send = <T>(path: string, body: unknown, timeoutMs?: number) => Promise<{ status: number; body: T }>;
-type Report = { status: RunTerminalStatus; cause: 'receipt' | 'never_started' | 'stopped' | 'lost'; exit: { exitCode: number | null; signal: string | null } | null };
+type Report = {
+  status: RunTerminalStatus;
+  cause: 'receipt' | 'never_started' | 'stopped' | 'lost';
+  exit: { exitCode: number | null; signal: string | null } | null;
+};
 
 /** The lease page's answer: only the leases whose answer is not a plain renewal. */
 export interface LeasePageReply {
   readonly session: 'live' | 'lapsed' | 'lost';
-  readonly answers: ReadonlyArray<{ readonly runId: string; readonly kind: string; readonly scope?: 'run' | 'attempt'; readonly reason?: string; readonly code?: string }>;
+  readonly answers: ReadonlyArray<{
+    readonly runId: string;
+    readonly kind: string;
+    readonly scope?: 'run' | 'attempt';
+    readonly reason?: string;
+    readonly code?: string;
+  }>;
 }
 
 export interface Held {
@@ -77,7 +87,13 @@ export class WorkerCycle {
 
   /** A lease an earlier process journaled: held, not attached, before local recovery reports its end. */
   adopt(lease: JournaledLease): void {
-    this.held.set(lease.runId, { assignment: lease, localAttemptId: lease.localAttemptId, stopping: false, attached: false, lastAnsweredMs: monotonicMs() });
+    this.held.set(lease.runId, {
+      assignment: lease,
+      localAttemptId: lease.localAttemptId,
+      stopping: false,
+      attached: false,
+      lastAnsweredMs: monotonicMs(),
+    });
   }
 
   /** One bounded cycle; every failure is observed by code and the next cycle starts afresh. */
@@ -104,10 +120,19 @@ export class WorkerCycle {
       if (entry !== undefined) {
         if (!entry.attached) return;
         const { runId, attemptId, fence } = entry.assignment;
-        const reply = await send<{ kind: string; code?: string }>('/v1/completions', { sessionId: session.id, runId, attemptId, fence, ...next.report });
+        const reply = await send<{ kind: string; code?: string }>('/v1/completions', {
+          sessionId: session.id,
+          runId,
+          attemptId,
+          fence,
+          ...next.report,
+        });
         // A revoked worker keeps its reports: what becomes of its runs is not decided by a refusal.
         if (reply.status >= 500 || reply.status === 403) return;
-        observe(reply.status === 200 ? `completion_${reply.body.kind}` : 'completion_refused', reply.status === 200 ? undefined : codeOf(reply));
+        observe(
+          reply.status === 200 ? `completion_${reply.body.kind}` : 'completion_refused',
+          reply.status === 200 ? undefined : codeOf(reply),
+        );
         this.#drop(next.runId);
       }
       completions.shift();
@@ -131,11 +156,15 @@ export class WorkerCycle {
     for (const entry of [...this.held.values()]) {
       if (entry.attached) continue;
       const { runId, attemptId, fence } = entry.assignment;
-      const reply = await send<LeaseTickAnswer & { code?: string }>('/v1/leases/attach', { sessionId: session.id, runId, attemptId, fence })
-        .catch((error: unknown) => {
-          observe('tick_failed', error instanceof PidfenceError ? error.code : 'ERR_PIDFENCE_CLUSTER_UNREACHABLE');
-          return null;
-        });
+      const reply = await send<LeaseTickAnswer & { code?: string }>('/v1/leases/attach', {
+        sessionId: session.id,
+        runId,
+        attemptId,
+        fence,
+      }).catch((error: unknown) => {
+        observe('tick_failed', error instanceof PidfenceError ? error.code : 'ERR_PIDFENCE_CLUSTER_UNREACHABLE');
+        return null;
+      });
       if (reply === null) continue;
       if (reply.status !== 200) {
         observe('tick_failed', codeOf(reply));
@@ -154,7 +183,11 @@ export class WorkerCycle {
     const mine = [...this.held.values()].filter((entry) => entry.attached && !entry.stopping);
     const leases = mine.map(({ assignment: { runId, attemptId, fence } }) => ({ runId, attemptId, fence }));
     const waitMs = closed || leases.length === 0 ? 0 : tickMs;
-    const reply = await send<LeasePageReply & { code?: string }>('/v1/workers/leases', { sessionId: session.id, leases, waitMs }, waitMs + REQUEST_MARGIN_MS + tickMs);
+    const reply = await send<LeasePageReply & { code?: string }>(
+      '/v1/workers/leases',
+      { sessionId: session.id, leases, waitMs },
+      waitMs + REQUEST_MARGIN_MS + tickMs,
+    );
     if (reply.status !== 200) {
       // A failed renewal stops nothing (docs/decisions/0273): the lease waits for this worker.
       observe('tick_failed', reply.body?.code ?? `http_${reply.status}`);
@@ -172,8 +205,10 @@ export class WorkerCycle {
     if (entry === undefined) return;
     // A closed session is not a lost run: a new session re-attaches it (docs/decisions/0272).
     if (answer.kind === 'lost' && answer.reason === 'session') this.#sessionOpen = false;
-    else if (answer.kind === 'stop_requested') await this.#stopLocally(entry, STOP_REASON[answer.scope ?? 'run'], false);
-    else if (answer.kind === 'terminal' || answer.kind === 'lost') await this.#stopLocally(entry, 'shutdown', answer.kind === 'lost');
+    else if (answer.kind === 'stop_requested')
+      await this.#stopLocally(entry, STOP_REASON[answer.scope ?? 'run'], false);
+    else if (answer.kind === 'terminal' || answer.kind === 'lost')
+      await this.#stopLocally(entry, 'shutdown', answer.kind === 'lost');
   }
 
   /** A closed session pulls nothing: a new one is registered and every held run re-attaches to it. */
@@ -186,7 +221,10 @@ export class WorkerCycle {
 
   async #pull(free: number): Promise<void> {
     const { send, session } = this.#parts;
-    const reply = await send<PullPageOutcome>('/v1/assignments/pull', { sessionId: session.id, max: Math.min(free, 64) });
+    const reply = await send<PullPageOutcome>('/v1/assignments/pull', {
+      sessionId: session.id,
+      max: Math.min(free, 64),
+    });
     if (reply.status !== 200) return;
     if (reply.body.kind === 'session_closed') this.#sessionOpen = false;
     if (reply.body.kind !== 'assigned') return;
@@ -196,23 +234,37 @@ export class WorkerCycle {
   async #admit(assignment: Assignment): Promise<void> {
     const { leases, app, completions } = this.#parts;
     const lease: JournaledLease = {
-      runId: assignment.runId, projectId: assignment.projectId, attemptId: assignment.attemptId, fence: assignment.fence, localAttemptId: null,
+      runId: assignment.runId,
+      projectId: assignment.projectId,
+      attemptId: assignment.attemptId,
+      fence: assignment.fence,
+      localAttemptId: null,
       stopAfterDisconnectMs: assignment.stopAfterDisconnectMs ?? null,
     };
     // Synced before the job can start: a restart finds every run this worker may have started.
     leases.write(lease);
-    const entry: Held = { assignment: lease, localAttemptId: null, stopping: false, attached: true, lastAnsweredMs: monotonicMs() };
+    const entry: Held = {
+      assignment: lease,
+      localAttemptId: null,
+      stopping: false,
+      attached: true,
+      lastAnsweredMs: monotonicMs(),
+    };
     this.held.set(assignment.runId, entry);
     const [command, ...args] = assignment.argv;
     const admitted = await app.admit({
-      projectId: assignment.projectId, runId: assignment.runId, command: command as string, args,
+      projectId: assignment.projectId,
+      runId: assignment.runId,
+      command: command as string,
+      args,
       // No local deadline: a task timeout is the control plane's (stop_requested, scope attempt).
       stdio: 'ignore',
     });
     if (admitted.kind === 'admitted') {
       entry.localAttemptId = admitted.attemptId;
       leases.write({ ...lease, localAttemptId: admitted.attemptId });
-    } else completions.push({ runId: assignment.runId, report: { status: 'failed', cause: 'never_started', exit: null } });
+    } else
+      completions.push({ runId: assignment.runId, report: { status: 'failed', cause: 'never_started', exit: null } });
   }
 
   /** The run's end was taken (or refused for good): nothing of it is held any more. */
@@ -227,10 +279,15 @@ export class WorkerCycle {
     if (entry.stopping) return;
     entry.stopping = true;
     const { local, app } = this.#parts;
-    const outcome = await local.runStore.requestCancellation({ runId: entry.assignment.runId, reason, eventId: `evt-${randomUUID()}` });
+    const outcome = await local.runStore.requestCancellation({
+      runId: entry.assignment.runId,
+      reason,
+      eventId: `evt-${randomUUID()}`,
+    });
     if (outcome.kind === 'run_missing') return;
     // The local lifecycle's cycle claims the local dispatch and stops the exact group; a notice
     // pulls its one timer forward instead of waiting out the period.
-    if (entry.localAttemptId !== null) app.notices.add({ runId: entry.assignment.runId, attemptId: entry.localAttemptId });
+    if (entry.localAttemptId !== null)
+      app.notices.add({ runId: entry.assignment.runId, attemptId: entry.localAttemptId });
   }
 }

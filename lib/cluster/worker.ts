@@ -50,8 +50,17 @@ export interface Worker {
   close(): Promise<void>;
 }
 
-export function reportOf(outcome: CompletionOutcome): { status: RunTerminalStatus; cause: 'receipt' | 'never_started' | 'stopped' | 'lost'; exit: { exitCode: number | null; signal: string | null } | null } | null {
-  if (outcome.kind === 'completed' && outcome.cause !== 'forgotten') return { status: outcome.status, cause: outcome.cause, exit: { exitCode: outcome.exitCode, signal: outcome.signal } };
+export function reportOf(outcome: CompletionOutcome): {
+  status: RunTerminalStatus;
+  cause: 'receipt' | 'never_started' | 'stopped' | 'lost';
+  exit: { exitCode: number | null; signal: string | null } | null;
+} | null {
+  if (outcome.kind === 'completed' && outcome.cause !== 'forgotten')
+    return {
+      status: outcome.status,
+      cause: outcome.cause,
+      exit: { exitCode: outcome.exitCode, signal: outcome.signal },
+    };
   if (outcome.kind === 'terminal') return { status: outcome.status, cause: 'stopped', exit: null };
   return null;
 }
@@ -59,18 +68,32 @@ export function reportOf(outcome: CompletionOutcome): { status: RunTerminalStatu
 /** A refusal of this worker's name (deny list) or of its certificate (CRL). */
 export function isRevocation(reply: { status: number; body: unknown }): boolean {
   const code = (reply.body as { code?: unknown } | null)?.code;
-  return reply.status === 403 && (code === 'ERR_PIDFENCE_WORKER_REVOKED' || code === 'ERR_PIDFENCE_CLUSTER_CERT_REVOKED');
+  return (
+    reply.status === 403 && (code === 'ERR_PIDFENCE_WORKER_REVOKED' || code === 'ERR_PIDFENCE_CLUSTER_CERT_REVOKED')
+  );
 }
 
 /** The end of a run the local journal already holds (it ended while the worker was down): its attempt.terminal facts. */
-async function journaledReport(local: SqliteStores, runId: string, localAttemptId: string | null): Promise<Report | null> {
+async function journaledReport(
+  local: SqliteStores,
+  runId: string,
+  localAttemptId: string | null,
+): Promise<Report | null> {
   const run = await local.runStore.getRun(runId);
   if (run === null) return { status: 'failed', cause: 'never_started', exit: null };
   if (runIsActive(run.status) || localAttemptId === null) return null;
   const events = await local.executionStore.listAttemptEvents(runId, localAttemptId);
-  const payload = events.find((event) => event.type === 'attempt.terminal')?.payload as { cause?: string; exitCode?: number | null; signal?: string | null } | undefined;
-  const cause = payload?.cause === 'receipt' || payload?.cause === 'never_started' || payload?.cause === 'lost' ? payload.cause : 'stopped';
-  return { status: run.status as RunTerminalStatus, cause, exit: payload === undefined ? null : { exitCode: payload.exitCode ?? null, signal: payload.signal ?? null } };
+  const payload = events.find((event) => event.type === 'attempt.terminal')?.payload as
+    { cause?: string; exitCode?: number | null; signal?: string | null } | undefined;
+  const cause =
+    payload?.cause === 'receipt' || payload?.cause === 'never_started' || payload?.cause === 'lost'
+      ? payload.cause
+      : 'stopped';
+  return {
+    status: run.status as RunTerminalStatus,
+    cause,
+    exit: payload === undefined ? null : { exitCode: payload.exitCode ?? null, signal: payload.signal ?? null },
+  };
 }
 
 type Observe = (what: string, code?: string) => void;
@@ -105,10 +128,18 @@ type Send = ReturnType<typeof connect>['send'];
 /** A new session; what the operator sees in `pidfence workers` is announced with it. */
 async function register(send: Send, state: { revoked: boolean }, options: WorkerOptions): Promise<string> {
   const registered = await send<{ sessionId: string }>('/v1/sessions', {});
-  if (state.revoked) throw new PidfenceError('the control plane refused this worker as revoked: an operator revoked its name or its certificate; ask them, or use a new certificate.', 'ERR_PIDFENCE_WORKER_REVOKED');
-  if (registered.status !== 200) throw new PidfenceError('the control plane refused the worker session.', 'ERR_PIDFENCE_CLUSTER_SESSION');
+  if (state.revoked)
+    throw new PidfenceError(
+      'the control plane refused this worker as revoked: an operator revoked its name or its certificate; ask them, or use a new certificate.',
+      'ERR_PIDFENCE_WORKER_REVOKED',
+    );
+  if (registered.status !== 200)
+    throw new PidfenceError('the control plane refused the worker session.', 'ERR_PIDFENCE_CLUSTER_SESSION');
   // An older control plane without the endpoint changes nothing.
-  await send('/v1/workers/self', { version: options.version ?? packageVersion(), capacity: options.capacity ?? 4 }).catch(() => undefined);
+  await send('/v1/workers/self', {
+    version: options.version ?? packageVersion(),
+    capacity: options.capacity ?? 4,
+  }).catch(() => undefined);
   return registered.body.sessionId;
 }
 
@@ -117,7 +148,13 @@ function openLocal(options: WorkerOptions, onReport: (runId: string, report: Rep
   const journalFile = path.resolve(options.journalFile);
   const local = openSqliteStore(journalFile);
   const app: ExecutionApplication = createExecution({
-    stores: { runStore: local.runStore, repository: local.dispatchRepository, executionStore: local.executionStore, runnerStore: local.runnerStore, close: () => local.close() },
+    stores: {
+      runStore: local.runStore,
+      repository: local.dispatchRepository,
+      executionStore: local.executionStore,
+      runnerStore: local.runnerStore,
+      close: () => local.close(),
+    },
     receiptDirectory: `${journalFile}.receipts`,
     logs: { directory: `${journalFile}.logs` },
     runnerKind: 'supervise',
@@ -138,7 +175,8 @@ type Report = NonNullable<ReturnType<typeof reportOf>>;
  * earlier process journaled are held before recovery, so the ends it finds are reported (docs/decisions/0272).
  */
 export async function startWorker(options: WorkerOptions): Promise<Worker> {
-  if (options.controlPlaneUrls.length === 0) throw new PidfenceError('a worker needs at least one control-plane URL.', 'ERR_PIDFENCE_CLUSTER_CONFIG');
+  if (options.controlPlaneUrls.length === 0)
+    throw new PidfenceError('a worker needs at least one control-plane URL.', 'ERR_PIDFENCE_CLUSTER_CONFIG');
   const observe = observerOf(options);
   const { replicas, state, send } = connect(options, observe);
   const session = { id: await register(send, state, options) };
@@ -148,7 +186,19 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   };
   const { local, app, leases } = openLocal(options, queue);
   const tickMs = options.tickMs ?? 1_000;
-  const cycle = new WorkerCycle({ options, observe, send, state, session, completions, leases, local, app, tickMs, reRegister: () => register(send, state, options) });
+  const cycle = new WorkerCycle({
+    options,
+    observe,
+    send,
+    state,
+    session,
+    completions,
+    leases,
+    local,
+    app,
+    tickMs,
+    reRegister: () => register(send, state, options),
+  });
   for (const lease of leases.read()) cycle.adopt(lease);
   await app.recover();
   app.start();
@@ -174,7 +224,9 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     cycle.afterDisconnect().catch(() => undefined);
   }, tickMs);
   return {
-    get sessionId() { return session.id; },
+    get sessionId() {
+      return session.id;
+    },
     held: () => cycle.held.size,
     revoked: () => state.revoked,
     reloadTls: (tls) => replicas.reload(tls),

@@ -32,7 +32,10 @@ function checkDelayBound(value: number, what: string): void {
  */
 export function backoffDelayMs(dispatchCount: number, policy: BackoffPolicy = DEFAULT_BACKOFF): number {
   if (!Number.isInteger(dispatchCount) || dispatchCount < 1 || dispatchCount > COUNTER_MAX) {
-    throw new PidfenceRangeError('dispatchCount must be a positive integer (the record\'s dispatch_count).', 'ERR_PIDFENCE_INVALID_BACKOFF');
+    throw new PidfenceRangeError(
+      "dispatchCount must be a positive integer (the record's dispatch_count).",
+      'ERR_PIDFENCE_INVALID_BACKOFF',
+    );
   }
   checkDelayBound(policy.baseMs, 'backoff baseMs');
   checkDelayBound(policy.maxMs, 'backoff maxMs');

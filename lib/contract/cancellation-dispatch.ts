@@ -1,7 +1,13 @@
 // The canonical CancellationDispatch contract (design/dispatch §2.1-2.4, design/postgres §D1-D2): exact-shape
 // commands, the record and its state invariants, claim/result outcomes, and the due-page query.
 import { PidfenceRangeError } from '../base/errors';
-import { classifyResult, DISPATCH_RESULTS, DISPATCH_STATUSES, type DispatchResult, type DispatchStatus } from './classification';
+import {
+  classifyResult,
+  DISPATCH_RESULTS,
+  DISPATCH_STATUSES,
+  type DispatchResult,
+  type DispatchStatus,
+} from './classification';
 import type { DispatchEventPayload, RunEvent } from './events';
 import { DUE_PAGE_DEFAULT, DUE_PAGE_MAX } from './limits';
 import {
@@ -86,7 +92,11 @@ export type ClaimOutcome =
   | { readonly kind: 'attempt_conflict' };
 
 export type RecordResultOutcome =
-  | { readonly kind: 'recorded'; readonly record: CancellationDispatchRecord; readonly event: RunEvent<DispatchEventPayload> }
+  | {
+      readonly kind: 'recorded';
+      readonly record: CancellationDispatchRecord;
+      readonly event: RunEvent<DispatchEventPayload>;
+    }
   | { readonly kind: 'stale_fence' };
 
 /** Keyset position in the due order `(atMs, runId)`. */
@@ -127,7 +137,14 @@ export interface DuePage {
 }
 
 export function validateClaimCommand(value: unknown): ClaimCommand {
-  const input = validateExactShape(value, 'claim command', ['runId', 'attemptId', 'cancelRequestedAtMs', 'owner', 'token', 'leaseDurationMs']);
+  const input = validateExactShape(value, 'claim command', [
+    'runId',
+    'attemptId',
+    'cancelRequestedAtMs',
+    'owner',
+    'token',
+    'leaseDurationMs',
+  ]);
   return {
     runId: validateId(input.runId, 'runId'),
     attemptId: validateId(input.attemptId, 'attemptId'),
@@ -152,11 +169,20 @@ export interface ClaimPageCommand {
 /** The page as one claim command per item, in the page's order. */
 export function validateClaimPageCommand(value: unknown): ClaimCommand[] {
   const input = validateExactShape(value, 'claim page command', ['owner', 'leaseDurationMs', 'items']);
-  if (!Array.isArray(input.items)) throw new PidfenceRangeError('claim page items must be an array of claims; pass the due items to claim.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  if (!Array.isArray(input.items))
+    throw new PidfenceRangeError(
+      'claim page items must be an array of claims; pass the due items to claim.',
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
   validateBoundedInteger(input.items.length, 'claim page size', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
-  const commands = (input.items as unknown[]).map((item) => validateClaimCommand({ ...(item as object), owner: input.owner, leaseDurationMs: input.leaseDurationMs }));
+  const commands = (input.items as unknown[]).map((item) =>
+    validateClaimCommand({ ...(item as object), owner: input.owner, leaseDurationMs: input.leaseDurationMs }),
+  );
   if (new Set(commands.map((command) => command.runId)).size !== commands.length) {
-    throw new PidfenceRangeError('a claim page names a run twice; claim each run once per page.', 'ERR_PIDFENCE_INVALID_COMMAND');
+    throw new PidfenceRangeError(
+      'a claim page names a run twice; claim each run once per page.',
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
   }
   return commands;
 }
@@ -195,24 +221,52 @@ export interface ClaimedDuePage {
 }
 
 export function validateClaimDuePageCommand(value: unknown): {
-  readonly owner: string; readonly leaseDurationMs: number; readonly tokens: readonly string[]; readonly after: DueCursor | null; readonly runnerId: string | null;
+  readonly owner: string;
+  readonly leaseDurationMs: number;
+  readonly tokens: readonly string[];
+  readonly after: DueCursor | null;
+  readonly runnerId: string | null;
 } {
-  const input = validateExactShape(value, 'claim due page command', ['owner', 'leaseDurationMs', 'tokens'], ['after', 'runnerId']);
-  if (!Array.isArray(input.tokens)) throw new PidfenceRangeError('tokens must be an array of fresh lease tokens, one per item the page may claim.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  const input = validateExactShape(
+    value,
+    'claim due page command',
+    ['owner', 'leaseDurationMs', 'tokens'],
+    ['after', 'runnerId'],
+  );
+  if (!Array.isArray(input.tokens))
+    throw new PidfenceRangeError(
+      'tokens must be an array of fresh lease tokens, one per item the page may claim.',
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
   validateBoundedInteger(input.tokens.length, 'claim page size', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
   const tokens = (input.tokens as unknown[]).map(validateToken);
   if (new Set(tokens).size !== tokens.length) {
-    throw new PidfenceRangeError('a claim due page repeats a token; create one fresh token per item.', 'ERR_PIDFENCE_INVALID_COMMAND');
+    throw new PidfenceRangeError(
+      'a claim due page repeats a token; create one fresh token per item.',
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
   }
   const query = validateDuePageQuery({
-    limit: tokens.length, ...(input.after === undefined ? {} : { after: input.after }), ...(input.runnerId === undefined ? {} : { runnerId: input.runnerId }),
+    limit: tokens.length,
+    ...(input.after === undefined ? {} : { after: input.after }),
+    ...(input.runnerId === undefined ? {} : { runnerId: input.runnerId }),
   });
-  return { owner: validateOwner(input.owner), leaseDurationMs: validateLeaseDurationMs(input.leaseDurationMs), tokens, after: query.after, runnerId: query.runnerId };
+  return {
+    owner: validateOwner(input.owner),
+    leaseDurationMs: validateLeaseDurationMs(input.leaseDurationMs),
+    tokens,
+    after: query.after,
+    runnerId: query.runnerId,
+  };
 }
 
 /** 1 to DUE_PAGE_MAX attempt references (a dispatcher's claimed page), each id checked. */
 export function validateAttemptRefs(value: unknown): Array<{ runId: string; attemptId: string }> {
-  if (!Array.isArray(value)) throw new PidfenceRangeError('attempt references must be an array of { runId, attemptId }.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  if (!Array.isArray(value))
+    throw new PidfenceRangeError(
+      'attempt references must be an array of { runId, attemptId }.',
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
   validateBoundedInteger(value.length, 'attempt references', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
   return (value as unknown[]).map((ref) => {
     const input = validateExactShape(ref, 'attempt reference', ['runId', 'attemptId']);
@@ -222,11 +276,18 @@ export function validateAttemptRefs(value: unknown): Array<{ runId: string; atte
 
 /** Settle a page's claims at once (docs/decisions/0023): 1 to DUE_PAGE_MAX results of distinct runs, each with its own fence. */
 export function validateRecordResultsCommand(value: unknown): RecordResultCommand[] {
-  if (!Array.isArray(value)) throw new PidfenceRangeError('results must be an array of result commands; pass one per claimed run.', 'ERR_PIDFENCE_INVALID_COMMAND');
+  if (!Array.isArray(value))
+    throw new PidfenceRangeError(
+      'results must be an array of result commands; pass one per claimed run.',
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
   validateBoundedInteger(value.length, 'result page size', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
   const commands = (value as unknown[]).map(validateRecordResultCommand);
   if (new Set(commands.map((command) => command.runId)).size !== commands.length) {
-    throw new PidfenceRangeError('a result page names a run twice; settle each run once per page.', 'ERR_PIDFENCE_INVALID_COMMAND');
+    throw new PidfenceRangeError(
+      'a result page names a run twice; settle each run once per page.',
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
   }
   return commands;
 }
@@ -245,18 +306,30 @@ export function validateRecordResultCommand(value: unknown): RecordResultCommand
     owner: validateOwner(input.owner),
     token: validateToken(input.token),
     // A leased record has version >= 1: 0 can never match and is refused as a caller bug.
-    expectedVersion: validateBoundedInteger(input.expectedVersion, 'expectedVersion', 1, Number.MAX_SAFE_INTEGER, 'ERR_PIDFENCE_INVALID_VERSION'),
+    expectedVersion: validateBoundedInteger(
+      input.expectedVersion,
+      'expectedVersion',
+      1,
+      Number.MAX_SAFE_INTEGER,
+      'ERR_PIDFENCE_INVALID_VERSION',
+    ),
     result,
     eventId: validateId(input.eventId, 'eventId'),
   };
   if (!classifyResult(result).retryable) {
     if (input.retryDelayMs !== undefined) {
-      throw new PidfenceRangeError(`retryDelayMs is only for retryable results; ${result} is final, remove it.`, 'ERR_PIDFENCE_INVALID_RETRY_DELAY');
+      throw new PidfenceRangeError(
+        `retryDelayMs is only for retryable results; ${result} is final, remove it.`,
+        'ERR_PIDFENCE_INVALID_RETRY_DELAY',
+      );
     }
     return command;
   }
   if (input.retryDelayMs === undefined) {
-    throw new PidfenceRangeError(`${result} is retried: pass retryDelayMs (see backoffDelayMs()).`, 'ERR_PIDFENCE_INVALID_RETRY_DELAY');
+    throw new PidfenceRangeError(
+      `${result} is retried: pass retryDelayMs (see backoffDelayMs()).`,
+      'ERR_PIDFENCE_INVALID_RETRY_DELAY',
+    );
   }
   return { ...command, retryDelayMs: validateRetryDelayMs(input.retryDelayMs) };
 }
@@ -267,11 +340,16 @@ export function validateDueCursor(value: unknown): DueCursor {
 }
 
 /** Normalises a due-page query: the limit defaults to 32 and may never exceed 64 (design/dispatch §2.6). */
-export function validateDuePageQuery(value: unknown = {}): { readonly limit: number; readonly after: DueCursor | null; readonly runnerId: string | null } {
+export function validateDuePageQuery(value: unknown = {}): {
+  readonly limit: number;
+  readonly after: DueCursor | null;
+  readonly runnerId: string | null;
+} {
   const input = validateExactShape(value, 'due page query', [], ['limit', 'after', 'runnerId']);
-  const limit = input.limit === undefined
-    ? DUE_PAGE_DEFAULT
-    : validateBoundedInteger(input.limit, 'limit', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
+  const limit =
+    input.limit === undefined
+      ? DUE_PAGE_DEFAULT
+      : validateBoundedInteger(input.limit, 'limit', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
   return {
     limit,
     after: input.after === undefined ? null : validateDueCursor(input.after),
@@ -285,48 +363,71 @@ const nullableEpoch = nullableField(validateEpochMs);
  * Checks a record read from a store: field types and the status/lease/retry/terminal shape that the
  * schema's CHECK constraints also hold. Stores call it at the boundary, so corruption fails closed.
  */
-export const validateDispatchRecord: (value: unknown) => CancellationDispatchRecord = storedRecordValidator<CancellationDispatchRecord>('dispatch record', {
-  runId: validateId,
-  projectId: validateId,
-  attemptId: validateId,
-  status: enumField(DISPATCH_STATUSES),
-  version: validateCounter,
-  dispatchCount: validateCounter,
-  nextAttemptAtMs: nullableEpoch,
-  leaseOwner: nullableField(validateOwner),
-  leaseTokenDigest: nullableField(validateDigest),
-  leaseExpiresAtMs: nullableEpoch,
-  lastResult: nullableField(enumField(DISPATCH_RESULTS)),
-  lastDispatchedAtMs: nullableEpoch,
-  blockedAtMs: nullableEpoch,
-  createdAtMs: validateEpochMs,
-  updatedAtMs: validateEpochMs,
-}, checkStateShape);
+export const validateDispatchRecord: (value: unknown) => CancellationDispatchRecord =
+  storedRecordValidator<CancellationDispatchRecord>(
+    'dispatch record',
+    {
+      runId: validateId,
+      projectId: validateId,
+      attemptId: validateId,
+      status: enumField(DISPATCH_STATUSES),
+      version: validateCounter,
+      dispatchCount: validateCounter,
+      nextAttemptAtMs: nullableEpoch,
+      leaseOwner: nullableField(validateOwner),
+      leaseTokenDigest: nullableField(validateDigest),
+      leaseExpiresAtMs: nullableEpoch,
+      lastResult: nullableField(enumField(DISPATCH_RESULTS)),
+      lastDispatchedAtMs: nullableEpoch,
+      blockedAtMs: nullableEpoch,
+      createdAtMs: validateEpochMs,
+      updatedAtMs: validateEpochMs,
+    },
+    checkStateShape,
+  );
 
 function settledAs(record: CancellationDispatchRecord, status: 'dispatched' | 'blocked'): boolean {
   return record.lastResult !== null && classifyResult(record.lastResult).status === status;
 }
 
 /** The status/lease/retry/terminal shape, the same rules as the schema's CHECK constraints. */
-export function checkStateShape(record: CancellationDispatchRecord, invariant: (holds: boolean, rule: string) => void): void {
+export function checkStateShape(
+  record: CancellationDispatchRecord,
+  invariant: (holds: boolean, rule: string) => void,
+): void {
   const hasLease = record.leaseOwner !== null && record.leaseTokenDigest !== null && record.leaseExpiresAtMs !== null;
   const noLease = record.leaseOwner === null && record.leaseTokenDigest === null && record.leaseExpiresAtMs === null;
   invariant(record.dispatchCount <= record.version, 'dispatch_count never exceeds version');
   switch (record.status) {
     case 'pending':
-      invariant(noLease && record.nextAttemptAtMs !== null && record.blockedAtMs === null, 'a pending record has a due time and no lease');
+      invariant(
+        noLease && record.nextAttemptAtMs !== null && record.blockedAtMs === null,
+        'a pending record has a due time and no lease',
+      );
       break;
     case 'leased':
-      invariant(hasLease && record.nextAttemptAtMs === null && record.blockedAtMs === null && record.dispatchCount >= 1, 'a leased record has owner, digest and expiry, and no due time');
+      invariant(
+        hasLease && record.nextAttemptAtMs === null && record.blockedAtMs === null && record.dispatchCount >= 1,
+        'a leased record has owner, digest and expiry, and no due time',
+      );
       break;
     case 'retry_wait':
-      invariant(noLease && record.nextAttemptAtMs !== null && record.blockedAtMs === null && record.lastResult !== null, 'a retry_wait record has a due time, a last result and no lease');
+      invariant(
+        noLease && record.nextAttemptAtMs !== null && record.blockedAtMs === null && record.lastResult !== null,
+        'a retry_wait record has a due time, a last result and no lease',
+      );
       break;
     case 'dispatched':
-      invariant(noLease && record.nextAttemptAtMs === null && record.blockedAtMs === null && settledAs(record, 'dispatched'), 'a dispatched record has a dispatching last result, no lease and no due time');
+      invariant(
+        noLease && record.nextAttemptAtMs === null && record.blockedAtMs === null && settledAs(record, 'dispatched'),
+        'a dispatched record has a dispatching last result, no lease and no due time',
+      );
       break;
     case 'blocked':
-      invariant(noLease && record.nextAttemptAtMs === null && record.blockedAtMs !== null && settledAs(record, 'blocked'), 'a blocked record has a blocking last result, blocked_at_ms and no lease');
+      invariant(
+        noLease && record.nextAttemptAtMs === null && record.blockedAtMs !== null && settledAs(record, 'blocked'),
+        'a blocked record has a blocking last result, blocked_at_ms and no lease',
+      );
       break;
   }
 }

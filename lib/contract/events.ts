@@ -3,7 +3,14 @@
 import { shapeProblem } from '../base/shape';
 import { PidfenceTypeError } from '../base/errors';
 import type { DispatchEventType, DispatchResult } from './classification';
-import { enumField, storedRecordValidator, validateCounter, validateDispatchResult, validateEpochMs, validateId } from './validators';
+import {
+  enumField,
+  storedRecordValidator,
+  validateCounter,
+  validateDispatchResult,
+  validateEpochMs,
+  validateId,
+} from './validators';
 
 export type CancelReason = 'user' | 'policy' | 'timeout' | 'shutdown';
 export const CANCEL_REASONS: readonly CancelReason[] = ['user', 'policy', 'timeout', 'shutdown'];
@@ -13,7 +20,13 @@ export const CANCEL_REASONS: readonly CancelReason[] = ['user', 'policy', 'timeo
  * `run.unreachable` / `run.reattached` (cluster only, docs/decisions/0270): the run's worker stopped
  * renewing its lease / answered for it again. Neither ends the run.
  */
-export type RunEventType = 'run.cancel_requested' | DispatchEventType | 'run.cancel_dispatch_rearmed' | 'run.terminal' | 'run.unreachable' | 'run.reattached';
+export type RunEventType =
+  | 'run.cancel_requested'
+  | DispatchEventType
+  | 'run.cancel_dispatch_rearmed'
+  | 'run.terminal'
+  | 'run.unreachable'
+  | 'run.reattached';
 
 export interface DispatchEventPayload {
   readonly attemptId: string;
@@ -32,21 +45,31 @@ export interface RunEvent<P = unknown> {
 }
 
 export const RUN_EVENT_TYPES: readonly RunEventType[] = [
-  'run.cancel_requested', 'run.cancel_dispatched', 'run.cancel_dispatch_blocked', 'run.cancel_dispatch_failed', 'run.cancel_dispatch_rearmed', 'run.terminal',
-  'run.unreachable', 'run.reattached',
+  'run.cancel_requested',
+  'run.cancel_dispatched',
+  'run.cancel_dispatch_blocked',
+  'run.cancel_dispatch_failed',
+  'run.cancel_dispatch_rearmed',
+  'run.terminal',
+  'run.unreachable',
+  'run.reattached',
 ];
 
 /** A RunEvent read from a store, its payload already decoded from JSON. */
-export const validateRunEvent: (value: unknown) => RunEvent = storedRecordValidator<RunEvent>('run event', {
-  id: validateId,
-  runId: validateId,
-  seq: validateCounter,
-  type: enumField(RUN_EVENT_TYPES),
-  payload: (value) => value,
-  createdAtMs: validateEpochMs,
-}, (event, invariant) => {
-  invariant(event.seq >= 1, 'event sequences start at 1');
-});
+export const validateRunEvent: (value: unknown) => RunEvent = storedRecordValidator<RunEvent>(
+  'run event',
+  {
+    id: validateId,
+    runId: validateId,
+    seq: validateCounter,
+    type: enumField(RUN_EVENT_TYPES),
+    payload: (value) => value,
+    createdAtMs: validateEpochMs,
+  },
+  (event, invariant) => {
+    invariant(event.seq >= 1, 'event sequences start at 1');
+  },
+);
 
 const PAYLOAD_KEYS = ['attemptId', 'dispatchCount', 'result'] as const;
 

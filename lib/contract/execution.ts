@@ -54,7 +54,13 @@ export type CompletionCause =
    */
   | 'forgotten';
 
-export const COMPLETION_CAUSES: readonly CompletionCause[] = ['receipt', 'never_started', 'stopped', 'lost', 'forgotten'];
+export const COMPLETION_CAUSES: readonly CompletionCause[] = [
+  'receipt',
+  'never_started',
+  'stopped',
+  'lost',
+  'forgotten',
+];
 
 export interface AttemptExit {
   readonly exitCode: number | null;

@@ -109,16 +109,26 @@ export function workerStateOf(hold: WorkerHold, leasesHeld: number): WorkerState
 }
 
 export function validateWorkerName(value: unknown): string {
-  if (typeof value !== 'string') throw new PidfenceTypeError('a worker name must be a string: the subject CN of its certificate.', 'ERR_PIDFENCE_INVALID_WORKER_NAME');
+  if (typeof value !== 'string')
+    throw new PidfenceTypeError(
+      'a worker name must be a string: the subject CN of its certificate.',
+      'ERR_PIDFENCE_INVALID_WORKER_NAME',
+    );
   if (!WORKER_NAME_PATTERN.test(value)) {
-    throw new PidfenceRangeError(`a worker name is the subject CN of its certificate: 1 to ${OWNER_MAX_LENGTH} characters of A-Z a-z 0-9 . _ : @ / - starting with a letter or digit.`, 'ERR_PIDFENCE_INVALID_WORKER_NAME');
+    throw new PidfenceRangeError(
+      `a worker name is the subject CN of its certificate: 1 to ${OWNER_MAX_LENGTH} characters of A-Z a-z 0-9 . _ : @ / - starting with a letter or digit.`,
+      'ERR_PIDFENCE_INVALID_WORKER_NAME',
+    );
   }
   return value;
 }
 
 export function validateWorkerAction(value: unknown): WorkerAction {
   if (typeof value !== 'string' || !(WORKER_ACTIONS as readonly string[]).includes(value)) {
-    throw new PidfenceRangeError(`a worker act is one of ${WORKER_ACTIONS.join(', ')}.`, 'ERR_PIDFENCE_INVALID_WORKER_ACTION');
+    throw new PidfenceRangeError(
+      `a worker act is one of ${WORKER_ACTIONS.join(', ')}.`,
+      'ERR_PIDFENCE_INVALID_WORKER_ACTION',
+    );
   }
   return value as WorkerAction;
 }
@@ -132,11 +142,17 @@ export interface WorkerAnnouncement {
 export function validateWorkerAnnouncement(value: unknown): WorkerAnnouncement {
   const input = validateExactShape(value, 'worker announcement', ['version', 'capacity']);
   if (typeof input.version !== 'string' || !VERSION.test(input.version)) {
-    throw new PidfenceRangeError(`version must be 1 to ${WORKER_VERSION_MAX_LENGTH} characters of 0-9 A-Z a-z . + _ -.`, 'ERR_PIDFENCE_INVALID_WORKER_ANNOUNCEMENT');
+    throw new PidfenceRangeError(
+      `version must be 1 to ${WORKER_VERSION_MAX_LENGTH} characters of 0-9 A-Z a-z . + _ -.`,
+      'ERR_PIDFENCE_INVALID_WORKER_ANNOUNCEMENT',
+    );
   }
   const { capacity } = input;
   if (typeof capacity !== 'number' || !Number.isInteger(capacity) || capacity < 1 || capacity > WORKER_CAPACITY_MAX) {
-    throw new PidfenceRangeError(`capacity must be an integer from 1 to ${WORKER_CAPACITY_MAX}.`, 'ERR_PIDFENCE_INVALID_WORKER_ANNOUNCEMENT');
+    throw new PidfenceRangeError(
+      `capacity must be an integer from 1 to ${WORKER_CAPACITY_MAX}.`,
+      'ERR_PIDFENCE_INVALID_WORKER_ANNOUNCEMENT',
+    );
   }
   return { version: input.version, capacity };
 }

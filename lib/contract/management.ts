@@ -8,13 +8,7 @@ import type { DispatchEventPayload, RunEvent } from './events';
 import { CLUSTER_SCOPE } from './fleet';
 import { validateRunStatus, type RunStatus } from './run';
 import { BLOCKED_PAGE_SIZE, EPOCH_MS_MAX, LEASE_DURATION_MAX_MS, OWNER_MAX_LENGTH } from './limits';
-import {
-  validateBoundedInteger,
-  validateEnum,
-  validateEpochMs,
-  validateExactShape,
-  validateId,
-} from './validators';
+import { validateBoundedInteger, validateEnum, validateEpochMs, validateExactShape, validateId } from './validators';
 
 /**
  * Per-project permissions (design/dispatch §5.1): `run.read` sees diagnostics, `run.stop` may rearm, and
@@ -29,7 +23,9 @@ export type Permission = (typeof PERMISSIONS)[number];
 export const WORKER_PERMISSIONS: readonly Permission[] = ['worker.read', 'worker.manage'];
 
 /** The results that block a dispatch (design/dispatch §2.4), in table order. */
-export const BLOCKING_RESULTS = DISPATCH_RESULTS.filter((result) => RESULT_CLASSIFICATION[result].status === 'blocked') as readonly BlockingResult[];
+export const BLOCKING_RESULTS = DISPATCH_RESULTS.filter(
+  (result) => RESULT_CLASSIFICATION[result].status === 'blocked',
+) as readonly BlockingResult[];
 export type BlockingResult = 'identity_mismatch' | 'pid_mismatch' | 'unsupported' | 'invalid';
 
 /**
@@ -45,7 +41,10 @@ const SUBJECT_PATTERN = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,${OWNER_MAX_
 
 export function validateSubject(value: unknown): string {
   if (typeof value !== 'string' || !SUBJECT_PATTERN.test(value)) {
-    throw new PidfenceRangeError(`subject must be 1 to ${OWNER_MAX_LENGTH} characters of A-Z a-z 0-9 . _ : @ / - starting with a letter or digit.`, 'ERR_PIDFENCE_INVALID_SUBJECT');
+    throw new PidfenceRangeError(
+      `subject must be 1 to ${OWNER_MAX_LENGTH} characters of A-Z a-z 0-9 . _ : @ / - starting with a letter or digit.`,
+      'ERR_PIDFENCE_INVALID_SUBJECT',
+    );
   }
   return value;
 }
@@ -62,19 +61,41 @@ export function validateGrantScope(scope: unknown, permission: Permission): stri
   const worker = WORKER_PERMISSIONS.includes(permission);
   if (scope === CLUSTER_SCOPE) {
     if (worker || permission === 'grants.write') return CLUSTER_SCOPE;
-    throw new PidfenceRangeError(`${permission} is a project's permission; give it on a project, not on ${CLUSTER_SCOPE}.`, 'ERR_PIDFENCE_GRANT_SCOPE');
+    throw new PidfenceRangeError(
+      `${permission} is a project's permission; give it on a project, not on ${CLUSTER_SCOPE}.`,
+      'ERR_PIDFENCE_GRANT_SCOPE',
+    );
   }
-  if (worker) throw new PidfenceRangeError(`${permission} holds for the whole fleet: give it on ${CLUSTER_SCOPE}, not on a project.`, 'ERR_PIDFENCE_GRANT_SCOPE');
+  if (worker)
+    throw new PidfenceRangeError(
+      `${permission} holds for the whole fleet: give it on ${CLUSTER_SCOPE}, not on a project.`,
+      'ERR_PIDFENCE_GRANT_SCOPE',
+    );
   return validateId(scope, 'project');
 }
 
 export function validateOverdueAfterMs(value: unknown): number {
-  return validateBoundedInteger(value, 'overdueAfterMs', OVERDUE_AFTER_MIN_MS, OVERDUE_AFTER_MAX_MS, 'ERR_PIDFENCE_INVALID_OVERDUE_BOUND');
+  return validateBoundedInteger(
+    value,
+    'overdueAfterMs',
+    OVERDUE_AFTER_MIN_MS,
+    OVERDUE_AFTER_MAX_MS,
+    'ERR_PIDFENCE_INVALID_OVERDUE_BOUND',
+  );
 }
 
 export const INSPECTION_KEYS = [
-  'runId', 'projectId', 'attemptId', 'status', 'version', 'dispatchCount', 'lastResult',
-  'nextAttemptAtMs', 'blockedAtMs', 'lastDispatchedAtMs', 'updatedAtMs',
+  'runId',
+  'projectId',
+  'attemptId',
+  'status',
+  'version',
+  'dispatchCount',
+  'lastResult',
+  'nextAttemptAtMs',
+  'blockedAtMs',
+  'lastDispatchedAtMs',
+  'updatedAtMs',
 ] as const satisfies ReadonlyArray<keyof CancellationDispatchRecord>;
 
 /** What inspect shows (design/dispatch §5.1): low-sensitivity facts only, never lease owner, token or digest. */
@@ -91,9 +112,25 @@ export function validateRearmExpectation(value: unknown): RearmExpectation {
   const input = validateExactShape(value, 'rearm expectation', ['expectedVersion', 'expectedStatus', 'expectedResult']);
   return {
     // A blocked record has been claimed and settled: version >= 2.
-    expectedVersion: validateBoundedInteger(input.expectedVersion, 'expectedVersion', 1, Number.MAX_SAFE_INTEGER, 'ERR_PIDFENCE_INVALID_VERSION'),
-    expectedStatus: validateEnum(input.expectedStatus, 'expectedStatus', ['blocked'] as const, 'ERR_PIDFENCE_INVALID_COMMAND'),
-    expectedResult: validateEnum(input.expectedResult, 'expectedResult', BLOCKING_RESULTS, 'ERR_PIDFENCE_INVALID_RESULT'),
+    expectedVersion: validateBoundedInteger(
+      input.expectedVersion,
+      'expectedVersion',
+      1,
+      Number.MAX_SAFE_INTEGER,
+      'ERR_PIDFENCE_INVALID_VERSION',
+    ),
+    expectedStatus: validateEnum(
+      input.expectedStatus,
+      'expectedStatus',
+      ['blocked'] as const,
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    ),
+    expectedResult: validateEnum(
+      input.expectedResult,
+      'expectedResult',
+      BLOCKING_RESULTS,
+      'ERR_PIDFENCE_INVALID_RESULT',
+    ),
   };
 }
 
@@ -110,7 +147,11 @@ export interface RearmCommand {
 }
 
 export type RearmOutcome =
-  | { readonly kind: 'rearmed'; readonly inspection: DispatchInspection; readonly event: RunEvent<DispatchEventPayload> }
+  | {
+      readonly kind: 'rearmed';
+      readonly inspection: DispatchInspection;
+      readonly event: RunEvent<DispatchEventPayload>;
+    }
   | { readonly kind: 'not_found' }
   | { readonly kind: 'not_permitted' }
   | { readonly kind: 'not_blocked'; readonly status: DispatchStatus }
@@ -174,11 +215,19 @@ function decodeCursorBody(text: unknown, prefix: string, length: number): unknow
 }
 
 export function encodeBlockedCursor(cursor: BlockedCursor): string {
-  return encodeCursor(BLOCKED_CURSOR_PREFIX, [cursor.projectId, cursor.asOfMs, cursor.after.blockedAtMs, cursor.after.runId]);
+  return encodeCursor(BLOCKED_CURSOR_PREFIX, [
+    cursor.projectId,
+    cursor.asOfMs,
+    cursor.after.blockedAtMs,
+    cursor.after.runId,
+  ]);
 }
 
 function badCursor(list: string, command: string): PidfenceError {
-  return new PidfenceError(`the ${list} cursor is not one pidfence returned; pass the \`next\` value of the previous ${command} page unchanged, or omit it for the first page.`, 'ERR_PIDFENCE_INVALID_CURSOR');
+  return new PidfenceError(
+    `the ${list} cursor is not one pidfence returned; pass the \`next\` value of the previous ${command} page unchanged, or omit it for the first page.`,
+    'ERR_PIDFENCE_INVALID_CURSOR',
+  );
 }
 
 export function decodeBlockedCursor(text: unknown): BlockedCursor {
@@ -186,8 +235,13 @@ export function decodeBlockedCursor(text: unknown): BlockedCursor {
   if (body === null) throw badCursor('blocked-page', 'blocked');
   try {
     const [projectId, asOfMs, blockedAtMs, runId] = body;
-    const cursor = { projectId: validateId(projectId, 'cursor project'), asOfMs: validateEpochMs(asOfMs, 'cursor time'), after: { blockedAtMs: validateEpochMs(blockedAtMs, 'cursor time'), runId: validateId(runId, 'cursor run') } };
-    if (cursor.after.blockedAtMs > cursor.asOfMs || cursor.asOfMs > EPOCH_MS_MAX) throw badCursor('blocked-page', 'blocked');
+    const cursor = {
+      projectId: validateId(projectId, 'cursor project'),
+      asOfMs: validateEpochMs(asOfMs, 'cursor time'),
+      after: { blockedAtMs: validateEpochMs(blockedAtMs, 'cursor time'), runId: validateId(runId, 'cursor run') },
+    };
+    if (cursor.after.blockedAtMs > cursor.asOfMs || cursor.asOfMs > EPOCH_MS_MAX)
+      throw badCursor('blocked-page', 'blocked');
     return cursor;
   } catch {
     throw badCursor('blocked-page', 'blocked');
@@ -214,7 +268,12 @@ export interface RunListCursor {
 const RUN_LIST_CURSOR_PREFIX = 'rl1.';
 
 export function encodeRunListCursor(cursor: RunListCursor): string {
-  return encodeCursor(RUN_LIST_CURSOR_PREFIX, [cursor.projectId, cursor.status, cursor.after.createdAtMs, cursor.after.runId]);
+  return encodeCursor(RUN_LIST_CURSOR_PREFIX, [
+    cursor.projectId,
+    cursor.status,
+    cursor.after.createdAtMs,
+    cursor.after.runId,
+  ]);
 }
 
 export function decodeRunListCursor(text: unknown): RunListCursor {

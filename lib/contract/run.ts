@@ -131,15 +131,21 @@ export type CreateRunOutcome = { readonly kind: 'created'; readonly run: RunReco
 export type CreateAttemptOutcome =
   | { readonly kind: 'created'; readonly attempt: AttemptRecord }
   | { readonly kind: 'run_missing' | 'run_terminal' | 'active_attempt_exists' | 'exists' };
-export type AdvanceAttemptOutcome = { readonly kind: 'advanced'; readonly attempt: AttemptRecord } | { readonly kind: 'stale' };
-export type EndAttemptOutcome = { readonly kind: 'ended'; readonly attempt: AttemptRecord } | { readonly kind: 'stale' };
+export type AdvanceAttemptOutcome =
+  { readonly kind: 'advanced'; readonly attempt: AttemptRecord } | { readonly kind: 'stale' };
+export type EndAttemptOutcome =
+  { readonly kind: 'ended'; readonly attempt: AttemptRecord } | { readonly kind: 'stale' };
 export type RequestCancellationOutcome =
   | { readonly kind: 'requested'; readonly run: RunRecord; readonly event: RunEvent<{ readonly reason: CancelReason }> }
   /** An existing intent is kept, reason and time unchanged (design/execution §5). */
   | { readonly kind: 'already_requested'; readonly run: RunRecord }
   | { readonly kind: 'run_missing' | 'run_terminal' };
 export type MarkTerminalOutcome =
-  | { readonly kind: 'terminal'; readonly run: RunRecord; readonly event: RunEvent<{ readonly status: RunTerminalStatus }> }
+  | {
+      readonly kind: 'terminal';
+      readonly run: RunRecord;
+      readonly event: RunEvent<{ readonly status: RunTerminalStatus }>;
+    }
   | { readonly kind: 'already_terminal'; readonly run: RunRecord }
   | { readonly kind: 'run_missing' | 'attempt_missing' };
 
@@ -161,17 +167,38 @@ export function validateRunName(value: unknown): string {
 
 export function validateCreateRunCommand(value: unknown): CreateRunCommand {
   const input = validateExactShape(value, 'create-run command', ['runId', 'projectId'], ['owner', 'name']);
-  let command: CreateRunCommand = { runId: validateId(input.runId, 'runId'), projectId: validateId(input.projectId, 'projectId') };
-  if (input.owner !== undefined) command = { ...command, owner: validateEnum(input.owner, 'owner', RUN_OWNERS, 'ERR_PIDFENCE_INVALID_RUN_OWNER') };
+  let command: CreateRunCommand = {
+    runId: validateId(input.runId, 'runId'),
+    projectId: validateId(input.projectId, 'projectId'),
+  };
+  if (input.owner !== undefined)
+    command = { ...command, owner: validateEnum(input.owner, 'owner', RUN_OWNERS, 'ERR_PIDFENCE_INVALID_RUN_OWNER') };
   if (input.name !== undefined) command = { ...command, name: validateRunName(input.name) };
   return command;
 }
 
 export function validateCreateAttemptCommand(value: unknown): CreateAttemptCommand {
-  const input = validateExactShape(value, 'create-attempt command', ['runId', 'attemptId'], ['timeoutMs', 'receiptTokenDigest', 'runnerId']);
-  let command: CreateAttemptCommand = { runId: validateId(input.runId, 'runId'), attemptId: validateId(input.attemptId, 'attemptId') };
+  const input = validateExactShape(
+    value,
+    'create-attempt command',
+    ['runId', 'attemptId'],
+    ['timeoutMs', 'receiptTokenDigest', 'runnerId'],
+  );
+  let command: CreateAttemptCommand = {
+    runId: validateId(input.runId, 'runId'),
+    attemptId: validateId(input.attemptId, 'attemptId'),
+  };
   if (input.timeoutMs !== undefined) {
-    command = { ...command, timeoutMs: validateBoundedInteger(input.timeoutMs, 'timeoutMs', 1, ATTEMPT_TIMEOUT_MAX_MS, 'ERR_PIDFENCE_INVALID_TIMEOUT') };
+    command = {
+      ...command,
+      timeoutMs: validateBoundedInteger(
+        input.timeoutMs,
+        'timeoutMs',
+        1,
+        ATTEMPT_TIMEOUT_MAX_MS,
+        'ERR_PIDFENCE_INVALID_TIMEOUT',
+      ),
+    };
   }
   if (input.receiptTokenDigest !== undefined) {
     command = { ...command, receiptTokenDigest: validateDigest(input.receiptTokenDigest, 'receiptTokenDigest') };
@@ -181,9 +208,16 @@ export function validateCreateAttemptCommand(value: unknown): CreateAttemptComma
 }
 
 function validateHandle(value: unknown): string {
-  if (typeof value !== 'string') throw new PidfenceTypeError('handle must be the durable handle text from lib/process.', 'ERR_PIDFENCE_INVALID_HANDLE');
+  if (typeof value !== 'string')
+    throw new PidfenceTypeError(
+      'handle must be the durable handle text from lib/process.',
+      'ERR_PIDFENCE_INVALID_HANDLE',
+    );
   if (value.length > HANDLE_MAX_LENGTH || !HANDLE_PATTERN.test(value)) {
-    throw new PidfenceRangeError(`handle must be 1 to ${HANDLE_MAX_LENGTH} printable ASCII characters.`, 'ERR_PIDFENCE_INVALID_HANDLE');
+    throw new PidfenceRangeError(
+      `handle must be 1 to ${HANDLE_MAX_LENGTH} printable ASCII characters.`,
+      'ERR_PIDFENCE_INVALID_HANDLE',
+    );
   }
   return value;
 }
@@ -196,16 +230,32 @@ const ATTEMPT_MOVES: Readonly<Record<AttemptActiveStatus, readonly string[]>> = 
 };
 
 export function validateAdvanceAttemptCommand(value: unknown): AdvanceAttemptCommand {
-  const input = validateExactShape(value, 'advance-attempt command', ['runId', 'attemptId', 'from', 'to'], ['pid', 'handle']);
+  const input = validateExactShape(
+    value,
+    'advance-attempt command',
+    ['runId', 'attemptId', 'from', 'to'],
+    ['pid', 'handle'],
+  );
   const from = validateEnum(input.from, 'from', ATTEMPT_ACTIVE_STATUSES, 'ERR_PIDFENCE_INVALID_ATTEMPT_MOVE');
   const to = validateEnum(input.to, 'to', ['starting', 'running'] as const, 'ERR_PIDFENCE_INVALID_ATTEMPT_MOVE');
   if (!ATTEMPT_MOVES[from].includes(to)) {
-    throw new PidfenceRangeError(`an attempt cannot move from ${from} to ${to}; moves go claimed → starting → running.`, 'ERR_PIDFENCE_INVALID_ATTEMPT_MOVE');
+    throw new PidfenceRangeError(
+      `an attempt cannot move from ${from} to ${to}; moves go claimed → starting → running.`,
+      'ERR_PIDFENCE_INVALID_ATTEMPT_MOVE',
+    );
   }
-  const command = { runId: validateId(input.runId, 'runId'), attemptId: validateId(input.attemptId, 'attemptId'), from, to };
+  const command = {
+    runId: validateId(input.runId, 'runId'),
+    attemptId: validateId(input.attemptId, 'attemptId'),
+    from,
+    to,
+  };
   if (input.pid === undefined && input.handle === undefined) return command;
   if (input.pid === undefined || input.handle === undefined) {
-    throw new PidfenceTypeError('pass pid and handle together: the handle proves which process the pid was.', 'ERR_PIDFENCE_INVALID_HANDLE');
+    throw new PidfenceTypeError(
+      'pass pid and handle together: the handle proves which process the pid was.',
+      'ERR_PIDFENCE_INVALID_HANDLE',
+    );
   }
   return {
     ...command,
@@ -247,47 +297,67 @@ export const ATTEMPT_STATUSES: readonly AttemptStatus[] = [...ATTEMPT_ACTIVE_STA
 const nullableEpoch = nullableField(validateEpochMs);
 
 /** A run row read from a store, checked like the schema's CHECK constraints check it (corruption fails closed). */
-export const validateRunRecord: (value: unknown) => RunRecord = storedRecordValidator<RunRecord>('run record', {
-  runId: validateId,
-  projectId: validateId,
-  owner: enumField(RUN_OWNERS),
-  status: enumField(RUN_STATUSES),
-  version: validateCounter,
-  cancelRequestedAtMs: nullableEpoch,
-  cancelReason: nullableField(enumField(CANCEL_REASONS)),
-  nextEventSeq: validateCounter,
-  createdAtMs: validateEpochMs,
-  updatedAtMs: validateEpochMs,
-}, (run, invariant) => {
-  invariant((run.cancelRequestedAtMs === null) === (run.cancelReason === null), 'a cancel request has both its time and its reason');
-  invariant(run.nextEventSeq >= 1, 'event sequences start at 1');
-});
+export const validateRunRecord: (value: unknown) => RunRecord = storedRecordValidator<RunRecord>(
+  'run record',
+  {
+    runId: validateId,
+    projectId: validateId,
+    owner: enumField(RUN_OWNERS),
+    status: enumField(RUN_STATUSES),
+    version: validateCounter,
+    cancelRequestedAtMs: nullableEpoch,
+    cancelReason: nullableField(enumField(CANCEL_REASONS)),
+    nextEventSeq: validateCounter,
+    createdAtMs: validateEpochMs,
+    updatedAtMs: validateEpochMs,
+  },
+  (run, invariant) => {
+    invariant(
+      (run.cancelRequestedAtMs === null) === (run.cancelReason === null),
+      'a cancel request has both its time and its reason',
+    );
+    invariant(run.nextEventSeq >= 1, 'event sequences start at 1');
+  },
+);
 
 /** An attempt row read from a store; the handle is opaque here (lib/process parses it), only its type is checked. */
-export const validateAttemptRecord: (value: unknown) => AttemptRecord = storedRecordValidator<AttemptRecord>('attempt record', {
-  attemptId: validateId,
-  runId: validateId,
-  status: enumField(ATTEMPT_STATUSES),
-  pid: nullableField((value, field) => validateBoundedInteger(value, field, 1, ATTEMPT_PID_MAX, 'ERR_PIDFENCE_INVALID_RECORD')),
-  handle: nullableField(storedHandle),
-  deadlineAtMs: nullableEpoch,
-  receiptTokenDigest: nullableField(validateDigest),
-  createdAtMs: validateEpochMs,
-  updatedAtMs: validateEpochMs,
-}, (attempt, invariant) => {
-  invariant((attempt.pid === null) === (attempt.handle === null), 'a pid is stored together with its handle');
-});
+export const validateAttemptRecord: (value: unknown) => AttemptRecord = storedRecordValidator<AttemptRecord>(
+  'attempt record',
+  {
+    attemptId: validateId,
+    runId: validateId,
+    status: enumField(ATTEMPT_STATUSES),
+    pid: nullableField((value, field) =>
+      validateBoundedInteger(value, field, 1, ATTEMPT_PID_MAX, 'ERR_PIDFENCE_INVALID_RECORD'),
+    ),
+    handle: nullableField(storedHandle),
+    deadlineAtMs: nullableEpoch,
+    receiptTokenDigest: nullableField(validateDigest),
+    createdAtMs: validateEpochMs,
+    updatedAtMs: validateEpochMs,
+  },
+  (attempt, invariant) => {
+    invariant((attempt.pid === null) === (attempt.handle === null), 'a pid is stored together with its handle');
+  },
+);
 
 /** The column allows longer handles than today's parser (a future handle version): only non-empty text here. */
 function storedHandle(value: unknown, field: string): string {
-  if (typeof value !== 'string' || value.length === 0) throw new PidfenceRangeError(`${field} must be non-empty text.`, 'ERR_PIDFENCE_INVALID_RECORD');
+  if (typeof value !== 'string' || value.length === 0)
+    throw new PidfenceRangeError(`${field} must be non-empty text.`, 'ERR_PIDFENCE_INVALID_RECORD');
   return value;
 }
 
 export function validateEventPage(value: unknown = {}): { readonly afterSeq: number; readonly limit: number } {
   const input = validateExactShape(value, 'event page query', [], ['afterSeq', 'limit']);
   return {
-    afterSeq: input.afterSeq === undefined ? 0 : validateBoundedInteger(input.afterSeq, 'afterSeq', 0, EPOCH_MS_MAX, 'ERR_PIDFENCE_INVALID_CURSOR'),
-    limit: input.limit === undefined ? EVENT_PAGE_MAX : validateBoundedInteger(input.limit, 'limit', 1, EVENT_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT'),
+    afterSeq:
+      input.afterSeq === undefined
+        ? 0
+        : validateBoundedInteger(input.afterSeq, 'afterSeq', 0, EPOCH_MS_MAX, 'ERR_PIDFENCE_INVALID_CURSOR'),
+    limit:
+      input.limit === undefined
+        ? EVENT_PAGE_MAX
+        : validateBoundedInteger(input.limit, 'limit', 1, EVENT_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT'),
   };
 }

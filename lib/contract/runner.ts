@@ -55,14 +55,20 @@ export function validateRegisterRunner(value: unknown): RegisterRunnerCommand {
 
 export function validateHostId(value: unknown): string {
   if (typeof value !== 'string' || !HOST_ID_PATTERN.test(value)) {
-    throw new PidfenceTypeError('the host id must be 1-64 letters, digits, dots, dashes or underscores; check PIDFENCE_HOST_ID.', 'ERR_PIDFENCE_INVALID_HOST_ID');
+    throw new PidfenceTypeError(
+      'the host id must be 1-64 letters, digits, dots, dashes or underscores; check PIDFENCE_HOST_ID.',
+      'ERR_PIDFENCE_INVALID_HOST_ID',
+    );
   }
   return value;
 }
 
 function validateRunnerIdentityText(value: unknown): string {
   if (typeof value !== 'string' || Buffer.byteLength(value) > RUNNER_IDENTITY_MAX_BYTES) {
-    throw new PidfenceTypeError(`the runner identity must be JSON text of at most ${RUNNER_IDENTITY_MAX_BYTES} bytes.`, 'ERR_PIDFENCE_INVALID_RUNNER');
+    throw new PidfenceTypeError(
+      `the runner identity must be JSON text of at most ${RUNNER_IDENTITY_MAX_BYTES} bytes.`,
+      'ERR_PIDFENCE_INVALID_RUNNER',
+    );
   }
   return value;
 }

@@ -35,7 +35,10 @@ export function validateExactShape(
     case 'not_object':
       throw new PidfenceTypeError(`${what} must be a plain object with ${required.join(', ')}.`, code);
     case 'unknown_key':
-      throw new PidfenceTypeError(`${what} has an unknown key "${problem.key.slice(0, 32)}"; pass only ${[...required, ...optional].join(', ')}.`, code);
+      throw new PidfenceTypeError(
+        `${what} has an unknown key "${problem.key.slice(0, 32)}"; pass only ${[...required, ...optional].join(', ')}.`,
+        code,
+      );
     case 'missing_key':
       throw new PidfenceTypeError(`${what} is missing ${problem.key}.`, code);
   }
@@ -48,7 +51,8 @@ function validateString(value: unknown, what: string, pattern: RegExp, rule: str
 }
 
 function validateInteger(value: unknown, what: string, min: number, max: number, code: string): number {
-  if (typeof value !== 'number') throw new PidfenceTypeError(`${what} must be a number (an integer from ${min} to ${max}).`, code);
+  if (typeof value !== 'number')
+    throw new PidfenceTypeError(`${what} must be a number (an integer from ${min} to ${max}).`, code);
   if (!Number.isInteger(value) || value < min || value > max) {
     throw new PidfenceRangeError(`${what} must be an integer from ${min} to ${max}.`, code);
   }
@@ -56,20 +60,44 @@ function validateInteger(value: unknown, what: string, min: number, max: number,
 }
 
 export function validateId(value: unknown, what: string): string {
-  return validateString(value, what, ID_PATTERN, `1 to ${ID_MAX_LENGTH} characters of A-Z a-z 0-9 . _ : - starting with a letter or digit`, 'ERR_PIDFENCE_INVALID_ID');
+  return validateString(
+    value,
+    what,
+    ID_PATTERN,
+    `1 to ${ID_MAX_LENGTH} characters of A-Z a-z 0-9 . _ : - starting with a letter or digit`,
+    'ERR_PIDFENCE_INVALID_ID',
+  );
 }
 
 export function validateOwner(value: unknown): string {
-  return validateString(value, 'owner', OWNER_PATTERN, `1 to ${OWNER_MAX_LENGTH} characters of A-Z a-z 0-9 . _ : @ / - starting with a letter or digit`, 'ERR_PIDFENCE_INVALID_OWNER');
+  return validateString(
+    value,
+    'owner',
+    OWNER_PATTERN,
+    `1 to ${OWNER_MAX_LENGTH} characters of A-Z a-z 0-9 . _ : @ / - starting with a letter or digit`,
+    'ERR_PIDFENCE_INVALID_OWNER',
+  );
 }
 
 /** The raw token is never echoed: the message only says what a token looks like. */
 export function validateToken(value: unknown): string {
-  return validateString(value, 'token', TOKEN_PATTERN, `the ${TOKEN_LENGTH}-character base64url value from createLeaseToken() or a successful claim`, 'ERR_PIDFENCE_INVALID_TOKEN');
+  return validateString(
+    value,
+    'token',
+    TOKEN_PATTERN,
+    `the ${TOKEN_LENGTH}-character base64url value from createLeaseToken() or a successful claim`,
+    'ERR_PIDFENCE_INVALID_TOKEN',
+  );
 }
 
 export function validateDigest(value: unknown, what: string): string {
-  return validateString(value, what, DIGEST_PATTERN, '64 lowercase hexadecimal characters (a SHA-256 digest)', 'ERR_PIDFENCE_INVALID_DIGEST');
+  return validateString(
+    value,
+    what,
+    DIGEST_PATTERN,
+    '64 lowercase hexadecimal characters (a SHA-256 digest)',
+    'ERR_PIDFENCE_INVALID_DIGEST',
+  );
 }
 
 export function validateEpochMs(value: unknown, what: string): number {
@@ -81,11 +109,23 @@ export function validateCounter(value: unknown, what: string): number {
 }
 
 export function validateLeaseDurationMs(value: unknown): number {
-  return validateInteger(value, 'leaseDurationMs', LEASE_DURATION_MIN_MS, LEASE_DURATION_MAX_MS, 'ERR_PIDFENCE_INVALID_LEASE_DURATION');
+  return validateInteger(
+    value,
+    'leaseDurationMs',
+    LEASE_DURATION_MIN_MS,
+    LEASE_DURATION_MAX_MS,
+    'ERR_PIDFENCE_INVALID_LEASE_DURATION',
+  );
 }
 
 export function validateRetryDelayMs(value: unknown): number {
-  return validateInteger(value, 'retryDelayMs', RETRY_DELAY_MIN_MS, RETRY_DELAY_MAX_MS, 'ERR_PIDFENCE_INVALID_RETRY_DELAY');
+  return validateInteger(
+    value,
+    'retryDelayMs',
+    RETRY_DELAY_MIN_MS,
+    RETRY_DELAY_MAX_MS,
+    'ERR_PIDFENCE_INVALID_RETRY_DELAY',
+  );
 }
 
 export function validateBoundedInteger(value: unknown, what: string, min: number, max: number, code: string): number {
@@ -94,7 +134,10 @@ export function validateBoundedInteger(value: unknown, what: string, min: number
 
 export function validateDispatchResult(value: unknown): DispatchResult {
   if (!isDispatchResult(value)) {
-    throw new PidfenceTypeError('result must be one of the design/dispatch §2.4 results (termination_requested, already_exited, identity_mismatch, ...).', 'ERR_PIDFENCE_INVALID_RESULT');
+    throw new PidfenceTypeError(
+      'result must be one of the design/dispatch §2.4 results (termination_requested, already_exited, identity_mismatch, ...).',
+      'ERR_PIDFENCE_INVALID_RESULT',
+    );
   }
   return value;
 }
@@ -120,7 +163,11 @@ export function enumField<T extends string>(allowed: readonly T[]): FieldCheck<T
  * absent nullable is spelt null), each checked, then the record's own rules. Whatever is wrong is
  * ERR_PIDFENCE_INVALID_RECORD: a bad stored value is the store's fault, never the caller's input.
  */
-export function storedRecordValidator<R>(what: string, spec: RecordSpec<R>, rules: (record: R, broken: (holds: boolean, rule: string) => void) => void): (value: unknown) => R {
+export function storedRecordValidator<R>(
+  what: string,
+  spec: RecordSpec<R>,
+  rules: (record: R, broken: (holds: boolean, rule: string) => void) => void,
+): (value: unknown) => R {
   const fields = Object.entries(spec) as Array<[string, FieldCheck<unknown>]>;
   const keys = fields.map(([key]) => key);
   const broken = (holds: boolean, rule: string): void => {
@@ -128,7 +175,12 @@ export function storedRecordValidator<R>(what: string, spec: RecordSpec<R>, rule
   };
   const shapeBroken = (value: unknown): never => {
     const problem = shapeProblem(value, keys);
-    throw storedRecordError(what, problem === null || problem.kind === 'not_object' ? 'it is not a plain object' : `${problem.kind === 'unknown_key' ? 'unknown' : 'missing'} field ${problem.key.slice(0, 32)}`);
+    throw storedRecordError(
+      what,
+      problem === null || problem.kind === 'not_object'
+        ? 'it is not a plain object'
+        : `${problem.kind === 'unknown_key' ? 'unknown' : 'missing'} field ${problem.key.slice(0, 32)}`,
+    );
   };
   return (value) => {
     // As many own keys as fields, and no field undefined below: exactly the fields (the cheap form of shapeProblem).
@@ -142,7 +194,8 @@ export function storedRecordValidator<R>(what: string, spec: RecordSpec<R>, rule
         record[key] = check(column, key);
       }
     } catch (error) {
-      if (isPidfenceInputError(error) && error.code !== 'ERR_PIDFENCE_INVALID_RECORD') throw storedRecordError(what, error.message.replace(/\.$/, ''));
+      if (isPidfenceInputError(error) && error.code !== 'ERR_PIDFENCE_INVALID_RECORD')
+        throw storedRecordError(what, error.message.replace(/\.$/, ''));
       throw error;
     }
     rules(record as R, broken);
@@ -151,7 +204,10 @@ export function storedRecordValidator<R>(what: string, spec: RecordSpec<R>, rule
 }
 
 function storedRecordError(what: string, detail: string): PidfenceRangeError {
-  return new PidfenceRangeError(`${what} breaks the state invariant: ${detail}. The store is corrupt or was written outside pidfence.`, 'ERR_PIDFENCE_INVALID_RECORD');
+  return new PidfenceRangeError(
+    `${what} breaks the state invariant: ${detail}. The store is corrupt or was written outside pidfence.`,
+    'ERR_PIDFENCE_INVALID_RECORD',
+  );
 }
 
 export function validateEnum<T extends string>(value: unknown, what: string, allowed: readonly T[], code: string): T {

@@ -18,9 +18,16 @@ export interface TerminationController {
 /** Platform names are short lowercase words (`linux`, later e.g. `remote-worker`). */
 
 export function validatePlatform(value: unknown): string {
-  if (typeof value !== 'string') throw new PidfenceTypeError('a controller platform must be a string such as "linux".', 'ERR_PIDFENCE_INVALID_PLATFORM');
+  if (typeof value !== 'string')
+    throw new PidfenceTypeError(
+      'a controller platform must be a string such as "linux".',
+      'ERR_PIDFENCE_INVALID_PLATFORM',
+    );
   if (!PLATFORM_PATTERN.test(value)) {
-    throw new PidfenceRangeError('a controller platform must be 1 to 32 characters of a-z 0-9 - starting with a letter.', 'ERR_PIDFENCE_INVALID_PLATFORM');
+    throw new PidfenceRangeError(
+      'a controller platform must be 1 to 32 characters of a-z 0-9 - starting with a letter.',
+      'ERR_PIDFENCE_INVALID_PLATFORM',
+    );
   }
   return value;
 }
@@ -32,10 +39,16 @@ export class ControllerRegistry {
     for (const controller of controllers) {
       const platform = validatePlatform(controller.platform);
       if (typeof controller.boundMs !== 'function' || typeof controller.requestTermination !== 'function') {
-        throw new PidfenceTypeError('a controller needs boundMs(graceMs) and requestTermination(request).', 'ERR_PIDFENCE_INVALID_CONTROLLER');
+        throw new PidfenceTypeError(
+          'a controller needs boundMs(graceMs) and requestTermination(request).',
+          'ERR_PIDFENCE_INVALID_CONTROLLER',
+        );
       }
       if (this.#byPlatform.has(platform)) {
-        throw new PidfenceRangeError(`two controllers for platform "${platform}"; register exactly one per platform.`, 'ERR_PIDFENCE_DUPLICATE_CONTROLLER');
+        throw new PidfenceRangeError(
+          `two controllers for platform "${platform}"; register exactly one per platform.`,
+          'ERR_PIDFENCE_DUPLICATE_CONTROLLER',
+        );
       }
       this.#byPlatform.set(platform, controller);
     }

@@ -99,7 +99,13 @@ export interface DispatcherOptions {
  * result is then `dispatch_error`), reduced to its code and errno for the diagnostics channel.
  */
 export type DispatchOutcome =
-  | { readonly kind: 'recorded'; readonly result: DispatchResult; readonly status: SettledStatus; readonly dispatchCount: number; readonly controllerFailure: FailureFacts | null }
+  | {
+      readonly kind: 'recorded';
+      readonly result: DispatchResult;
+      readonly status: SettledStatus;
+      readonly dispatchCount: number;
+      readonly controllerFailure: FailureFacts | null;
+    }
   /** Our lease was taken over while we called the controller; the newer owner's result stands. */
   | { readonly kind: 'stale_fence'; readonly result: DispatchResult; readonly controllerFailure: FailureFacts | null }
   /** The claim did not grant a lease: someone else holds it, it is not due, settled, or ineligible. */
@@ -109,7 +115,14 @@ export type DispatchOutcome =
 export const CONTROLLER_ANSWER_INVALID = 'ERR_PIDFENCE_CONTROLLER_ANSWER';
 
 /** What a controller may answer; anything else is treated as a controller failure. */
-const TERMINATION_RESULTS: ReadonlySet<string> = new Set<TerminationResult>(['termination_requested', 'already_exited', 'identity_mismatch', 'pid_mismatch', 'unsupported', 'invalid']);
+const TERMINATION_RESULTS: ReadonlySet<string> = new Set<TerminationResult>([
+  'termination_requested',
+  'already_exited',
+  'identity_mismatch',
+  'pid_mismatch',
+  'unsupported',
+  'invalid',
+]);
 
 export type DispatchTarget = Pick<DueItem, 'runId' | 'attemptId' | 'cancelRequestedAtMs'>;
 
@@ -118,7 +131,10 @@ type ClaimTarget = DispatchTarget & { readonly token: string };
 
 /** `<host>/<pid>/<random>`, trimmed to the contract's owner alphabet and length. */
 export function defaultOwnerId(): string {
-  const host = hostname().replace(/[^A-Za-z0-9._-]/g, '-').replace(/^[^A-Za-z0-9]+/, '') || 'host';
+  const host =
+    hostname()
+      .replace(/[^A-Za-z0-9._-]/g, '-')
+      .replace(/^[^A-Za-z0-9]+/, '') || 'host';
   const suffix = `/${process.pid}/${randomUUID().slice(0, 8)}`;
   return `${host.slice(0, OWNER_MAX_LENGTH - suffix.length)}${suffix}`;
 }
@@ -187,7 +203,12 @@ export class Dispatcher {
     const claimSeconds = secondsSince(claimStarted);
     this.#observer.onClaim(claim.kind);
     if (claim.kind !== 'claimed') return { kind: 'not_claimed', claim: claim.kind };
-    const stop = await this.#stop(target, token, claim.record, await this.#runStore.getAttempt(target.runId, target.attemptId));
+    const stop = await this.#stop(
+      target,
+      token,
+      claim.record,
+      await this.#runStore.getAttempt(target.runId, target.attemptId),
+    );
     const settleStarted = monotonicNow();
     const recorded = await this.#repository.recordResult(stop.command);
     return this.#outcomeOf(stop, recorded, claimSeconds + secondsSince(settleStarted));
@@ -200,15 +221,25 @@ export class Dispatcher {
    * results settle together in one transaction, each with its own fence. Outcomes in the page's
    * order; `onOutcome` hears each one once it is settled.
    */
-  async dispatchPage(targets: readonly DispatchTarget[], onOutcome?: (target: DispatchTarget, outcome: DispatchOutcome) => void): Promise<DispatchOutcome[]> {
+  async dispatchPage(
+    targets: readonly DispatchTarget[],
+    onOutcome?: (target: DispatchTarget, outcome: DispatchOutcome) => void,
+  ): Promise<DispatchOutcome[]> {
     const outcomes: DispatchOutcome[] = [];
     for (let start = 0; start < targets.length; start += this.claimPageSize) {
       const chunk = targets.slice(start, start + this.claimPageSize).map((target) => ({
-        runId: target.runId, attemptId: target.attemptId, cancelRequestedAtMs: target.cancelRequestedAtMs, token: createLeaseToken(),
+        runId: target.runId,
+        attemptId: target.attemptId,
+        cancelRequestedAtMs: target.cancelRequestedAtMs,
+        token: createLeaseToken(),
       }));
       const claimStarted = monotonicNow();
-      const claims = await this.#repository.claimPage({ owner: this.owner, leaseDurationMs: this.leaseDurationMs, items: chunk });
-      outcomes.push(...await this.#stopAndSettle(chunk, claims, secondsSince(claimStarted), onOutcome));
+      const claims = await this.#repository.claimPage({
+        owner: this.owner,
+        leaseDurationMs: this.leaseDurationMs,
+        items: chunk,
+      });
+      outcomes.push(...(await this.#stopAndSettle(chunk, claims, secondsSince(claimStarted), onOutcome)));
     }
     return outcomes;
   }
@@ -227,8 +258,11 @@ export class Dispatcher {
     const tokens = Array.from({ length: Math.min(query.limit, this.claimPageSize) }, () => createLeaseToken());
     const claimStarted = monotonicNow();
     const claimed = await this.#repository.claimDuePage({
-      owner: this.owner, leaseDurationMs: this.leaseDurationMs, tokens,
-      ...(query.after === undefined ? {} : { after: query.after }), ...(query.runnerId === undefined ? {} : { runnerId: query.runnerId }),
+      owner: this.owner,
+      leaseDurationMs: this.leaseDurationMs,
+      tokens,
+      ...(query.after === undefined ? {} : { after: query.after }),
+      ...(query.runnerId === undefined ? {} : { runnerId: query.runnerId }),
     });
     const claimSeconds = secondsSince(claimStarted);
     const page: DuePage = { items: claimed.items.map((entry) => entry.item), next: claimed.next };
@@ -237,7 +271,12 @@ export class Dispatcher {
     const claims: ClaimOutcome[] = [];
     for (const [i, { item, outcome }] of claimed.items.entries()) {
       if (outcome.kind === 'passed_over') continue;
-      chunk.push({ runId: item.runId, attemptId: item.attemptId, cancelRequestedAtMs: item.cancelRequestedAtMs, token: tokens[i] as string });
+      chunk.push({
+        runId: item.runId,
+        attemptId: item.attemptId,
+        cancelRequestedAtMs: item.cancelRequestedAtMs,
+        token: tokens[i] as string,
+      });
       claims.push(outcome);
     }
     const outcomes = chunk.length === 0 ? [] : await this.#stopAndSettle(chunk, claims, claimSeconds);
@@ -248,15 +287,25 @@ export class Dispatcher {
    * After a chunk's claims: one attempt read for the won ones, each its own controller call, then one
    * grouped settle, each with its own fence. Outcomes in the chunk's order.
    */
-  async #stopAndSettle(chunk: readonly ClaimTarget[], claims: readonly ClaimOutcome[], claimSeconds: number, onOutcome?: (target: DispatchTarget, outcome: DispatchOutcome) => void): Promise<DispatchOutcome[]> {
+  async #stopAndSettle(
+    chunk: readonly ClaimTarget[],
+    claims: readonly ClaimOutcome[],
+    claimSeconds: number,
+    onOutcome?: (target: DispatchTarget, outcome: DispatchOutcome) => void,
+  ): Promise<DispatchOutcome[]> {
     for (const claim of claims) this.#observer.onClaim(claim.kind);
     const won = chunk.filter((_, i) => claims[i]?.kind === 'claimed');
-    const attempts = won.length === 0 ? [] : await this.#runStore.getAttempts(won.map((item) => ({ runId: item.runId, attemptId: item.attemptId })));
+    const attempts =
+      won.length === 0
+        ? []
+        : await this.#runStore.getAttempts(won.map((item) => ({ runId: item.runId, attemptId: item.attemptId })));
     const stops: Array<Stop | null> = [];
     let read = 0;
     for (const [i, item] of chunk.entries()) {
       const claim = claims[i] as ClaimOutcome;
-      stops.push(claim.kind === 'claimed' ? await this.#stop(item, item.token, claim.record, attempts[read++] ?? null) : null);
+      stops.push(
+        claim.kind === 'claimed' ? await this.#stop(item, item.token, claim.record, attempts[read++] ?? null) : null,
+      );
     }
     const commands = stops.flatMap((stop) => (stop === null ? [] : [stop.command]));
     const settleStarted = monotonicNow();
@@ -267,9 +316,10 @@ export class Dispatcher {
     let next = 0;
     for (const [i, item] of chunk.entries()) {
       const claim = claims[i] as ClaimOutcome;
-      const outcome: DispatchOutcome = claim.kind === 'claimed'
-        ? this.#outcomeOf(stops[i] as Stop, recorded[next++] as RecordResultOutcome, storeSeconds)
-        : { kind: 'not_claimed', claim: claim.kind };
+      const outcome: DispatchOutcome =
+        claim.kind === 'claimed'
+          ? this.#outcomeOf(stops[i] as Stop, recorded[next++] as RecordResultOutcome, storeSeconds)
+          : { kind: 'not_claimed', claim: claim.kind };
       onOutcome?.(item, outcome);
       outcomes.push(outcome);
     }
@@ -277,8 +327,19 @@ export class Dispatcher {
   }
 
   /** After a won claim: the observer, the controller call with the test hooks around it, and the result to settle. */
-  async #stop(target: DispatchTarget, token: string, record: CancellationDispatchRecord, attempt: AttemptRecord | null): Promise<Stop> {
-    const fence: DispatchFence = { runId: target.runId, attemptId: target.attemptId, owner: this.owner, token, expectedVersion: record.version };
+  async #stop(
+    target: DispatchTarget,
+    token: string,
+    record: CancellationDispatchRecord,
+    attempt: AttemptRecord | null,
+  ): Promise<Stop> {
+    const fence: DispatchFence = {
+      runId: target.runId,
+      attemptId: target.attemptId,
+      owner: this.owner,
+      token,
+      expectedVersion: record.version,
+    };
     await this.#hooks.afterClaim?.(fence);
     try {
       this.#onStopping?.({ runId: target.runId, attemptId: target.attemptId });
@@ -306,14 +367,22 @@ export class Dispatcher {
       return { kind: 'stale_fence', result, controllerFailure: stop.failure };
     }
     this.#observer.onSettled(result, storeSeconds);
-    return { kind: 'recorded', result, status: recorded.record.status as SettledStatus, dispatchCount: recorded.record.dispatchCount, controllerFailure: stop.failure };
+    return {
+      kind: 'recorded',
+      result,
+      status: recorded.record.status as SettledStatus,
+      dispatchCount: recorded.record.dispatchCount,
+      controllerFailure: stop.failure,
+    };
   }
 
   /**
    * design/dispatch §2.3-2.4: the controller's verdict, or the retryable result that stands for its
    * absence or failure; a thrown failure is kept as its code and errno for the diagnostics.
    */
-  async #callController(attempt: AttemptRecord | null): Promise<{ readonly result: DispatchResult; readonly failure: FailureFacts | null }> {
+  async #callController(
+    attempt: AttemptRecord | null,
+  ): Promise<{ readonly result: DispatchResult; readonly failure: FailureFacts | null }> {
     const verdict = (result: DispatchResult) => ({ result, failure: null });
     if (attempt === null || attempt.handle === null || attempt.pid === null) return verdict('handle_missing');
     const platform = handlePlatform(attempt.handle);
@@ -321,7 +390,11 @@ export class Dispatcher {
     const controller = this.#controllers.get(platform);
     if (controller === undefined) return verdict('controller_missing');
     try {
-      const outcome = await controller.requestTermination({ attemptPid: attempt.pid, handle: attempt.handle, graceMs: this.graceMs });
+      const outcome = await controller.requestTermination({
+        attemptPid: attempt.pid,
+        handle: attempt.handle,
+        graceMs: this.graceMs,
+      });
       if (TERMINATION_RESULTS.has(outcome?.result)) return verdict(outcome.result);
       return { result: 'dispatch_error', failure: { code: CONTROLLER_ANSWER_INVALID, errno: null } };
     } catch (error) {

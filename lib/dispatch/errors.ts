@@ -2,9 +2,7 @@
 import { PidfenceError } from '../base/errors';
 
 export type SupervisorCycleFailure =
-  | 'ERR_PIDFENCE_CYCLE_PAGE_OVERFLOW'
-  | 'ERR_PIDFENCE_CYCLE_CURSOR_MISSING'
-  | 'ERR_PIDFENCE_CYCLE_CURSOR_STUCK';
+  'ERR_PIDFENCE_CYCLE_PAGE_OVERFLOW' | 'ERR_PIDFENCE_CYCLE_CURSOR_MISSING' | 'ERR_PIDFENCE_CYCLE_CURSOR_STUCK';
 
 /**
  * A due page broke the keyset contract (overflow, a full page without a cursor, a cursor or item
@@ -12,7 +10,10 @@ export type SupervisorCycleFailure =
  */
 export class SupervisorCycleError extends PidfenceError {
   constructor(code: SupervisorCycleFailure, detail: string) {
-    super(`supervisor cycle failed closed: ${detail}; nothing of this page was dispatched. The store returned a page that breaks the due-page contract: check the store adapter.`, code);
+    super(
+      `supervisor cycle failed closed: ${detail}; nothing of this page was dispatched. The store returned a page that breaks the due-page contract: check the store adapter.`,
+      code,
+    );
     this.name = 'SupervisorCycleError';
   }
 }
@@ -20,7 +21,10 @@ export class SupervisorCycleError extends PidfenceError {
 /** start() while a timed-out cycle of an earlier run is still running (design/dispatch §2.6). */
 export class RunnerDrainingError extends PidfenceError {
   constructor() {
-    super('the lifecycle runner cannot start while a cycle from before stop() is still running; await runner.drained() (or retry later) and call start() again.', 'ERR_PIDFENCE_RUNNER_DRAINING');
+    super(
+      'the lifecycle runner cannot start while a cycle from before stop() is still running; await runner.drained() (or retry later) and call start() again.',
+      'ERR_PIDFENCE_RUNNER_DRAINING',
+    );
     this.name = 'RunnerDrainingError';
   }
 }

@@ -37,5 +37,13 @@ export {
   type FailureFacts,
 } from './diagnostics';
 export { LOCAL_PROFILES, PROFILES, profile, type DispatchProfile, type Profile, type ProfileName } from './profiles';
-export { CLAIM_KINDS, NO_OBSERVER, STOP_MODES, observerOf, type ClaimKind, type DispatchObserver, type VerifiedSignal } from './observer';
+export {
+  CLAIM_KINDS,
+  NO_OBSERVER,
+  STOP_MODES,
+  observerOf,
+  type ClaimKind,
+  type DispatchObserver,
+  type VerifiedSignal,
+} from './observer';
 export { RunnerDrainingError, SupervisorCycleError, type SupervisorCycleFailure } from './errors';

@@ -55,17 +55,58 @@ export interface StopResult {
 
 const ignore = (): void => undefined;
 
-function validatedOptions(options: LifecycleRunnerOptions): { cadenceMs: number; initialDelayMs: number; stopTimeoutMs: number; perMinute: number } {
-  const bounded = (value: number | undefined, name: string, min: number, max: number, fallback: number, code: string): number =>
-    (value === undefined ? fallback : validateBoundedInteger(value, name, min, max, code));
+function validatedOptions(options: LifecycleRunnerOptions): {
+  cadenceMs: number;
+  initialDelayMs: number;
+  stopTimeoutMs: number;
+  perMinute: number;
+} {
+  const bounded = (
+    value: number | undefined,
+    name: string,
+    min: number,
+    max: number,
+    fallback: number,
+    code: string,
+  ): number => (value === undefined ? fallback : validateBoundedInteger(value, name, min, max, code));
   const result = {
-    cadenceMs: validateBoundedInteger(options.cadenceMs, 'cadenceMs', CADENCE_MIN_MS, CADENCE_MAX_MS, 'ERR_PIDFENCE_INVALID_CADENCE'),
-    initialDelayMs: bounded(options.initialDelayMs, 'initialDelayMs', 0, CADENCE_MAX_MS, 0, 'ERR_PIDFENCE_INVALID_CADENCE'),
-    stopTimeoutMs: bounded(options.stopTimeoutMs, 'stopTimeoutMs', 0, STOP_TIMEOUT_MAX_MS, STOP_TIMEOUT_DEFAULT_MS, 'ERR_PIDFENCE_INVALID_STOP_TIMEOUT'),
-    perMinute: bounded(options.diagnosticsPerMinute, 'diagnosticsPerMinute', 1, DIAGNOSTICS_PER_MINUTE_MAX, DIAGNOSTICS_PER_MINUTE_DEFAULT, 'ERR_PIDFENCE_INVALID_DIAGNOSTICS_LIMIT'),
+    cadenceMs: validateBoundedInteger(
+      options.cadenceMs,
+      'cadenceMs',
+      CADENCE_MIN_MS,
+      CADENCE_MAX_MS,
+      'ERR_PIDFENCE_INVALID_CADENCE',
+    ),
+    initialDelayMs: bounded(
+      options.initialDelayMs,
+      'initialDelayMs',
+      0,
+      CADENCE_MAX_MS,
+      0,
+      'ERR_PIDFENCE_INVALID_CADENCE',
+    ),
+    stopTimeoutMs: bounded(
+      options.stopTimeoutMs,
+      'stopTimeoutMs',
+      0,
+      STOP_TIMEOUT_MAX_MS,
+      STOP_TIMEOUT_DEFAULT_MS,
+      'ERR_PIDFENCE_INVALID_STOP_TIMEOUT',
+    ),
+    perMinute: bounded(
+      options.diagnosticsPerMinute,
+      'diagnosticsPerMinute',
+      1,
+      DIAGNOSTICS_PER_MINUTE_MAX,
+      DIAGNOSTICS_PER_MINUTE_DEFAULT,
+      'ERR_PIDFENCE_INVALID_DIAGNOSTICS_LIMIT',
+    ),
   };
   if (typeof options.supervisor?.runCycle !== 'function') {
-    throw new PidfenceRangeError('supervisor must have runCycle(); pass a Supervisor.', 'ERR_PIDFENCE_INVALID_SUPERVISOR');
+    throw new PidfenceRangeError(
+      'supervisor must have runCycle(); pass a Supervisor.',
+      'ERR_PIDFENCE_INVALID_SUPERVISOR',
+    );
   }
   return result;
 }
@@ -119,7 +160,10 @@ export class LifecycleRunner {
   /** Creates the one timer. Refused while running, or while a timed-out cycle has not ended. */
   start(): void {
     if (this.#state !== 'stopped') {
-      throw new PidfenceError('the lifecycle runner is already started; call stop() first.', 'ERR_PIDFENCE_RUNNER_STARTED');
+      throw new PidfenceError(
+        'the lifecycle runner is already started; call stop() first.',
+        'ERR_PIDFENCE_RUNNER_STARTED',
+      );
     }
     if (this.#inFlight !== null) throw new RunnerDrainingError();
     this.#state = 'running';
@@ -158,7 +202,7 @@ export class LifecycleRunner {
   /** One cycle now (drain, tests, a first pass), after any running cycle and before the next; its result and errors are the caller's. */
   async runNow<T>(work: () => Promise<T>): Promise<T> {
     try {
-      return await this.#serially(work, () => true) as T;
+      return (await this.#serially(work, () => true)) as T;
     } finally {
       // A wake-up that came while this cycle ran is taken by the next one at once.
       if (this.#wakePending) this.#pullForward();
@@ -222,7 +266,9 @@ export class LifecycleRunner {
   #cadenceNow(): number {
     try {
       const backedOff = this.#cadenceNowMs?.();
-      return backedOff === undefined || !Number.isFinite(backedOff) ? this.cadenceMs : Math.max(this.cadenceMs, Math.ceil(backedOff));
+      return backedOff === undefined || !Number.isFinite(backedOff)
+        ? this.cadenceMs
+        : Math.max(this.cadenceMs, Math.ceil(backedOff));
     } catch {
       return this.cadenceMs; // a failing hint leaves the cadence
     }
@@ -232,7 +278,9 @@ export class LifecycleRunner {
     const running = this.#inFlight;
     if (running === null) return true;
     let timeout: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<false>((resolve) => { timeout = setTimeout(() => resolve(false), timeoutMs); });
+    const timedOut = new Promise<false>((resolve) => {
+      timeout = setTimeout(() => resolve(false), timeoutMs);
+    });
     const drained = await Promise.race([running.then(() => true as const), timedOut]);
     clearTimeout(timeout);
     return drained;
@@ -247,7 +295,10 @@ export class LifecycleRunner {
   #tick(generation: number): void {
     this.#timer = null;
     if (!this.#current(generation)) return;
-    void this.#serially(() => this.#timedCycle(), () => this.#current(generation)).finally(() => {
+    void this.#serially(
+      () => this.#timedCycle(),
+      () => this.#current(generation),
+    ).finally(() => {
       // Only the current generation, still running, arms the next cycle: no overlap, and a cycle
       // that outlived stop() never revives the loop.
       if (this.#current(generation) && this.#timer === null) this.#schedule(generation, this.#nextDelayMs());

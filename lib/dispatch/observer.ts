@@ -9,10 +9,22 @@ export type { VerifiedSignal } from '../process/index';
 export type ClaimKind = ClaimOutcome['kind'];
 
 /** Every claim outcome, in the order of design/dispatch §2.2 (bounded metric labels). */
-export const CLAIM_KINDS = ['claimed', 'leased', 'not_due', 'dispatched', 'blocked', 'not_eligible', 'attempt_conflict'] as const satisfies readonly ClaimKind[];
+export const CLAIM_KINDS = [
+  'claimed',
+  'leased',
+  'not_due',
+  'dispatched',
+  'blocked',
+  'not_eligible',
+  'attempt_conflict',
+] as const satisfies readonly ClaimKind[];
 
 /** The group-signal modes of a stop (design/dispatch §2.3): the modes a stop is counted by. */
-export const STOP_MODES = ['pidfd-process-group', 'pgid-after-pidfd-check', 'cgroup'] as const satisfies readonly VerifiedSignal['mode'][];
+export const STOP_MODES = [
+  'pidfd-process-group',
+  'pgid-after-pidfd-check',
+  'cgroup',
+] as const satisfies readonly VerifiedSignal['mode'][];
 
 export interface DispatchObserver {
   /** A claim was answered (dispatcher or the cluster's stop wrapper). */
@@ -34,7 +46,13 @@ export interface DispatchObserver {
 const nothing = (): void => undefined;
 
 export const NO_OBSERVER: DispatchObserver = Object.freeze({
-  onClaim: nothing, onControllerAnswer: nothing, onSettled: nothing, onStaleFence: nothing, onCycle: nothing, onSignal: nothing, onCancelToExit: nothing,
+  onClaim: nothing,
+  onControllerAnswer: nothing,
+  onSettled: nothing,
+  onStaleFence: nothing,
+  onCycle: nothing,
+  onSignal: nothing,
+  onCancelToExit: nothing,
 });
 
 /**

@@ -29,18 +29,39 @@ export type DispatchProfile = Profile;
 export const PROFILES: Readonly<Record<ProfileName, Profile>> = Object.freeze({
   // A router: one process, SQLite on flash; wake rarely, look at little, one page per wake.
   edge: Object.freeze({
-    name: 'edge', periodMs: 5_000, pageSize: 4, pagesPerCycle: 1, stopTimeoutMs: 2_000, diagnosticsPerMinute: 2,
-    cleanupPeriodMs: 5 * 60_000, cleanupPage: 8, drainPages: 2,
+    name: 'edge',
+    periodMs: 5_000,
+    pageSize: 4,
+    pagesPerCycle: 1,
+    stopTimeoutMs: 2_000,
+    diagnosticsPerMinute: 2,
+    cleanupPeriodMs: 5 * 60_000,
+    cleanupPage: 8,
+    drainPages: 2,
   }),
   // One server: the defaults of design/dispatch §2.6 (32 × 4 per cycle), once a second.
   standalone: Object.freeze({
-    name: 'standalone', periodMs: 1_000, pageSize: 32, pagesPerCycle: 4, stopTimeoutMs: 5_000, diagnosticsPerMinute: 6,
-    cleanupPeriodMs: 60_000, cleanupPage: 32, drainPages: 8,
+    name: 'standalone',
+    periodMs: 1_000,
+    pageSize: 32,
+    pagesPerCycle: 4,
+    stopTimeoutMs: 5_000,
+    diagnosticsPerMinute: 6,
+    cleanupPeriodMs: 60_000,
+    cleanupPage: 32,
+    drainPages: 8,
   }),
   // Many replicas on PostgreSQL: same cadence, full pages; leases keep the replicas apart.
   cluster: Object.freeze({
-    name: 'cluster', periodMs: 1_000, pageSize: 64, pagesPerCycle: 4, stopTimeoutMs: 10_000, diagnosticsPerMinute: 6,
-    cleanupPeriodMs: 60_000, cleanupPage: 64, drainPages: 8,
+    name: 'cluster',
+    periodMs: 1_000,
+    pageSize: 64,
+    pagesPerCycle: 4,
+    stopTimeoutMs: 10_000,
+    diagnosticsPerMinute: 6,
+    cleanupPeriodMs: 60_000,
+    cleanupPage: 64,
+    drainPages: 8,
   }),
 });
 
@@ -50,7 +71,10 @@ export const LOCAL_PROFILES: readonly ProfileName[] = ['edge', 'standalone'];
 export function profile(name: string, allowed: readonly ProfileName[] = ['edge', 'standalone', 'cluster']): Profile {
   const found = (PROFILES as Record<string, Profile | undefined>)[name];
   if (found === undefined || !allowed.includes(found.name)) {
-    throw new PidfenceRangeError(`unknown profile; use ${allowed.map((entry) => `"${entry}"`).join(', ')}.`, 'ERR_PIDFENCE_INVALID_PROFILE');
+    throw new PidfenceRangeError(
+      `unknown profile; use ${allowed.map((entry) => `"${entry}"`).join(', ')}.`,
+      'ERR_PIDFENCE_INVALID_PROFILE',
+    );
   }
   return found;
 }

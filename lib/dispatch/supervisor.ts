@@ -79,12 +79,20 @@ export class Supervisor {
   readonly #observer: DispatchObserver;
 
   constructor(options: SupervisorOptions) {
-    this.pageSize = options.pageSize === undefined
-      ? DUE_PAGE_DEFAULT
-      : validateBoundedInteger(options.pageSize, 'pageSize', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
-    this.pagesPerCycle = options.pagesPerCycle === undefined
-      ? PAGES_PER_CYCLE_DEFAULT
-      : validateBoundedInteger(options.pagesPerCycle, 'pagesPerCycle', 1, PAGES_PER_CYCLE_MAX, 'ERR_PIDFENCE_INVALID_CYCLE_LIMIT');
+    this.pageSize =
+      options.pageSize === undefined
+        ? DUE_PAGE_DEFAULT
+        : validateBoundedInteger(options.pageSize, 'pageSize', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
+    this.pagesPerCycle =
+      options.pagesPerCycle === undefined
+        ? PAGES_PER_CYCLE_DEFAULT
+        : validateBoundedInteger(
+            options.pagesPerCycle,
+            'pagesPerCycle',
+            1,
+            PAGES_PER_CYCLE_MAX,
+            'ERR_PIDFENCE_INVALID_CYCLE_LIMIT',
+          );
     this.#repository = options.repository;
     this.#dispatcher = options.dispatcher;
     this.#runnerId = options.runnerId;
@@ -109,11 +117,21 @@ export class Supervisor {
   }
 
   async #cycle(): Promise<CycleReport> {
-    const counts = { pages: 0, items: 0, dispatched: 0, blocked: 0, retryWait: 0, staleFence: 0, notClaimed: 0, completedFirst: 0 };
+    const counts = {
+      pages: 0,
+      items: 0,
+      dispatched: 0,
+      blocked: 0,
+      retryWait: 0,
+      staleFence: 0,
+      notClaimed: 0,
+      completedFirst: 0,
+    };
     const controllerFailures: FailureFacts[] = [];
     const tally = (outcomes: readonly DispatchOutcome[]): void => {
       for (const outcome of outcomes) {
-        if (outcome.kind !== 'not_claimed' && outcome.controllerFailure !== null) controllerFailures.push(outcome.controllerFailure);
+        if (outcome.kind !== 'not_claimed' && outcome.controllerFailure !== null)
+          controllerFailures.push(outcome.controllerFailure);
         if (outcome.kind === 'not_claimed') counts.notClaimed += 1;
         else if (outcome.kind === 'stale_fence') counts.staleFence += 1;
         else if (outcome.status === 'dispatched') counts.dispatched += 1;
@@ -132,11 +150,21 @@ export class Supervisor {
   }
 
   /** One page: checked whole before any of its items is stopped; counted into `counts`. */
-  async #page(cursor: DueCursor | null, counts: { items: number; notClaimed: number; completedFirst: number }, tally: (outcomes: readonly DispatchOutcome[]) => void): Promise<DuePage> {
-    const query = { limit: this.pageSize, ...(cursor === null ? {} : { after: cursor }), ...(this.#runnerId === undefined ? {} : { runnerId: this.#runnerId }) };
+  async #page(
+    cursor: DueCursor | null,
+    counts: { items: number; notClaimed: number; completedFirst: number },
+    tally: (outcomes: readonly DispatchOutcome[]) => void,
+  ): Promise<DuePage> {
+    const query = {
+      limit: this.pageSize,
+      ...(cursor === null ? {} : { after: cursor }),
+      ...(this.#runnerId === undefined ? {} : { runnerId: this.#runnerId }),
+    };
     const claimAsRead = this.#dispatcher.dispatchDuePage;
     if (this.#completeFirst === undefined && claimAsRead !== undefined) {
-      const { page, outcomes, passedOver } = await claimAsRead.call(this.#dispatcher, query, (read) => this.#checkPage(read, cursor));
+      const { page, outcomes, passedOver } = await claimAsRead.call(this.#dispatcher, query, (read) =>
+        this.#checkPage(read, cursor),
+      );
       counts.items += page.items.length;
       counts.notClaimed += passedOver;
       tally(outcomes);
@@ -147,7 +175,7 @@ export class Supervisor {
     const open: DueItem[] = [];
     for (const item of page.items) {
       counts.items += 1;
-      if (this.#completeFirst !== undefined && await this.#completeFirst(item)) {
+      if (this.#completeFirst !== undefined && (await this.#completeFirst(item))) {
         counts.completedFirst += 1;
         continue;
       }
@@ -167,21 +195,35 @@ export class Supervisor {
 
   /** The whole page is checked before any item of it is dispatched. */
   #checkPage(page: DuePage, previous: DueCursor | null): void {
-    if (!Array.isArray(page?.items)) throw new SupervisorCycleError('ERR_PIDFENCE_CYCLE_CURSOR_MISSING', 'the due page has no item list');
+    if (!Array.isArray(page?.items))
+      throw new SupervisorCycleError('ERR_PIDFENCE_CYCLE_CURSOR_MISSING', 'the due page has no item list');
     const items: readonly DueItem[] = page.items;
     if (items.length > this.pageSize) {
-      throw new SupervisorCycleError('ERR_PIDFENCE_CYCLE_PAGE_OVERFLOW', `the due page held ${items.length} items for a limit of ${this.pageSize}`);
+      throw new SupervisorCycleError(
+        'ERR_PIDFENCE_CYCLE_PAGE_OVERFLOW',
+        `the due page held ${items.length} items for a limit of ${this.pageSize}`,
+      );
     }
     let last: DueCursor | null = previous;
     for (const item of items) {
-      if (!after(item, last)) throw new SupervisorCycleError('ERR_PIDFENCE_CYCLE_CURSOR_STUCK', 'a due item is not strictly after the previous one');
+      if (!after(item, last))
+        throw new SupervisorCycleError(
+          'ERR_PIDFENCE_CYCLE_CURSOR_STUCK',
+          'a due item is not strictly after the previous one',
+        );
       last = item;
     }
     if (page.next === undefined || (page.next === null && items.length === this.pageSize)) {
       throw new SupervisorCycleError('ERR_PIDFENCE_CYCLE_CURSOR_MISSING', 'a full due page came without a next cursor');
     }
-    if (page.next !== null && (items.length === 0 || !after(page.next, previous) || (last !== null && after(last, page.next)))) {
-      throw new SupervisorCycleError('ERR_PIDFENCE_CYCLE_CURSOR_STUCK', 'the next cursor does not advance past the page');
+    if (
+      page.next !== null &&
+      (items.length === 0 || !after(page.next, previous) || (last !== null && after(last, page.next)))
+    ) {
+      throw new SupervisorCycleError(
+        'ERR_PIDFENCE_CYCLE_CURSOR_STUCK',
+        'the next cursor does not advance past the page',
+      );
     }
   }
 }

@@ -43,7 +43,12 @@ export interface AdmitRequest {
 
 /** Low-sensitivity: ids and the attempt's state only. */
 export type AdmitOutcome =
-  | { readonly kind: 'admitted'; readonly runId: string; readonly attemptId: string; readonly status: AttemptActiveStatus }
+  | {
+      readonly kind: 'admitted';
+      readonly runId: string;
+      readonly attemptId: string;
+      readonly status: AttemptActiveStatus;
+    }
   | { readonly kind: 'refused'; readonly reason: 'closed' | 'run_exists' };
 
 export interface AdmissionOptions {
@@ -60,11 +65,17 @@ export interface AdmissionOptions {
 
 function validateRequest(request: AdmitRequest): { command: string; args: readonly string[] } {
   if (typeof request.command !== 'string' || request.command.length === 0) {
-    throw new PidfenceTypeError('command must be a non-empty string (the program to run).', 'ERR_PIDFENCE_INVALID_COMMAND');
+    throw new PidfenceTypeError(
+      'command must be a non-empty string (the program to run).',
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
   }
   const args = request.args ?? [];
   if (!Array.isArray(args) || args.length > ARGS_MAX || !args.every((arg) => typeof arg === 'string')) {
-    throw new PidfenceRangeError(`args must be an array of at most ${ARGS_MAX} strings.`, 'ERR_PIDFENCE_INVALID_COMMAND');
+    throw new PidfenceRangeError(
+      `args must be an array of at most ${ARGS_MAX} strings.`,
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
   }
   validateJobArgv(request.command, args);
   if (request.name !== undefined) validateRunName(request.name);
@@ -100,7 +111,7 @@ export class Admission {
   /** KILL to the group of a job launched here, through its held pidfd; false when none is held. */
   killGroup(attemptId: string): boolean {
     const handle = this.#handles.get(attemptId);
-    const hold = handle === undefined ? null : this.#held?.get(handle) ?? null;
+    const hold = handle === undefined ? null : (this.#held?.get(handle) ?? null);
     return hold !== null && hold.signalGroup('SIGKILL').kind === 'signalled';
   }
 
@@ -131,21 +142,36 @@ export class Admission {
       ensureLogDirectory(this.#log.directory);
       this.#logDirectoryMade = true;
     }
-    const created = await this.#runStore.createRun({ runId, projectId: request.projectId, ...(request.name === undefined ? {} : { name: request.name }) });
+    const created = await this.#runStore.createRun({
+      runId,
+      projectId: request.projectId,
+      ...(request.name === undefined ? {} : { name: request.name }),
+    });
     if (created.kind === 'exists') return { kind: 'refused', reason: 'run_exists' };
     const token = createReceiptToken();
     const attempt = await this.#runStore.createAttempt({
-      runId, attemptId, receiptTokenDigest: receiptTokenDigest(token),
+      runId,
+      attemptId,
+      receiptTokenDigest: receiptTokenDigest(token),
       ...(request.timeoutMs === undefined ? {} : { timeoutMs: request.timeoutMs }),
       ...(this.#runnerId === undefined ? {} : { runnerId: this.#runnerId }),
     });
-    if (attempt.kind !== 'created') throw new PidfenceError(`the new run's attempt could not be created (${attempt.kind}).`, 'ERR_PIDFENCE_ADMISSION_FAILED');
+    if (attempt.kind !== 'created')
+      throw new PidfenceError(
+        `the new run's attempt could not be created (${attempt.kind}).`,
+        'ERR_PIDFENCE_ADMISSION_FAILED',
+      );
     // `starting` is written before the spawn: a crash from here on may leave a process, never a lie.
     const starting = await this.#runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'starting' });
     if (starting.kind !== 'advanced') return { kind: 'admitted', runId, attemptId, status: 'claimed' };
 
     const launched = launchAttempt({
-      receiptDirectory: this.#receiptDirectory, runId, attemptId, token, command, args,
+      receiptDirectory: this.#receiptDirectory,
+      runId,
+      attemptId,
+      token,
+      command,
+      args,
       ...(request.env === undefined ? {} : { env: request.env }),
       ...(request.stdio === undefined ? {} : { stdio: request.stdio }),
       ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
@@ -154,17 +180,29 @@ export class Admission {
       ...(this.#log === undefined ? {} : { log: this.#log }),
     });
     void launched.exited.then(() => this.#notices.add({ runId, attemptId }));
-    if (launched.handle === null || launched.pid === null) return { kind: 'admitted', runId, attemptId, status: 'starting' };
+    if (launched.handle === null || launched.pid === null)
+      return { kind: 'admitted', runId, attemptId, status: 'starting' };
     // Held in the spawn's tick: the launcher cannot have been reaped, so the hold is of this group.
     this.#held?.hold(launched.handle);
     this.#handles.set(attemptId, launched.handle);
     try {
-      const running = await this.#runStore.advanceAttempt({ runId, attemptId, from: 'starting', to: 'running', pid: launched.pid, handle: launched.handle });
+      const running = await this.#runStore.advanceAttempt({
+        runId,
+        attemptId,
+        from: 'starting',
+        to: 'running',
+        pid: launched.pid,
+        handle: launched.handle,
+      });
       return { kind: 'admitted', runId, attemptId, status: running.kind === 'advanced' ? 'running' : 'starting' };
     } catch (error) {
       // The store lost the handle: the only proof of this process is in memory. Stop it through the
       // verified controller before reporting, so no unprovable process is left behind.
-      await new LocalProcessController(this.#held === undefined ? {} : { heldGroups: this.#held }).requestTermination({ attemptPid: launched.pid, handle: launched.handle, graceMs: ADMISSION_UNDO_GRACE_MS });
+      await new LocalProcessController(this.#held === undefined ? {} : { heldGroups: this.#held }).requestTermination({
+        attemptPid: launched.pid,
+        handle: launched.handle,
+        graceMs: ADMISSION_UNDO_GRACE_MS,
+      });
       this.#held?.release(launched.handle);
       throw error;
     }

@@ -15,8 +15,16 @@ export const ADOPTION_CANDIDATES_MAX = 16;
 const ORPHAN_RECHECK_MS = 50;
 
 /** `onGone`: told of every runner proved gone (its wake-up socket is cleared, docs/decisions/0175). */
-export async function adoptGoneRunners(store: RunnerStore, self: RunnerSelf, onGone?: (runnerId: string) => Promise<unknown>): Promise<number> {
-  const candidates = await store.adoptionCandidates({ hostId: self.hostId, excludeRunnerId: self.runnerId, limit: ADOPTION_CANDIDATES_MAX });
+export async function adoptGoneRunners(
+  store: RunnerStore,
+  self: RunnerSelf,
+  onGone?: (runnerId: string) => Promise<unknown>,
+): Promise<number> {
+  const candidates = await store.adoptionCandidates({
+    hostId: self.hostId,
+    excludeRunnerId: self.runnerId,
+    limit: ADOPTION_CANDIDATES_MAX,
+  });
   let adopted = 0;
   for (const candidate of candidates) {
     const proof = runnerGoneProof(candidate, self);
@@ -59,9 +67,15 @@ export async function stopOrphanedRun(request: OrphanStopRequest): Promise<Orpha
   if (owner.runner === null) return { kind: 'owner_unknown' };
   if (owner.runner.hostId !== runner.hostId) return { kind: 'owner_elsewhere' };
   const proof = owner.runner.runnerId === runner.runnerId ? null : runnerGoneProof(owner.runner, runner);
-  if (proof === null) return runnerInOtherPidNamespace(owner.runner) ? { kind: 'owner_other_namespace' } : { kind: 'owner_alive' };
+  if (proof === null)
+    return runnerInOtherPidNamespace(owner.runner) ? { kind: 'owner_other_namespace' } : { kind: 'owner_alive' };
   // A second `cancel` racing for the same orphan loses the CAS: the winner, alive, stops it.
-  const adopted = await runnerStore.adoptAttempts({ fromRunnerId: owner.runner.runnerId, toRunnerId: runner.runnerId, proof, runId });
+  const adopted = await runnerStore.adoptAttempts({
+    fromRunnerId: owner.runner.runnerId,
+    toRunnerId: runner.runnerId,
+    proof,
+    runId,
+  });
   if (adopted === 0) return { kind: 'owner_alive' };
   const ref = { runId, attemptId: owner.attemptId };
   request.watch(ref);

@@ -132,13 +132,20 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
   const profile = profileNamed(options.profile ?? 'standalone', LOCAL_PROFILES);
   const { runStore, repository, executionStore, runnerStore } = options.stores;
   const graceMs = options.graceMs ?? STOP_GRACE_DEFAULT_MS;
-  const runner: RunnerSelf = { runnerId: `rnr-${randomUUID()}`, hostId: resolveHostId(options.env), kind: options.runnerKind ?? 'supervise' };
+  const runner: RunnerSelf = {
+    runnerId: `rnr-${randomUUID()}`,
+    hostId: resolveHostId(options.env),
+    kind: options.runnerKind ?? 'supervise',
+  };
   const { runnerId } = runner;
   const heldGroups = new HeldGroups();
   const observer = observerOf(options.observer);
   const controller = new LocalProcessController({ heldGroups, onSignal: (signal) => observer.onSignal(signal) });
   const dispatcher = new Dispatcher({
-    repository, runStore, controllers: new ControllerRegistry([controller]), graceMs,
+    repository,
+    runStore,
+    controllers: new ControllerRegistry([controller]),
+    graceMs,
     // One page of the profile is claimed at once; the lease covers its stops one after the other (docs/decisions/0023).
     // A `run` or `cancel` stops one job: its lease covers one stop, so its crash mid-stop delays the
     // next runner by one stop's bound, not a page's (docs/decisions/0192).
@@ -173,9 +180,24 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
       return dispatcher.dispatchPage(targets, reported);
     },
   };
-  const supervisor = new Supervisor({ repository, dispatcher: stops, pageSize: profile.pageSize, pagesPerCycle: 1, runnerId, completeFirst, observer });
+  const supervisor = new Supervisor({
+    repository,
+    dispatcher: stops,
+    pageSize: profile.pageSize,
+    pagesPerCycle: 1,
+    runnerId,
+    completeFirst,
+    observer,
+  });
   const log = options.logs === false ? undefined : { directory: logDirectoryBeside(receiptDirectory), ...options.logs };
-  const admission = new Admission({ runStore, notices, receiptDirectory, runnerId, heldGroups, ...(log === undefined ? {} : { log }) });
+  const admission = new Admission({
+    runStore,
+    notices,
+    receiptDirectory,
+    runnerId,
+    heldGroups,
+    ...(log === undefined ? {} : { log }),
+  });
   const admitted = new Map<string, AttemptRef>();
   const completed = (ref: AttemptRef, outcome: CompletionOutcome): void => {
     if (outcome.kind === 'terminal' && !admitted.has(ref.runId)) return;
@@ -198,13 +220,24 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     }
   };
   const open = (): Promise<RunnerSelf> => {
-    registered ??= registerRunner(runnerStore, runner).then(listen).then(() => { isOpen = true; return runner; });
+    registered ??= registerRunner(runnerStore, runner)
+      .then(listen)
+      .then(() => {
+        isOpen = true;
+        return runner;
+      });
     return registered;
   };
-  const clearGoneSocket = wakeDirectory === undefined ? undefined : (gone: string) => removeStaleWakeSocket(wakeDirectory, gone);
+  const clearGoneSocket =
+    wakeDirectory === undefined ? undefined : (gone: string) => removeStaleWakeSocket(wakeDirectory, gone);
   const adopt = () => adoptGoneRunners(runnerStore, runner, clearGoneSocket);
   const lifecycle = new ControlLifecycle({
-    profile, executionStore, processor, notices, receiptDirectory, runnerId,
+    profile,
+    executionStore,
+    processor,
+    notices,
+    receiptDirectory,
+    runnerId,
     deadlines: new DeadlineSource({ executionStore, runStore, pageSize: profile.pageSize, runnerId }),
     dispatch: supervisor,
     watched: () => admitted.values(),
@@ -217,8 +250,16 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     onCompleted: completed,
   });
   const drain = new ExecutionDrain({
-    admission, lifecycle, executionStore, runStore, dispatcher: stops, processor, runnerId,
-    pageSize: profile.pageSize, pages: profile.drainPages, concurrency: profile.pageSize,
+    admission,
+    lifecycle,
+    executionStore,
+    runStore,
+    dispatcher: stops,
+    processor,
+    runnerId,
+    pageSize: profile.pageSize,
+    pages: profile.drainPages,
+    concurrency: profile.pageSize,
     closeStorage: async () => {
       heldGroups.releaseAll();
       await wakeListener?.close();
@@ -237,12 +278,18 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     ...(options.drainTimeoutMs === undefined ? {} : { timeoutMs: options.drainTimeoutMs }),
   });
   return {
-    processor, lifecycle, notices, dispatcher, runner, open,
+    processor,
+    lifecycle,
+    notices,
+    dispatcher,
+    runner,
+    open,
     wakeSocket: () => wakeListener?.path ?? null,
     async admit(request) {
       await open();
       const outcome = await admission.admit(request);
-      if (outcome.kind === 'admitted') admitted.set(outcome.runId, { runId: outcome.runId, attemptId: outcome.attemptId });
+      if (outcome.kind === 'admitted')
+        admitted.set(outcome.runId, { runId: outcome.runId, attemptId: outcome.attemptId });
       // Its deadline may fall due before the next cadence: the next cycle re-arms the one timer.
       if (outcome.kind === 'admitted') lifecycle.wake();
       return outcome;
@@ -258,11 +305,23 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
         return;
       }
       // Nothing may be looked at before the runner exists: its pages are "the attempts I own".
-      open().then(() => lifecycle.start(), (error: unknown) => options.onFatal?.(diagnosticCode(error)));
+      open().then(
+        () => lifecycle.start(),
+        (error: unknown) => options.onFatal?.(diagnosticCode(error)),
+      );
     },
     async stopOrphan(runId) {
       await open();
-      return stopOrphanedRun({ runnerStore, runner, runId, lifecycle, processor, boundMs: controller.boundMs(graceMs) + LEASE_SETTLE_MARGIN_MS, onCompleted: completed, watch: (ref) => admitted.set(ref.runId, ref) });
+      return stopOrphanedRun({
+        runnerStore,
+        runner,
+        runId,
+        lifecycle,
+        processor,
+        boundMs: controller.boundMs(graceMs) + LEASE_SETTLE_MARGIN_MS,
+        onCompleted: completed,
+        watch: (ref) => admitted.set(ref.runId, ref),
+      });
     },
     escalate() {
       let sent = 0;

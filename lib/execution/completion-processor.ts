@@ -34,10 +34,14 @@ import { startFailureOfStatus, type StartFailure } from './start-failure';
 /** Low-sensitivity: no PID, handle, token or command. */
 export type CompletionOutcome =
   | {
-    readonly kind: 'completed'; readonly status: RunTerminalStatus; readonly cause: CompletionCause; readonly exitCode: number | null; readonly signal: string | null;
-    /** The job could not be started at all (its receipt says so; exitCode is 126 or 127): see start-failure.ts. */
-    readonly startFailure: StartFailure | null;
-  }
+      readonly kind: 'completed';
+      readonly status: RunTerminalStatus;
+      readonly cause: CompletionCause;
+      readonly exitCode: number | null;
+      readonly signal: string | null;
+      /** The job could not be started at all (its receipt says so; exitCode is 126 or 127): see start-failure.ts. */
+      readonly startFailure: StartFailure | null;
+    }
   /** The attempt was terminal already; a receipt found for it was authenticated and cleaned up. */
   | { readonly kind: 'terminal'; readonly status: RunTerminalStatus; readonly lateReceipt: boolean }
   | { readonly kind: 'quarantined'; readonly reason: QuarantineReason }
@@ -69,7 +73,11 @@ function cancelStatus(run: RunRecord): RunTerminalStatus {
  * Cancel intent that came before the job finished decides; a job that finished first keeps its exit.
  * `finishedOnStoreMs`: the receipt's finish on the store clock (receipt-time.ts).
  */
-export function statusForReceipt(receipt: CompletionReceipt, run: RunRecord, finishedOnStoreMs: number = receipt.finishedAtMs): RunTerminalStatus {
+export function statusForReceipt(
+  receipt: CompletionReceipt,
+  run: RunRecord,
+  finishedOnStoreMs: number = receipt.finishedAtMs,
+): RunTerminalStatus {
   if (run.cancelRequestedAtMs !== null && finishedOnStoreMs >= run.cancelRequestedAtMs) return cancelStatus(run);
   return receipt.exitCode === 0 ? 'succeeded' : 'failed';
 }
@@ -97,7 +105,8 @@ export class CompletionProcessor {
    */
   async process(ref: AttemptRef, options: { readonly allowNeverStarted?: boolean } = {}): Promise<CompletionOutcome> {
     const outcome = await this.#converge(ref, options);
-    if (outcome.kind === 'completed' || outcome.kind === 'terminal' || outcome.kind === 'missing') this.#releaseHold(ref);
+    if (outcome.kind === 'completed' || outcome.kind === 'terminal' || outcome.kind === 'missing')
+      this.#releaseHold(ref);
     return outcome;
   }
 
@@ -143,8 +152,16 @@ export class CompletionProcessor {
     if (isTerminal(attempt.status)) return this.#cleanLate(attempt, attempt.status);
     const receipt = read.receipt;
     // Only a cancel intent makes the finish's time matter (and costs PostgreSQL a round trip).
-    const finishedOnStoreMs = run.cancelRequestedAtMs === null ? receipt.finishedAtMs : await finishOnStoreClock(receipt, this.#store);
-    const outcome = await this.#commit(attempt, run, statusForReceipt(receipt, run, finishedOnStoreMs), 'receipt', receipt, true);
+    const finishedOnStoreMs =
+      run.cancelRequestedAtMs === null ? receipt.finishedAtMs : await finishOnStoreClock(receipt, this.#store);
+    const outcome = await this.#commit(
+      attempt,
+      run,
+      statusForReceipt(receipt, run, finishedOnStoreMs),
+      'receipt',
+      receipt,
+      true,
+    );
     if (outcome.kind === 'terminal') return this.#cleanLate(attempt, outcome.status);
     if (outcome.kind === 'completed') {
       deleteReceipt(this.#directory, attempt.attemptId);
@@ -166,10 +183,24 @@ export class CompletionProcessor {
     return receiptTimesImpossible(receipt, attempt.createdAtMs, this.#store) ? 'time' : null;
   }
 
-  async #commit(attempt: AttemptRecord, run: RunRecord, status: RunTerminalStatus, cause: CompletionCause, receipt: CompletionReceipt | null, journal: boolean): Promise<CompletionOutcome> {
+  async #commit(
+    attempt: AttemptRecord,
+    run: RunRecord,
+    status: RunTerminalStatus,
+    cause: CompletionCause,
+    receipt: CompletionReceipt | null,
+    journal: boolean,
+  ): Promise<CompletionOutcome> {
     const exit = receipt === null ? null : { exitCode: receipt.exitCode, signal: receipt.signal };
     const result = await this.#store.completeAttempt({
-      runId: attempt.runId, attemptId: attempt.attemptId, status, cause, exit, attemptEventId: `evt-${randomUUID()}`, runEventId: `evt-${randomUUID()}`, journalReceipt: journal,
+      runId: attempt.runId,
+      attemptId: attempt.attemptId,
+      status,
+      cause,
+      exit,
+      attemptEventId: `evt-${randomUUID()}`,
+      runEventId: `evt-${randomUUID()}`,
+      journalReceipt: journal,
     });
     if (result.kind === 'missing') return { kind: 'missing' };
     if (result.kind === 'already_terminal') {
@@ -183,13 +214,20 @@ export class CompletionProcessor {
       this.#observer.onCancelToExit(Math.max(0, endedAtMs - run.cancelRequestedAtMs) / 1_000);
     }
     const startFailure = receipt?.spawnFailed === true ? startFailureOfStatus(receipt.exitCode) : null;
-    return { kind: 'completed', status, cause, exitCode: exit?.exitCode ?? null, signal: exit?.signal ?? null, startFailure };
+    return {
+      kind: 'completed',
+      status,
+      cause,
+      exitCode: exit?.exitCode ?? null,
+      signal: exit?.signal ?? null,
+      startFailure,
+    };
   }
 
   /** The store's now: its boot-anchored clock (SQLite), its own (PostgreSQL), else the wall clock (no addon). */
   async #storeNow(): Promise<number> {
     const now = bootNow();
-    const anchored = now === null ? null : this.#store.storeTimeOfBoot?.(now.bootId, now.bootMs) ?? null;
+    const anchored = now === null ? null : (this.#store.storeTimeOfBoot?.(now.bootId, now.bootMs) ?? null);
     return anchored ?? (await this.#store.storeNowMs?.()) ?? Date.now();
   }
 

@@ -11,7 +11,13 @@
 // there is room again.
 import { isStoreFull, PidfenceError } from '../base/errors';
 import { LifecycleRunner, type Profile, type RunnerState } from '../dispatch/index';
-import { RateLimitedDiagnostics, diagnosticCode, reportControllerFailures, type DiagnosticsCallback, type FailureFacts } from '../dispatch/diagnostics';
+import {
+  RateLimitedDiagnostics,
+  diagnosticCode,
+  reportControllerFailures,
+  type DiagnosticsCallback,
+  type FailureFacts,
+} from '../dispatch/diagnostics';
 import { monotonicMs } from '../native/index';
 import type { ExecutionStore } from '../store/execution-store';
 import type { ActiveCursor } from '../contract/index';
@@ -41,14 +47,19 @@ export interface ControlLifecycleOptions {
   readonly processor: CompletionProcessor;
   readonly deadlines: DeadlineSource;
   /** The dispatch path (a Supervisor): one bounded cycle of due cancellations. */
-  readonly dispatch: { runCycle(): Promise<{ readonly dispatched: number; readonly controllerFailures?: readonly FailureFacts[] }> };
+  readonly dispatch: {
+    runCycle(): Promise<{ readonly dispatched: number; readonly controllerFailures?: readonly FailureFacts[] }>;
+  };
   readonly notices: CompletionNotices;
   readonly receiptDirectory: string;
   readonly diagnostics?: DiagnosticsCallback;
   /** After CYCLE_FAILURE_LIMIT consecutive failed cycles (a store gone, readiness lost). */
   readonly onFatal?: (code: string) => void;
   /** Every completion the lifecycle committed (low-sensitivity). */
-  readonly onCompleted?: (ref: { readonly runId: string; readonly attemptId: string }, outcome: CompletionOutcome) => void;
+  readonly onCompleted?: (
+    ref: { readonly runId: string; readonly attemptId: string },
+    outcome: CompletionOutcome,
+  ) => void;
   /** After every completed control cycle (a status line, a metric); counts only. */
   readonly onCycle?: (report: ControlCycleReport) => void;
   /** Keep the process alive on the timer (a long-lived supervisor); default false (unref'd). */
@@ -127,7 +138,10 @@ export class ControlLifecycle {
   /** Creates the one timer; the first cycle runs at once (recovery continues where startup left). */
   start(): void {
     if (this.#runner.state !== 'stopped' || this.#runner.cycleRunning) {
-      throw new PidfenceError('the execution lifecycle is already started or still draining a cycle; call stop() first.', 'ERR_PIDFENCE_LIFECYCLE_STARTED');
+      throw new PidfenceError(
+        'the execution lifecycle is already started or still draining a cycle; call stop() first.',
+        'ERR_PIDFENCE_LIFECYCLE_STARTED',
+      );
     }
     this.#runner.start();
   }
@@ -203,7 +217,14 @@ export class ControlLifecycle {
       if (!looked.has(ref.attemptId)) completed += this.#report(ref, await processor.process(ref));
     }
     const cleaned = await this.#cleanupIfDue();
-    return { notices: noticed.length, deadlines: deadlines.requested, dispatched: dispatch.dispatched, active: page.items.length, completed, cleaned };
+    return {
+      notices: noticed.length,
+      deadlines: deadlines.requested,
+      dispatched: dispatch.dispatched,
+      active: page.items.length,
+      completed,
+      cleaned,
+    };
   }
 
   /** Time left until the next due deadline or retry, on the boot clock (docs/decisions/0160); null: none known. */
@@ -212,10 +233,14 @@ export class ControlLifecycle {
     return Math.max(0, this.#nextDue.inMs - (this.#clock() - this.#nextDue.readAtMs));
   }
 
-  async #activePage(): Promise<{ readonly items: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }> }> {
+  async #activePage(): Promise<{
+    readonly items: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }>;
+  }> {
     const { profile, runnerId } = this.#options;
     const page = await this.#options.executionStore.activeAttemptsPage({
-      limit: profile.pageSize, ...(this.#activeCursor === null ? {} : { after: this.#activeCursor }), ...(runnerId === undefined ? {} : { runnerId }),
+      limit: profile.pageSize,
+      ...(this.#activeCursor === null ? {} : { after: this.#activeCursor }),
+      ...(runnerId === undefined ? {} : { runnerId }),
     });
     this.#activeCursor = page.next;
     return page;
@@ -237,12 +262,20 @@ export class ControlLifecycle {
     if (now - this.#lastCleanupMs < this.#options.profile.cleanupPeriodMs) return 0;
     this.#lastCleanupMs = now;
     await this.#options.adopt?.();
-    return cleanupJournalPage(this.#options.executionStore, this.#options.receiptDirectory, this.#options.profile.cleanupPage);
+    return cleanupJournalPage(
+      this.#options.executionStore,
+      this.#options.receiptDirectory,
+      this.#options.profile.cleanupPage,
+    );
   }
 }
 
 /** Finishes journalled file actions (a crash between commit and delete, or intent and move). */
-export async function cleanupJournalPage(store: ExecutionStore, receiptDirectory: string, limit: number): Promise<number> {
+export async function cleanupJournalPage(
+  store: ExecutionStore,
+  receiptDirectory: string,
+  limit: number,
+): Promise<number> {
   const page = await store.openJournalPage({ limit });
   for (const entry of page.items) {
     if (entry.action === 'delete') deleteReceipt(receiptDirectory, entry.attemptId);

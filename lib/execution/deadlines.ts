@@ -45,10 +45,17 @@ export class DeadlineSource {
 
   /** One page of due deadlines: each turned into `timeout` intent, one transaction each. */
   async runPage(): Promise<DeadlinePass> {
-    const page = await this.#store.dueDeadlinesPage({ limit: this.#pageSize, ...(this.#runnerId === undefined ? {} : { runnerId: this.#runnerId }) });
+    const page = await this.#store.dueDeadlinesPage({
+      limit: this.#pageSize,
+      ...(this.#runnerId === undefined ? {} : { runnerId: this.#runnerId }),
+    });
     let requested = 0;
     for (const item of page.items) {
-      const outcome = await this.#runStore.requestCancellation({ runId: item.runId, reason: 'timeout', eventId: `evt-${randomUUID()}` });
+      const outcome = await this.#runStore.requestCancellation({
+        runId: item.runId,
+        reason: 'timeout',
+        eventId: `evt-${randomUUID()}`,
+      });
       if (outcome.kind === 'requested') requested += 1;
     }
     return { due: page.items.length, requested, kept: page.items.length - requested };

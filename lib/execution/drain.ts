@@ -90,7 +90,8 @@ export class ExecutionDrain {
 
   /** The store is full right now: the deadline starts again from here, and a person is told once. */
   #storeFull(error: PidfenceError): void {
-    if (this.#options.waitOutFullDisk === true) this.#deadline = Math.max(this.#deadline, this.#clock() + (this.#options.timeoutMs ?? DRAIN_TIMEOUT_DEFAULT_MS));
+    if (this.#options.waitOutFullDisk === true)
+      this.#deadline = Math.max(this.#deadline, this.#clock() + (this.#options.timeoutMs ?? DRAIN_TIMEOUT_DEFAULT_MS));
     if (this.#fullReported) return;
     this.#fullReported = true;
     try {
@@ -121,7 +122,14 @@ export class ExecutionDrain {
       // A stop still waiting out its grace is not waited for past the deadline.
       await settlesWithin(stops, left());
       const kind = remaining.length === 0 && !exhausted ? 'drained' : 'timed_out';
-      return { kind, active: targets.length, shutdownRequested: counts.shutdownRequested, converged: targets.length - remaining.length, remaining: remaining.length, pageBudgetExhausted: exhausted };
+      return {
+        kind,
+        active: targets.length,
+        shutdownRequested: counts.shutdownRequested,
+        converged: targets.length - remaining.length,
+        remaining: remaining.length,
+        pageBudgetExhausted: exhausted,
+      };
     } finally {
       await o.closeStorage();
     }
@@ -187,12 +195,17 @@ export class ExecutionDrain {
   /** `shutdown` intent unless a reason exists (user/policy/timeout kept), then the exact stop. */
   async #stop(ref: AttemptRef): Promise<boolean> {
     const o = this.#options;
-    const intent = await o.runStore.requestCancellation({ runId: ref.runId, reason: 'shutdown', eventId: `evt-drain-${ref.attemptId}`.slice(0, 128) });
+    const intent = await o.runStore.requestCancellation({
+      runId: ref.runId,
+      reason: 'shutdown',
+      eventId: `evt-drain-${ref.attemptId}`.slice(0, 128),
+    });
     this.#intentPending.delete(ref.attemptId);
     if (intent.kind !== 'requested' && intent.kind !== 'already_requested') return false;
     const cancelRequestedAtMs = intent.run.cancelRequestedAtMs;
     // Durable intent exists: only now may the exact process be stopped (same path as a user cancel).
-    if (cancelRequestedAtMs !== null) await o.dispatcher.dispatch({ runId: ref.runId, attemptId: ref.attemptId, cancelRequestedAtMs });
+    if (cancelRequestedAtMs !== null)
+      await o.dispatcher.dispatch({ runId: ref.runId, attemptId: ref.attemptId, cancelRequestedAtMs });
     return intent.kind === 'requested';
   }
 
@@ -202,7 +215,9 @@ export class ExecutionDrain {
     let after: { runId: string } | null = null;
     for (let pages = 0; pages < o.pages; pages += 1) {
       const page = await o.executionStore.activeAttemptsPage({
-        limit: o.pageSize, ...(after === null ? {} : { after }), ...(o.runnerId === undefined ? {} : { runnerId: o.runnerId }),
+        limit: o.pageSize,
+        ...(after === null ? {} : { after }),
+        ...(o.runnerId === undefined ? {} : { runnerId: o.runnerId }),
       });
       for (const item of page.items) targets.push({ runId: item.runId, attemptId: item.attemptId });
       if (page.next === null) return { targets, exhausted: false };

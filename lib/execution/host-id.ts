@@ -30,7 +30,10 @@ function machineId(files: readonly string[]): string | null {
 }
 
 function stateHostIdFile(env: Environment): string {
-  const stateHome = env.XDG_STATE_HOME !== undefined && env.XDG_STATE_HOME !== '' ? env.XDG_STATE_HOME : path.join(homedir(), '.local', 'state');
+  const stateHome =
+    env.XDG_STATE_HOME !== undefined && env.XDG_STATE_HOME !== ''
+      ? env.XDG_STATE_HOME
+      : path.join(homedir(), '.local', 'state');
   return path.join(path.resolve(stateHome), 'pidfence', 'host-id');
 }
 
@@ -56,12 +59,18 @@ function persistedHostId(env: Environment): string | null {
   return read();
 }
 
-export function resolveHostId(env: Environment = process.env, machineIdFiles: readonly string[] = MACHINE_ID_FILES): string {
+export function resolveHostId(
+  env: Environment = process.env,
+  machineIdFiles: readonly string[] = MACHINE_ID_FILES,
+): string {
   const override = env[HOST_ID_ENV];
   if (override !== undefined && override !== '') return validateHostId(override);
   const id = machineId(machineIdFiles);
   if (id !== null) return `h-${createHmac('sha256', id).update(HOST_ID_DOMAIN).digest('hex').slice(0, 32)}`;
   const persisted = persistedHostId(env);
   if (persisted !== null) return persisted;
-  throw new PidfenceError(`this machine has no machine id and ${stateHostIdFile(env)} cannot be written; set ${HOST_ID_ENV} to a stable name for this host.`, 'ERR_PIDFENCE_HOST_ID_UNAVAILABLE');
+  throw new PidfenceError(
+    `this machine has no machine id and ${stateHostIdFile(env)} cannot be written; set ${HOST_ID_ENV} to a stable name for this host.`,
+    'ERR_PIDFENCE_HOST_ID_UNAVAILABLE',
+  );
 }

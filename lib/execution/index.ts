@@ -3,9 +3,26 @@
 // admission-first shutdown drain and startup recovery. Concrete stores are wired by the caller.
 export { adoptGoneRunners, stopOrphanedRun, type OrphanStop } from './adoption';
 export { Admission, ADMISSION_UNDO_GRACE_MS, type AdmitOutcome, type AdmitRequest } from './admission';
-export { createExecution, STOP_GRACE_DEFAULT_MS, type ExecutionApplication, type ExecutionOptions, type ExecutionStores } from './application';
-export { CompletionProcessor, statusForReceipt, type CompletionOutcome, type CompletionProcessorOptions } from './completion-processor';
-export { ControlLifecycle, CYCLE_FAILURE_LIMIT, cleanupJournalPage, type ControlCycleReport, type ControlLifecycleOptions } from './control-lifecycle';
+export {
+  createExecution,
+  STOP_GRACE_DEFAULT_MS,
+  type ExecutionApplication,
+  type ExecutionOptions,
+  type ExecutionStores,
+} from './application';
+export {
+  CompletionProcessor,
+  statusForReceipt,
+  type CompletionOutcome,
+  type CompletionProcessorOptions,
+} from './completion-processor';
+export {
+  ControlLifecycle,
+  CYCLE_FAILURE_LIMIT,
+  cleanupJournalPage,
+  type ControlCycleReport,
+  type ControlLifecycleOptions,
+} from './control-lifecycle';
 export { DeadlineSource, type DeadlinePass } from './deadlines';
 export { ExecutionDrain, DRAIN_TIMEOUT_DEFAULT_MS, type DrainReport } from './drain';
 export { LEFTOVER_GRACE_DEFAULT_MS, launchAttempt, type LaunchRequest, type Launched } from './launcher';

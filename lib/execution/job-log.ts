@@ -39,11 +39,15 @@ function invalid(message: string): PidfenceRangeError {
 
 export function validateJobLogSettings(value: JobLogSettings): Required<JobLogSettings> {
   const { directory, maxBytes = JOB_LOG_MAX_BYTES_DEFAULT, keep = JOB_LOG_KEEP_DEFAULT } = value;
-  if (typeof directory !== 'string' || !path.isAbsolute(directory)) throw invalid('the log directory must be an absolute path.');
+  if (typeof directory !== 'string' || !path.isAbsolute(directory))
+    throw invalid('the log directory must be an absolute path.');
   if (!Number.isSafeInteger(maxBytes) || maxBytes < JOB_LOG_MAX_BYTES_MIN || maxBytes > JOB_LOG_MAX_BYTES_MAX) {
-    throw invalid(`the log size cap must be from ${JOB_LOG_MAX_BYTES_MIN} bytes (16k) to ${JOB_LOG_MAX_BYTES_MAX} bytes (1g).`);
+    throw invalid(
+      `the log size cap must be from ${JOB_LOG_MAX_BYTES_MIN} bytes (16k) to ${JOB_LOG_MAX_BYTES_MAX} bytes (1g).`,
+    );
   }
-  if (!Number.isSafeInteger(keep) || keep < 0 || keep > JOB_LOG_KEEP_MAX) throw invalid(`the number of rotated logs kept must be from 0 to ${JOB_LOG_KEEP_MAX}.`);
+  if (!Number.isSafeInteger(keep) || keep < 0 || keep > JOB_LOG_KEEP_MAX)
+    throw invalid(`the number of rotated logs kept must be from 0 to ${JOB_LOG_KEEP_MAX}.`);
   return { directory, maxBytes, keep };
 }
 
@@ -53,7 +57,11 @@ export function ensureLogDirectory(directory: string): void {
     fs.mkdirSync(directory, { recursive: true, mode: 0o700 });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? 'UNKNOWN';
-    throw new PidfenceError(`cannot create the job log directory ${directory} (${code}); fix the path or its permissions, or start the job with --no-log.`, 'ERR_PIDFENCE_LOG_DIRECTORY', { errno: code, cause: error });
+    throw new PidfenceError(
+      `cannot create the job log directory ${directory} (${code}); fix the path or its permissions, or start the job with --no-log.`,
+      'ERR_PIDFENCE_LOG_DIRECTORY',
+      { errno: code, cause: error },
+    );
   }
 }
 
@@ -148,7 +156,11 @@ function openIfPresent(file: string): number | null {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return null;
     if (code === 'EACCES' || code === 'EPERM' || code === 'ELOOP') {
-      throw new PidfenceError(`cannot read the log ${file} (${code}): a job's log is owner-only; read it as the user who ran the job.`, 'ERR_PIDFENCE_RUN_LOG_UNREADABLE', { errno: code });
+      throw new PidfenceError(
+        `cannot read the log ${file} (${code}): a job's log is owner-only; read it as the user who ran the job.`,
+        'ERR_PIDFENCE_RUN_LOG_UNREADABLE',
+        { errno: code },
+      );
     }
     throw error;
   }

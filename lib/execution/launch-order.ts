@@ -63,7 +63,10 @@ function u32(value: number): Buffer {
 function field(value: string, max: number, what: string): Buffer[] {
   const bytes = Buffer.from(value, 'utf8');
   if (bytes.length > max || bytes.includes(0)) {
-    throw new PidfenceRangeError(`${what} must be at most ${max} bytes and hold no NUL character; shorten it.`, 'ERR_PIDFENCE_INVALID_COMMAND');
+    throw new PidfenceRangeError(
+      `${what} must be at most ${max} bytes and hold no NUL character; shorten it.`,
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
   }
   return [u32(bytes.length), bytes];
 }
@@ -71,14 +74,20 @@ function field(value: string, max: number, what: string): Buffer[] {
 /** Validates the leftover grace: an integer number of milliseconds up to ORDER_MAX_GRACE_MS. */
 export function validateLeftoverGraceMs(value: unknown): number {
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > ORDER_MAX_GRACE_MS) {
-    throw new PidfenceRangeError(`leftoverGraceMs must be an integer from 0 to ${ORDER_MAX_GRACE_MS} (milliseconds).`, 'ERR_PIDFENCE_INVALID_GRACE');
+    throw new PidfenceRangeError(
+      `leftoverGraceMs must be an integer from 0 to ${ORDER_MAX_GRACE_MS} (milliseconds).`,
+      'ERR_PIDFENCE_INVALID_GRACE',
+    );
   }
   return value;
 }
 
 export function validateLeftoverPolicy(value: unknown): LeftoverPolicy {
   if (!LEFTOVER_POLICIES.includes(value as LeftoverPolicy)) {
-    throw new PidfenceRangeError(`leftovers must be 'stop' or 'keep' (what happens to processes the job leaves behind).`, 'ERR_PIDFENCE_INVALID_OPTIONS');
+    throw new PidfenceRangeError(
+      `leftovers must be 'stop' or 'keep' (what happens to processes the job leaves behind).`,
+      'ERR_PIDFENCE_INVALID_OPTIONS',
+    );
   }
   return value as LeftoverPolicy;
 }
@@ -87,11 +96,19 @@ export function validateLeftoverPolicy(value: unknown): LeftoverPolicy {
 export function validateJobArgv(command: string, args: readonly string[]): Uint8Array[] {
   const argv = [command, ...args];
   if (command.length === 0 || argv.length > ORDER_MAX_ARGS) {
-    throw new PidfenceRangeError(`a job needs a command and at most ${ORDER_MAX_ARGS - 1} arguments.`, 'ERR_PIDFENCE_INVALID_COMMAND');
+    throw new PidfenceRangeError(
+      `a job needs a command and at most ${ORDER_MAX_ARGS - 1} arguments.`,
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
   }
-  const fields = argv.flatMap((arg, index) => field(arg, ORDER_MAX_ARG_BYTES, index === 0 ? 'the command' : `argument ${index}`));
+  const fields = argv.flatMap((arg, index) =>
+    field(arg, ORDER_MAX_ARG_BYTES, index === 0 ? 'the command' : `argument ${index}`),
+  );
   if (fields.reduce((sum, part) => sum + part.length, 0) > ORDER_MAX_BYTES - ORDER_MAX_PATH_BYTES) {
-    throw new PidfenceRangeError(`the command and its arguments must total under ${ORDER_MAX_BYTES} bytes.`, 'ERR_PIDFENCE_INVALID_COMMAND');
+    throw new PidfenceRangeError(
+      `the command and its arguments must total under ${ORDER_MAX_BYTES} bytes.`,
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
   }
   return fields;
 }
@@ -112,11 +129,17 @@ function logFields(log: LaunchLog | null): Buffer[] {
 export function encodeLaunchOrder(order: LaunchOrder): Uint8Array {
   const argv = validateJobArgv(order.command, order.args);
   return Buffer.concat([
-    Buffer.from(ORDER_MAGIC, 'ascii'), u32(order.seq), u32(validateLeftoverGraceMs(order.leftoverGraceMs)),
+    Buffer.from(ORDER_MAGIC, 'ascii'),
+    u32(order.seq),
+    u32(validateLeftoverGraceMs(order.leftoverGraceMs)),
     u32(validateLeftoverPolicy(order.leftovers) === 'keep' ? 1 : 0),
     ...field(order.receiptDirectory, ORDER_MAX_PATH_BYTES, 'the receipt directory'),
-    ...field(order.runId, ORDER_MAX_PATH_BYTES, 'runId'), ...field(order.attemptId, ORDER_MAX_PATH_BYTES, 'attemptId'),
-    ...field(order.token, ORDER_MAX_PATH_BYTES, 'the receipt token'), u32(order.args.length + 1), ...argv,
-    ...field(order.cgroupPath ?? '', ORDER_MAX_PATH_BYTES, 'the cgroup path'), ...logFields(order.log),
+    ...field(order.runId, ORDER_MAX_PATH_BYTES, 'runId'),
+    ...field(order.attemptId, ORDER_MAX_PATH_BYTES, 'attemptId'),
+    ...field(order.token, ORDER_MAX_PATH_BYTES, 'the receipt token'),
+    u32(order.args.length + 1),
+    ...argv,
+    ...field(order.cgroupPath ?? '', ORDER_MAX_PATH_BYTES, 'the cgroup path'),
+    ...logFields(order.log),
   ]);
 }

@@ -22,7 +22,13 @@ import {
   type JobStdioEntry,
 } from '../process/index';
 import { validateJobLogSettings, type JobLogSettings } from './job-log';
-import { encodeLaunchOrder, LAUNCH_ORDER_FD, LEFTOVER_POLICY_DEFAULT, type LaunchLog, type LeftoverPolicy } from './launch-order';
+import {
+  encodeLaunchOrder,
+  LAUNCH_ORDER_FD,
+  LEFTOVER_POLICY_DEFAULT,
+  type LaunchLog,
+  type LeftoverPolicy,
+} from './launch-order';
 import { RECEIPT_CALLBACK_SEQ } from './receipts';
 
 /** How long leftovers get between TERM and KILL when the caller names no grace: the stop grace's default. */
@@ -63,7 +69,6 @@ export interface Launched {
   /** Internal: resolves when the launcher exited (feeds the completion notices, nothing else). */
   readonly exited: Promise<void>;
 }
-
 
 function stdioWithOrderPipe(stdio: GroupLeaderSpawnOptions['stdio']): JobStdioEntry[] {
   let base: JobStdioEntry[] = ['ignore', 'ignore', 'ignore'];
@@ -109,10 +114,17 @@ export function launchAttempt(request: LaunchRequest): Launched {
   let order: Uint8Array;
   try {
     order = encodeLaunchOrder({
-      receiptDirectory: request.receiptDirectory, runId: request.runId, attemptId: request.attemptId, seq: RECEIPT_CALLBACK_SEQ,
-      token: request.token, command: request.command, args: request.args,
-      leftovers: request.leftovers ?? LEFTOVER_POLICY_DEFAULT, leftoverGraceMs: request.leftoverGraceMs ?? LEFTOVER_GRACE_DEFAULT_MS,
-      log: launchLogOf(request.log, stdio), cgroupPath: cgroup?.path ?? null,
+      receiptDirectory: request.receiptDirectory,
+      runId: request.runId,
+      attemptId: request.attemptId,
+      seq: RECEIPT_CALLBACK_SEQ,
+      token: request.token,
+      command: request.command,
+      args: request.args,
+      leftovers: request.leftovers ?? LEFTOVER_POLICY_DEFAULT,
+      leftoverGraceMs: request.leftoverGraceMs ?? LEFTOVER_GRACE_DEFAULT_MS,
+      log: launchLogOf(request.log, stdio),
+      cgroupPath: cgroup?.path ?? null,
     });
   } catch (error) {
     if (cgroup !== null) discardJobCgroup(cgroup.path);

@@ -26,7 +26,8 @@ interface BootTimes {
 
 function bootTimesOf(receipt: ReceiptTimes): BootTimes | null {
   const { bootId, startedBootMs, finishedBootMs } = receipt;
-  if (typeof bootId !== 'string' || typeof startedBootMs !== 'number' || typeof finishedBootMs !== 'number') return null;
+  if (typeof bootId !== 'string' || typeof startedBootMs !== 'number' || typeof finishedBootMs !== 'number')
+    return null;
   return { bootId, startedBootMs, finishedBootMs };
 }
 
@@ -35,7 +36,12 @@ function bootTimesOf(receipt: ReceiptTimes): BootTimes | null {
  * before its attempt was created, each judged on the boot clock of the boot that wrote it.
  * Another boot's receipt is judged only on its own order; a v1 receipt not at all.
  */
-export function receiptTimesImpossible(receipt: ReceiptTimes, attemptCreatedAtMs: number, store: StoreTime, now: BootReading | null = bootNow()): boolean {
+export function receiptTimesImpossible(
+  receipt: ReceiptTimes,
+  attemptCreatedAtMs: number,
+  store: StoreTime,
+  now: BootReading | null = bootNow(),
+): boolean {
   const boot = bootTimesOf(receipt);
   if (boot === null) return false;
   if (boot.finishedBootMs < boot.startedBootMs) return true;
@@ -53,9 +59,14 @@ export function receiptTimesImpossible(receipt: ReceiptTimes, attemptCreatedAtMs
  * of the launcher's moves nothing); else the wall finish moved by how far the store clock and this
  * host's wall clock are apart now (zero until the wall clock steps), or as it is.
  */
-export async function finishOnStoreClock(receipt: ReceiptTimes, store: StoreTime, bootNowOf: () => BootReading | null = bootNow, wallNowMs: number = Date.now()): Promise<number> {
+export async function finishOnStoreClock(
+  receipt: ReceiptTimes,
+  store: StoreTime,
+  bootNowOf: () => BootReading | null = bootNow,
+  wallNowMs: number = Date.now(),
+): Promise<number> {
   const boot = bootTimesOf(receipt);
-  const mapped = boot === null ? null : store.storeTimeOfBoot?.(boot.bootId, boot.finishedBootMs) ?? null;
+  const mapped = boot === null ? null : (store.storeTimeOfBoot?.(boot.bootId, boot.finishedBootMs) ?? null);
   if (mapped !== null) return mapped;
   if (boot !== null && store.storeNowMs !== undefined) {
     // The store first, then the boot clock: the round trip makes the finish look earlier, never later.
@@ -64,6 +75,6 @@ export async function finishOnStoreClock(receipt: ReceiptTimes, store: StoreTime
     if (now !== null && now.bootId === boot.bootId) return storeNowMs - Math.max(0, now.bootMs - boot.finishedBootMs);
   }
   const now = bootNowOf();
-  const storeNow = now === null ? null : store.storeTimeOfBoot?.(now.bootId, now.bootMs) ?? null;
+  const storeNow = now === null ? null : (store.storeTimeOfBoot?.(now.bootId, now.bootMs) ?? null);
   return storeNow === null ? receipt.finishedAtMs : receipt.finishedAtMs + (storeNow - wallNowMs);
 }

@@ -67,7 +67,10 @@ export function digestsEqual(a: string, b: string): boolean {
 }
 
 /** Where the receipts of one store live: beside the SQLite file, or a directory the caller names. */
-export function receiptPaths(directory: string, attemptId: string): { readonly final: string; readonly temp: string; readonly quarantined: string } {
+export function receiptPaths(
+  directory: string,
+  attemptId: string,
+): { readonly final: string; readonly temp: string; readonly quarantined: string } {
   const id = validateId(attemptId, 'attemptId');
   return {
     final: path.join(directory, `${id}.receipt`),
@@ -115,7 +118,18 @@ export function writeReceiptAtomic(directory: string, receipt: CompletionReceipt
   fsyncDirectory(directory);
 }
 
-const RECEIPT_KEYS_V1 = ['v', 'runId', 'attemptId', 'seq', 'token', 'exitCode', 'signal', 'startedAtMs', 'finishedAtMs', 'spawnFailed'] as const;
+const RECEIPT_KEYS_V1 = [
+  'v',
+  'runId',
+  'attemptId',
+  'seq',
+  'token',
+  'exitCode',
+  'signal',
+  'startedAtMs',
+  'finishedAtMs',
+  'spawnFailed',
+] as const;
 const RECEIPT_KEYS_V2 = [...RECEIPT_KEYS_V1, 'bootId', 'startedBootMs', 'finishedBootMs', 'leftovers'] as const;
 const BOOT_ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const MS_MAX = 8_640_000_000_000_000;
@@ -150,18 +164,21 @@ export function parseReceipt(text: string): CompletionReceipt | null {
   } catch {
     return null;
   }
-  const ok = isInt(r.seq, 1, 1_000_000)
-    && typeof r.token === 'string' && TOKEN_PATTERN.test(r.token)
-    && (r.exitCode === null || isInt(r.exitCode, 0, 255))
-    && (r.signal === null || (typeof r.signal === 'string' && SIGNAL_NAME_PATTERN.test(r.signal)))
-    && (r.exitCode === null) !== (r.signal === null)
-    && isInt(r.startedAtMs, 0, MS_MAX)
-    && isInt(r.finishedAtMs, 0, MS_MAX)
-    && typeof r.spawnFailed === 'boolean'
-    && (version === 1 || (
-      (r.bootId === null || (typeof r.bootId === 'string' && BOOT_ID_PATTERN.test(r.bootId)))
-      && isInt(r.startedBootMs, 0, MS_MAX) && isInt(r.finishedBootMs, 0, MS_MAX)
-      && isInt(r.leftovers, 0, LEFTOVERS_MAX)));
+  const ok =
+    isInt(r.seq, 1, 1_000_000) &&
+    typeof r.token === 'string' &&
+    TOKEN_PATTERN.test(r.token) &&
+    (r.exitCode === null || isInt(r.exitCode, 0, 255)) &&
+    (r.signal === null || (typeof r.signal === 'string' && SIGNAL_NAME_PATTERN.test(r.signal))) &&
+    (r.exitCode === null) !== (r.signal === null) &&
+    isInt(r.startedAtMs, 0, MS_MAX) &&
+    isInt(r.finishedAtMs, 0, MS_MAX) &&
+    typeof r.spawnFailed === 'boolean' &&
+    (version === 1 ||
+      ((r.bootId === null || (typeof r.bootId === 'string' && BOOT_ID_PATTERN.test(r.bootId))) &&
+        isInt(r.startedBootMs, 0, MS_MAX) &&
+        isInt(r.finishedBootMs, 0, MS_MAX) &&
+        isInt(r.leftovers, 0, LEFTOVERS_MAX)));
   return ok ? (r as unknown as CompletionReceipt) : null;
 }
 
@@ -206,7 +223,10 @@ export function quarantineReceipt(directory: string, attemptId: string): void {
 
 export function validateReceiptDirectory(value: unknown): string {
   if (typeof value !== 'string' || value.length === 0 || !path.isAbsolute(value)) {
-    throw new PidfenceRangeError('receiptDirectory must be an absolute directory path.', 'ERR_PIDFENCE_INVALID_RECEIPT_DIRECTORY');
+    throw new PidfenceRangeError(
+      'receiptDirectory must be an absolute directory path.',
+      'ERR_PIDFENCE_INVALID_RECEIPT_DIRECTORY',
+    );
   }
   return value;
 }

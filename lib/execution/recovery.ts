@@ -34,7 +34,9 @@ export async function recoverExecutions(options: {
   const pages = Math.min(options.pages ?? RECOVERY_PAGES_MAX, RECOVERY_PAGES_MAX);
   for (let read = 0; read < pages; read += 1) {
     const page = await options.executionStore.activeAttemptsPage({
-      limit: options.pageSize, ...(after === null ? {} : { after }), ...(options.runnerId === undefined ? {} : { runnerId: options.runnerId }),
+      limit: options.pageSize,
+      ...(after === null ? {} : { after }),
+      ...(options.runnerId === undefined ? {} : { runnerId: options.runnerId }),
     });
     // Admission is not open yet: a `claimed` attempt without intent can never be spawning now.
     for (const item of page.items) tally(await options.processor.process(item, { allowNeverStarted: true }));

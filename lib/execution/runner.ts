@@ -27,15 +27,30 @@ function ownIdentityText(): string {
     if (error instanceof PidfenceError && error.code === 'ERR_PIDFENCE_UNSUPPORTED') return '{}';
     throw error;
   }
-  if (identity === null) throw new PidfenceError('this process has no identity of its own; /proc is not what it should be.', 'ERR_PIDFENCE_SYSCALL');
+  if (identity === null)
+    throw new PidfenceError(
+      'this process has no identity of its own; /proc is not what it should be.',
+      'ERR_PIDFENCE_SYSCALL',
+    );
   const { pid, bootId: boot, startTicks, pidfsIno } = identity;
   // The PID namespace its PID was read in: from another one it proves nothing (docs/decisions/0155).
   const pidNs = ownPidNamespace();
-  return JSON.stringify({ pid, bootId: boot, startTicks, ...(pidfsIno === undefined ? {} : { pidfsIno }), ...(pidNs === null ? {} : { pidNs }) });
+  return JSON.stringify({
+    pid,
+    bootId: boot,
+    startTicks,
+    ...(pidfsIno === undefined ? {} : { pidfsIno }),
+    ...(pidNs === null ? {} : { pidNs }),
+  });
 }
 
 export async function registerRunner(store: RunnerStore, self: RunnerSelf): Promise<void> {
-  await store.registerRunner({ runnerId: self.runnerId, hostId: self.hostId, kind: self.kind, identity: ownIdentityText() });
+  await store.registerRunner({
+    runnerId: self.runnerId,
+    hostId: self.hostId,
+    kind: self.kind,
+    identity: ownIdentityText(),
+  });
 }
 
 /**
@@ -84,6 +99,7 @@ export function runnerGoneProof(runner: RunnerRecord, self: RunnerSelf): Adoptio
   const probe = signalVerified(identity, 0, { group: false });
   if (probe.kind === 'already_exited') return 'exited';
   // Only a different process at that PID proves it; any other doubt keeps the runner alive.
-  if (probe.kind === 'identity_mismatch' && (probe.reason === 'start_ticks' || probe.reason === 'pidfs_ino')) return 'pid_reused';
+  if (probe.kind === 'identity_mismatch' && (probe.reason === 'start_ticks' || probe.reason === 'pidfs_ino'))
+    return 'pid_reused';
   return null;
 }

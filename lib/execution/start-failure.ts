@@ -5,7 +5,10 @@
 export type StartFailure = 'command_not_found' | 'permission_denied';
 
 /** The launcher's exit status for each, as `sh` and `bash` answer. */
-export const START_FAILURE_STATUS: Readonly<Record<StartFailure, 126 | 127>> = { command_not_found: 127, permission_denied: 126 };
+export const START_FAILURE_STATUS: Readonly<Record<StartFailure, 126 | 127>> = {
+  command_not_found: 127,
+  permission_denied: 126,
+};
 
 /** The spawn errno as a start failure: found but not executable for this user, or not found (or not startable at all). */
 export function startFailureOf(errno: string | undefined): StartFailure {

@@ -38,9 +38,12 @@ function euid(): number {
 /** The directory must be ours alone: a real directory (no symlink), owned by this user, mode 0700. */
 function checkDirectory(directory: string): void {
   const stat = fs.lstatSync(directory);
-  if (!stat.isDirectory()) throw refused('the wake-up directory beside the store is not a directory; remove it, the runner recreates it.');
-  if (stat.uid !== euid()) throw refused('the wake-up directory beside the store belongs to another user; remove it or run as its owner.');
-  if ((stat.mode & 0o077) !== 0) throw refused('the wake-up directory beside the store is open to other users; chmod 700 it or remove it.');
+  if (!stat.isDirectory())
+    throw refused('the wake-up directory beside the store is not a directory; remove it, the runner recreates it.');
+  if (stat.uid !== euid())
+    throw refused('the wake-up directory beside the store belongs to another user; remove it or run as its owner.');
+  if ((stat.mode & 0o077) !== 0)
+    throw refused('the wake-up directory beside the store is open to other users; chmod 700 it or remove it.');
 }
 
 function ensureDirectory(directory: string): void {
@@ -63,8 +66,15 @@ const PROBE_OF_ERRNO: Readonly<Record<string, Probe>> = { ECONNREFUSED: 'dead', 
 function probeSocket(socketPath: string, timeoutMs: number): Promise<Probe> {
   return new Promise((resolve) => {
     const socket = net.connect({ path: socketPath });
-    const timer = setTimeout(() => { socket.destroy(); resolve('other'); }, timeoutMs);
-    socket.once('connect', () => { clearTimeout(timer); socket.destroy(); resolve('live'); });
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve('other');
+    }, timeoutMs);
+    socket.once('connect', () => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve('live');
+    });
     socket.once('error', (error: NodeJS.ErrnoException) => {
       clearTimeout(timer);
       resolve(PROBE_OF_ERRNO[error.code ?? ''] ?? 'other');
@@ -81,10 +91,12 @@ async function clearStale(socketPath: string): Promise<void> {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
     throw error;
   }
-  if (!stat.isSocket() || stat.uid !== euid()) throw refused('the wake-up socket path of this runner is taken by a file that is not its socket; remove it.');
+  if (!stat.isSocket() || stat.uid !== euid())
+    throw refused('the wake-up socket path of this runner is taken by a file that is not its socket; remove it.');
   // Only a socket proved dead (connect refused) is unlinked, never one a live runner listens on.
   const probe = await probeSocket(socketPath, WAKE_SEND_TIMEOUT_MS);
-  if (probe === 'live' || probe === 'busy') throw refused('another live runner listens on this runner\'s wake-up socket; it is left alone.');
+  if (probe === 'live' || probe === 'busy')
+    throw refused("another live runner listens on this runner's wake-up socket; it is left alone.");
   if (probe === 'dead') fs.unlinkSync(socketPath);
 }
 
@@ -119,7 +131,10 @@ export interface WakeListener {
 export async function listenForWakeUps(directory: string, runnerId: string, onWake: () => void): Promise<WakeListener> {
   const socketPath = wakeSocketPath(directory, runnerId);
   if (Buffer.byteLength(socketPath) > SOCKET_PATH_MAX_BYTES) {
-    throw refused('the store\'s path is too long for a wake-up socket beside it; the runner works on its cadence (move the store to a shorter path for wake-ups).', 'ERR_PIDFENCE_WAKE_PATH_TOO_LONG');
+    throw refused(
+      "the store's path is too long for a wake-up socket beside it; the runner works on its cadence (move the store to a shorter path for wake-ups).",
+      'ERR_PIDFENCE_WAKE_PATH_TOO_LONG',
+    );
   }
   try {
     ensureDirectory(directory);
@@ -129,7 +144,9 @@ export async function listenForWakeUps(directory: string, runnerId: string, onWa
     if (error instanceof PidfenceError) throw error;
     // Whatever the file system says (no sockets here, no room, a race for the path): no channel,
     // the cadence alone, never a failed runner.
-    throw refused(`the wake-up socket beside the store could not be made (${(error as NodeJS.ErrnoException).code ?? 'error'}); the runner works on its cadence.`);
+    throw refused(
+      `the wake-up socket beside the store could not be made (${(error as NodeJS.ErrnoException).code ?? 'error'}); the runner works on its cadence.`,
+    );
   }
 }
 
@@ -142,7 +159,10 @@ async function listenAt(socketPath: string, onWake: () => void): Promise<WakeLis
   server.on('error', () => undefined);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen({ path: socketPath, backlog: WAKE_BACKLOG }, () => { server.off('error', reject); resolve(); });
+    server.listen({ path: socketPath, backlog: WAKE_BACKLOG }, () => {
+      server.off('error', reject);
+      resolve();
+    });
   });
   server.unref();
   fs.chmodSync(socketPath, 0o600);
@@ -184,6 +204,12 @@ export async function sendWakeUp(directory: string, runnerId: string): Promise<W
     return error instanceof PidfenceError ? 'refused' : 'unreachable';
   }
   const probe = await probeSocket(socketPath, WAKE_SEND_TIMEOUT_MS);
-  const sends: Readonly<Record<Probe, WakeSend>> = { live: 'sent', busy: 'busy', dead: 'no_listener', absent: 'no_listener', other: 'unreachable' };
+  const sends: Readonly<Record<Probe, WakeSend>> = {
+    live: 'sent',
+    busy: 'busy',
+    dead: 'no_listener',
+    absent: 'no_listener',
+    other: 'unreachable',
+  };
   return sends[probe];
 }

@@ -17,7 +17,12 @@ export class NotPermittedError extends ManagementError {
   readonly permission: Permission;
   readonly projectId: string;
 
-  constructor(subject: string, permission: Permission, projectId: string, howToGet: string = askAHolder(subject, permission, projectId)) {
+  constructor(
+    subject: string,
+    permission: Permission,
+    projectId: string,
+    howToGet: string = askAHolder(subject, permission, projectId),
+  ) {
     super(`${subject} does not hold ${permission} on project ${projectId}; ${howToGet}.`, 'ERR_PIDFENCE_NOT_PERMITTED');
     this.subject = subject;
     this.permission = permission;
@@ -48,7 +53,10 @@ export function principalOf(subject: unknown, authenticated?: unknown): Principa
   if (authenticated === undefined || authenticated === checked) return { subject: checked };
   const real = validateSubject(authenticated);
   if (auditActorOf(real, checked).length > OWNER_MAX_LENGTH) {
-    throw new PidfenceRangeError(`"${real} acting as ${checked}" is longer than ${OWNER_MAX_LENGTH} characters, the audit's limit; act as a shorter subject.`, 'ERR_PIDFENCE_INVALID_SUBJECT');
+    throw new PidfenceRangeError(
+      `"${real} acting as ${checked}" is longer than ${OWNER_MAX_LENGTH} characters, the audit's limit; act as a shorter subject.`,
+      'ERR_PIDFENCE_INVALID_SUBJECT',
+    );
   }
   return { subject: checked, authenticated: real };
 }
@@ -59,11 +67,17 @@ function auditActorOf(authenticated: string, subject: string): string {
 
 /** The audit's actor: the subject, or "A acting as B" when A acts as B. */
 export function auditActor(principal: Principal): string {
-  return principal.authenticated === undefined ? principal.subject : auditActorOf(principal.authenticated, principal.subject);
+  return principal.authenticated === undefined
+    ? principal.subject
+    : auditActorOf(principal.authenticated, principal.subject);
 }
 
 /** Acting as another subject is an administrator's act: grants.write on the project, held by the real caller. */
-export async function authorizeImpersonation(store: Pick<ManagementStore, 'hasPermission'>, principal: Principal, projectId: string): Promise<void> {
+export async function authorizeImpersonation(
+  store: Pick<ManagementStore, 'hasPermission'>,
+  principal: Principal,
+  projectId: string,
+): Promise<void> {
   if (principal.authenticated === undefined) return;
   if (!(await store.hasPermission(principal.authenticated, projectId, 'grants.write'))) {
     throw new ManagementError(
@@ -74,7 +88,13 @@ export async function authorizeImpersonation(store: Pick<ManagementStore, 'hasPe
 }
 
 /** Throws ERR_PIDFENCE_NOT_PERMITTED unless the grants table says the subject holds the permission. */
-export async function authorize(store: Pick<ManagementStore, 'hasPermission'>, principal: Principal, projectId: string, permission: Permission): Promise<void> {
-  if (!(await store.hasPermission(principal.subject, projectId, permission))) throw notPermitted(principal.subject, permission, projectId);
+export async function authorize(
+  store: Pick<ManagementStore, 'hasPermission'>,
+  principal: Principal,
+  projectId: string,
+  permission: Permission,
+): Promise<void> {
+  if (!(await store.hasPermission(principal.subject, projectId, permission)))
+    throw notPermitted(principal.subject, permission, projectId);
   await authorizeImpersonation(store, principal, projectId);
 }

@@ -21,13 +21,21 @@ export interface BlockedPage {
   readonly next: string | null;
 }
 
-export async function blockedPage(store: ManagementStore, principal: Principal, projectId: string, cursor?: string): Promise<BlockedPage> {
+export async function blockedPage(
+  store: ManagementStore,
+  principal: Principal,
+  projectId: string,
+  cursor?: string,
+): Promise<BlockedPage> {
   const id = validateId(projectId, 'projectId');
   let position: BlockedPosition = { kind: 'first' };
   if (cursor !== undefined) {
     const decoded = decodeBlockedCursor(cursor);
     if (decoded.projectId !== id) {
-      throw new ManagementError(`this cursor belongs to another project's blocked list, not ${id}; start again without a cursor.`, 'ERR_PIDFENCE_CURSOR_PROJECT');
+      throw new ManagementError(
+        `this cursor belongs to another project's blocked list, not ${id}; start again without a cursor.`,
+        'ERR_PIDFENCE_CURSOR_PROJECT',
+      );
     }
     position = { kind: 'after', asOfMs: decoded.asOfMs, after: decoded.after };
   }
@@ -36,6 +44,9 @@ export async function blockedPage(store: ManagementStore, principal: Principal, 
   const { asOfMs, rows } = await store.blockedRows(id, position, BLOCKED_PAGE_SIZE + 1);
   const items = rows.slice(0, BLOCKED_PAGE_SIZE).map((row) => ({ runId: row.runId, blockedAtMs: row.blockedAtMs }));
   const last = items[items.length - 1];
-  const next = rows.length > BLOCKED_PAGE_SIZE && last !== undefined ? encodeBlockedCursor({ projectId: id, asOfMs, after: last }) : null;
+  const next =
+    rows.length > BLOCKED_PAGE_SIZE && last !== undefined
+      ? encodeBlockedCursor({ projectId: id, asOfMs, after: last })
+      : null;
   return { projectId: id, asOfMs, items, next };
 }

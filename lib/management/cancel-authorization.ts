@@ -18,6 +18,11 @@ export function runFinished(runId: string): ManagementError {
 }
 
 /** Throws ERR_PIDFENCE_RUN_NOT_FOUND (missing or unreadable) or ERR_PIDFENCE_NOT_PERMITTED (readable, no run.stop). */
-export async function authorizeCancel(store: Pick<ManagementStore, 'hasPermission'>, principal: Principal, runId: string, run: CancelTarget | null): Promise<void> {
+export async function authorizeCancel(
+  store: Pick<ManagementStore, 'hasPermission'>,
+  principal: Principal,
+  runId: string,
+  run: CancelTarget | null,
+): Promise<void> {
   await authorizeRun(store, principal, validateId(runId, 'runId'), run?.projectId ?? null, 'run.stop');
 }

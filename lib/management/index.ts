@@ -1,7 +1,12 @@
 // pidfence/management: the management plane (design/dispatch §5) over a
 // ManagementStore, acting as one configured principal: inspect, rearm, summary, blocked page, and the
 // run views list and show (docs/decisions/0140).
-import { OVERDUE_AFTER_DEFAULT_MS, validateOverdueAfterMs, type DispatchInspection, type RearmExpectation } from '../contract/index';
+import {
+  OVERDUE_AFTER_DEFAULT_MS,
+  validateOverdueAfterMs,
+  type DispatchInspection,
+  type RearmExpectation,
+} from '../contract/index';
 import type { ManagementStore } from '../store/management-store';
 import { principalOf, type Principal } from './authorization';
 import { blockedPage, type BlockedPage } from './blocked-page';
@@ -11,7 +16,14 @@ import { showRun, type RunDetail } from './run-detail';
 import { listRuns, type ListRunsRequest, type RunListPage } from './run-list';
 import { projectSummary, type ProjectSummary } from './summary';
 
-export { auditActor, authorize, authorizeImpersonation, notPermitted, NotPermittedError, principalOf } from './authorization';
+export {
+  auditActor,
+  authorize,
+  authorizeImpersonation,
+  notPermitted,
+  NotPermittedError,
+  principalOf,
+} from './authorization';
 export type { Principal } from './authorization';
 export { checkedSummary, readExportedSummary } from './summary';
 export { authorizeCancel, runFinished } from './cancel-authorization';
@@ -51,7 +63,8 @@ export class ManagementPlane {
   constructor(options: ManagementPlaneOptions) {
     this.#store = options.store;
     this.#principal = principalOf(options.principal, options.authenticatedAs);
-    this.#overdueAfterMs = options.overdueAfterMs === undefined ? OVERDUE_AFTER_DEFAULT_MS : validateOverdueAfterMs(options.overdueAfterMs);
+    this.#overdueAfterMs =
+      options.overdueAfterMs === undefined ? OVERDUE_AFTER_DEFAULT_MS : validateOverdueAfterMs(options.overdueAfterMs);
     this.#hooks = options.hooks ?? {};
   }
 

@@ -5,7 +5,11 @@ import type { ManagementStore } from '../store/management-store';
 import type { Principal } from './authorization';
 import { authorizeRun, runNotVisible } from './visibility';
 
-export async function inspectDispatch(store: ManagementStore, principal: Principal, runId: string): Promise<DispatchInspection> {
+export async function inspectDispatch(
+  store: ManagementStore,
+  principal: Principal,
+  runId: string,
+): Promise<DispatchInspection> {
   const id = validateId(runId, 'runId');
   const inspection = await store.inspectDispatch(id);
   if (inspection === null) throw runNotVisible(id, 'dispatch');

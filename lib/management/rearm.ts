@@ -3,7 +3,13 @@
 // transaction. run.stop is checked first and again inside the transaction (authorization drift).
 import { randomUUID } from 'node:crypto';
 
-import { validateId, validateRearmExpectation, type DispatchInspection, type RearmExpectation, type RearmOutcome } from '../contract/index';
+import {
+  validateId,
+  validateRearmExpectation,
+  type DispatchInspection,
+  type RearmExpectation,
+  type RearmOutcome,
+} from '../contract/index';
 import type { ManagementStore } from '../store/management-store';
 import { auditActor, notPermitted, type Principal } from './authorization';
 import { ManagementError } from './errors';
@@ -14,18 +20,33 @@ export interface RearmTestHooks {
   afterAuthorization?(): Promise<void>;
 }
 
-function refusal(outcome: Exclude<RearmOutcome, { kind: 'rearmed' }>, runId: string, subject: string, projectId: string, expectation: RearmExpectation): Error {
+function refusal(
+  outcome: Exclude<RearmOutcome, { kind: 'rearmed' }>,
+  runId: string,
+  subject: string,
+  projectId: string,
+  expectation: RearmExpectation,
+): Error {
   switch (outcome.kind) {
     case 'not_found':
       return runNotVisible(runId, 'dispatch');
     case 'not_permitted':
       return notPermitted(subject, 'run.stop', projectId);
     case 'stale_version':
-      return new ManagementError(`run ${runId}'s dispatch is at version ${outcome.version}, not ${expectation.expectedVersion}: it changed since you inspected it. Inspect it again and decide on the current facts; nothing was written.`, 'ERR_PIDFENCE_REARM_STALE');
+      return new ManagementError(
+        `run ${runId}'s dispatch is at version ${outcome.version}, not ${expectation.expectedVersion}: it changed since you inspected it. Inspect it again and decide on the current facts; nothing was written.`,
+        'ERR_PIDFENCE_REARM_STALE',
+      );
     case 'not_blocked':
-      return new ManagementError(`run ${runId}'s dispatch is ${outcome.status}, not blocked: only a blocked dispatch can be rearmed. Nothing was written.`, 'ERR_PIDFENCE_REARM_NOT_BLOCKED');
+      return new ManagementError(
+        `run ${runId}'s dispatch is ${outcome.status}, not blocked: only a blocked dispatch can be rearmed. Nothing was written.`,
+        'ERR_PIDFENCE_REARM_NOT_BLOCKED',
+      );
     case 'result_mismatch':
-      return new ManagementError(`run ${runId}'s dispatch was blocked by ${outcome.lastResult ?? 'nothing'}, not ${expectation.expectedResult}: inspect it again and pass the result you diagnosed. Nothing was written.`, 'ERR_PIDFENCE_REARM_RESULT_MISMATCH');
+      return new ManagementError(
+        `run ${runId}'s dispatch was blocked by ${outcome.lastResult ?? 'nothing'}, not ${expectation.expectedResult}: inspect it again and pass the result you diagnosed. Nothing was written.`,
+        'ERR_PIDFENCE_REARM_RESULT_MISMATCH',
+      );
   }
 }
 
@@ -54,4 +75,3 @@ export async function rearmDispatch(
   if (outcome.kind !== 'rearmed') throw refusal(outcome, id, principal.subject, before.projectId, expected);
   return outcome.inspection;
 }
-

@@ -51,7 +51,18 @@ export interface RunDetail extends RunListItem {
 }
 
 /** The payload keys any pidfence event uses; a key outside this list is never shown. */
-const DETAIL_KEYS = ['attemptId', 'reason', 'status', 'result', 'dispatchCount', 'cause', 'exitCode', 'signal', 'proof', 'runner'] as const;
+const DETAIL_KEYS = [
+  'attemptId',
+  'reason',
+  'status',
+  'result',
+  'dispatchCount',
+  'cause',
+  'exitCode',
+  'signal',
+  'proof',
+  'runner',
+] as const;
 const DETAIL_TEXT_MAX = 128;
 
 function detailOf(payload: unknown): Record<string, string | number | null> {
@@ -59,7 +70,12 @@ function detailOf(payload: unknown): Record<string, string | number | null> {
   const detail: Record<string, string | number | null> = {};
   for (const key of DETAIL_KEYS) {
     const field = value[key];
-    if (field === null || (typeof field === 'number' && Number.isFinite(field)) || (typeof field === 'string' && field.length <= DETAIL_TEXT_MAX)) detail[key] = field;
+    if (
+      field === null ||
+      (typeof field === 'number' && Number.isFinite(field)) ||
+      (typeof field === 'string' && field.length <= DETAIL_TEXT_MAX)
+    )
+      detail[key] = field;
   }
   return detail;
 }
@@ -86,14 +102,20 @@ function attemptViewOf(row: RunAttemptRow, events: readonly RunEventRow[]): Atte
 export async function showRun(store: ManagementStore, principal: Principal, runId: string): Promise<RunDetail> {
   const id = validateId(runId, 'runId');
   // One row more than shown tells whether there are more, without a second query.
-  const rows = await store.runDetail(id, { attempts: RUN_DETAIL_ATTEMPTS_MAX + 1, attemptEvents: RUN_DETAIL_ATTEMPT_EVENTS_MAX, events: RUN_DETAIL_EVENTS_MAX + 1 });
+  const rows = await store.runDetail(id, {
+    attempts: RUN_DETAIL_ATTEMPTS_MAX + 1,
+    attemptEvents: RUN_DETAIL_ATTEMPT_EVENTS_MAX,
+    events: RUN_DETAIL_EVENTS_MAX + 1,
+  });
   await authorizeRun(store, principal, id, rows?.run.projectId ?? null, 'run.read');
   if (rows === null) throw runNotVisible(id);
   return {
     ...runListItemOf(rows.run),
     projectId: rows.run.projectId,
     cancelRequestedAtMs: rows.run.cancelRequestedAtMs,
-    attempts: rows.attempts.slice(0, RUN_DETAIL_ATTEMPTS_MAX).map((attempt) => attemptViewOf(attempt, rows.attemptEvents)),
+    attempts: rows.attempts
+      .slice(0, RUN_DETAIL_ATTEMPTS_MAX)
+      .map((attempt) => attemptViewOf(attempt, rows.attemptEvents)),
     attemptsTruncated: rows.attempts.length > RUN_DETAIL_ATTEMPTS_MAX,
     events: rows.events.slice(0, RUN_DETAIL_EVENTS_MAX).map(eventViewOf),
     eventsTruncated: rows.events.length > RUN_DETAIL_EVENTS_MAX,

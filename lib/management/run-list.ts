@@ -76,7 +76,6 @@ export interface RunListPage {
   readonly next: string | null;
 }
 
-
 /** A stored event payload as an object: SQLite keeps JSON text, PostgreSQL's driver parses it. */
 export function payloadObjectOf(payload: unknown): Readonly<Record<string, unknown>> | null {
   let value = payload;
@@ -87,7 +86,9 @@ export function payloadObjectOf(payload: unknown): Readonly<Record<string, unkno
       return null;
     }
   }
-  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+    ? (value as Record<string, unknown>)
+    : null;
 }
 
 /**
@@ -101,7 +102,10 @@ export function runExitOf(payload: unknown): RunExit | null {
   if (!COMPLETION_CAUSES.includes(cause as CompletionCause)) return null;
   return {
     cause: cause as CompletionCause,
-    exitCode: Number.isInteger(exitCode) && (exitCode as number) >= 0 && (exitCode as number) <= 255 ? (exitCode as number) : null,
+    exitCode:
+      Number.isInteger(exitCode) && (exitCode as number) >= 0 && (exitCode as number) <= 255
+        ? (exitCode as number)
+        : null,
     signal: typeof signal === 'string' && SIGNAL_NAME_PATTERN.test(signal) ? signal : null,
   };
 }
@@ -123,18 +127,31 @@ export function runListItemOf(row: RunRow): RunListItem {
 /** Before every run: the first page's position (the keyset is strictly-before). */
 const NEWEST: RunListPosition = { createdAtMs: EPOCH_MS_MAX + 1, runId: '' };
 
-export async function listRuns(store: ManagementStore, principal: Principal, request: ListRunsRequest): Promise<RunListPage> {
+export async function listRuns(
+  store: ManagementStore,
+  principal: Principal,
+  request: ListRunsRequest,
+): Promise<RunListPage> {
   const projectId = validateId(request.projectId, 'projectId');
-  const limit = request.limit === undefined ? RUN_LIST_PAGE_DEFAULT : validateBoundedInteger(request.limit, 'limit', 1, RUN_LIST_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
+  const limit =
+    request.limit === undefined
+      ? RUN_LIST_PAGE_DEFAULT
+      : validateBoundedInteger(request.limit, 'limit', 1, RUN_LIST_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
   let state = request.state === undefined ? null : validateRunStatus(request.state);
   let before = NEWEST;
   if (request.cursor !== undefined) {
     const cursor = decodeRunListCursor(request.cursor);
     if (cursor.projectId !== projectId) {
-      throw new ManagementError(`this cursor belongs to another project's run list, not ${projectId}; start again without a cursor.`, 'ERR_PIDFENCE_CURSOR_PROJECT');
+      throw new ManagementError(
+        `this cursor belongs to another project's run list, not ${projectId}; start again without a cursor.`,
+        'ERR_PIDFENCE_CURSOR_PROJECT',
+      );
     }
     if (state !== null && cursor.status !== state) {
-      throw new ManagementError(`this cursor belongs to the list of ${cursor.status ?? 'all'} runs, not ${state} ones; pass the same --state as for its first page, or start again without a cursor.`, 'ERR_PIDFENCE_CURSOR_FILTER');
+      throw new ManagementError(
+        `this cursor belongs to the list of ${cursor.status ?? 'all'} runs, not ${state} ones; pass the same --state as for its first page, or start again without a cursor.`,
+        'ERR_PIDFENCE_CURSOR_FILTER',
+      );
     }
     state = cursor.status;
     before = cursor.after;
@@ -144,8 +161,9 @@ export async function listRuns(store: ManagementStore, principal: Principal, req
   const rows = await store.runRows({ projectId, status: state, before, limit: limit + 1 });
   const items = rows.slice(0, limit).map(runListItemOf);
   const last = items[items.length - 1];
-  const next = rows.length > limit && last !== undefined
-    ? encodeRunListCursor({ projectId, status: state, after: { createdAtMs: last.createdAtMs, runId: last.runId } })
-    : null;
+  const next =
+    rows.length > limit && last !== undefined
+      ? encodeRunListCursor({ projectId, status: state, after: { createdAtMs: last.createdAtMs, runId: last.runId } })
+      : null;
   return { projectId, state, items, next };
 }

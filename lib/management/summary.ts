@@ -40,16 +40,28 @@ export function checkedSummary(projectId: string, counts: SummaryCounts, overdue
   const active = counts.states.pending + counts.states.leased + counts.states.retry_wait;
   const broken = [
     ...(stateTotal !== counts.total ? [`the five states add up to ${stateTotal}, not the total ${counts.total}`] : []),
-    ...(blockingTotal !== counts.states.blocked ? [`the blocking results add up to ${blockingTotal}, not blocked ${counts.states.blocked}`] : []),
-    ...(counts.overdue + counts.runEnded > active ? [`overdue ${counts.overdue} and run-ended ${counts.runEnded} exceed the ${active} active dispatches`] : []),
+    ...(blockingTotal !== counts.states.blocked
+      ? [`the blocking results add up to ${blockingTotal}, not blocked ${counts.states.blocked}`]
+      : []),
+    ...(counts.overdue + counts.runEnded > active
+      ? [`overdue ${counts.overdue} and run-ended ${counts.runEnded} exceed the ${active} active dispatches`]
+      : []),
   ];
   if (broken.length > 0) {
-    throw new ManagementError(`the summary of project ${projectId} does not add up (${broken.join('; ')}); the store holds rows outside the dispatch rules. Run the store's readiness check and inspect the project's dispatches.`, 'ERR_PIDFENCE_SUMMARY_INCONSISTENT');
+    throw new ManagementError(
+      `the summary of project ${projectId} does not add up (${broken.join('; ')}); the store holds rows outside the dispatch rules. Run the store's readiness check and inspect the project's dispatches.`,
+      'ERR_PIDFENCE_SUMMARY_INCONSISTENT',
+    );
   }
   // docs/decisions/0140: a running job is work in flight like an unsettled stop of a live run; blocked or
   // overdue still win.
   const inFlight = active - counts.runEnded;
-  const assessment: Assessment = counts.states.blocked > 0 || counts.overdue > 0 ? 'attention_required' : inFlight > 0 || counts.running > 0 ? 'converging' : 'clear';
+  const assessment: Assessment =
+    counts.states.blocked > 0 || counts.overdue > 0
+      ? 'attention_required'
+      : inFlight > 0 || counts.running > 0
+        ? 'converging'
+        : 'clear';
   return {
     projectId,
     asOfMs: counts.asOfMs,
@@ -64,7 +76,12 @@ export function checkedSummary(projectId: string, counts: SummaryCounts, overdue
   };
 }
 
-export async function projectSummary(store: ManagementStore, principal: Principal, projectId: string, overdueAfterMs: number): Promise<ProjectSummary> {
+export async function projectSummary(
+  store: ManagementStore,
+  principal: Principal,
+  projectId: string,
+  overdueAfterMs: number,
+): Promise<ProjectSummary> {
   const id = validateId(projectId, 'projectId');
   // The grant is read by the same statement as the counts: exactly one query (gate 17).
   const counts = await store.summaryCounts(principal.subject, id, overdueAfterMs);
@@ -77,7 +94,11 @@ export async function projectSummary(store: ManagementStore, principal: Principa
  * The summary of a project the process's operator listed for metrics (docs/decisions/0112): read
  * with no principal and no grant, because the operator who starts the server chose to export it.
  */
-export async function readExportedSummary(store: Pick<ManagementStore, 'summaryCounts'>, projectId: string, overdueAfterMs: number): Promise<ProjectSummary> {
+export async function readExportedSummary(
+  store: Pick<ManagementStore, 'summaryCounts'>,
+  projectId: string,
+  overdueAfterMs: number,
+): Promise<ProjectSummary> {
   const id = validateId(projectId, 'projectId');
   return checkedSummary(id, await store.summaryCounts(null, id, overdueAfterMs), overdueAfterMs);
 }

@@ -20,7 +20,10 @@ export class RunNotVisibleError extends ManagementError {
   constructor(runId: string, scope: VisibilityScope, storeName?: string) {
     const where = storeName === undefined ? 'this store' : `the store ${storeName}`;
     const dispatch = scope === 'dispatch' ? ', or it has no cancellation dispatch yet' : '';
-    super(`run ${runId} is not in ${where}, or you do not hold run.read on its project${dispatch}; check the run id, --db and your grants.`, 'ERR_PIDFENCE_RUN_NOT_FOUND');
+    super(
+      `run ${runId} is not in ${where}, or you do not hold run.read on its project${dispatch}; check the run id, --db and your grants.`,
+      'ERR_PIDFENCE_RUN_NOT_FOUND',
+    );
     this.runId = runId;
     this.scope = scope;
   }
@@ -48,7 +51,9 @@ export async function authorizeRun(
   permission: Permission,
   scope: VisibilityScope = 'run',
 ): Promise<void> {
-  if (projectId === null || !(await store.hasPermission(principal.subject, projectId, 'run.read'))) throw runNotVisible(runId, scope);
-  if (permission !== 'run.read' && !(await store.hasPermission(principal.subject, projectId, permission))) throw notPermitted(principal.subject, permission, projectId);
+  if (projectId === null || !(await store.hasPermission(principal.subject, projectId, 'run.read')))
+    throw runNotVisible(runId, scope);
+  if (permission !== 'run.read' && !(await store.hasPermission(principal.subject, projectId, permission)))
+    throw notPermitted(principal.subject, permission, projectId);
   await authorizeImpersonation(store, principal, projectId);
 }

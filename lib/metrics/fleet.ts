@@ -13,13 +13,43 @@ export interface FleetMetrics {
 
 export function registerFleetMetrics(registry: Registry, readFleet: () => Promise<WorkerFleet>): FleetMetrics {
   const registers = [registry];
-  const workers = new Gauge({ name: 'pidfence_workers', help: 'Workers known to the cluster, by state (active, cordoned, draining, drained, revoked).', labelNames: ['state'], registers });
-  const leases = new Gauge({ name: 'pidfence_worker_leases_held', help: 'Run-dispatch leases the workers\' sessions hold, not released.', registers });
-  const capacity = new Gauge({ name: 'pidfence_worker_capacity', help: 'Jobs at once announced by the active workers with an open session.', registers });
-  const sessions = new Gauge({ name: 'pidfence_worker_sessions_open', help: 'Worker sessions not ended (more than one per worker: a restart left one behind, or a shared certificate).', registers });
-  const heartbeat = new Gauge({ name: 'pidfence_worker_heartbeat_age_max_seconds', help: 'The longest time since a worker with an open session was last heard (database time).', registers });
-  const unreachable = new Gauge({ name: 'pidfence_runs_unreachable', help: 'Runs whose worker stopped renewing their lease: not ended, not known to run (docs/decisions/0270).', registers });
-  const refusals = new Counter({ name: 'pidfence_worker_refusals_total', help: 'Worker requests refused (revoked name or certificate) or pulls held back (cordoned, draining), by reason.', labelNames: ['reason'], registers });
+  const workers = new Gauge({
+    name: 'pidfence_workers',
+    help: 'Workers known to the cluster, by state (active, cordoned, draining, drained, revoked).',
+    labelNames: ['state'],
+    registers,
+  });
+  const leases = new Gauge({
+    name: 'pidfence_worker_leases_held',
+    help: "Run-dispatch leases the workers' sessions hold, not released.",
+    registers,
+  });
+  const capacity = new Gauge({
+    name: 'pidfence_worker_capacity',
+    help: 'Jobs at once announced by the active workers with an open session.',
+    registers,
+  });
+  const sessions = new Gauge({
+    name: 'pidfence_worker_sessions_open',
+    help: 'Worker sessions not ended (more than one per worker: a restart left one behind, or a shared certificate).',
+    registers,
+  });
+  const heartbeat = new Gauge({
+    name: 'pidfence_worker_heartbeat_age_max_seconds',
+    help: 'The longest time since a worker with an open session was last heard (database time).',
+    registers,
+  });
+  const unreachable = new Gauge({
+    name: 'pidfence_runs_unreachable',
+    help: 'Runs whose worker stopped renewing their lease: not ended, not known to run (docs/decisions/0270).',
+    registers,
+  });
+  const refusals = new Counter({
+    name: 'pidfence_worker_refusals_total',
+    help: 'Worker requests refused (revoked name or certificate) or pulls held back (cordoned, draining), by reason.',
+    labelNames: ['reason'],
+    registers,
+  });
   for (const reason of FLEET_REFUSALS) refusals.inc({ reason }, 0);
   const all = [workers, leases, capacity, sessions, heartbeat, unreachable];
 
@@ -38,10 +68,13 @@ export function registerFleetMetrics(registry: Registry, readFleet: () => Promis
         return;
       }
       const open = fleet.workers.filter((worker) => worker.sessions > 0);
-      for (const state of WORKER_STATES) workers.set({ state }, fleet.workers.filter((worker) => worker.state === state).length);
+      for (const state of WORKER_STATES)
+        workers.set({ state }, fleet.workers.filter((worker) => worker.state === state).length);
       leases.set(fleet.workers.reduce((sum, worker) => sum + worker.leasesHeld, 0));
       unreachable.set(fleet.workers.reduce((sum, worker) => sum + worker.runsUnreachable, 0));
-      capacity.set(open.filter((worker) => worker.state === 'active').reduce((sum, worker) => sum + (worker.capacity ?? 0), 0));
+      capacity.set(
+        open.filter((worker) => worker.state === 'active').reduce((sum, worker) => sum + (worker.capacity ?? 0), 0),
+      );
       sessions.set(open.reduce((sum, worker) => sum + worker.sessions, 0));
       heartbeat.set(Math.max(0, ...open.map((worker) => worker.lastHeartbeatAgeMs ?? 0)) / 1_000);
     },
@@ -57,9 +90,17 @@ export interface SessionSampleSource {
 export function registerSessionMetrics(registry: Registry, source: SessionSampleSource): void {
   const registers = [registry];
   // The leases gauge is registered (and so collected) first: its collect sets both from one snapshot.
-  const age = new Gauge({ name: 'pidfence_worker_session_tick_age_seconds', help: 'Time since a worker session\'s last lease page on this replica.', labelNames: ['session'], registers: [] });
+  const age = new Gauge({
+    name: 'pidfence_worker_session_tick_age_seconds',
+    help: "Time since a worker session's last lease page on this replica.",
+    labelNames: ['session'],
+    registers: [],
+  });
   new Gauge({
-    name: 'pidfence_worker_session_leases', help: 'Leases a worker session named in its last lease page on this replica.', labelNames: ['session'], registers,
+    name: 'pidfence_worker_session_leases',
+    help: 'Leases a worker session named in its last lease page on this replica.',
+    labelNames: ['session'],
+    registers,
     collect() {
       this.reset();
       age.reset();

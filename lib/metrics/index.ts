@@ -6,4 +6,11 @@ import { assertPeerInstalled } from '../base/optional-peers';
 assertPeerInstalled('prom-client', 'pidfence/metrics (supervise --metrics-port, control-plane --metrics)');
 
 export { STOP_MODES } from '../dispatch/index';
-export { createMetrics, validateMetricsProjects, METRICS_PROJECTS_MAX, type Metrics, type MetricsOptions, type ProjectGauges } from './registry';
+export {
+  createMetrics,
+  validateMetricsProjects,
+  METRICS_PROJECTS_MAX,
+  type Metrics,
+  type MetricsOptions,
+  type ProjectGauges,
+} from './registry';

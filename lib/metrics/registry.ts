@@ -51,39 +51,116 @@ const SIGNAL_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.0
 
 export function validateMetricsProjects(projects: unknown): readonly string[] {
   if (!Array.isArray(projects) || projects.length > METRICS_PROJECTS_MAX) {
-    throw new PidfenceRangeError(`the metrics project allowlist holds at most ${METRICS_PROJECTS_MAX} project ids; name only the projects whose gauges to export.`, 'ERR_PIDFENCE_INVALID_METRICS_PROJECTS');
+    throw new PidfenceRangeError(
+      `the metrics project allowlist holds at most ${METRICS_PROJECTS_MAX} project ids; name only the projects whose gauges to export.`,
+      'ERR_PIDFENCE_INVALID_METRICS_PROJECTS',
+    );
   }
   return [...new Set(projects.map((project) => validateId(project, 'metrics project')))];
 }
 
 /** The dispatch counters and histograms, each bounded label value at 0 so a series exists before its first event. */
 function dispatchInstruments(registers: Registry[]) {
-  const results = new Counter({ name: 'pidfence_dispatch_results_total', help: 'Dispatch results recorded, by result (design/dispatch §2.4).', labelNames: ['result'], registers });
-  const claims = new Counter({ name: 'pidfence_dispatch_claims_total', help: 'Dispatch claims answered, by outcome.', labelNames: ['outcome'], registers });
-  const staleFences = new Counter({ name: 'pidfence_dispatch_stale_fences_total', help: 'Results refused because a newer owner held the lease.', registers });
-  const cycles = new Counter({ name: 'pidfence_supervisor_cycles_total', help: 'Supervisor cycles ended, failed ones included.', registers });
-  const cycleFailures = new Counter({ name: 'pidfence_supervisor_cycle_failures_total', help: 'Supervisor cycles that failed (store error or a page that broke the contract).', registers });
-  const stops = new Counter({ name: 'pidfence_stops_total', help: 'Stops whose TERM went out after its proof, by group-signal mode.', labelNames: ['mode'], registers });
-  const refusals = new Counter({ name: 'pidfence_stop_refusals_total', help: 'Stops the controller refused before any signal, by reason.', labelNames: ['reason'], registers });
-  const claimSettle = new Histogram({ name: 'pidfence_dispatch_claim_settle_seconds', help: 'The claim and the result transaction of one dispatch together.', buckets: CLAIM_SETTLE_BUCKETS, registers });
-  const cancelToExit = new Histogram({ name: 'pidfence_cancel_to_exit_seconds', help: 'From the recorded cancel intent to the job seen ended.', buckets: CANCEL_TO_EXIT_BUCKETS, registers });
-  const signalLatency = new Histogram({ name: 'pidfence_verified_signal_seconds', help: 'One identity proof and its signal (TERM, CONT or KILL).', buckets: SIGNAL_BUCKETS, registers });
+  const results = new Counter({
+    name: 'pidfence_dispatch_results_total',
+    help: 'Dispatch results recorded, by result (design/dispatch §2.4).',
+    labelNames: ['result'],
+    registers,
+  });
+  const claims = new Counter({
+    name: 'pidfence_dispatch_claims_total',
+    help: 'Dispatch claims answered, by outcome.',
+    labelNames: ['outcome'],
+    registers,
+  });
+  const staleFences = new Counter({
+    name: 'pidfence_dispatch_stale_fences_total',
+    help: 'Results refused because a newer owner held the lease.',
+    registers,
+  });
+  const cycles = new Counter({
+    name: 'pidfence_supervisor_cycles_total',
+    help: 'Supervisor cycles ended, failed ones included.',
+    registers,
+  });
+  const cycleFailures = new Counter({
+    name: 'pidfence_supervisor_cycle_failures_total',
+    help: 'Supervisor cycles that failed (store error or a page that broke the contract).',
+    registers,
+  });
+  const stops = new Counter({
+    name: 'pidfence_stops_total',
+    help: 'Stops whose TERM went out after its proof, by group-signal mode.',
+    labelNames: ['mode'],
+    registers,
+  });
+  const refusals = new Counter({
+    name: 'pidfence_stop_refusals_total',
+    help: 'Stops the controller refused before any signal, by reason.',
+    labelNames: ['reason'],
+    registers,
+  });
+  const claimSettle = new Histogram({
+    name: 'pidfence_dispatch_claim_settle_seconds',
+    help: 'The claim and the result transaction of one dispatch together.',
+    buckets: CLAIM_SETTLE_BUCKETS,
+    registers,
+  });
+  const cancelToExit = new Histogram({
+    name: 'pidfence_cancel_to_exit_seconds',
+    help: 'From the recorded cancel intent to the job seen ended.',
+    buckets: CANCEL_TO_EXIT_BUCKETS,
+    registers,
+  });
+  const signalLatency = new Histogram({
+    name: 'pidfence_verified_signal_seconds',
+    help: 'One identity proof and its signal (TERM, CONT or KILL).',
+    buckets: SIGNAL_BUCKETS,
+    registers,
+  });
   // rate() works from the first scrape.
   for (const result of DISPATCH_RESULTS) results.inc({ result }, 0);
   for (const outcome of CLAIM_KINDS) claims.inc({ outcome }, 0);
   for (const mode of STOP_MODES) stops.inc({ mode }, 0);
   for (const reason of BLOCKING_RESULTS) refusals.inc({ reason }, 0);
-  return { results, claims, staleFences, cycles, cycleFailures, stops, refusals, claimSettle, cancelToExit, signalLatency };
+  return {
+    results,
+    claims,
+    staleFences,
+    cycles,
+    cycleFailures,
+    stops,
+    refusals,
+    claimSettle,
+    cancelToExit,
+    signalLatency,
+  };
 }
 
-const known = <T extends string>(values: readonly T[], value: string): value is T => (values as readonly string[]).includes(value);
+const known = <T extends string>(values: readonly T[], value: string): value is T =>
+  (values as readonly string[]).includes(value);
 
 /** The dispatch observer that feeds the instruments; values outside the bounded label sets are dropped. */
 function dispatchObserverOf(instruments: ReturnType<typeof dispatchInstruments>): DispatchObserver {
-  const { results, claims, staleFences, cycles, cycleFailures, stops, refusals, claimSettle, cancelToExit, signalLatency } = instruments;
+  const {
+    results,
+    claims,
+    staleFences,
+    cycles,
+    cycleFailures,
+    stops,
+    refusals,
+    claimSettle,
+    cancelToExit,
+    signalLatency,
+  } = instruments;
   return {
-    onClaim: (outcome) => { if (known(CLAIM_KINDS, outcome)) claims.inc({ outcome }); },
-    onControllerAnswer: (result) => { if (known(BLOCKING_RESULTS, result)) refusals.inc({ reason: result }); },
+    onClaim: (outcome) => {
+      if (known(CLAIM_KINDS, outcome)) claims.inc({ outcome });
+    },
+    onControllerAnswer: (result) => {
+      if (known(BLOCKING_RESULTS, result)) refusals.inc({ reason: result });
+    },
     onSettled: (result, seconds) => {
       if (!known(DISPATCH_RESULTS, result)) return;
       results.inc({ result });
@@ -103,12 +180,39 @@ function dispatchObserverOf(instruments: ReturnType<typeof dispatchInstruments>)
 }
 
 /** The per-project gauges, read from the store at each scrape: returns the reader. */
-function projectGauges(registers: Registry[], projects: readonly string[], options: MetricsOptions): () => Promise<void> {
-  const dispatches = new Gauge({ name: 'pidfence_dispatches', help: 'Dispatch records of an allowlisted project, by state.', labelNames: ['project', 'state'], registers });
-  const overdue = new Gauge({ name: 'pidfence_dispatches_overdue', help: 'Due dispatches older than the overdue bound (pidfence status: attention required).', labelNames: ['project'], registers });
-  const running = new Gauge({ name: 'pidfence_running_jobs', help: 'Jobs of an allowlisted project running now.', labelNames: ['project'], registers });
-  const storeUp = new Gauge({ name: 'pidfence_metrics_store_up', help: '1 when the last scrape read every project gauge from the store, else 0 (the gauges are then absent).', registers });
-  const overdueAfter = new Gauge({ name: 'pidfence_dispatch_overdue_after_seconds', help: 'The overdue bound the summary applies.', registers });
+function projectGauges(
+  registers: Registry[],
+  projects: readonly string[],
+  options: MetricsOptions,
+): () => Promise<void> {
+  const dispatches = new Gauge({
+    name: 'pidfence_dispatches',
+    help: 'Dispatch records of an allowlisted project, by state.',
+    labelNames: ['project', 'state'],
+    registers,
+  });
+  const overdue = new Gauge({
+    name: 'pidfence_dispatches_overdue',
+    help: 'Due dispatches older than the overdue bound (pidfence status: attention required).',
+    labelNames: ['project'],
+    registers,
+  });
+  const running = new Gauge({
+    name: 'pidfence_running_jobs',
+    help: 'Jobs of an allowlisted project running now.',
+    labelNames: ['project'],
+    registers,
+  });
+  const storeUp = new Gauge({
+    name: 'pidfence_metrics_store_up',
+    help: '1 when the last scrape read every project gauge from the store, else 0 (the gauges are then absent).',
+    registers,
+  });
+  const overdueAfter = new Gauge({
+    name: 'pidfence_dispatch_overdue_after_seconds',
+    help: 'The overdue bound the summary applies.',
+    registers,
+  });
   overdueAfter.set(options.overdueAfterMs / 1_000);
   return async () => {
     try {
@@ -146,7 +250,11 @@ export function createMetrics(options: MetricsOptions): Metrics {
     ...(fleet === undefined ? {} : { fleetObserver: fleet.observer }),
     registerSessions: (source) => registerSessionMetrics(registry, source),
     async exposition() {
-      reading ??= Promise.all([readGauges(), fleet?.refresh()]).then(() => undefined).finally(() => { reading = null; });
+      reading ??= Promise.all([readGauges(), fleet?.refresh()])
+        .then(() => undefined)
+        .finally(() => {
+          reading = null;
+        });
       await reading;
       return registry.metrics();
     },

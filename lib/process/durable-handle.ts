@@ -93,17 +93,29 @@ function parseJsonObject(text: string): Record<string, unknown> {
   try {
     value = JSON.parse(text);
   } catch {
-    throw handleError('type', 'not JSON; store exactly the text formatHandle() produced.', 'ERR_PIDFENCE_HANDLE_SYNTAX');
+    throw handleError(
+      'type',
+      'not JSON; store exactly the text formatHandle() produced.',
+      'ERR_PIDFENCE_HANDLE_SYNTAX',
+    );
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw handleError('type', 'not a JSON object; store exactly the text formatHandle() produced.', 'ERR_PIDFENCE_HANDLE_SYNTAX');
+    throw handleError(
+      'type',
+      'not a JSON object; store exactly the text formatHandle() produced.',
+      'ERR_PIDFENCE_HANDLE_SYNTAX',
+    );
   }
   return value as Record<string, unknown>;
 }
 
 function checkVersion(record: Record<string, unknown>): DurableProcessHandle['v'] {
   if (record.v !== 1 && record.v !== 2) {
-    throw handleError('range', `unknown version; this pidfence reads v${HANDLE_VERSIONS.join(' and v')}.`, 'ERR_PIDFENCE_HANDLE_VERSION');
+    throw handleError(
+      'range',
+      `unknown version; this pidfence reads v${HANDLE_VERSIONS.join(' and v')}.`,
+      'ERR_PIDFENCE_HANDLE_VERSION',
+    );
   }
   return record.v;
 }
@@ -112,9 +124,14 @@ function checkKeys(record: Record<string, unknown>, version: DurableProcessHandl
   const { required, optional } = KEYS_BY_VERSION[version];
   const problem = shapeProblem(record, required, optional);
   if (problem?.kind === 'unknown_key') {
-    throw handleError('type', `unknown key (${problem.key.length} characters); a v${version} handle has only ${[...required, ...optional].join(', ')}.`, 'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY');
+    throw handleError(
+      'type',
+      `unknown key (${problem.key.length} characters); a v${version} handle has only ${[...required, ...optional].join(', ')}.`,
+      'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY',
+    );
   }
-  if (problem?.kind === 'missing_key') throw handleError('type', `missing key "${problem.key}".`, 'ERR_PIDFENCE_HANDLE_MISSING_KEY');
+  if (problem?.kind === 'missing_key')
+    throw handleError('type', `missing key "${problem.key}".`, 'ERR_PIDFENCE_HANDLE_MISSING_KEY');
 }
 
 // Field validators come from lib/native so a handle accepts exactly what the kernel layer does;
@@ -124,7 +141,11 @@ function field<T>(name: string, check: () => T): T {
     return check();
   } catch (error) {
     if (!isPidfenceInputError(error)) throw error;
-    throw handleError(error instanceof TypeError ? 'type' : 'range', `field "${name}": ${error.message}`, 'ERR_PIDFENCE_HANDLE_FIELD');
+    throw handleError(
+      error instanceof TypeError ? 'type' : 'range',
+      `field "${name}": ${error.message}`,
+      'ERR_PIDFENCE_HANDLE_FIELD',
+    );
   }
 }
 
@@ -138,12 +159,20 @@ export function parseHandle(text: unknown): DurableProcessHandle {
   const version = checkVersion(record);
   checkKeys(record, version);
   if (record.platform !== HANDLE_PLATFORM) {
-    throw handleError('range', `unknown platform; this pidfence reads "${HANDLE_PLATFORM}" handles.`, 'ERR_PIDFENCE_HANDLE_PLATFORM');
+    throw handleError(
+      'range',
+      `unknown platform; this pidfence reads "${HANDLE_PLATFORM}" handles.`,
+      'ERR_PIDFENCE_HANDLE_PLATFORM',
+    );
   }
   const pid = field('pid', () => validatePid(record.pid));
   const pgid = field('pgid', () => validatePid(record.pgid, 'pgid'));
   if (pgid !== pid) {
-    throw handleError('range', 'pgid differs from pid: only a process-group leader can hold a handle.', 'ERR_PIDFENCE_HANDLE_PGID');
+    throw handleError(
+      'range',
+      'pgid differs from pid: only a process-group leader can hold a handle.',
+      'ERR_PIDFENCE_HANDLE_PGID',
+    );
   }
   const handle: DurableProcessHandle = {
     v: version,
@@ -159,7 +188,11 @@ export function parseHandle(text: unknown): DurableProcessHandle {
   if (formatHandle(handle) !== text) {
     // Same facts, other spelling (spaces, key order, duplicate keys): refuse, so a stored handle
     // has exactly one form and compares byte for byte.
-    throw handleError('range', 'not in canonical form; store exactly the text formatHandle() produced.', 'ERR_PIDFENCE_HANDLE_NOT_CANONICAL');
+    throw handleError(
+      'range',
+      'not in canonical form; store exactly the text formatHandle() produced.',
+      'ERR_PIDFENCE_HANDLE_NOT_CANONICAL',
+    );
   }
   return handle;
 }
@@ -177,7 +210,11 @@ export interface HandlePlace {
  */
 export function handleFromIdentity(identity: ProcessIdentity, place: HandlePlace = {}): DurableProcessHandle {
   if (identity.pgid !== identity.pid) {
-    throw handleError('range', 'the process does not lead its own group; spawn it with spawnGroupLeader().', 'ERR_PIDFENCE_HANDLE_PGID');
+    throw handleError(
+      'range',
+      'the process does not lead its own group; spawn it with spawnGroupLeader().',
+      'ERR_PIDFENCE_HANDLE_PGID',
+    );
   }
   const pidNs = place.pidNs ?? ownPidNamespace();
   return {

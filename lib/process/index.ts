@@ -15,7 +15,19 @@ export { ownPidNamespace, pidNamespaceMatches } from './pid-namespace';
 export { createJobCgroup, discardJobCgroup, resolveCgroupSubtree, type Containment } from './job-cgroup';
 export { groupLiveness, type GroupLiveness } from './group-liveness';
 export { HeldGroups, type HoldResult } from './held-groups';
-export { spawnGroupLeader, type GroupLeaderSpawnOptions, type HandleStatus, type JobChild, type JobEventSource, type JobExit, type JobReadable, type JobStdioEntry, type JobWritable, type SignalName, type SpawnedJob } from './spawn';
+export {
+  spawnGroupLeader,
+  type GroupLeaderSpawnOptions,
+  type HandleStatus,
+  type JobChild,
+  type JobEventSource,
+  type JobExit,
+  type JobReadable,
+  type JobStdioEntry,
+  type JobWritable,
+  type SignalName,
+  type SpawnedJob,
+} from './spawn';
 export {
   CONTROL_OVERHEAD_MS,
   GRACE_MS_MAX,

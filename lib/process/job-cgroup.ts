@@ -43,7 +43,9 @@ export function cgroup2Mount(): string | null {
 /** This process's cgroup v2 path ("0::<path>" in /proc/self/cgroup). */
 function ownCgroupPath(): string | null {
   try {
-    const line = readFileSync('/proc/self/cgroup', 'utf8').split('\n').find((entry) => entry.startsWith('0::'));
+    const line = readFileSync('/proc/self/cgroup', 'utf8')
+      .split('\n')
+      .find((entry) => entry.startsWith('0::'));
     return line === undefined ? null : line.slice(3);
   } catch {
     return null;
@@ -121,7 +123,11 @@ export type CgroupStopOutcome =
   | { readonly kind: 'unsupported' };
 
 function stepFailed(errno: string): PidfenceError {
-  return new PidfenceError(`a cgroup step failed with ${errno}; the dispatch will be retried.`, 'ERR_PIDFENCE_SIGNAL_FAILED', { errno });
+  return new PidfenceError(
+    `a cgroup step failed with ${errno}; the dispatch will be retried.`,
+    'ERR_PIDFENCE_SIGNAL_FAILED',
+    { errno },
+  );
 }
 
 /**
@@ -144,7 +150,11 @@ function terminateFrozen(ref: JobCgroupRef): number | 'gone' | 'unsupported' {
 }
 
 /** The whole-tree stop of a contained job (docs/decisions/0180). */
-export async function stopJobCgroup(ref: JobCgroupRef, graceMs: number, killConfirmMs: number): Promise<CgroupStopOutcome> {
+export async function stopJobCgroup(
+  ref: JobCgroupRef,
+  graceMs: number,
+  killConfirmMs: number,
+): Promise<CgroupStopOutcome> {
   const before = cgroupRead(ref);
   if (before.kind === 'gone' || before.kind === 'unsupported') return { kind: before.kind };
   if (before.kind === 'error') throw stepFailed(before.errno);
@@ -154,13 +164,16 @@ export async function stopJobCgroup(ref: JobCgroupRef, graceMs: number, killConf
   const reached = terminateFrozen(ref);
   if (reached === 'gone' || reached === 'unsupported') return { kind: reached };
   const termSeconds = secondsSince(started);
-  if ((await cgroupWaitEmpty(ref, graceMs)) === 'empty') return { kind: 'empty', escalated: false, reached, termSeconds };
+  if ((await cgroupWaitEmpty(ref, graceMs)) === 'empty')
+    return { kind: 'empty', escalated: false, reached, termSeconds };
   const kill = cgroupKill(ref);
   if (kill.kind === 'gone') return { kind: 'empty', escalated: false, reached, termSeconds };
   if (kill.kind === 'unsupported') return { kind: 'unsupported' };
   if (kill.kind === 'error') throw stepFailed(kill.errno);
   const after = await cgroupWaitEmpty(ref, killConfirmMs);
-  return after === 'empty' ? { kind: 'empty', escalated: true, reached, termSeconds } : { kind: 'still_populated', reached };
+  return after === 'empty'
+    ? { kind: 'empty', escalated: true, reached, termSeconds }
+    : { kind: 'still_populated', reached };
 }
 
 /** Is a member of the job's cgroup alive? null: the cgroup cannot be read (no proof either way). */

@@ -45,12 +45,7 @@ export const MEMBER_CHECK_MS = 25;
 const MEMBER_CHECK_STEPS_MS = [0, 1, 2, 5, 10] as const;
 
 export type TerminationResult =
-  | 'termination_requested'
-  | 'already_exited'
-  | 'identity_mismatch'
-  | 'pid_mismatch'
-  | 'unsupported'
-  | 'invalid';
+  'termination_requested' | 'already_exited' | 'identity_mismatch' | 'pid_mismatch' | 'unsupported' | 'invalid';
 
 /** Low-sensitivity: no PID, command or handle text. */
 export interface TerminationOutcome {
@@ -84,7 +79,11 @@ function validateGraceMs(value: unknown): number {
 
 /** An unexpected errno (EPERM, EMFILE...) is not a verdict on the process: retry later. */
 function signalFailure(result: { readonly errno: string }): PidfenceError {
-  return new PidfenceError(`signalling failed with ${result.errno}; the dispatch will be retried.`, 'ERR_PIDFENCE_SIGNAL_FAILED', { errno: result.errno });
+  return new PidfenceError(
+    `signalling failed with ${result.errno}; the dispatch will be retried.`,
+    'ERR_PIDFENCE_SIGNAL_FAILED',
+    { errno: result.errno },
+  );
 }
 
 /** True once the group has no members left (the leader counts until its parent reaps it). */
@@ -193,7 +192,11 @@ export class LocalProcessController {
   }
 
   /** The group path (docs/decisions/0005, 0071): the launcher's process group, held before TERM. */
-  private async stopByGroup(handleText: string, expected: ExpectedIdentity, graceMs: number): Promise<TerminationOutcome> {
+  private async stopByGroup(
+    handleText: string,
+    expected: ExpectedIdentity,
+    graceMs: number,
+  ): Promise<TerminationOutcome> {
     // The hold is taken before TERM: a leader that dies at once must still leave its group
     // addressable, or members outliving it could not be reached.
     const held = acquireGroupHold(expected);
@@ -204,7 +207,7 @@ export class LocalProcessController {
         held.hold.release();
       }
     }
-    const orphaned = held.kind === 'already_exited' ? this.#heldGroups?.get(handleText) ?? null : null;
+    const orphaned = held.kind === 'already_exited' ? (this.#heldGroups?.get(handleText) ?? null) : null;
     if (orphaned !== null) return this.stopOrphanedGroup(orphaned, graceMs);
     if (held.kind !== 'unsupported') return this.firstSignalRefused(held);
     // No PIDFD_SIGNAL_PROCESS_GROUP (Linux < 6.9): only the leader can be watched safely.
@@ -216,7 +219,12 @@ export class LocalProcessController {
    * cgroup found by its id. A cgroup that cannot be found while the launcher lives on is doubt
    * (removed or re-created by someone else): identity_mismatch, and nothing is signalled.
    */
-  private async stopContained(handleText: string, expected: ExpectedIdentity, cgroupId: string, graceMs: number): Promise<TerminationOutcome> {
+  private async stopContained(
+    handleText: string,
+    expected: ExpectedIdentity,
+    cgroupId: string,
+    graceMs: number,
+  ): Promise<TerminationOutcome> {
     const subtree = resolveCgroupSubtree();
     if (subtree === null) return outcome('unsupported'); // this caller has no cgroup subtree to find it in
     const ref = { subtree, id: cgroupId };
@@ -290,7 +298,11 @@ export class LocalProcessController {
     if (await groupEmptiedBy(hold, monotonicMs() + graceMs)) return outcome('termination_requested', false, true);
     const kill = this.throughHold(hold, 'SIGKILL');
     if (kill.kind === 'error') throw signalFailure(kill);
-    return outcome('termination_requested', kill.kind === 'signalled', await groupEmptiedBy(hold, monotonicMs() + KILL_CONFIRM_MS));
+    return outcome(
+      'termination_requested',
+      kill.kind === 'signalled',
+      await groupEmptiedBy(hold, monotonicMs() + KILL_CONFIRM_MS),
+    );
   }
 
   /** Kernels without the group flag: the leader's exit ends what can be proved. */
@@ -298,7 +310,8 @@ export class LocalProcessController {
     const refused = this.termAndResume(expected);
     if (refused) return refused;
     const waited = await waitExit(expected, graceMs);
-    if (waited.kind !== 'timeout') return outcome('termination_requested', false, waited.kind === 'exited' || waited.kind === 'already_exited');
+    if (waited.kind !== 'timeout')
+      return outcome('termination_requested', false, waited.kind === 'exited' || waited.kind === 'already_exited');
 
     const kill = this.verified(expected, 'SIGKILL');
     if (kill.kind === 'error') throw signalFailure(kill);

@@ -106,7 +106,10 @@ function captureInSameTick(pid: number): { status: HandleStatus; identity: Proce
     const identity = captureIdentity(pid);
     return identity === null ? { status: 'exited_before_capture', identity: null } : { status: 'captured', identity };
   } catch (error) {
-    if (error instanceof PidfenceError && (error.code === 'ERR_PIDFENCE_UNSUPPORTED' || error.code === 'ERR_PIDFENCE_ADDON_UNAVAILABLE')) {
+    if (
+      error instanceof PidfenceError &&
+      (error.code === 'ERR_PIDFENCE_UNSUPPORTED' || error.code === 'ERR_PIDFENCE_ADDON_UNAVAILABLE')
+    ) {
       return { status: 'unsupported', identity: null };
     }
     throw error;
@@ -118,9 +121,18 @@ function captureInSameTick(pid: number): { status: HandleStatus; identity: Proce
  * libuv call setsid()), and captures its identity in the same tick: libuv reaps children only
  * from its event loop, so the PID cannot have been reused yet. No shell is involved.
  */
-export function spawnGroupLeader(command: string, args: readonly string[], options: GroupLeaderSpawnOptions = {}): SpawnedJob {
+export function spawnGroupLeader(
+  command: string,
+  args: readonly string[],
+  options: GroupLeaderSpawnOptions = {},
+): SpawnedJob {
   const { stdio, ...rest } = validateSpawnOptions(options);
-  const child = spawn(command, args, { ...rest, ...(stdio === undefined ? {} : { stdio: (typeof stdio === 'string' ? stdio : [...stdio]) as StdioOptions }), detached: true, shell: false });
+  const child = spawn(command, args, {
+    ...rest,
+    ...(stdio === undefined ? {} : { stdio: (typeof stdio === 'string' ? stdio : [...stdio]) as StdioOptions }),
+    detached: true,
+    shell: false,
+  });
   const exit = new Promise<JobExit>((resolve) => {
     child.once('exit', (code, signal) => resolve({ code, signal }));
     child.once('error', () => resolve({ code: null, signal: null }));

@@ -54,7 +54,12 @@ export function duePageSql(
   store: keyof typeof DUE_PREDICATE,
   indexHint: string,
   p: SqlParams<'nowMs' | 'afterAtMs' | 'afterRunId' | 'limit' | 'runnerId'>,
-  columns: { readonly runId: string; readonly attemptId: string; readonly cancelRequestedAtMs: string; readonly atMs: string },
+  columns: {
+    readonly runId: string;
+    readonly attemptId: string;
+    readonly cancelRequestedAtMs: string;
+    readonly atMs: string;
+  },
 ): string {
   const branch = (status: string, source: string): string => `SELECT * FROM (
       SELECT d.run_id AS ${columns.runId}, d.attempt_id AS ${columns.attemptId}, r.cancel_requested_at_ms AS ${columns.cancelRequestedAtMs},

@@ -30,7 +30,10 @@ const ACTIVE = `('claimed', 'starting', 'running')`;
  * attempts_one_active is unique on run_id: (run_id) alone is a stable keyset. `from` names
  * `attempts AS a`. With `runnerId`, only that runner's attempts (attempts_runner_active serves it).
  */
-export function activeAttemptsPageSql(from: string, p: SqlParams<'afterRunId' | 'limit'> & { readonly runnerId?: string }): string {
+export function activeAttemptsPageSql(
+  from: string,
+  p: SqlParams<'afterRunId' | 'limit'> & { readonly runnerId?: string },
+): string {
   return `SELECT a.run_id AS "runId", a.id AS "attemptId", a.status, a.handle IS NOT NULL AS "hasHandle",
       r.cancel_requested_at_ms AS "cancelRequestedAtMs", r.cancel_reason AS "cancelReason"
     FROM ${from}
@@ -41,15 +44,22 @@ export function activeAttemptsPageSql(from: string, p: SqlParams<'afterRunId' | 
 }
 
 /** attempts_deadline_due serves the order and the bound; runs with intent already are skipped. */
-export function dueDeadlinesPageSql(from: string, p: SqlParams<'nowMs' | 'afterDueAtMs' | 'afterRunId' | 'afterAttemptId' | 'limit'> & { readonly runnerId?: string }): string {
+export function dueDeadlinesPageSql(
+  from: string,
+  p: SqlParams<'nowMs' | 'afterDueAtMs' | 'afterRunId' | 'afterAttemptId' | 'limit'> & { readonly runnerId?: string },
+): string {
   return `SELECT a.run_id AS "runId", a.id AS "attemptId", a.deadline_at_ms AS "dueAtMs"
     FROM ${from}
     JOIN runs AS r ON r.id = a.run_id
     WHERE a.deadline_at_ms IS NOT NULL AND a.status IN ${ACTIVE}
       AND a.deadline_at_ms <= ${p.nowMs}
       AND (a.deadline_at_ms, a.run_id, a.id) > (${p.afterDueAtMs}, ${p.afterRunId}, ${p.afterAttemptId})
-      AND r.cancel_requested_at_ms IS NULL AND r.status IN ('queued', 'running')${p.runnerId === undefined ? '' : `
-      AND a.runner_id = ${p.runnerId}`}
+      AND r.cancel_requested_at_ms IS NULL AND r.status IN ('queued', 'running')${
+        p.runnerId === undefined
+          ? ''
+          : `
+      AND a.runner_id = ${p.runnerId}`
+      }
     ORDER BY a.deadline_at_ms, a.run_id, a.id
     LIMIT ${p.limit}`;
 }
@@ -99,7 +109,9 @@ export function nextAttemptEventSeqSql(p: SqlParams<'attemptId'>): string {
   return `SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM attempt_events WHERE attempt_id = ${p.attemptId}`;
 }
 
-export function insertAttemptEventSql(p: SqlParams<'runId' | 'attemptId' | 'seq' | 'eventId' | 'payload' | 'nowMs'>): string {
+export function insertAttemptEventSql(
+  p: SqlParams<'runId' | 'attemptId' | 'seq' | 'eventId' | 'payload' | 'nowMs'>,
+): string {
   return `INSERT INTO attempt_events (run_id, attempt_id, seq, id, type, payload, created_at_ms)
     VALUES (${p.runId}, ${p.attemptId}, ${p.seq}, ${p.eventId}, 'attempt.terminal', ${p.payload}, ${p.nowMs})`;
 }
@@ -117,7 +129,10 @@ export function insertJournalSql(p: SqlParams<'attemptId' | 'action' | 'runId' |
 }
 
 /** The oldest open journal rows first; `from` is the table reference (SQLite adds INDEXED BY). */
-export function openJournalPageSql(from: string, p: SqlParams<'afterAtMs' | 'afterAttemptId' | 'afterAction' | 'limit'>): string {
+export function openJournalPageSql(
+  from: string,
+  p: SqlParams<'afterAtMs' | 'afterAttemptId' | 'afterAction' | 'limit'>,
+): string {
   return `SELECT run_id AS "runId", attempt_id AS "attemptId", action, created_at_ms AS "createdAtMs"
     FROM ${from}
     WHERE done_at_ms IS NULL AND (created_at_ms, attempt_id, action) > (${p.afterAtMs}, ${p.afterAttemptId}, ${p.afterAction})
@@ -130,11 +145,23 @@ export function closeJournalSql(p: SqlParams<'attemptId' | 'action' | 'nowMs'>):
 }
 
 /** Keyset positions before every real key (times are >= 0, ids and actions are non-empty). */
-export function deadlineKeyset(after: DeadlineCursor | null): { afterDueAtMs: number; afterRunId: string; afterAttemptId: string } {
+export function deadlineKeyset(after: DeadlineCursor | null): {
+  afterDueAtMs: number;
+  afterRunId: string;
+  afterAttemptId: string;
+} {
   return { afterDueAtMs: after?.dueAtMs ?? -1, afterRunId: after?.runId ?? '', afterAttemptId: after?.attemptId ?? '' };
 }
-export function journalKeyset(after: JournalCursor | null): { afterAtMs: number; afterAttemptId: string; afterAction: string } {
-  return { afterAtMs: after?.createdAtMs ?? -1, afterAttemptId: after?.attemptId ?? '', afterAction: after?.action ?? '' };
+export function journalKeyset(after: JournalCursor | null): {
+  afterAtMs: number;
+  afterAttemptId: string;
+  afterAction: string;
+} {
+  return {
+    afterAtMs: after?.createdAtMs ?? -1,
+    afterAttemptId: after?.attemptId ?? '',
+    afterAction: after?.action ?? '',
+  };
 }
 
 export function pageOf<T, C>(items: T[], limit: number, cursor: (last: T) => C): Page<T, C> {
@@ -148,11 +175,19 @@ export function activePageOf(rows: readonly unknown[], limit: number): Page<Acti
 }
 
 export function deadlinePageOf(rows: readonly unknown[], limit: number): Page<DueDeadline, DeadlineCursor> {
-  return pageOf(rows.map(validateDueDeadline), limit, (last) => ({ dueAtMs: last.dueAtMs, runId: last.runId, attemptId: last.attemptId }));
+  return pageOf(rows.map(validateDueDeadline), limit, (last) => ({
+    dueAtMs: last.dueAtMs,
+    runId: last.runId,
+    attemptId: last.attemptId,
+  }));
 }
 
 export function journalPageOf(rows: readonly unknown[], limit: number): Page<JournalEntry, JournalCursor> {
-  return pageOf(rows.map(validateJournalEntry), limit, (last) => ({ createdAtMs: last.createdAtMs, attemptId: last.attemptId, action: last.action }));
+  return pageOf(rows.map(validateJournalEntry), limit, (last) => ({
+    createdAtMs: last.createdAtMs,
+    attemptId: last.attemptId,
+    action: last.action,
+  }));
 }
 
 /** SQLite stores the payload as text; PostgreSQL's json column arrives parsed. */
@@ -162,15 +197,25 @@ export function attemptEventsOf(rows: readonly unknown[]): AttemptEvent[] {
 
 /** A row whose `payload` column is JSON text, with the text decoded (a row without one is left for its validator). */
 export function withDecodedPayload(row: unknown): unknown {
-  return isPlainObject(row) && typeof row.payload === 'string' ? { ...row, payload: JSON.parse(row.payload) as unknown } : row;
+  return isPlainObject(row) && typeof row.payload === 'string'
+    ? { ...row, payload: JSON.parse(row.payload) as unknown }
+    : row;
 }
 
 /** The `attempt.terminal` payload (low-sensitivity: status, cause, exit code, signal name). */
 export function attemptTerminalPayload(command: CompleteAttemptCommand): string {
-  return JSON.stringify({ status: command.status, cause: command.cause, exitCode: command.exit?.exitCode ?? null, signal: command.exit?.signal ?? null });
+  return JSON.stringify({
+    status: command.status,
+    cause: command.cause,
+    exitCode: command.exit?.exitCode ?? null,
+    signal: command.exit?.signal ?? null,
+  });
 }
 
-export function runTerminalPayload(command: CompleteAttemptCommand): { status: CompleteAttemptCommand['status']; attemptId: string } {
+export function runTerminalPayload(command: CompleteAttemptCommand): {
+  status: CompleteAttemptCommand['status'];
+  attemptId: string;
+} {
   return { status: command.status, attemptId: command.attemptId };
 }
 
@@ -178,7 +223,10 @@ export function runTerminalPayload(command: CompleteAttemptCommand): { status: C
  * The terminal CAS decision for the rows a store read (under its locks): an outcome that ends the
  * transaction without a write, or null to go on with the attempt CAS.
  */
-export function completionRefusal(attempt: AttemptRecord | undefined, run: RunRecord | undefined): CompleteAttemptOutcome | null {
+export function completionRefusal(
+  attempt: AttemptRecord | undefined,
+  run: RunRecord | undefined,
+): CompleteAttemptOutcome | null {
   if (attempt === undefined || run === undefined) return { kind: 'missing' };
   if (!runIsActive(run.status)) return { kind: 'already_terminal', attempt };
   return null;

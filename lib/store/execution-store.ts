@@ -20,12 +20,20 @@ export interface ExecutionStore {
    * Active attempts in run-id order (one active attempt per run), at most `limit` (≤ 64); with
    * `runnerId`, only the attempts that runner owns (docs/decisions/0070).
    */
-  activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor; readonly runnerId?: string }): Promise<Page<ActiveAttempt, ActiveCursor>>;
+  activeAttemptsPage(query: {
+    readonly limit: number;
+    readonly after?: ActiveCursor;
+    readonly runnerId?: string;
+  }): Promise<Page<ActiveAttempt, ActiveCursor>>;
   /**
    * Active attempts past their deadline whose run has no cancel intent yet, (dueAtMs, runId,
    * attemptId) order; with `runnerId`, only that runner's.
    */
-  dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor; readonly runnerId?: string }): Promise<Page<DueDeadline, DeadlineCursor>>;
+  dueDeadlinesPage(query: {
+    readonly limit: number;
+    readonly after?: DeadlineCursor;
+    readonly runnerId?: string;
+  }): Promise<Page<DueDeadline, DeadlineCursor>>;
   /**
    * Milliseconds from the store's clock until this runner's earliest future deadline without
    * intent or dispatch retry, null when it has none: the lifecycle arms its one timer
@@ -40,11 +48,18 @@ export interface ExecutionStore {
    */
   completeAttempt(command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome>;
   /** Saves a quarantine intent before the receipt file moves; idempotent. */
-  recordQuarantineIntent(command: { readonly runId: string; readonly attemptId: string; readonly reason: QuarantineReason }): Promise<void>;
+  recordQuarantineIntent(command: {
+    readonly runId: string;
+    readonly attemptId: string;
+    readonly reason: QuarantineReason;
+  }): Promise<void>;
   /** Journal the deletion of a late or repeated receipt of a terminal attempt; idempotent. */
   recordReceiptDeletion(command: { readonly runId: string; readonly attemptId: string }): Promise<void>;
   /** Open journal rows, oldest first. */
-  openJournalPage(query: { readonly limit: number; readonly after?: JournalCursor }): Promise<Page<JournalEntry, JournalCursor>>;
+  openJournalPage(query: {
+    readonly limit: number;
+    readonly after?: JournalCursor;
+  }): Promise<Page<JournalEntry, JournalCursor>>;
   /** The file action of a journal row happened. */
   closeJournalEntry(entry: { readonly attemptId: string; readonly action: 'delete' | 'quarantine' }): Promise<void>;
   listAttemptEvents(runId: string, attemptId: string): Promise<AttemptEvent[]>;

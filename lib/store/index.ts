@@ -4,4 +4,10 @@ export type { DispatchRepository } from './dispatch-repository';
 export type { RunStore } from './run-store';
 export type { ExecutionStore } from './execution-store';
 export type { RunnerStore } from './runner-store';
-export type { BlockedPosition, BlockedRows, GrantAdministration, GrantChange, ManagementStore } from './management-store';
+export type {
+  BlockedPosition,
+  BlockedRows,
+  GrantAdministration,
+  GrantChange,
+  ManagementStore,
+} from './management-store';

@@ -31,10 +31,22 @@ export function hasGrantSql(p: SqlParams<'subject' | 'projectId' | 'permission'>
   return `SELECT 1 AS held FROM management_grants WHERE subject = ${p.subject} AND project_id = ${p.projectId} AND permission = ${p.permission}`;
 }
 
-const STATE_ALIASES: Readonly<Record<string, string>> = { pending: 'pending', leased: 'leased', retry_wait: 'retryWait', dispatched: 'dispatched', blocked: 'blocked' };
-const BLOCKING_ALIASES: Readonly<Record<string, string>> = { identity_mismatch: 'identityMismatch', pid_mismatch: 'pidMismatch', unsupported: 'unsupported', invalid: 'invalid' };
+const STATE_ALIASES: Readonly<Record<string, string>> = {
+  pending: 'pending',
+  leased: 'leased',
+  retry_wait: 'retryWait',
+  dispatched: 'dispatched',
+  blocked: 'blocked',
+};
+const BLOCKING_ALIASES: Readonly<Record<string, string>> = {
+  identity_mismatch: 'identityMismatch',
+  pid_mismatch: 'pidMismatch',
+  unsupported: 'unsupported',
+  invalid: 'invalid',
+};
 
-const countWhere = (condition: string, alias: string): string => `COALESCE(SUM(CASE WHEN ${condition} THEN 1 ELSE 0 END), 0) AS "${alias}"`;
+const countWhere = (condition: string, alias: string): string =>
+  `COALESCE(SUM(CASE WHEN ${condition} THEN 1 ELSE 0 END), 0) AS "${alias}"`;
 
 /**
  * design/dispatch §5.2-5.3: one statement returns the subject's run.read (none for a null subject: the
@@ -80,7 +92,10 @@ function runningJobsSql(projectId: string): string {
  * (project_id, blocked_at_ms, run_id) WHERE status = 'blocked'; rows blocked after the pinned
  * time never appear. `from` is the table reference (SQLite adds INDEXED BY).
  */
-export function blockedPageSql(from: string, p: SqlParams<'projectId' | 'asOfMs' | 'afterAtMs' | 'afterRunId' | 'limit'>): string {
+export function blockedPageSql(
+  from: string,
+  p: SqlParams<'projectId' | 'asOfMs' | 'afterAtMs' | 'afterRunId' | 'limit'>,
+): string {
   return `SELECT run_id AS "runId", blocked_at_ms AS "blockedAtMs"
     FROM ${from}
     WHERE project_id = ${p.projectId} AND status = 'blocked' AND blocked_at_ms <= ${p.asOfMs}
@@ -145,8 +160,17 @@ export function runEventsSql(p: SqlParams<'runId' | 'limit'>): string {
 }
 
 /** The keyset parameters of a run page, named as both stores' statements name them. */
-export function runRowsParams(query: { readonly projectId: string; readonly before: RunListPosition; readonly limit: number }): { projectId: string; beforeAtMs: number; beforeRunId: string; limit: number } {
-  return { projectId: query.projectId, beforeAtMs: query.before.createdAtMs, beforeRunId: query.before.runId, limit: query.limit };
+export function runRowsParams(query: {
+  readonly projectId: string;
+  readonly before: RunListPosition;
+  readonly limit: number;
+}): { projectId: string; beforeAtMs: number; beforeRunId: string; limit: number } {
+  return {
+    projectId: query.projectId,
+    beforeAtMs: query.before.createdAtMs,
+    beforeRunId: query.before.runId,
+    limit: query.limit,
+  };
 }
 
 /** The rearm CAS (design/dispatch §5.1): the whole expectation in the WHERE clause; due at the store's now. */
@@ -157,7 +181,9 @@ export function rearmSql(p: SqlParams<'runId' | 'expectedVersion' | 'expectedRes
     RETURNING ${INSPECTION_COLUMNS}`;
 }
 
-export function insertAuditSql(p: SqlParams<'id' | 'runId' | 'projectId' | 'actor' | 'expectedVersion' | 'expectedResult' | 'nowMs'>): string {
+export function insertAuditSql(
+  p: SqlParams<'id' | 'runId' | 'projectId' | 'actor' | 'expectedVersion' | 'expectedResult' | 'nowMs'>,
+): string {
   return `INSERT INTO management_audit (id, run_id, project_id, action, actor, expected_version, expected_result, created_at_ms)
     VALUES (${p.id}, ${p.runId}, ${p.projectId}, 'rearm', ${p.actor}, ${p.expectedVersion}, ${p.expectedResult}, ${p.nowMs})`;
 }
@@ -175,13 +201,25 @@ export function summaryCountsOf(store: 'sqlite' | 'postgres', answer: unknown): 
   const row = answer;
   const count = (alias: string): number => {
     const value = Number(row[alias]);
-    if (!Number.isSafeInteger(value) || value < 0) throw storeInvariant(store, 'summary', `summary column ${alias} is not a count`);
+    if (!Number.isSafeInteger(value) || value < 0)
+      throw storeInvariant(store, 'summary', `summary column ${alias} is not a count`);
     return value;
   };
-  const states = Object.fromEntries(DISPATCH_STATUSES.map((status) => [status, count(STATE_ALIASES[status] ?? status)])) as unknown as StateCounts;
-  const blockingResults = Object.fromEntries(BLOCKING_RESULTS.map((result) => [result, count(BLOCKING_ALIASES[result] ?? result)])) as unknown as BlockingCounts;
+  const states = Object.fromEntries(
+    DISPATCH_STATUSES.map((status) => [status, count(STATE_ALIASES[status] ?? status)]),
+  ) as unknown as StateCounts;
+  const blockingResults = Object.fromEntries(
+    BLOCKING_RESULTS.map((result) => [result, count(BLOCKING_ALIASES[result] ?? result)]),
+  ) as unknown as BlockingCounts;
   return {
-    permitted: count('permitted') > 0, asOfMs: count('asOfMs'), total: count('total'), states, blockingResults, overdue: count('overdue'), runEnded: count('runEnded'), running: count('running'),
+    permitted: count('permitted') > 0,
+    asOfMs: count('asOfMs'),
+    total: count('total'),
+    states,
+    blockingResults,
+    overdue: count('overdue'),
+    runEnded: count('runEnded'),
+    running: count('running'),
   };
 }
 
@@ -189,7 +227,11 @@ export function summaryCountsOf(store: 'sqlite' | 'postgres', answer: unknown): 
  * The rearm decision on the record read under the store's lock, with the grant re-read in the same
  * transaction: `null` means go ahead with the CAS, anything else is the outcome (nothing written).
  */
-export function rearmRefusal(record: CancellationDispatchRecord | undefined, permitted: boolean, command: RearmCommand): RearmOutcome | null {
+export function rearmRefusal(
+  record: CancellationDispatchRecord | undefined,
+  permitted: boolean,
+  command: RearmCommand,
+): RearmOutcome | null {
   if (record === undefined) return { kind: 'not_found' };
   if (!permitted) return { kind: 'not_permitted' };
   if (record.version !== command.expectedVersion) return { kind: 'stale_version', version: record.version };

@@ -14,7 +14,8 @@ import type {
 } from '../contract/index';
 
 /** Where a blocked page starts: the first page (no pin yet) or after a row, pinned at `asOfMs`. */
-export type BlockedPosition = { readonly kind: 'first' } | { readonly kind: 'after'; readonly asOfMs: number; readonly after: BlockedItem };
+export type BlockedPosition =
+  { readonly kind: 'first' } | { readonly kind: 'after'; readonly asOfMs: number; readonly after: BlockedItem };
 
 export interface BlockedRows {
   /** The first page's database time (read by the store), or the pinned time of a later page. */

@@ -36,7 +36,9 @@ export function migrationsDirectory(store: 'sqlite' | 'postgres'): string {
 
 /** Reads `NNNN_name.sql` files in order; numbering must start at 1 and have no gaps. */
 export function loadMigrations(directory: string): MigrationFile[] {
-  const files = readdirSync(directory).filter((name) => name.endsWith('.sql')).sort();
+  const files = readdirSync(directory)
+    .filter((name) => name.endsWith('.sql'))
+    .sort();
   return files.map((file, index) => {
     const match = MIGRATION_FILE.exec(file);
     const version = match ? Number(match[1]) : Number.NaN;
@@ -60,7 +62,10 @@ export function loadMigrations(directory: string): MigrationFile[] {
  * The readiness rule: every applied migration must still exist with the same name and checksum.
  * Returns the files not applied yet; throws when the database and the package disagree.
  */
-export function pendingMigrations(applied: readonly AppliedMigration[], files: readonly MigrationFile[]): MigrationFile[] {
+export function pendingMigrations(
+  applied: readonly AppliedMigration[],
+  files: readonly MigrationFile[],
+): MigrationFile[] {
   for (const done of applied) {
     const file = files[done.version - 1];
     if (file === undefined) {

@@ -36,7 +36,9 @@ export interface RunStore {
   getRun(runId: string): Promise<RunRecord | null>;
   getAttempt(runId: string, attemptId: string): Promise<AttemptRecord | null>;
   /** Several attempts in one read (a dispatcher's claimed page, docs/decisions/0023), in the refs' order; at most 64. */
-  getAttempts(refs: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }>): Promise<Array<AttemptRecord | null>>;
+  getAttempts(
+    refs: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }>,
+  ): Promise<Array<AttemptRecord | null>>;
   /** Events in sequence order, after `afterSeq` (default 0), at most `limit` (≤ 256). */
   listEvents(runId: string, page?: { readonly afterSeq?: number; readonly limit?: number }): Promise<RunEvent[]>;
 }

@@ -48,7 +48,9 @@ export function ownedActiveAttemptsSql(p: SqlParams<'runnerId' | 'runId' | 'limi
 }
 
 /** The owner changes only while it is still the runner that was proved gone (a CAS). */
-export function transferAttemptSql(p: SqlParams<'runId' | 'attemptId' | 'fromRunnerId' | 'toRunnerId' | 'nowMs'>): string {
+export function transferAttemptSql(
+  p: SqlParams<'runId' | 'attemptId' | 'fromRunnerId' | 'toRunnerId' | 'nowMs'>,
+): string {
   return `UPDATE attempts SET runner_id = ${p.toRunnerId}, updated_at_ms = ${p.nowMs}
     WHERE run_id = ${p.runId} AND id = ${p.attemptId} AND runner_id = ${p.fromRunnerId} AND status IN ${ACTIVE}`;
 }
@@ -76,7 +78,14 @@ export function runnerOf(row: {
   readonly startedAtMs: number | string | null;
   readonly endedAtMs: number | string | null;
 }): RunnerRecord | null {
-  if (row.runnerId === null || row.hostId === null || row.kind === null || row.identity === null || row.startedAtMs === null) return null;
+  if (
+    row.runnerId === null ||
+    row.hostId === null ||
+    row.kind === null ||
+    row.identity === null ||
+    row.startedAtMs === null
+  )
+    return null;
   return {
     runnerId: row.runnerId,
     hostId: row.hostId,

@@ -9,9 +9,15 @@ export interface RunnerStore {
   /** The runner ended cleanly; idempotent. */
   endRunner(runnerId: string): Promise<void>;
   /** The owner of a run's active attempt: null when the run has no active attempt. */
-  activeAttemptOwner(runId: string): Promise<{ readonly attemptId: string; readonly runner: RunnerRecord | null } | null>;
+  activeAttemptOwner(
+    runId: string,
+  ): Promise<{ readonly attemptId: string; readonly runner: RunnerRecord | null } | null>;
   /** Other runners of this host that still own active attempts, at most `limit`. */
-  adoptionCandidates(query: { readonly hostId: string; readonly excludeRunnerId: string; readonly limit: number }): Promise<RunnerRecord[]>;
+  adoptionCandidates(query: {
+    readonly hostId: string;
+    readonly excludeRunnerId: string;
+    readonly limit: number;
+  }): Promise<RunnerRecord[]>;
   /**
    * Moves up to ADOPTION_BATCH_MAX active attempts from one runner to another, each with an
    * `attempt.adopted` event, in one transaction; only attempts still owned by `fromRunnerId` move.

@@ -113,7 +113,8 @@ export interface HtmlReply {
 /** No script, no frames, no outside resources; nothing is cached or referred. */
 const PAGE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   'content-type': 'text/html; charset=utf-8',
-  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  'content-security-policy':
+    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
   'cache-control': 'no-store',
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
@@ -146,13 +147,24 @@ export const PAGE_REFRESH_SECONDS = 15;
  * technology), and, for a page of the store's state (a 200 that asks for it), a reload every
  * PAGE_REFRESH_SECONDS that says so at the foot of the page. Every part is `html` (docs/decisions/0230).
  */
-export function renderPage(status: number, title: string, navigation: Html | null, main: Html, options: { readonly refresh?: boolean } = {}): HtmlReply {
+export function renderPage(
+  status: number,
+  title: string,
+  navigation: Html | null,
+  main: Html,
+  options: { readonly refresh?: boolean } = {},
+): HtmlReply {
   const refresh = status === 200 && options.refresh !== false;
   const reload = refresh ? html`<meta http-equiv="refresh" content="${PAGE_REFRESH_SECONDS}">` : '';
-  const header = navigation === null ? '' : html`<header>${navigation}</header>
+  const header =
+    navigation === null
+      ? ''
+      : html`<header>${navigation}</header>
 `;
-  const footer = refresh ? html`<footer><p class="muted" data-fact="refresh">This page reloads itself every ${PAGE_REFRESH_SECONDS} s.</p></footer>
-` : '';
+  const footer = refresh
+    ? html`<footer><p class="muted" data-fact="refresh">This page reloads itself every ${PAGE_REFRESH_SECONDS} s.</p></footer>
+`
+    : '';
   const body = html`<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">${reload}<title>${title} · pidfence</title><style>${STYLE}</style></head>

@@ -47,7 +47,11 @@ function statusReplier(options: LocalServerOptions): (request: IncomingMessage) 
   return async (request) => {
     const { management } = options;
     if (management === null) {
-      return renderError(404, 'this store is PostgreSQL, where a principal is a database role, not an OS user: its status page is served by `pidfence control-plane`.', 'ERR_PIDFENCE_STATUS_NOT_HERE');
+      return renderError(
+        404,
+        'this store is PostgreSQL, where a principal is a database role, not an OS user: its status page is served by `pidfence control-plane`.',
+        'ERR_PIDFENCE_STATUS_NOT_HERE',
+      );
     }
     const socket = request.socket;
     const uid = isLoopback(socket.remoteAddress) ? findLoopbackPeerUid(socket) : null;
@@ -55,13 +59,19 @@ function statusReplier(options: LocalServerOptions): (request: IncomingMessage) 
     const subject = uid === null ? null : await subjects.subjectOf(uid);
     return answerStatusPage(request.url ?? STATUS_ROOT, () => {
       if (subject === null) throw peerUnknown();
-      return new ManagementPlane({ store: management, principal: subject, ...(options.overdueAfterMs === undefined ? {} : { overdueAfterMs: options.overdueAfterMs }) });
+      return new ManagementPlane({
+        store: management,
+        principal: subject,
+        ...(options.overdueAfterMs === undefined ? {} : { overdueAfterMs: options.overdueAfterMs }),
+      });
     });
   };
 }
 
 /** GET and HEAD of /metrics and the status page; anything else is a page that says what is here. */
-function requestHandler(options: LocalServerOptions): (request: IncomingMessage, response: ServerResponse) => Promise<void> {
+function requestHandler(
+  options: LocalServerOptions,
+): (request: IncomingMessage, response: ServerResponse) => Promise<void> {
   const statusReply = statusReplier(options);
   return async (request, response) => {
     const head = request.method === 'HEAD';
@@ -81,17 +91,29 @@ function requestHandler(options: LocalServerOptions): (request: IncomingMessage,
       send(response, await statusReply(request), head);
       return;
     }
-    send(response, renderError(404, `nothing here: ${STATUS_ROOT} is the status page, /metrics the metrics.`, 'ERR_PIDFENCE_STATUS_NO_PAGE'), head);
+    send(
+      response,
+      renderError(
+        404,
+        `nothing here: ${STATUS_ROOT} is the status page, /metrics the metrics.`,
+        'ERR_PIDFENCE_STATUS_NO_PAGE',
+      ),
+      head,
+    );
   };
 }
 
 /** Listens, or refuses with one sentence that says what to change. */
 function listen(server: Server, options: LocalServerOptions): Promise<void> {
   return new Promise<void>((resolve, reject) => {
-    const failed = (error: NodeJS.ErrnoException): void => reject(new PidfenceError(
-      `the metrics server cannot listen on ${options.host}:${options.port} (${error.code ?? 'error'}); pick another --metrics-port or --metrics-host.`,
-      'ERR_PIDFENCE_METRICS_LISTEN', { errno: error.code ?? 'UNKNOWN' },
-    ));
+    const failed = (error: NodeJS.ErrnoException): void =>
+      reject(
+        new PidfenceError(
+          `the metrics server cannot listen on ${options.host}:${options.port} (${error.code ?? 'error'}); pick another --metrics-port or --metrics-host.`,
+          'ERR_PIDFENCE_METRICS_LISTEN',
+          { errno: error.code ?? 'UNKNOWN' },
+        ),
+      );
     server.once('error', failed);
     server.listen(options.port, options.host, () => {
       server.removeListener('error', failed);
@@ -121,7 +143,8 @@ export async function startLocalServer(options: LocalServerOptions): Promise<Loc
   const handle = requestHandler(options);
   const server = createServer((request, response) => {
     handle(request, response).catch(() => {
-      if (!response.headersSent) send(response, renderError(500, 'the request failed.', 'ERR_PIDFENCE_STATUS_PAGE_FAILED'), false);
+      if (!response.headersSent)
+        send(response, renderError(500, 'the request failed.', 'ERR_PIDFENCE_STATUS_PAGE_FAILED'), false);
       else response.destroy();
     });
   });

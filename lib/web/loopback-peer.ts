@@ -44,9 +44,13 @@ export function parseProcAddress(field: string): string {
 }
 
 /** The uid that owns the client end of this accepted loopback connection, or null when none is found. */
-export function findLoopbackPeerUid(socket: SocketEnds, tables: readonly string[] = ['/proc/net/tcp', '/proc/net/tcp6']): number | null {
+export function findLoopbackPeerUid(
+  socket: SocketEnds,
+  tables: readonly string[] = ['/proc/net/tcp', '/proc/net/tcp6'],
+): number | null {
   const { remoteAddress, remotePort, localAddress, localPort } = socket;
-  if (!isLoopback(remoteAddress) || remotePort === undefined || localAddress === undefined || localPort === undefined) return null;
+  if (!isLoopback(remoteAddress) || remotePort === undefined || localAddress === undefined || localPort === undefined)
+    return null;
   // The client's end: its local address is our remote one, and its remote address ours.
   const clientEnd = `${remoteAddress}:${remotePort}`;
   const serverEnd = `${localAddress}:${localPort}`;
@@ -101,7 +105,7 @@ export class UidSubjects {
 
 export function peerUnknown(): PidfenceError {
   return new PidfenceError(
-    'the status page answers only connections from this machine whose user it can tell (loopback TCP, found in /proc/net/tcp); open it on this host, or through an SSH tunnel to the server\'s loopback address.',
+    "the status page answers only connections from this machine whose user it can tell (loopback TCP, found in /proc/net/tcp); open it on this host, or through an SSH tunnel to the server's loopback address.",
     'ERR_PIDFENCE_STATUS_PRINCIPAL',
   );
 }

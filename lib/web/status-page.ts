@@ -4,8 +4,21 @@
 // through the management plane as the request's principal, so it shows exactly what `pidfence
 // status`, `blocked`, `list` and `show` would: never an owner, token, PID or command.
 import { httpStatusOf } from '../base/error-registry';
-import { BLOCKING_RESULTS, DISPATCH_STATUSES, RUN_STATUSES, type DispatchInspection, type RunStatus } from '../contract/index';
-import type { BlockedPage, ManagementPlane, ProjectSummary, RunDetail, RunExit, RunListPage } from '../management/index';
+import {
+  BLOCKING_RESULTS,
+  DISPATCH_STATUSES,
+  RUN_STATUSES,
+  type DispatchInspection,
+  type RunStatus,
+} from '../contract/index';
+import type {
+  BlockedPage,
+  ManagementPlane,
+  ProjectSummary,
+  RunDetail,
+  RunExit,
+  RunListPage,
+} from '../management/index';
 import { html, renderPage, redirectTo, renderTime, type Html, type HtmlReply } from './html';
 
 export type { HtmlReply } from './html';
@@ -51,8 +64,13 @@ function minutes(ms: number): string {
 
 export function renderCard(summary: ProjectSummary, subject: string | null): HtmlReply {
   const { projectId } = summary;
-  const states = DISPATCH_STATUSES.map((state) => count(state.replace('_', ' '), summary.states[state], `state-${state}`));
-  const blocking = BLOCKING_RESULTS.map((result) => html`<tr><td>${result}</td><td class="n" data-fact="blocked-by-${result}">${summary.blockingResults[result]}</td></tr>`);
+  const states = DISPATCH_STATUSES.map((state) =>
+    count(state.replace('_', ' '), summary.states[state], `state-${state}`),
+  );
+  const blocking = BLOCKING_RESULTS.map(
+    (result) =>
+      html`<tr><td>${result}</td><td class="n" data-fact="blocked-by-${result}">${summary.blockingResults[result]}</td></tr>`,
+  );
   const content = html`<section class="card" aria-label="status card">
 <h1>Project <span data-fact="project">${projectId}</span></h1>
 <div class="assessment ${summary.assessment}" data-fact="assessment" data-value="${summary.assessment}">${ASSESSMENT_TEXT[summary.assessment]}</div>
@@ -71,11 +89,16 @@ export function renderCard(summary: ProjectSummary, subject: string | null): Htm
 }
 
 export function renderBlockedPage(page: BlockedPage, pageNumber: number, subject: string | null): HtmlReply {
-  const rows = page.items.map((item) => html`<tr data-row="blocked"><td><a href="${runPath(item.runId)}">${item.runId}</a></td><td>${renderTime(item.blockedAtMs)}</td></tr>`);
-  const next = page.next === null
-    ? html`<span class="muted" data-fact="last-page">last page</span>`
-    : html`<a rel="next" data-link="next" href="${projectPath(page.projectId)}/blocked?cursor=${encodeURIComponent(page.next)}&amp;page=${pageNumber + 1}">Next 16 →</a>`;
-  const first = pageNumber > 1 ? html`<a href="${projectPath(page.projectId)}/blocked" data-link="first">← First page</a>` : '';
+  const rows = page.items.map(
+    (item) =>
+      html`<tr data-row="blocked"><td><a href="${runPath(item.runId)}">${item.runId}</a></td><td>${renderTime(item.blockedAtMs)}</td></tr>`,
+  );
+  const next =
+    page.next === null
+      ? html`<span class="muted" data-fact="last-page">last page</span>`
+      : html`<a rel="next" data-link="next" href="${projectPath(page.projectId)}/blocked?cursor=${encodeURIComponent(page.next)}&amp;page=${pageNumber + 1}">Next 16 →</a>`;
+  const first =
+    pageNumber > 1 ? html`<a href="${projectPath(page.projectId)}/blocked" data-link="first">← First page</a>` : '';
   const content = html`<h1>Blocked runs of ${page.projectId}</h1>
 <p class="muted">Page <span data-fact="page">${pageNumber}</span>, oldest first, as blocked by ${renderTime(page.asOfMs)}: a run blocked later never slips into this walk. Each needs a diagnosis, then <code>pidfence rearm</code>.</p>
 <table><thead><tr><th>run</th><th>blocked at</th></tr></thead><tbody>${rows.length > 0 ? rows : html`<tr><td colspan="2" class="none">nothing is blocked</td></tr>`}</tbody></table>
@@ -90,7 +113,8 @@ function renderFacts(facts: ReadonlyArray<readonly [string, Html | string | numb
 
 /** One run's cancellation dispatch as `pidfence inspect` shows it, with the exact rearm for a blocked one. */
 function dispatchSection(inspection: DispatchInspection | null): Html {
-  if (inspection === null) return html`<h2>Cancellation dispatch</h2><p class="muted" data-fact="dispatch">none: no stop was ever claimed for this run</p>`;
+  if (inspection === null)
+    return html`<h2>Cancellation dispatch</h2><p class="muted" data-fact="dispatch">none: no stop was ever claimed for this run</p>`;
   const facts: Array<[string, Html | string | number]> = [
     ['status', inspection.status],
     ['version', inspection.version],
@@ -102,9 +126,10 @@ function dispatchSection(inspection: DispatchInspection | null): Html {
     ['last dispatched', renderTime(inspection.lastDispatchedAtMs)],
     ['updated', renderTime(inspection.updatedAtMs)],
   ];
-  const rearm = inspection.status === 'blocked' && inspection.lastResult !== null
-    ? html`<p>Once the cause is understood: <code>pidfence rearm ${inspection.runId} --expect-version ${inspection.version} --expect-result ${inspection.lastResult}</code> (needs run.stop).</p>`
-    : '';
+  const rearm =
+    inspection.status === 'blocked' && inspection.lastResult !== null
+      ? html`<p>Once the cause is understood: <code>pidfence rearm ${inspection.runId} --expect-version ${inspection.version} --expect-result ${inspection.lastResult}</code> (needs run.stop).</p>`
+      : '';
   return html`<h2>Cancellation dispatch</h2>
 ${renderFacts(facts, 'dispatch-')}
 ${rearm}`;
@@ -134,7 +159,14 @@ export function renderRun(run: RunDetail, subject: string | null): HtmlReply {
     ['ended', renderTime(run.endedAtMs)],
     ['exit', exitText(run.exit)],
   ];
-  const events = run.events.map((event) => html`<tr><td class="n">${event.seq}</td><td>${event.type}</td><td>${renderTime(event.createdAtMs)}</td><td class="muted">${Object.entries(event.detail).map(([key, value]) => `${key} ${value ?? '–'}`).join(', ')}</td></tr>`);
+  const events = run.events.map(
+    (event) =>
+      html`<tr><td class="n">${event.seq}</td><td>${event.type}</td><td>${renderTime(event.createdAtMs)}</td><td class="muted">${Object.entries(
+        event.detail,
+      )
+        .map(([key, value]) => `${key} ${value ?? '–'}`)
+        .join(', ')}</td></tr>`,
+  );
   const content = html`<section class="card"><h1>Run <span data-fact="run">${run.runId}</span></h1>
 ${renderFacts(facts)}
 ${dispatchSection(run.dispatch)}
@@ -149,14 +181,23 @@ export const RUN_PAGE_SIZE = 16;
 
 export function renderRunList(page: RunListPage, pageNumber: number, subject: string | null): HtmlReply {
   const base = `${projectPath(page.projectId)}/runs`;
-  const rows = page.items.map((item) => html`<tr data-row="run"><td><a href="${runPath(item.runId)}">${item.runId}</a></td><td data-name>${nameText(item.name)}</td><td data-status="${item.status}">${item.status}</td><td>${item.cancelReason === null ? NONE : item.cancelReason}</td><td>${renderTime(item.createdAtMs)}</td><td>${renderTime(item.endedAtMs)}</td><td>${exitText(item.exit)}</td></tr>`);
-  const options = ['', ...RUN_STATUSES].map((state) => ((page.state ?? '') === state
-    ? html`<option value="${state}" selected>${state === '' ? 'every state' : state}</option>`
-    : html`<option value="${state}">${state === '' ? 'every state' : state}</option>`));
-  const next = page.next === null
-    ? html`<span class="muted" data-fact="last-page">last page</span>`
-    : html`<a rel="next" data-link="next" href="${base}?cursor=${encodeURIComponent(page.next)}&amp;page=${pageNumber + 1}">Next 16 →</a>`;
-  const first = pageNumber > 1 ? html`<a href="${base}${page.state === null ? '' : `?state=${page.state}`}" data-link="first">← First page</a>` : '';
+  const rows = page.items.map(
+    (item) =>
+      html`<tr data-row="run"><td><a href="${runPath(item.runId)}">${item.runId}</a></td><td data-name>${nameText(item.name)}</td><td data-status="${item.status}">${item.status}</td><td>${item.cancelReason === null ? NONE : item.cancelReason}</td><td>${renderTime(item.createdAtMs)}</td><td>${renderTime(item.endedAtMs)}</td><td>${exitText(item.exit)}</td></tr>`,
+  );
+  const options = ['', ...RUN_STATUSES].map((state) =>
+    (page.state ?? '') === state
+      ? html`<option value="${state}" selected>${state === '' ? 'every state' : state}</option>`
+      : html`<option value="${state}">${state === '' ? 'every state' : state}</option>`,
+  );
+  const next =
+    page.next === null
+      ? html`<span class="muted" data-fact="last-page">last page</span>`
+      : html`<a rel="next" data-link="next" href="${base}?cursor=${encodeURIComponent(page.next)}&amp;page=${pageNumber + 1}">Next 16 →</a>`;
+  const first =
+    pageNumber > 1
+      ? html`<a href="${base}${page.state === null ? '' : `?state=${page.state}`}" data-link="first">← First page</a>`
+      : '';
   const content = html`<h1>Runs of ${page.projectId}</h1>
 <form method="get" action="${base}"><label>State <select name="state">${options}</select></label> <button>Show</button></form>
 <p class="muted">Page <span data-fact="page">${pageNumber}</span>, newest first${page.state === null ? '' : html`, <span data-fact="state">${page.state}</span> only`}.</p>
@@ -166,14 +207,25 @@ export function renderRunList(page: RunListPage, pageNumber: number, subject: st
 }
 
 function renderIndex(): HtmlReply {
-  return renderPage(200, 'status', nav(null), html`<section class="card"><h1>pidfence status</h1>
+  return renderPage(
+    200,
+    'status',
+    nav(null),
+    html`<section class="card"><h1>pidfence status</h1>
 <form method="get" action="${STATUS_ROOT}"><label>Project <input name="project" required maxlength="128" autofocus></label> <button>Show</button></form>
-<p class="muted">Needs run.read on the project, as <code>pidfence status</code> does.</p></section>`, { refresh: false });
+<p class="muted">Needs run.read on the project, as <code>pidfence status</code> does.</p></section>`,
+    { refresh: false },
+  );
 }
 
 /** A refusal as a page: its sentence and its stable code. */
 export function renderError(status: number, message: string, code: string): HtmlReply {
-  return renderPage(status, 'refused', nav(null), html`<section class="card"><h1>${status === 404 ? 'Not found' : status < 500 ? 'Refused' : 'Unavailable'}</h1><p data-fact="error">${message}</p><p class="muted"><code data-fact="code">${code}</code></p></section>`);
+  return renderPage(
+    status,
+    'refused',
+    nav(null),
+    html`<section class="card"><h1>${status === 404 ? 'Not found' : status < 500 ? 'Refused' : 'Unavailable'}</h1><p data-fact="error">${message}</p><p class="muted"><code data-fact="code">${code}</code></p></section>`,
+  );
 }
 
 function answerError(error: unknown): HtmlReply {
@@ -186,7 +238,8 @@ function answerError(error: unknown): HtmlReply {
   return renderError(status, status >= 500 ? 'the store did not answer; try again shortly.' : error.message, code);
 }
 
-const NOT_FOUND = (): HtmlReply => renderError(404, 'there is no such page; start from the project form.', 'ERR_PIDFENCE_STATUS_NO_PAGE');
+const NOT_FOUND = (): HtmlReply =>
+  renderError(404, 'there is no such page; start from the project form.', 'ERR_PIDFENCE_STATUS_NO_PAGE');
 
 function parsePageNumber(value: string | null): number {
   const number = Number(value ?? '1');
@@ -202,7 +255,10 @@ export async function answerStatusPage(url: string, planeOf: PlaneOf): Promise<H
   let segments: string[];
   try {
     parsed = new URL(url, 'http://status.invalid');
-    segments = parsed.pathname.split('/').filter((segment) => segment !== '').map((segment) => decodeURIComponent(segment));
+    segments = parsed.pathname
+      .split('/')
+      .filter((segment) => segment !== '')
+      .map((segment) => decodeURIComponent(segment));
   } catch {
     return NOT_FOUND();
   }
@@ -222,18 +278,27 @@ export async function answerStatusPage(url: string, planeOf: PlaneOf): Promise<H
       const plane = planeOf();
       const cursor = parsed.searchParams.get('cursor');
       const page = await plane.blockedPage(id, cursor === null || cursor === '' ? undefined : cursor);
-      return renderBlockedPage(page, cursor === null ? 1 : parsePageNumber(parsed.searchParams.get('page')), plane.subject);
+      return renderBlockedPage(
+        page,
+        cursor === null ? 1 : parsePageNumber(parsed.searchParams.get('page')),
+        plane.subject,
+      );
     }
     if (kind === 'projects' && sub === 'runs') {
       const plane = planeOf();
       const cursor = parsed.searchParams.get('cursor');
       const state = parsed.searchParams.get('state');
       const page = await plane.listRuns({
-        projectId: id, limit: RUN_PAGE_SIZE,
+        projectId: id,
+        limit: RUN_PAGE_SIZE,
         ...(cursor === null || cursor === '' ? {} : { cursor }),
         ...(state === null || state === '' ? {} : { state: state as RunStatus }),
       });
-      return renderRunList(page, cursor === null || cursor === '' ? 1 : parsePageNumber(parsed.searchParams.get('page')), plane.subject);
+      return renderRunList(
+        page,
+        cursor === null || cursor === '' ? 1 : parsePageNumber(parsed.searchParams.get('page')),
+        plane.subject,
+      );
     }
     if (kind === 'runs' && sub === undefined) {
       const plane = planeOf();

@@ -22,12 +22,16 @@ export function ageText(ms: number | null): string {
 const NONE = html`<span class="none">–</span>`;
 
 function row(worker: WorkerView): Html {
-  const cell = (value: string | number | null, fact: string): Html => html`<td data-fact="${fact}">${value === null ? NONE : value}</td>`;
+  const cell = (value: string | number | null, fact: string): Html =>
+    html`<td data-fact="${fact}">${value === null ? NONE : value}</td>`;
   return html`<tr data-row="worker" data-worker="${worker.name}">${cell(worker.name, 'name')}${cell(worker.version, 'version')}<td data-fact="state" data-state="${worker.state}">${worker.state}</td>${cell(worker.sessions, 'sessions')}${cell(ageText(worker.lastHeartbeatAgeMs), 'heartbeat')}${cell(worker.leasesHeld, 'leases')}${cell(worker.runsUnreachable, 'unreachable')}${cell(worker.capacity, 'capacity')}</tr>`;
 }
 
 export function renderWorkers(fleet: WorkerFleet, subject: string): HtmlReply {
-  const counts = WORKER_STATES.map((state) => html`<div class="count"><b data-fact="state-${state}">${fleet.workers.filter((worker) => worker.state === state).length}</b><span>${state}</span></div>`);
+  const counts = WORKER_STATES.map(
+    (state) =>
+      html`<div class="count"><b data-fact="state-${state}">${fleet.workers.filter((worker) => worker.state === state).length}</b><span>${state}</span></div>`,
+  );
   const rows = fleet.workers.map(row);
   const navigation = html`<nav><a href="${STATUS_ROOT}">Projects</a><a href="${WORKERS_PATH}">Workers</a><span class="muted">as <b data-fact="principal">${subject}</b></span></nav>`;
   const content = html`<section class="card" aria-label="workers"><h1>Workers</h1>
@@ -40,7 +44,9 @@ export function renderWorkers(fleet: WorkerFleet, subject: string): HtmlReply {
 }
 
 /** The page, or its refusal as a page with its code (a 5xx says only its code). */
-export async function answerWorkersPage(read: () => Promise<{ readonly fleet: WorkerFleet; readonly subject: string }>): Promise<HtmlReply> {
+export async function answerWorkersPage(
+  read: () => Promise<{ readonly fleet: WorkerFleet; readonly subject: string }>,
+): Promise<HtmlReply> {
   try {
     const { fleet, subject } = await read();
     return renderWorkers(fleet, subject);

@@ -16,7 +16,10 @@ function usageError(t: import('ava').ExecutionContext, run: Run, sentence: RegEx
   t.is(run.stdout, '');
   const [first, ...rest] = run.stderr.split('\n');
   t.regex(first ?? '', sentence);
-  t.true(rest.every((line) => line === '' || /^Usage: pidfence |^\(run pidfence /.test(line)), run.stderr);
+  t.true(
+    rest.every((line) => line === '' || /^Usage: pidfence |^\(run pidfence /.test(line)),
+    run.stderr,
+  );
 }
 
 function jsonError(t: import('ava').ExecutionContext, run: Run, code: string): string {
@@ -29,9 +32,18 @@ function jsonError(t: import('ava').ExecutionContext, run: Run, code: string): s
 
 test('a malformed postgres:// URL is a usage error (exit 2) that never repeats the URL, not "check that the server is up"', async (t) => {
   const cwd = tempDir(t);
-  for (const url of ['postgres://alice:s3cret@[bad/jobs', 'postgres://alice:s3cret@db.example:99999/jobs', 'postgresql://alice:s3cret@db.example:port/jobs', 'postgres://alice:s3cret@db.example:0/jobs']) {
+  for (const url of [
+    'postgres://alice:s3cret@[bad/jobs',
+    'postgres://alice:s3cret@db.example:99999/jobs',
+    'postgresql://alice:s3cret@db.example:port/jobs',
+    'postgres://alice:s3cret@db.example:0/jobs',
+  ]) {
     const text = await pidfence(['status', '--project', 'p', '--db', url], {}, cwd);
-    usageError(t, text, /^pidfence: the PostgreSQL URL is malformed: write it as postgres:\/\/user:password@host:port\/database, .*\.$/);
+    usageError(
+      t,
+      text,
+      /^pidfence: the PostgreSQL URL is malformed: write it as postgres:\/\/user:password@host:port\/database, .*\.$/,
+    );
     t.false(text.stderr.includes('s3cret'), 'the password is never printed');
     const json = await pidfence(['list', '--json', '--db', url], {}, cwd);
     t.regex(jsonError(t, json, 'ERR_PIDFENCE_INVALID_DATABASE_URL'), /malformed/);
@@ -43,8 +55,18 @@ test('another URL scheme (mysql://, sqlite://) is a usage error, never a relativ
   const cwd = tempDir(t);
   for (const db of ['mysql://x@y/z', 'sqlite:///tmp/x.db']) {
     const scheme = db.slice(0, db.indexOf('://'));
-    usageError(t, await pidfence(['status', '--project', 'p', '--db', db], {}, cwd), new RegExp(`^pidfence: --db \\(or PIDFENCE_DB\\) takes a SQLite file path or a postgres:// URL; ${scheme}:// is not a store pidfence can use\\.$`));
-    usageError(t, await pidfence(['run', '--', 'true'], { PIDFENCE_DB: db }, cwd), new RegExp(`${scheme}:// is not a store`));
+    usageError(
+      t,
+      await pidfence(['status', '--project', 'p', '--db', db], {}, cwd),
+      new RegExp(
+        `^pidfence: --db \\(or PIDFENCE_DB\\) takes a SQLite file path or a postgres:// URL; ${scheme}:// is not a store pidfence can use\\.$`,
+      ),
+    );
+    usageError(
+      t,
+      await pidfence(['run', '--', 'true'], { PIDFENCE_DB: db }, cwd),
+      new RegExp(`${scheme}:// is not a store`),
+    );
     jsonError(t, await pidfence(['show', 'run-x', '--json', '--db', db], {}, cwd), 'ERR_PIDFENCE_USAGE');
   }
   t.deepEqual(readdirSync(cwd), [], 'no file or folder named after the URL was made');
@@ -52,8 +74,14 @@ test('another URL scheme (mysql://, sqlite://) is a usage error, never a relativ
 
 test('an unknown command is one sentence, or one JSON error with --json before or after it; --json before a known command works', async (t) => {
   const cwd = tempDir(t);
-  for (const args of [['--json', 'frobnicate'], ['frobnicate', '--json']]) {
-    t.is(jsonError(t, await pidfence(args, {}, cwd), 'ERR_PIDFENCE_USAGE'), "unknown command 'frobnicate'; run pidfence --help for the commands.");
+  for (const args of [
+    ['--json', 'frobnicate'],
+    ['frobnicate', '--json'],
+  ]) {
+    t.is(
+      jsonError(t, await pidfence(args, {}, cwd), 'ERR_PIDFENCE_USAGE'),
+      "unknown command 'frobnicate'; run pidfence --help for the commands.",
+    );
   }
   const text = await pidfence(['frobnicate'], {}, cwd);
   t.is(text.code, 2);
@@ -94,7 +122,13 @@ test('a read-only store (0444, in a directory its reader cannot write: a backup,
     t.like(JSON.parse(status.stdout), { projectId: 'default', assessment: 'clear', running: 0 });
     const list = await as(['list', '--json']);
     t.is(list.code, 0, list.stderr);
-    t.deepEqual((JSON.parse(list.stdout) as { items: Array<{ runId: string; status: string }> }).items.map((item) => [item.runId, item.status]), [[runId, 'succeeded']]);
+    t.deepEqual(
+      (JSON.parse(list.stdout) as { items: Array<{ runId: string; status: string }> }).items.map((item) => [
+        item.runId,
+        item.status,
+      ]),
+      [[runId, 'succeeded']],
+    );
     const show = await as(['show', runId]);
     t.is(show.code, 0, show.stderr);
     t.regex(show.stdout, new RegExp(`^run ${runId} \\(project default\\): succeeded\\n`));
@@ -112,16 +146,41 @@ test('a read-only store (0444, in a directory its reader cannot write: a backup,
   t.false(existsSync(path.join(lockedDir, 'copy.db-wal')));
 });
 
-test('a duration\'s bare number is seconds, as the help says; a timed-out run exits 124 also when TERM ended the job', async (t) => {
+test("a duration's bare number is seconds, as the help says; a timed-out run exits 124 also when TERM ended the job", async (t) => {
   const cwd = tempDir(t);
   const help = await pidfence(['run', '--help'], {}, cwd);
-  t.regex(help.stdout.replace(/\s+/g, ' '), /--timeout <duration> .*exit 124: 500ms, 30s, 5m, 2h; a number alone is seconds/);
+  t.regex(
+    help.stdout.replace(/\s+/g, ' '),
+    /--timeout <duration> .*exit 124: 500ms, 30s, 5m, 2h; a number alone is seconds/,
+  );
   const db = path.join(cwd, 'pidfence.db');
-  const timedOut = await pidfence(['run', '--db', db, '--timeout', '1', '--grace', '300ms', '--json', '--', 'sleep', '30']);
+  const timedOut = await pidfence([
+    'run',
+    '--db',
+    db,
+    '--timeout',
+    '1',
+    '--grace',
+    '300ms',
+    '--json',
+    '--',
+    'sleep',
+    '30',
+  ]);
   t.is(timedOut.code, 124, timedOut.stderr);
   const report = JSON.parse(timedOut.stdout) as { runId: string };
   t.like(report, { status: 'timed_out', exitStatus: 124, exit: { signal: 'SIGTERM' } });
-  const shown = JSON.parse((await pidfence(['show', report.runId, '--db', db, '--json'])).stdout) as { attempts: Array<{ createdAtMs: number; deadlineAtMs: number }> };
-  t.is((shown.attempts[0]?.deadlineAtMs ?? 0) - (shown.attempts[0]?.createdAtMs ?? 0), 1_000, '--timeout 1 is one second');
-  usageError(t, await pidfence(['run', '--db', db, '--timeout', '5 minutes', '--', 'true'], {}, cwd), /^pidfence: --timeout must be a duration such as 500ms, 30s, 5m or 2h \(a number alone is seconds\)\.$/);
+  const shown = JSON.parse((await pidfence(['show', report.runId, '--db', db, '--json'])).stdout) as {
+    attempts: Array<{ createdAtMs: number; deadlineAtMs: number }>;
+  };
+  t.is(
+    (shown.attempts[0]?.deadlineAtMs ?? 0) - (shown.attempts[0]?.createdAtMs ?? 0),
+    1_000,
+    '--timeout 1 is one second',
+  );
+  usageError(
+    t,
+    await pidfence(['run', '--db', db, '--timeout', '5 minutes', '--', 'true'], {}, cwd),
+    /^pidfence: --timeout must be a duration such as 500ms, 30s, 5m or 2h \(a number alone is seconds\)\.$/,
+  );
 });

@@ -12,13 +12,9 @@ import { LIB, sources } from '../helpers/imports';
 
 const NATIVE = path.resolve(LIB, '..', 'native');
 
-
 /** Every complete code literal in the package's sources (a code is written out whole, never assembled). */
 function codesInSources(): Map<string, string> {
-  const files = [
-    ...sources(LIB),
-    ...['addon.cc', 'addon_args.h'].map((name) => path.join(NATIVE, name)),
-  ];
+  const files = [...sources(LIB), ...['addon.cc', 'addon_args.h'].map((name) => path.join(NATIVE, name))];
   const found = new Map<string, string>();
   for (const file of files) {
     for (const match of readFileSync(file, 'utf8').matchAll(/ERR_PIDFENCE_[A-Z0-9_]*[A-Z0-9]\b/g)) {
@@ -55,10 +51,21 @@ test('one code per condition on every surface, mapped in one place to the exit s
   t.deepEqual([exitStatusOf('ERR_PIDFENCE_RUN_NOT_FOUND'), httpStatusOf('ERR_PIDFENCE_RUN_NOT_FOUND')], [4, 404]);
   t.deepEqual([exitStatusOf('ERR_PIDFENCE_RUN_FINISHED'), httpStatusOf('ERR_PIDFENCE_RUN_FINISHED')], [4, 409]);
   t.deepEqual([exitStatusOf('ERR_PIDFENCE_NOT_PERMITTED'), httpStatusOf('ERR_PIDFENCE_NOT_PERMITTED')], [4, 403]);
-  t.deepEqual([exitStatusOf('ERR_PIDFENCE_INVALID_DATABASE_URL'), httpStatusOf('ERR_PIDFENCE_INVALID_DATABASE_URL')], [2, 400]);
-  t.deepEqual([exitStatusOf('ERR_PIDFENCE_STORE_UNAVAILABLE'), httpStatusOf('ERR_PIDFENCE_STORE_UNAVAILABLE')], [3, 503]);
+  t.deepEqual(
+    [exitStatusOf('ERR_PIDFENCE_INVALID_DATABASE_URL'), httpStatusOf('ERR_PIDFENCE_INVALID_DATABASE_URL')],
+    [2, 400],
+  );
+  t.deepEqual(
+    [exitStatusOf('ERR_PIDFENCE_STORE_UNAVAILABLE'), httpStatusOf('ERR_PIDFENCE_STORE_UNAVAILABLE')],
+    [3, 503],
+  );
   t.deepEqual([exitStatusOf('ERR_PIDFENCE_MADE_UP'), httpStatusOf('ERR_PIDFENCE_MADE_UP')], [1, 500]);
-  for (const code of ERROR_CATEGORIES.keys()) t.is(exitStatusOf(code) as number, CATEGORY_EXIT[errorCategory(code)] as number, `${code}: the CLI's exit status is the registry's`);
+  for (const code of ERROR_CATEGORIES.keys())
+    t.is(
+      exitStatusOf(code) as number,
+      CATEGORY_EXIT[errorCategory(code)] as number,
+      `${code}: the CLI's exit status is the registry's`,
+    );
 });
 
 test('an error keeps its cause for a debugger', (t) => {

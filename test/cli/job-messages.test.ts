@@ -16,13 +16,19 @@ test('the stop hint adds --db only for a store that is not the default, quoted f
 test('a command that is missing exits 127, one that is not executable 126, each with a sentence', (t) => {
   t.is(START_FAILURE_STATUS[startFailureOf('ENOENT')], 127);
   for (const errno of ['EACCES', 'EPERM', 'ENOEXEC']) t.is(START_FAILURE_STATUS[startFailureOf(errno)], 126, errno);
-  t.is(jobStartFailureMessage('command_not_found'), 'command not found: check its name and $PATH (pidfence runs it without a shell).');
+  t.is(
+    jobStartFailureMessage('command_not_found'),
+    'command not found: check its name and $PATH (pidfence runs it without a shell).',
+  );
   t.regex(jobStartFailureMessage('permission_denied'), /^permission denied: /);
 });
 
 test('the grace line is for a terminal only, and says when the KILL follows', (t) => {
   t.is(graceNotice(false, 'run-1', 5_000), null);
-  t.is(graceNotice(true, 'run-1', 5_000), 'pidfence: stopping run run-1: TERM to its process group now, KILL in 5s if it is still running\n');
+  t.is(
+    graceNotice(true, 'run-1', 5_000),
+    'pidfence: stopping run run-1: TERM to its process group now, KILL in 5s if it is still running\n',
+  );
   t.regex(graceNotice(true, 'run-1', 1_500) ?? '', /KILL in 1\.5s/);
 });
 

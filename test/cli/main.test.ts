@@ -33,7 +33,7 @@ test('pidfence --version prints the package version and exits 0', async (t) => {
   t.regex(version.stdout, /^\d+\.\d+\.\d+\n$/);
 });
 
-test('an unknown option after `pidfence run COMMAND` hints to put the job\'s options after --', async (t) => {
+test("an unknown option after `pidfence run COMMAND` hints to put the job's options after --", async (t) => {
   const dir = tempDir(t);
   const unknown = await pidfence(['run', '--db', path.join(dir, 'x.db'), 'ls', '-la']);
   t.is(unknown.code, 2);
@@ -44,11 +44,13 @@ test('an unknown option after `pidfence run COMMAND` hints to put the job\'s opt
   t.false(/-- COMMAND/.test(other.stderr), 'the hint is only for commands that take a job');
 });
 
-test('under --json a usage error is JSON too: commander\'s text is held back, the code is ERR_PIDFENCE_USAGE', async (t) => {
+test("under --json a usage error is JSON too: commander's text is held back, the code is ERR_PIDFENCE_USAGE", async (t) => {
   const unknown = await pidfence(['list', '--json', '--bogus']);
   t.is(unknown.code, 2);
   t.is(unknown.stdout, '');
-  t.deepEqual(JSON.parse(unknown.stderr), { error: { code: 'ERR_PIDFENCE_USAGE', category: 'input', message: "unknown option '--bogus'" } });
+  t.deepEqual(JSON.parse(unknown.stderr), {
+    error: { code: 'ERR_PIDFENCE_USAGE', category: 'input', message: "unknown option '--bogus'" },
+  });
   const jobOption = await pidfence(['run', '--json', 'ls', '-la']);
   t.is(jobOption.code, 2);
   const parsed = JSON.parse(jobOption.stderr) as { error: { code: string; message: string } };
@@ -58,8 +60,24 @@ test('under --json a usage error is JSON too: commander\'s text is held back, th
   t.like(JSON.parse(missing.stderr), { error: { code: 'ERR_PIDFENCE_USAGE' } });
 });
 
-const COMMANDS = ['run', 'cancel', 'supervise', 'status', 'list', 'show', 'logs', 'blocked', 'inspect', 'rearm', 'grant', 'migrate',
-  'grant-runtime', 'control-plane', 'worker', 'workers'];
+const COMMANDS = [
+  'run',
+  'cancel',
+  'supervise',
+  'status',
+  'list',
+  'show',
+  'logs',
+  'blocked',
+  'inspect',
+  'rearm',
+  'grant',
+  'migrate',
+  'grant-runtime',
+  'control-plane',
+  'worker',
+  'workers',
+];
 
 test('every command answers --help with its usage and exit 0; `logs --json` is not sold as JSON output (it shapes only an error)', async (t) => {
   for (const name of COMMANDS) {

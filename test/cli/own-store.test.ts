@@ -27,7 +27,10 @@ test('the owner of a fresh store lists, shows and cancels its own run without an
   const run = await startRun(t, db, sqliteJobGroup(db), ['sleep', '30']);
   const listed = await pidfence(['list', '--db', db, '--json']);
   t.is(listed.code, 0, listed.stderr);
-  t.deepEqual((JSON.parse(listed.stdout) as { items: Array<{ runId: string }> }).items.map((item) => item.runId), [run.runId]);
+  t.deepEqual(
+    (JSON.parse(listed.stdout) as { items: Array<{ runId: string }> }).items.map((item) => item.runId),
+    [run.runId],
+  );
   const shown = await pidfence(['show', run.runId, '--db', db]);
   t.is(shown.code, 0, shown.stderr);
   t.regex(shown.stdout, new RegExp(`^run ${run.runId} \\(project default\\): running`));
@@ -48,7 +51,10 @@ test('another user needs grants: its refusal names a command that the owner runs
   const stranger = `uid-${NO_PASSWD_UID}`;
   const refused = await pidfence(['list', '--db', db], {}, dir, NO_PASSWD_UID);
   t.is(refused.code, 4, refused.stderr);
-  t.is(refused.stderr, `pidfence: ${stranger} does not hold run.read on project default; the user who owns ${db} holds every grant on it and can run \`pidfence grant ${stranger} default run.read --db ${db}\`. (ERR_PIDFENCE_NOT_PERMITTED)\n`);
+  t.is(
+    refused.stderr,
+    `pidfence: ${stranger} does not hold run.read on project default; the user who owns ${db} holds every grant on it and can run \`pidfence grant ${stranger} default run.read --db ${db}\`. (ERR_PIDFENCE_NOT_PERMITTED)\n`,
+  );
   const granted = await pidfence(hintedCommand(refused.stderr));
   t.is(granted.code, 0, granted.stderr);
   t.is(granted.stdout, `${stranger} run.read on default: granted\n`);
@@ -58,11 +64,23 @@ test('another user needs grants: its refusal names a command that the owner runs
   const selfGrant = await pidfence(['grant', stranger, 'default', 'run.stop', '--db', db], {}, dir, NO_PASSWD_UID);
   t.is(selfGrant.code, 4);
   t.regex(selfGrant.stderr, new RegExp(`can run \`pidfence grant ${stranger} default grants\\.write --db ${db}\``));
-  const bootstrap = await pidfence(['grant', '--bootstrap', stranger, 'default', 'grants.write', '--db', db], {}, dir, NO_PASSWD_UID);
+  const bootstrap = await pidfence(
+    ['grant', '--bootstrap', stranger, 'default', 'grants.write', '--db', db],
+    {},
+    dir,
+    NO_PASSWD_UID,
+  );
   t.is(bootstrap.code, 4);
-  t.regex(bootstrap.stderr, /--bootstrap is closed: the user who owns .* can run `pidfence grant uid-54321 default grants\.write --db .*`\. \(ERR_PIDFENCE_BOOTSTRAP_CLOSED\)/);
+  t.regex(
+    bootstrap.stderr,
+    /--bootstrap is closed: the user who owns .* can run `pidfence grant uid-54321 default grants\.write --db .*`\. \(ERR_PIDFENCE_BOOTSTRAP_CLOSED\)/,
+  );
   t.is((await pidfence(hintedCommand(bootstrap.stderr))).code, 0, 'the owner runs it as printed');
-  t.is((await pidfence(['grant', stranger, 'default', 'run.stop', '--db', db], {}, dir, NO_PASSWD_UID)).code, 0, 'now an administrator');
+  t.is(
+    (await pidfence(['grant', stranger, 'default', 'run.stop', '--db', db], {}, dir, NO_PASSWD_UID)).code,
+    0,
+    'now an administrator',
+  );
 });
 
 test('owning the file is what counts: root on a file another user owns is refused like anyone', async (t) => {

@@ -14,12 +14,22 @@ export interface Run {
   readonly stderr: string;
 }
 
-export function pidfence(args: readonly string[], env: Readonly<Record<string, string>> = {}, cwd = tmpdir(), uid?: number): Promise<Run> {
+export function pidfence(
+  args: readonly string[],
+  env: Readonly<Record<string, string>> = {},
+  cwd = tmpdir(),
+  uid?: number,
+): Promise<Run> {
   const identity = uid === undefined ? {} : { uid, gid: uid };
   return new Promise((resolve) => {
-    execFile(process.execPath, [MAIN, ...args], { cwd, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 30_000, ...identity }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [MAIN, ...args],
+      { cwd, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 30_000, ...identity },
+      (error, stdout, stderr) => {
+        resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : -1, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -46,5 +56,6 @@ export function requireRoot(why: string): void {
  */
 export function disownStore(db: string): void {
   requireRoot('give the store file to another uid');
-  for (const file of [db, `${db}-wal`, `${db}-shm`]) if (existsSync(file)) chownSync(file, NO_PASSWD_UID, NO_PASSWD_UID);
+  for (const file of [db, `${db}-wal`, `${db}-shm`])
+    if (existsSync(file)) chownSync(file, NO_PASSWD_UID, NO_PASSWD_UID);
 }

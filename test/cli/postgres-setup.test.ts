@@ -33,10 +33,14 @@ test('migrate and grant-runtime set up PostgreSQL from the CLI; wrong password, 
   await admin.query("CREATE ROLE app_runtime LOGIN PASSWORD 'secret-runtime'");
   await admin.query('CREATE DATABASE app OWNER app_owner');
   // From now on TCP logins need a password (SCRAM); the reload applies it to new connections.
-  writeFileSync(path.join(cluster.dataDir, 'pg_hba.conf'), 'local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n');
+  writeFileSync(
+    path.join(cluster.dataDir, 'pg_hba.conf'),
+    'local all all trust\nhost all all 127.0.0.1/32 scram-sha-256\n',
+  );
   await admin.query('SELECT pg_reload_conf()');
   await admin.end();
-  const url = (user: string, password: string, database = 'app'): string => `postgres://${user}:${password}@127.0.0.1:${port}/${database}`;
+  const url = (user: string, password: string, database = 'app'): string =>
+    `postgres://${user}:${password}@127.0.0.1:${port}/${database}`;
   const ownerUrl = url('app_owner', 'secret-owner');
   const runtimeUrl = url('app_runtime', 'secret-runtime');
 
@@ -52,10 +56,30 @@ test('migrate and grant-runtime set up PostgreSQL from the CLI; wrong password, 
   const status = await pidfence(['status', '--project', 'proj', '--db', runtimeUrl]);
   t.is(status.code, 0, status.stderr);
 
-  oneShortSentence(t, await pidfence(['status', '--project', 'proj', '--db', url('app_runtime', 'secret-wrong')]), 'ERR_PIDFENCE_STORE_AUTH', /user name or password in the URL is wrong/);
-  oneShortSentence(t, await pidfence(['migrate', '--db', url('nobody', 'secret-x')]), 'ERR_PIDFENCE_STORE_AUTH', /user name or password/);
-  oneShortSentence(t, await pidfence(['migrate', '--db', url('app_owner', 'secret-owner', 'nosuchdb')]), 'ERR_PIDFENCE_STORE_NO_DATABASE', /Create it \(createdb/);
-  oneShortSentence(t, await pidfence(['status', '--project', 'proj', '--db', url('postgres', 'secret-super')]), 'ERR_PIDFENCE_STORE_SUPERUSER', /is a superuser.*runtime role's URL/);
+  oneShortSentence(
+    t,
+    await pidfence(['status', '--project', 'proj', '--db', url('app_runtime', 'secret-wrong')]),
+    'ERR_PIDFENCE_STORE_AUTH',
+    /user name or password in the URL is wrong/,
+  );
+  oneShortSentence(
+    t,
+    await pidfence(['migrate', '--db', url('nobody', 'secret-x')]),
+    'ERR_PIDFENCE_STORE_AUTH',
+    /user name or password/,
+  );
+  oneShortSentence(
+    t,
+    await pidfence(['migrate', '--db', url('app_owner', 'secret-owner', 'nosuchdb')]),
+    'ERR_PIDFENCE_STORE_NO_DATABASE',
+    /Create it \(createdb/,
+  );
+  oneShortSentence(
+    t,
+    await pidfence(['status', '--project', 'proj', '--db', url('postgres', 'secret-super')]),
+    'ERR_PIDFENCE_STORE_SUPERUSER',
+    /is a superuser.*runtime role's URL/,
+  );
 });
 
 test('grant-runtime for a role that does not exist (SQLSTATE 42704): one sentence saying to create it, exit 3 by its category, nothing granted', async (t) => {
@@ -65,8 +89,14 @@ test('grant-runtime for a role that does not exist (SQLSTATE 42704): one sentenc
     const run = await pidfence(['grant-runtime', 'pidfence_no_such_role', '--db', db.ownerUrl, ...args]);
     t.is(run.code, 3, run.stderr);
     t.is(run.stdout, '');
-    const message = args.length === 0 ? run.stderr : (JSON.parse(run.stderr) as { error: { code: string; category: string; message: string } }).error.message;
-    t.regex(message, /the role pidfence_no_such_role does not exist on this server; create it first \(CREATE ROLE pidfence_no_such_role LOGIN PASSWORD/);
+    const message =
+      args.length === 0
+        ? run.stderr
+        : (JSON.parse(run.stderr) as { error: { code: string; category: string; message: string } }).error.message;
+    t.regex(
+      message,
+      /the role pidfence_no_such_role does not exist on this server; create it first \(CREATE ROLE pidfence_no_such_role LOGIN PASSWORD/,
+    );
     if (args.length === 0) {
       t.is(run.stderr.split('\n').length, 2, 'one line');
       t.true(run.stderr.includes('(ERR_PIDFENCE_PG_ROLE_MISSING)'), run.stderr);

@@ -18,19 +18,27 @@ const GUIDE = readFileSync(path.join(packageRoot(), 'docs', 'postgres.md'), 'utf
 /** The commands a refusal prints between backticks, placeholders filled in. */
 function printedCommands(message: string, fill: Readonly<Record<string, string>>): string[][] {
   return [...message.matchAll(/`pidfence ([^`]+)`/g)].map((match) =>
-    (match[1] ?? '').split(' ').map((word) => fill[word] ?? word));
+    (match[1] ?? '').split(' ').map((word) => fill[word] ?? word),
+  );
 }
 
-test('the DBA\'s SQL of docs/postgres.md, then migrate and grant-runtime, set a database up; a refusal\'s printed commands work; the owner\'s URL is refused with the runtime URL as the advice', async (t) => {
-  const [sql] = fencedBlocks(sectionOf(GUIDE, 'Two roles and a database (the DBA\'s part)'), 'sql');
-  t.regex(sql ?? '', /CREATE ROLE jobs_owner LOGIN[\s\S]*CREATE ROLE jobs_runtime LOGIN[\s\S]*CREATE DATABASE jobs_demo OWNER jobs_owner/);
+test("the DBA's SQL of docs/postgres.md, then migrate and grant-runtime, set a database up; a refusal's printed commands work; the owner's URL is refused with the runtime URL as the advice", async (t) => {
+  const [sql] = fencedBlocks(sectionOf(GUIDE, "Two roles and a database (the DBA's part)"), 'sql');
+  t.regex(
+    sql ?? '',
+    /CREATE ROLE jobs_owner LOGIN[\s\S]*CREATE ROLE jobs_runtime LOGIN[\s\S]*CREATE DATABASE jobs_demo OWNER jobs_owner/,
+  );
   const cluster = await clusterInit({ label: 'guide' });
   t.teardown(() => clusterRemove(cluster));
   const port = await clusterStart(cluster);
   const admin = new Client({ connectionString: clusterUrl(cluster) });
   await admin.connect();
   // One statement at a time: CREATE DATABASE cannot run inside the implicit transaction of a multi-statement query.
-  for (const statement of (sql ?? '').split(';').map((text) => text.trim()).filter((text) => text !== '')) await admin.query(statement);
+  for (const statement of (sql ?? '')
+    .split(';')
+    .map((text) => text.trim())
+    .filter((text) => text !== ''))
+    await admin.query(statement);
   await admin.end();
   const ownerUrl = `postgres://jobs_owner@127.0.0.1:${port}/jobs_demo`;
   const runtimeUrl = `postgres://jobs_runtime@127.0.0.1:${port}/jobs_demo`;
@@ -47,7 +55,10 @@ test('the DBA\'s SQL of docs/postgres.md, then migrate and grant-runtime, set a 
   t.regex(refused.stderr, /ERR_PIDFENCE_NOT_PERMITTED/);
   const commands = printedCommands(refused.stderr, { '<migration-owner-url>': ownerUrl, '<owner-role>': 'jobs_owner' });
   t.true(commands.length >= 2 && commands.every((words) => words.includes('--db')), refused.stderr);
-  t.true(commands.some((words) => words.includes('--bootstrap')), 'the first grant of a database is a bootstrap');
+  t.true(
+    commands.some((words) => words.includes('--bootstrap')),
+    'the first grant of a database is a bootstrap',
+  );
   for (const words of [...commands].reverse()) {
     const ran = await pidfence(words);
     t.is(ran.code, 0, `pidfence ${words.join(' ')}: ${ran.stderr}`);
@@ -58,6 +69,9 @@ test('the DBA\'s SQL of docs/postgres.md, then migrate and grant-runtime, set a 
   // Reading with the owner's URL: the URL is wrong, no grant fixes it.
   const asOwner = await pidfence(['status', '--project', 'billing', '--db', ownerUrl]);
   t.is(asOwner.code, 3, asOwner.stderr);
-  t.regex(asOwner.stderr, /^pidfence: jobs_owner owns the pidfence tables: it is the migration owner, .*Connect with the runtime role's URL.*\(ERR_PIDFENCE_STORE_OWNER\)\n$/);
+  t.regex(
+    asOwner.stderr,
+    /^pidfence: jobs_owner owns the pidfence tables: it is the migration owner, .*Connect with the runtime role's URL.*\(ERR_PIDFENCE_STORE_OWNER\)\n$/,
+  );
   t.notRegex(asOwner.stderr, /grantRuntime\('jobs_owner'\)|grant-runtime jobs_owner/);
 });

@@ -7,12 +7,17 @@ import test from 'ava';
 
 import { NO_PASSWD_UID, pidfence, requireRoot, tempDir } from './pidfence-process';
 
-test('a uid with no passwd entry acts as uid-N: it owns the store it creates, and is refused by that name on another\'s store without a stack trace', async (t) => {
+test("a uid with no passwd entry acts as uid-N: it owns the store it creates, and is refused by that name on another's store without a stack trace", async (t) => {
   requireRoot('run a child under a uid without a passwd entry');
   const dir = tempDir(t);
   chmodSync(dir, 0o777);
   const own = path.join(dir, 'own.db');
-  const bootstrap = await pidfence(['grant', '--bootstrap', '--db', own, `uid-${NO_PASSWD_UID}`, 'proj', 'grants.write', '--json'], {}, dir, NO_PASSWD_UID);
+  const bootstrap = await pidfence(
+    ['grant', '--bootstrap', '--db', own, `uid-${NO_PASSWD_UID}`, 'proj', 'grants.write', '--json'],
+    {},
+    dir,
+    NO_PASSWD_UID,
+  );
   t.is(bootstrap.code, 0, bootstrap.stderr);
   t.like(JSON.parse(bootstrap.stdout), { by: `uid-${NO_PASSWD_UID}` });
   const ownStatus = await pidfence(['status', '--db', own, '--project', 'proj'], {}, dir, NO_PASSWD_UID);

@@ -39,10 +39,21 @@ test('run names: run --name is stored with the run and shown by list, show, thei
   const list = await pidfence(['list', '--db', db]);
   t.regex(list.stdout, new RegExp(`\\n {2}${report.runId} +nightly-backup@db1 +succeeded `));
   t.regex(list.stdout, new RegExp(`\\n {2}${plainId} +- +succeeded `), 'a run without a name shows -');
-  const listed = JSON.parse((await pidfence(['ps', '--db', db, '--json'])).stdout) as { items: Array<{ runId: string; name: string | null }> };
-  t.deepEqual(listed.items.map((item) => [item.runId, item.name]), [[plainId, null], [report.runId, 'nightly-backup@db1']]);
+  const listed = JSON.parse((await pidfence(['ps', '--db', db, '--json'])).stdout) as {
+    items: Array<{ runId: string; name: string | null }>;
+  };
+  t.deepEqual(
+    listed.items.map((item) => [item.runId, item.name]),
+    [
+      [plainId, null],
+      [report.runId, 'nightly-backup@db1'],
+    ],
+  );
   t.regex((await pidfence(['show', report.runId, '--db', db])).stdout, /\n {2}name +nightly-backup@db1\n/);
-  t.like(JSON.parse((await pidfence(['show', report.runId, '--db', db, '--json'])).stdout), { runId: report.runId, name: 'nightly-backup@db1' });
+  t.like(JSON.parse((await pidfence(['show', report.runId, '--db', db, '--json'])).stdout), {
+    runId: report.runId,
+    name: 'nightly-backup@db1',
+  });
 
   const store = openSqliteStore(db);
   t.teardown(() => store.close());
@@ -59,7 +70,16 @@ test('run names: a bad name is bad input (exit 2) before anything is stored or s
   const dir = tempDir(t);
   const db = path.join(dir, 'pidfence.db');
   const marker = path.join(dir, 'started');
-  for (const bad of ['', 'x'.repeat(65), 'two words', '-leading-dash', 'semi;colon', '<b>', 'name/with/slash', 'naïve']) {
+  for (const bad of [
+    '',
+    'x'.repeat(65),
+    'two words',
+    '-leading-dash',
+    'semi;colon',
+    '<b>',
+    'name/with/slash',
+    'naïve',
+  ]) {
     const refused = await pidfence(['run', '--db', db, '--name', bad, '--json', '--', 'touch', marker]);
     t.is(refused.code, 2, `${JSON.stringify(bad)}: ${refused.stderr}`);
     t.like(JSON.parse(refused.stderr), { error: { code: 'ERR_PIDFENCE_INVALID_RUN_NAME', category: 'input' } });
@@ -68,11 +88,24 @@ test('run names: a bad name is bad input (exit 2) before anything is stored or s
   t.is((await pidfence(['run', '--db', db, '--name', 'x'.repeat(64), '--', 'true'])).code, 0, '64 characters are fine');
   const store = openSqliteStore(db);
   t.teardown(() => store.close());
-  t.is((driverOf(store.database).prepare('SELECT COUNT(*) AS n FROM runs').get() as { n: number }).n, 1, 'only the good one was stored');
-  await t.throwsAsync(() => store.runStore.createRun({ runId: 'run-bad-name', projectId: 'default', name: 'bad name' }), { code: 'ERR_PIDFENCE_INVALID_RUN_NAME' });
-  const insert = driverOf(store.database).prepare("INSERT INTO runs (id, project_id, owner, status, version, next_event_seq, created_at_ms, updated_at_ms, name) VALUES (?, 'default', 'runtime', 'queued', 0, 1, 0, 0, ?)");
+  t.is(
+    (driverOf(store.database).prepare('SELECT COUNT(*) AS n FROM runs').get() as { n: number }).n,
+    1,
+    'only the good one was stored',
+  );
+  await t.throwsAsync(
+    () => store.runStore.createRun({ runId: 'run-bad-name', projectId: 'default', name: 'bad name' }),
+    { code: 'ERR_PIDFENCE_INVALID_RUN_NAME' },
+  );
+  const insert = driverOf(store.database).prepare(
+    "INSERT INTO runs (id, project_id, owner, status, version, next_event_seq, created_at_ms, updated_at_ms, name) VALUES (?, 'default', 'runtime', 'queued', 0, 1, 0, 0, ?)",
+  );
   for (const bad of ['bad name', '<b>', '', 'x'.repeat(65), '.dot-first']) {
-    t.is(codeOf(() => insert.run(`run-sql-${bad.length}`, bad)), 'SQLITE_CONSTRAINT_CHECK', bad);
+    t.is(
+      codeOf(() => insert.run(`run-sql-${bad.length}`, bad)),
+      'SQLITE_CONSTRAINT_CHECK',
+      bad,
+    );
   }
   t.is(insert.run('run-sql-good', 'good.name:1').changes, 1);
 });

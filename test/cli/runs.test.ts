@@ -25,7 +25,9 @@ interface ListedRun {
 function processFacts(db: string): { pids: number[]; handles: string[] } {
   const store = openSqliteStore(db);
   try {
-    const rows = driverOf(store.database).prepare('SELECT pid, handle FROM attempts WHERE pid IS NOT NULL').all() as Array<{ pid: number; handle: string }>;
+    const rows = driverOf(store.database)
+      .prepare('SELECT pid, handle FROM attempts WHERE pid IS NOT NULL')
+      .all() as Array<{ pid: number; handle: string }>;
     return { pids: rows.map((row) => row.pid), handles: rows.map((row) => row.handle) };
   } finally {
     store.close();
@@ -38,22 +40,30 @@ function assertPrivate(t: ExecutionContext, db: string, outputs: readonly Run[])
   t.true(pids.length > 0, 'the store does hold process facts');
   for (const pid of pids) t.false(new RegExp(`(^|[^0-9-])${pid}([^0-9-]|$)`).test(text), `a view shows PID ${pid}`);
   for (const handle of handles) t.false(text.includes(handle), 'a view shows a handle');
-  for (const secret of ['secret-arg-9c1', 'hunter2', 'sh -c', 'sleep', '"pid"', 'handle', 'bootId', 'startTicks']) t.false(text.includes(secret), `a view shows ${secret}`);
+  for (const secret of ['secret-arg-9c1', 'hunter2', 'sh -c', 'sleep', '"pid"', 'handle', 'bootId', 'startTicks'])
+    t.false(text.includes(secret), `a view shows ${secret}`);
 }
 
 /** The table rows of `pidfence list`: run id → its cells. */
 function listRows(text: string): Map<string, string[]> {
-  return new Map(text.split('\n').filter((line) => /^ {2}run-/.test(line)).map((line) => {
-    const cells = line.trim().split(/\s+/);
-    return [cells[0] ?? '', cells];
-  }));
+  return new Map(
+    text
+      .split('\n')
+      .filter((line) => /^ {2}run-/.test(line))
+      .map((line) => {
+        const cells = line.trim().split(/\s+/);
+        return [cells[0] ?? '', cells];
+      }),
+  );
 }
 
 test('list and show over real runs: text and --json carry the same facts, status counts the running job, and no view shows a PID, handle, command or environment', async (t) => {
   const dir = tempDir(t);
   const db = path.join(dir, 'pidfence.db');
   await grantCancelOnSqlite(db);
-  const failed = await pidfence(['run', '--db', db, '--', 'sh', '-c', 'exit 3', 'secret-arg-9c1'], { JOB_SECRET: 'hunter2' });
+  const failed = await pidfence(['run', '--db', db, '--', 'sh', '-c', 'exit 3', 'secret-arg-9c1'], {
+    JOB_SECRET: 'hunter2',
+  });
   t.is(failed.code, 3, failed.stderr);
   const failedId = /run (run-[0-9a-f-]+) started/.exec(failed.stderr)?.[1] ?? '';
   const running = await startRun(t, db, sqliteJobGroup(db), ['sleep', '30']);
@@ -62,50 +72,113 @@ test('list and show over real runs: text and --json carry the same facts, status
   const busy = await pidfence(['status', '--project', 'default', '--db', db]);
   t.is(busy.code, 10, busy.stderr);
   t.regex(busy.stdout, /^project default: converging\n[\s\S]*\n {2}running jobs +1\n$/);
-  t.like(JSON.parse((await pidfence(['status', '--project', 'default', '--db', db, '--json'])).stdout), { assessment: 'converging', running: 1, total: 0 });
+  t.like(JSON.parse((await pidfence(['status', '--project', 'default', '--db', db, '--json'])).stdout), {
+    assessment: 'converging',
+    running: 1,
+    total: 0,
+  });
 
   const text = await pidfence(['list', '--db', db]);
   const json = await pidfence(['ps', '--db', db, '--json']);
   t.is(text.code, 0, text.stderr);
   t.is(json.code, 0, json.stderr);
-  const page = JSON.parse(json.stdout) as { projectId: string; state: string | null; items: ListedRun[]; next: string | null };
-  t.deepEqual(page.items.map((item) => item.runId), [running.runId, failedId], 'newest first');
+  const page = JSON.parse(json.stdout) as {
+    projectId: string;
+    state: string | null;
+    items: ListedRun[];
+    next: string | null;
+  };
+  t.deepEqual(
+    page.items.map((item) => item.runId),
+    [running.runId, failedId],
+    'newest first',
+  );
   t.like(page, { projectId: 'default', state: null, next: null });
   t.like(page.items[0], { status: 'running', endedAtMs: null, exit: null });
-  t.like(page.items[1], { status: 'failed', cancelReason: null, exit: { cause: 'receipt', exitCode: 3, signal: null } });
-  t.regex(text.stdout, /^project default: 2 run\(s\) on this page, newest first\n {2}run +name +state +started +ended +exit +reason\n/);
+  t.like(page.items[1], {
+    status: 'failed',
+    cancelReason: null,
+    exit: { cause: 'receipt', exitCode: 3, signal: null },
+  });
+  t.regex(
+    text.stdout,
+    /^project default: 2 run\(s\) on this page, newest first\n {2}run +name +state +started +ended +exit +reason\n/,
+  );
   const rows = listRows(text.stdout);
-  t.deepEqual(rows.get(running.runId), [running.runId, '-', 'running', new Date(page.items[0]?.startedAtMs ?? 0).toISOString(), '-', '-', '-']);
-  t.deepEqual(rows.get(failedId), [failedId, '-', 'failed', new Date(page.items[1]?.startedAtMs ?? 0).toISOString(), new Date(page.items[1]?.endedAtMs ?? 0).toISOString(), '3', '-']);
+  t.deepEqual(rows.get(running.runId), [
+    running.runId,
+    '-',
+    'running',
+    new Date(page.items[0]?.startedAtMs ?? 0).toISOString(),
+    '-',
+    '-',
+    '-',
+  ]);
+  t.deepEqual(rows.get(failedId), [
+    failedId,
+    '-',
+    'failed',
+    new Date(page.items[1]?.startedAtMs ?? 0).toISOString(),
+    new Date(page.items[1]?.endedAtMs ?? 0).toISOString(),
+    '3',
+    '-',
+  ]);
   t.regex(text.stdout, /\nlast page\n$/);
 
   const shownText = await pidfence(['show', failedId, '--db', db]);
   const shownJson = await pidfence(['show', failedId, '--db', db, '--json']);
   t.is(shownText.code, 0, shownText.stderr);
-  const shown = JSON.parse(shownJson.stdout) as { status: string; exit: ListedRun['exit']; attempts: Array<{ attemptId: string; containment: string | null }>; events: Array<{ type: string }>; dispatch: unknown };
+  const shown = JSON.parse(shownJson.stdout) as {
+    status: string;
+    exit: ListedRun['exit'];
+    attempts: Array<{ attemptId: string; containment: string | null }>;
+    events: Array<{ type: string }>;
+    dispatch: unknown;
+  };
   t.like(shown, { status: 'failed', exit: { cause: 'receipt', exitCode: 3, signal: null }, dispatch: null });
-  t.deepEqual(shown.events.map((event) => event.type), ['run.terminal']);
+  t.deepEqual(
+    shown.events.map((event) => event.type),
+    ['run.terminal'],
+  );
   t.regex(shownText.stdout, new RegExp(`^run ${failedId} \\(project default\\): failed\\n`));
   t.regex(shownText.stdout, /\n {2}exit code +3\n {2}signal +-\n {2}ended by +receipt\n/);
   // What a stop of it reached (docs/decisions/0180): its own cgroup where this machine gives one.
   const containment = cgroupUnavailable() === null ? 'cgroup' : 'group';
-  t.regex(shownText.stdout, new RegExp(`\\n {2}${shown.attempts[0]?.attemptId ?? '?'} +failed +\\S+ +- +3 +receipt +${containment}\\n`));
+  t.regex(
+    shownText.stdout,
+    new RegExp(`\\n {2}${shown.attempts[0]?.attemptId ?? '?'} +failed +\\S+ +- +3 +receipt +${containment}\\n`),
+  );
   t.like(shown.attempts[0], { containment });
   t.regex(shownText.stdout, /\ndispatch: none/);
 
   // Cancelled: the list says why, and the project is clear again once the job ended.
   t.is((await cancel(t, db, running.runId)).code, 0);
   t.is((await running.job.exited).code, 143);
-  const after = JSON.parse((await pidfence(['list', '--db', db, '--json', '--state', 'cancelled'])).stdout) as { items: ListedRun[] };
-  t.like(after.items, [{ runId: running.runId, status: 'cancelled', cancelReason: 'user', exit: { cause: 'receipt', signal: 'SIGTERM' } }]);
+  const after = JSON.parse((await pidfence(['list', '--db', db, '--json', '--state', 'cancelled'])).stdout) as {
+    items: ListedRun[];
+  };
+  t.like(after.items, [
+    { runId: running.runId, status: 'cancelled', cancelReason: 'user', exit: { cause: 'receipt', signal: 'SIGTERM' } },
+  ]);
   const idle = await pidfence(['status', '--project', 'default', '--db', db]);
   t.is(idle.code, 0, idle.stdout);
   t.regex(idle.stdout, /\n {2}running jobs +0\n$/);
   const cancelledShown = await pidfence(['show', running.runId, '--db', db]);
   t.regex(cancelledShown.stdout, /\n {2}reason +user\n/);
-  t.regex(cancelledShown.stdout, /run\.cancel_dispatched +attemptId=\S+ result=termination_requested dispatchCount=1\n/);
+  t.regex(
+    cancelledShown.stdout,
+    /run\.cancel_dispatched +attemptId=\S+ result=termination_requested dispatchCount=1\n/,
+  );
 
-  assertPrivate(t, db, [busy, text, json, shownText, shownJson, cancelledShown, await pidfence(['show', running.runId, '--db', db, '--json'])]);
+  assertPrivate(t, db, [
+    busy,
+    text,
+    json,
+    shownText,
+    shownJson,
+    cancelledShown,
+    await pidfence(['show', running.runId, '--db', db, '--json']),
+  ]);
 });
 
 test('list pages with --limit and the printed cursor, filters with --state, and refuses a bad state, limit or cursor as bad input', async (t) => {
@@ -130,7 +203,10 @@ test('list pages with --limit and the printed cursor, filters with --state, and 
   }
   t.deepEqual(seen, ids);
   t.deepEqual([...listRows((await pidfence(['ps', '--db', db, '--state', 'failed'])).stdout).keys()], [ids[1]]);
-  for (const [bad, code] of [[['--state', 'done'], 'ERR_PIDFENCE_INVALID_RUN_STATUS'], [['--cursor', 'rl1.nope'], 'ERR_PIDFENCE_INVALID_CURSOR']] as const) {
+  for (const [bad, code] of [
+    [['--state', 'done'], 'ERR_PIDFENCE_INVALID_RUN_STATUS'],
+    [['--cursor', 'rl1.nope'], 'ERR_PIDFENCE_INVALID_CURSOR'],
+  ] as const) {
     const refused = await pidfence(['list', '--db', db, '--json', ...bad]);
     t.is(refused.code, 2, refused.stderr);
     t.like(JSON.parse(refused.stderr), { error: { code, category: 'input' } });
@@ -153,7 +229,10 @@ test('show and cancel answer a run of another project exactly like a missing one
     t.is(foreign.code, 4, foreign.stderr);
     t.is(missing.code, 4);
     t.is(foreign.stderr.replace('run-foreign', 'RUN'), missing.stderr.replace('run-missing', 'RUN'), verb);
-    t.is(missing.stderr, `pidfence: run run-missing is not in the store ${db}, or you do not hold run.read on its project; check the run id, --db and your grants. (ERR_PIDFENCE_RUN_NOT_FOUND)\n`);
+    t.is(
+      missing.stderr,
+      `pidfence: run run-missing is not in the store ${db}, or you do not hold run.read on its project; check the run id, --db and your grants. (ERR_PIDFENCE_RUN_NOT_FOUND)\n`,
+    );
     t.false(foreign.stderr.includes('other'), 'no project named');
   }
 });

@@ -1,7 +1,17 @@
 // Issue 15 item 5: store trouble is one sentence and exit 3 for every command — missing directory,
 // unwritable directory, not a database, damaged, 0 bytes — and only run, supervise and
 // grant --bootstrap may create a store, with mode 0600.
-import { chmodSync, existsSync, mkdirSync, openSync, readSync, statSync, writeFileSync, writeSync, closeSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+  closeSync,
+} from 'node:fs';
 import path from 'node:path';
 
 import test from 'ava';
@@ -15,8 +25,10 @@ function oneSentence(t: import('ava').ExecutionContext, run: Run, pattern: RegEx
   t.false(/\n\s+at /.test(run.stderr), 'no stack trace');
 }
 
-const status = (db: string, cwd?: string): Promise<Run> => pidfence(['status', '--project', 'proj', '--db', db], {}, cwd);
-const runTrue = (db: string, uid?: number): Promise<Run> => pidfence(['run', '--db', db, '--', 'true'], {}, undefined, uid);
+const status = (db: string, cwd?: string): Promise<Run> =>
+  pidfence(['status', '--project', 'proj', '--db', db], {}, cwd);
+const runTrue = (db: string, uid?: number): Promise<Run> =>
+  pidfence(['run', '--db', db, '--', 'true'], {}, undefined, uid);
 
 test('a missing directory: status and run exit 3 with a sentence; run names the missing directory', async (t) => {
   const db = path.join(tempDir(t), 'no', 'such', 'pidfence.db');
@@ -29,14 +41,22 @@ test('an unwritable directory: run exits 3 saying the directory is not writable'
   const dir = tempDir(t);
   chmodSync(dir, 0o755);
   const db = path.join(dir, 'pidfence.db');
-  oneSentence(t, await runTrue(db, NO_PASSWD_UID), /^pidfence: cannot create a database in .* not writable for this user/);
+  oneSentence(
+    t,
+    await runTrue(db, NO_PASSWD_UID),
+    /^pidfence: cannot create a database in .* not writable for this user/,
+  );
 });
 
 test('a file that is not a database and a 0-byte file: exit 3 with a sentence, and the 0-byte file stays 0 bytes', async (t) => {
   const dir = tempDir(t);
   const garbage = path.join(dir, 'garbage.db');
   writeFileSync(garbage, 'this is not a database, just some text that is long enough to fill a header.'.repeat(20));
-  oneSentence(t, await status(garbage), /^pidfence: .*garbage\.db is not a SQLite database.*ERR_PIDFENCE_STORE_CORRUPT/);
+  oneSentence(
+    t,
+    await status(garbage),
+    /^pidfence: .*garbage\.db is not a SQLite database.*ERR_PIDFENCE_STORE_CORRUPT/,
+  );
   oneSentence(t, await runTrue(garbage), /is not a SQLite database/);
   const empty = path.join(dir, 'empty.db');
   writeFileSync(empty, '');
@@ -86,7 +106,11 @@ test('a receipt directory that cannot be made (a file in its place): run and sup
   writeFileSync(`${db}.receipts`, 'a file where the receipt directory belongs');
   const marker = path.join(dir, 'started');
   const run = await pidfence(['run', '--db', db, '--', 'touch', marker]);
-  oneSentence(t, run, /^pidfence: cannot create the completion receipt directory .*pidfence\.db\.receipts \(ENOTDIR\).*\(ERR_PIDFENCE_RECEIPT_DIRECTORY\)$/m);
+  oneSentence(
+    t,
+    run,
+    /^pidfence: cannot create the completion receipt directory .*pidfence\.db\.receipts \(ENOTDIR\).*\(ERR_PIDFENCE_RECEIPT_DIRECTORY\)$/m,
+  );
   t.false(existsSync(marker), 'no job was started');
   oneSentence(t, await pidfence(['supervise', '--db', db]), /\(ERR_PIDFENCE_RECEIPT_DIRECTORY\)$/m);
 });

@@ -12,7 +12,7 @@ import { makeCertificates } from '../helpers/certificates';
 
 const serialOf = (certPath: string): string => normalSerial(new X509Certificate(readFileSync(certPath)).serialNumber);
 
-test('a fresh CRL revokes nothing; each revocation adds exactly that certificate\'s serial, as X509Certificate spells it', (t) => {
+test("a fresh CRL revokes nothing; each revocation adds exactly that certificate's serial, as X509Certificate spells it", (t) => {
   const certs = makeCertificates();
   t.teardown(() => certs.remove());
   t.deepEqual([...revokedSerials(readFileSync(certs.crlPath, 'utf8'))], []);
@@ -41,11 +41,24 @@ test('anything but a PEM CRL is a typed error, and trust material that does not 
   const certs = makeCertificates();
   t.teardown(() => certs.remove());
   t.throws(() => revokedSerials('not a crl'), { code: 'ERR_PIDFENCE_CLUSTER_CRL_INVALID' });
-  t.throws(() => revokedSerials('-----BEGIN X509 CRL-----\nMAMCAQA=\n-----END X509 CRL-----\n'), { code: 'ERR_PIDFENCE_CLUSTER_CRL_INVALID' });
-  t.throws(() => revokedSerials(certs.ca.cert), { code: 'ERR_PIDFENCE_CLUSTER_CRL_INVALID' }, 'a certificate is not a CRL');
+  t.throws(() => revokedSerials('-----BEGIN X509 CRL-----\nMAMCAQA=\n-----END X509 CRL-----\n'), {
+    code: 'ERR_PIDFENCE_CLUSTER_CRL_INVALID',
+  });
+  t.throws(
+    () => revokedSerials(certs.ca.cert),
+    { code: 'ERR_PIDFENCE_CLUSTER_CRL_INVALID' },
+    'a certificate is not a CRL',
+  );
   const crl = readFileSync(certs.crlPath, 'utf8');
   t.notThrows(() => checkTrustMaterial({ cert: certs.server.cert, key: certs.server.key, ca: certs.ca.cert, crl }));
   const other = certs.client('w-x');
-  t.throws(() => checkTrustMaterial({ cert: certs.server.cert, key: other.key, ca: certs.ca.cert }), { code: 'ERR_PIDFENCE_CLUSTER_TLS_FILE' }, 'a key that is not the certificate\'s');
-  t.throws(() => checkTrustMaterial({ cert: certs.server.cert, key: certs.server.key, ca: certs.ca.cert, crl: 'garbage' }), { code: 'ERR_PIDFENCE_CLUSTER_CRL_INVALID' });
+  t.throws(
+    () => checkTrustMaterial({ cert: certs.server.cert, key: other.key, ca: certs.ca.cert }),
+    { code: 'ERR_PIDFENCE_CLUSTER_TLS_FILE' },
+    "a key that is not the certificate's",
+  );
+  t.throws(
+    () => checkTrustMaterial({ cert: certs.server.cert, key: certs.server.key, ca: certs.ca.cert, crl: 'garbage' }),
+    { code: 'ERR_PIDFENCE_CLUSTER_CRL_INVALID' },
+  );
 });

@@ -47,32 +47,84 @@ export function fleetWorld(t: ExecutionContext, database: MigratedDatabase): Fle
     certs,
     scratch,
     plane: async (args = []) => {
-      const job = spawnJob(t, process.execPath, [CLI, 'control-plane', '--db', database.runtimeUrl, '--cert', certs.server.certPath, '--key', certs.server.keyPath,
-        '--ca', certs.ca.certPath, '--port', '0', ...args]);
+      const job = spawnJob(t, process.execPath, [
+        CLI,
+        'control-plane',
+        '--db',
+        database.runtimeUrl,
+        '--cert',
+        certs.server.certPath,
+        '--key',
+        certs.server.keyPath,
+        '--ca',
+        certs.ca.certPath,
+        '--port',
+        '0',
+        ...args,
+      ]);
       t.teardown(() => stopGently(job));
       const line = await job.waitForLine(/listening on/, 20_000);
       return { job, url: (/listening on (\S+)/.exec(line) ?? [])[1] as string };
     },
     worker: async (url, pem, args = []) => {
-      const job = spawnJob(t, process.execPath, [CLI, 'worker', '--control-plane', url, '--cert', pem.certPath, '--key', pem.keyPath, '--ca', certs.ca.certPath,
-        '--journal', path.join(scratch, `worker-${++workers}.db`), '--tick', '200ms', '--grace', '2s', ...args]);
+      const job = spawnJob(t, process.execPath, [
+        CLI,
+        'worker',
+        '--control-plane',
+        url,
+        '--cert',
+        pem.certPath,
+        '--key',
+        pem.keyPath,
+        '--ca',
+        certs.ca.certPath,
+        '--journal',
+        path.join(scratch, `worker-${++workers}.db`),
+        '--tick',
+        '200ms',
+        '--grace',
+        '2s',
+        ...args,
+      ]);
       t.teardown(() => stopGently(job));
       await job.waitForLine(/pidfence worker: ready/, 20_000);
       return job;
     },
-    cli: (pem, args, env = {}) => new Promise((resolve) => {
-      execFile(process.execPath, [CLI, ...args], {
-        env: { ...process.env, PIDFENCE_CERT: pem.certPath, PIDFENCE_KEY: pem.keyPath, PIDFENCE_CA: certs.ca.certPath, ...env }, timeout: 30_000, encoding: 'utf8',
-      }, (error, stdout, stderr) => resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : null, stdout, stderr }));
-    }),
-    grant: (subject, scope, permission) => new PostgresGrantAdministration(database.owner).writeGrant({ subject, projectId: scope, permission }, 'test-owner').then(() => undefined),
+    cli: (pem, args, env = {}) =>
+      new Promise((resolve) => {
+        execFile(
+          process.execPath,
+          [CLI, ...args],
+          {
+            env: {
+              ...process.env,
+              PIDFENCE_CERT: pem.certPath,
+              PIDFENCE_KEY: pem.keyPath,
+              PIDFENCE_CA: certs.ca.certPath,
+              ...env,
+            },
+            timeout: 30_000,
+            encoding: 'utf8',
+          },
+          (error, stdout, stderr) =>
+            resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : null, stdout, stderr }),
+        );
+      }),
+    grant: (subject, scope, permission) =>
+      new PostgresGrantAdministration(database.owner)
+        .writeGrant({ subject, projectId: scope, permission }, 'test-owner')
+        .then(() => undefined),
   };
 }
 
 /** SIGTERM through the verified path (the command drains), then its end; a second call is harmless. */
 export async function stopGently(job: Job): Promise<void> {
-  if (job.child.exitCode === null && job.child.signalCode === null) signalVerified(job.identity, 'SIGTERM', { group: false });
-  const ended = await Promise.race([job.exited.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 15_000))]);
+  if (job.child.exitCode === null && job.child.signalCode === null)
+    signalVerified(job.identity, 'SIGTERM', { group: false });
+  const ended = await Promise.race([
+    job.exited.then(() => true),
+    new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 15_000)),
+  ]);
   if (!ended) await job.stop();
 }
 
@@ -91,5 +143,9 @@ export async function hangUp(job: Job, who: 'control-plane' | 'worker'): Promise
 
 /** A job that writes `term` to `marker` on TERM and ends by itself after about a minute. */
 export function markingJob(marker: string): string[] {
-  return ['sh', '-c', `trap 'echo term > ${marker}; exit 143' TERM; i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`];
+  return [
+    'sh',
+    '-c',
+    `trap 'echo term > ${marker}; exit 143' TERM; i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`,
+  ];
 }

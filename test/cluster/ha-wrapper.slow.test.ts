@@ -8,10 +8,31 @@ import { randomUUID } from 'node:crypto';
 import test, { type ExecutionContext } from 'ava';
 import type { Pool } from 'pg';
 
-import { CancellationDispatchControl, ClusterLeaseStore, DispatchAvailability, type LeaseRef, type WorkerCaller } from '../../lib/cluster/index';
+import {
+  CancellationDispatchControl,
+  ClusterLeaseStore,
+  DispatchAvailability,
+  type LeaseRef,
+  type WorkerCaller,
+} from '../../lib/cluster/index';
 import { createLeaseToken } from '../../lib/contract/index';
-import { grantRuntime, migratePostgres, PostgresDispatchRepository, PostgresExecutionStore, PostgresRunStore } from '../../lib/store/postgres/index';
-import { clusterInit, clusterPromote, clusterRemove, clusterStart, clusterStop, clusterUrl, standbyCreate, type PgCluster } from '../helpers/pg-cluster';
+import {
+  grantRuntime,
+  migratePostgres,
+  PostgresDispatchRepository,
+  PostgresExecutionStore,
+  PostgresRunStore,
+} from '../../lib/store/postgres/index';
+import {
+  clusterInit,
+  clusterPromote,
+  clusterRemove,
+  clusterStart,
+  clusterStop,
+  clusterUrl,
+  standbyCreate,
+  type PgCluster,
+} from '../helpers/pg-cluster';
 import { scalar, silentPool } from '../helpers/pg-pool';
 import { provisionDatabase } from '../helpers/postgres';
 import { until } from '../helpers/wait';
@@ -42,17 +63,26 @@ function poolOn(url: string, port: number | undefined): Pool {
 function replicaOn(pool: Pool, ownerId: string) {
   const leases = new ClusterLeaseStore(pool, new PostgresExecutionStore(pool), { leaseDurationMs: WORKER_LEASE_MS });
   const control = new CancellationDispatchControl(leases, new PostgresDispatchRepository(pool), {
-    replicaOwnerId: ownerId, leaseDurationMs: DISPATCH_LEASE_MS, availability: new DispatchAvailability(60_000),
+    replicaOwnerId: ownerId,
+    leaseDurationMs: DISPATCH_LEASE_MS,
+    availability: new DispatchAvailability(60_000),
   });
   return { leases, control, runStore: new PostgresRunStore(pool), repository: new PostgresDispatchRepository(pool) };
 }
 
 async function dispatchedEvents(pool: Pool, runId: string): Promise<number> {
-  return scalar<number>(pool, "SELECT count(*)::int FROM run_events WHERE run_id = $1 AND type = 'run.cancel_dispatched'", [runId]);
+  return scalar<number>(
+    pool,
+    "SELECT count(*)::int FROM run_events WHERE run_id = $1 AND type = 'run.cancel_dispatched'",
+    [runId],
+  );
 }
 
 async function startPair(t: ExecutionContext) {
-  const primary = await clusterInit({ label: 'haw-primary', settings: { wal_level: 'replica', max_wal_senders: 4, wal_keep_size: '64MB' } });
+  const primary = await clusterInit({
+    label: 'haw-primary',
+    settings: { wal_level: 'replica', max_wal_senders: 4, wal_keep_size: '64MB' },
+  });
   clusters.push(primary);
   await clusterStart(primary);
   const database = await provisionDatabase('haw', clusterUrl(primary));
@@ -65,14 +95,24 @@ async function startPair(t: ExecutionContext) {
   // Synchronous: an acknowledged commit is on the standby before the client hears of it.
   await admin.query(`ALTER SYSTEM SET synchronous_standby_names = '${STANDBY_NAME}'`);
   await admin.query('SELECT pg_reload_conf()');
-  await until(async () => (await scalar<string>(admin, 'SELECT sync_state FROM pg_stat_replication WHERE application_name = $1', [STANDBY_NAME])) === 'sync',
-    { what: 'the standby synchronous', timeoutMs: 30_000, retryErrors: true });
+  await until(
+    async () =>
+      (await scalar<string>(admin, 'SELECT sync_state FROM pg_stat_replication WHERE application_name = $1', [
+        STANDBY_NAME,
+      ])) === 'sync',
+    { what: 'the standby synchronous', timeoutMs: 30_000, retryErrors: true },
+  );
   t.log(`primary :${primary.port}, synchronous standby :${standby.port}`);
   return { primary, standby, database };
 }
 
-async function leased(replica: ReturnType<typeof replicaOn>, caller: WorkerCaller, runIds: readonly string[]): Promise<Map<string, LeaseRef>> {
-  for (const runId of runIds) await replica.leases.enqueueJob({ runId, projectId: 'project-haw', argv: ['sleep', '600'] });
+async function leased(
+  replica: ReturnType<typeof replicaOn>,
+  caller: WorkerCaller,
+  runIds: readonly string[],
+): Promise<Map<string, LeaseRef>> {
+  for (const runId of runIds)
+    await replica.leases.enqueueJob({ runId, projectId: 'project-haw', argv: ['sleep', '600'] });
   const refs = new Map<string, LeaseRef>();
   while (refs.size < runIds.length) {
     const pulled = await replica.leases.pull(caller);
@@ -87,15 +127,25 @@ test('cluster gate 26: across a primary → standby promotion the lease-control 
   const { primary, standby, database } = await startPair(t);
   const before = replicaOn(poolOn(database.runtimeUrl, primary.port), 'cp-before');
   const caller = { principal: 'CN=worker-haw', sessionId: await before.leases.registerSession('CN=worker-haw') };
-  const [delivered, orphaned, waiting] = ['haw-delivered', 'haw-orphaned', 'haw-waiting'].map((name) => `${name}-${randomUUID().slice(0, 8)}`) as [string, string, string];
+  const [delivered, orphaned, waiting] = ['haw-delivered', 'haw-orphaned', 'haw-waiting'].map(
+    (name) => `${name}-${randomUUID().slice(0, 8)}`,
+  ) as [string, string, string];
   const refs = await leased(before, caller, [delivered, orphaned, waiting]);
   const ref = (runId: string) => refs.get(runId) as LeaseRef;
-  for (const runId of [delivered, orphaned, waiting]) await before.runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
+  for (const runId of [delivered, orphaned, waiting])
+    await before.runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
   t.like(await before.control.tick(caller, ref(delivered)), { kind: 'stop_requested', tracking: 'dispatched' });
   // A replica that claimed the orphaned run's dispatch and died with the primary before settling it.
   const run = await before.runStore.getRun(orphaned);
   const deadToken = createLeaseToken();
-  const deadClaim = await before.repository.claim({ runId: orphaned, attemptId: ref(orphaned).attemptId, cancelRequestedAtMs: run?.cancelRequestedAtMs ?? 0, owner: 'cp-dead', token: deadToken, leaseDurationMs: DEAD_CLAIM_LEASE_MS });
+  const deadClaim = await before.repository.claim({
+    runId: orphaned,
+    attemptId: ref(orphaned).attemptId,
+    cancelRequestedAtMs: run?.cancelRequestedAtMs ?? 0,
+    owner: 'cp-dead',
+    token: deadToken,
+    leaseDurationMs: DEAD_CLAIM_LEASE_MS,
+  });
   t.is(deadClaim.kind, 'claimed');
 
   await clusterStop(primary, 'immediate');
@@ -104,7 +154,11 @@ test('cluster gate 26: across a primary → standby promotion the lease-control 
   const adminAfter = poolOn(clusterUrl(standby, database.databaseName), standby.port);
   t.false(await scalar<boolean>(adminAfter, 'SELECT pg_is_in_recovery()'), 'the standby left recovery');
   await adminAfter.query('CHECKPOINT');
-  t.is(await scalar<number>(adminAfter, 'SELECT timeline_id FROM pg_control_checkpoint()'), 2, 'the promoted standby is on timeline 2');
+  t.is(
+    await scalar<number>(adminAfter, 'SELECT timeline_id FROM pg_control_checkpoint()'),
+    2,
+    'the promoted standby is on timeline 2',
+  );
 
   // Delivered before: replayed as the same stop, no second event.
   t.like(await after.control.tick(caller, ref(delivered)), { kind: 'stop_requested', tracking: 'dispatched' });
@@ -115,14 +169,29 @@ test('cluster gate 26: across a primary → standby promotion the lease-control 
   t.is(await dispatchedEvents(adminAfter, waiting), 1);
   // The dead replica's claim: fails closed while its dispatch lease lives, then settles once.
   await t.throwsAsync(after.control.tick(caller, ref(orphaned)), { code: 'ERR_PIDFENCE_CLUSTER_DISPATCH_LEASED' });
-  await until(async () => (await after.control.tick(caller, ref(orphaned)).catch(() => ({ kind: 'failed' }))).kind === 'stop_requested',
-    { what: 'the orphaned stop settled after the dead replica\'s lease', timeoutMs: 60_000, intervalMs: 250 });
+  await until(
+    async () =>
+      (await after.control.tick(caller, ref(orphaned)).catch(() => ({ kind: 'failed' }))).kind === 'stop_requested',
+    { what: "the orphaned stop settled after the dead replica's lease", timeoutMs: 60_000, intervalMs: 250 },
+  );
   t.is(await dispatchedEvents(adminAfter, orphaned), 1, 'no stop lost, none recorded twice');
   // Stale fences: the dead replica's token, and a worker lease fence below the grant.
   const record = await after.repository.getRecord(orphaned);
-  t.like(await after.repository.recordResult({
-    runId: orphaned, attemptId: ref(orphaned).attemptId, owner: 'cp-dead', token: deadToken, expectedVersion: (record?.version ?? 1) - 1, result: 'termination_requested', eventId: `evt-${randomUUID()}`,
-  }), { kind: 'stale_fence' });
-  t.deepEqual(await after.control.tick(caller, { ...ref(waiting), fence: ref(waiting).fence - 1 }), { kind: 'lost', reason: 'fence' });
+  t.like(
+    await after.repository.recordResult({
+      runId: orphaned,
+      attemptId: ref(orphaned).attemptId,
+      owner: 'cp-dead',
+      token: deadToken,
+      expectedVersion: (record?.version ?? 1) - 1,
+      result: 'termination_requested',
+      eventId: `evt-${randomUUID()}`,
+    }),
+    { kind: 'stale_fence' },
+  );
+  t.deepEqual(await after.control.tick(caller, { ...ref(waiting), fence: ref(waiting).fence - 1 }), {
+    kind: 'lost',
+    reason: 'fence',
+  });
   t.is(await dispatchedEvents(adminAfter, orphaned), 1);
 });

@@ -7,8 +7,19 @@ import { openSync, readFileSync } from 'node:fs';
 import { startControlPlane } from '../../lib/cluster/control-plane';
 import type { DispatchControlTestHooks } from '../../lib/cluster/dispatch-control';
 
-const [databaseUrl = '', certPath = '', keyPath = '', caPath = '', replicaId = '', dispatchLeaseMs = '', hold = 'none', latch = ''] = process.argv.slice(2);
-const say = (line: string): void => { process.stdout.write(`${line}\n`); };
+const [
+  databaseUrl = '',
+  certPath = '',
+  keyPath = '',
+  caPath = '',
+  replicaId = '',
+  dispatchLeaseMs = '',
+  hold = 'none',
+  latch = '',
+] = process.argv.slice(2);
+const say = (line: string): void => {
+  process.stdout.write(`${line}\n`);
+};
 
 /** True for the one replica that creates the latch first. */
 function firstToHold(): boolean {
@@ -30,14 +41,18 @@ function parkAt(point: 'after-claim' | 'after-settle'): () => Promise<void> {
 }
 
 async function main(): Promise<void> {
-  const testHooks: DispatchControlTestHooks = { afterClaim: parkAt('after-claim'), afterSettle: parkAt('after-settle') };
+  const testHooks: DispatchControlTestHooks = {
+    afterClaim: parkAt('after-claim'),
+    afterSettle: parkAt('after-settle'),
+  };
   const plane = await startControlPlane({
     databaseUrl,
     tls: { cert: readFileSync(certPath), key: readFileSync(keyPath), ca: readFileSync(caPath) },
     replicaOwnerId: replicaId,
     dispatchLeaseMs: Number(dispatchLeaseMs),
     workerLeaseMs: 15_000,
-    observe: (observation) => say(`observed ${observation.kind} ${observation.code ?? '-'} ${observation.scope ?? '-'}`),
+    observe: (observation) =>
+      say(`observed ${observation.kind} ${observation.code ?? '-'} ${observation.scope ?? '-'}`),
     testHooks,
   });
   say(`listening on ${plane.url}`);

@@ -37,7 +37,9 @@ interface Stage {
 
 /** Wrapper observations a replica printed, as `kind code` strings. */
 function observed(replica: Job): string[] {
-  return replica.lines.filter((line) => line.startsWith('observed ')).map((line) => line.split(' ').slice(1, 3).join(' '));
+  return replica.lines
+    .filter((line) => line.startsWith('observed '))
+    .map((line) => line.split(' ').slice(1, 3).join(' '));
 }
 
 function terminate(job: Job): Promise<unknown> {
@@ -50,100 +52,203 @@ async function stage(t: ExecutionContext, hold: 'none' | 'after-claim' | 'after-
   const { database, world } = await ready;
   const certs = makeCertificates();
   const scratch = mkdtempSync(path.join(tmpdir(), 'pidfence-replicas-'));
-  t.teardown(() => { certs.remove(); rmSync(scratch, { recursive: true, force: true }); });
+  t.teardown(() => {
+    certs.remove();
+    rmSync(scratch, { recursive: true, force: true });
+  });
   // A cancel needs run.read (seeing the run) and run.stop, over HTTP as from the CLI (docs/decisions/0043, 0224).
-  for (const permission of ['run.read', 'run.stop'] as const) await new PostgresGrantAdministration(database.owner).writeGrant({ subject: 'operator-r', projectId: PROJECT, permission }, 'test-owner');
-  const replicas = [0, 1].map((i) => spawnJob(t, process.execPath, [path.join(__dirname, 'replica-child.js'), database.runtimeUrl,
-    certs.server.certPath, certs.server.keyPath, certs.ca.certPath, `cp-r${i}`, String(DISPATCH_LEASE_MS), hold, path.join(scratch, 'hold.latch')]));
-  const urls = await Promise.all(replicas.map(async (replica) => (/listening on (\S+)/.exec(await replica.waitForLine(/listening on|error/, 20_000)) ?? [])[1] as string));
+  for (const permission of ['run.read', 'run.stop'] as const)
+    await new PostgresGrantAdministration(database.owner).writeGrant(
+      { subject: 'operator-r', projectId: PROJECT, permission },
+      'test-owner',
+    );
+  const replicas = [0, 1].map((i) =>
+    spawnJob(t, process.execPath, [
+      path.join(__dirname, 'replica-child.js'),
+      database.runtimeUrl,
+      certs.server.certPath,
+      certs.server.keyPath,
+      certs.ca.certPath,
+      `cp-r${i}`,
+      String(DISPATCH_LEASE_MS),
+      hold,
+      path.join(scratch, 'hold.latch'),
+    ]),
+  );
+  const urls = await Promise.all(
+    replicas.map(
+      async (replica) =>
+        (/listening on (\S+)/.exec(await replica.waitForLine(/listening on|error/, 20_000)) ?? [])[1] as string,
+    ),
+  );
   const pem = certs.client('worker-r');
-  const worker = spawnJob(t, process.execPath, [CLI, 'worker', '--control-plane', ...urls, '--cert', pem.certPath, '--key', pem.keyPath,
-    '--ca', certs.ca.certPath, '--journal', path.join(scratch, 'worker.db'), '--capacity', '1', '--tick', '100ms', '--grace', '5s']);
+  const worker = spawnJob(t, process.execPath, [
+    CLI,
+    'worker',
+    '--control-plane',
+    ...urls,
+    '--cert',
+    pem.certPath,
+    '--key',
+    pem.keyPath,
+    '--ca',
+    certs.ca.certPath,
+    '--journal',
+    path.join(scratch, 'worker.db'),
+    '--capacity',
+    '1',
+    '--tick',
+    '100ms',
+    '--grace',
+    '5s',
+  ]);
   await worker.waitForLine(/pidfence worker: ready/, 20_000);
   const operatorPem = certs.client('operator-r');
-  const operator = new ControlPlaneClient(urls[0] as string, { cert: operatorPem.cert, key: operatorPem.key, ca: certs.ca.cert });
+  const operator = new ControlPlaneClient(urls[0] as string, {
+    cert: operatorPem.cert,
+    key: operatorPem.key,
+    ca: certs.ca.cert,
+  });
   t.teardown(async () => {
     operator.close();
-    await Promise.all([worker, ...replicas].filter((job) => job.child.exitCode === null && job.child.signalCode === null).map(terminate));
+    await Promise.all(
+      [worker, ...replicas]
+        .filter((job) => job.child.exitCode === null && job.child.signalCode === null)
+        .map(terminate),
+    );
   });
   const marker = (runId: string): string => path.join(scratch, `${runId}.term`);
   const statusOf = async (runId: string) => (await world.runStore.getRun(runId))?.status;
   return {
-    replicas, worker, operator, marker, statusOf,
+    replicas,
+    worker,
+    operator,
+    marker,
+    statusOf,
     eventTypes: (runId) => world.eventTypes(runId),
     record: (runId) => new PostgresDispatchRepository(world.pool).getRecord(runId),
     running: async (afterTerm) => {
       const runId = `run-r${++runs}-${process.pid}`;
       // Bounded, so that even a failed test leaves no job behind for long.
-      const job = ['sh', '-c', `trap 'echo term > ${marker(runId)}; ${afterTerm} exit 143' TERM; i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`];
-      t.like(await operator.send('POST', '/v1/jobs', { runId, projectId: PROJECT, argv: job }), { status: 200, body: { result: 'created' } });
-      await until(async () => (await statusOf(runId)) === 'running', { what: `${runId} running`, timeoutMs: 20_000, intervalMs: 50 });
+      const job = [
+        'sh',
+        '-c',
+        `trap 'echo term > ${marker(runId)}; ${afterTerm} exit 143' TERM; i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`,
+      ];
+      t.like(await operator.send('POST', '/v1/jobs', { runId, projectId: PROJECT, argv: job }), {
+        status: 200,
+        body: { result: 'created' },
+      });
+      await until(async () => (await statusOf(runId)) === 'running', {
+        what: `${runId} running`,
+        timeoutMs: 20_000,
+        intervalMs: 50,
+      });
       // The worker alternates: both replicas have renewed this lease before the cancel.
       const before = replicas.map((replica) => observed(replica).length);
-      await until(() => replicas.every((replica, i) => observed(replica).length > (before[i] ?? 0) + 1), { what: 'renewals at both replicas', timeoutMs: 10_000 });
+      await until(() => replicas.every((replica, i) => observed(replica).length > (before[i] ?? 0) + 1), {
+        what: 'renewals at both replicas',
+        timeoutMs: 10_000,
+      });
       return runId;
     },
   };
 }
 
 /** A running job is cancelled; the replica whose stop tick parked at `point` is SIGKILLed there (verified, its group). */
-async function cancelAndKillTheHolder(t: ExecutionContext, point: 'after-claim' | 'after-settle'): Promise<{ s: Stage; runId: string; survivor: Job }> {
+async function cancelAndKillTheHolder(
+  t: ExecutionContext,
+  point: 'after-claim' | 'after-settle',
+): Promise<{ s: Stage; runId: string; survivor: Job }> {
   const s = await stage(t, point);
   const runId = await s.running('');
   t.like(await s.operator.send('POST', `/v1/runs/${runId}/cancel`), { status: 200, body: { result: 'requested' } });
-  const held = await Promise.race(s.replicas.map((replica) => replica.waitForLine(new RegExp(`^held ${point}$`), 15_000).then(() => replica)));
+  const held = await Promise.race(
+    s.replicas.map((replica) => replica.waitForLine(new RegExp(`^held ${point}$`), 15_000).then(() => replica)),
+  );
   await held.stop();
   return { s, runId, survivor: s.replicas.find((replica) => replica !== held) as Job };
 }
 
-test.serial('cluster: a worker ticking alternately at both replicas gets exactly one run.cancel_dispatched: one replica settles, and the stopping lease is not named again', async (t) => {
-  t.timeout(90_000);
-  const s = await stage(t, 'none');
-  // The job takes a second to exit after TERM; the worker names a stopping lease no more (docs/decisions/0200).
-  const runId = await s.running('sleep 1;');
-  t.true(s.replicas.every((replica) => observed(replica).includes('bypass -')), 'renewals reached both replicas');
-  t.like(await s.operator.send('POST', `/v1/runs/${runId}/cancel`), { status: 200, body: { result: 'requested' } });
-  await until(async () => (await s.statusOf(runId)) === 'cancelled', { what: `${runId} cancelled`, timeoutMs: 20_000, intervalMs: 50 });
-  t.true(existsSync(s.marker(runId)), 'the job received TERM on the worker');
-  t.deepEqual(await s.eventTypes(runId), ['run.cancel_requested', 'run.cancel_dispatched', 'run.terminal']);
-  t.like(await s.record(runId), { status: 'dispatched', lastResult: 'termination_requested', dispatchCount: 1 });
-  const stops = s.replicas.map((replica) => observed(replica).filter((line) => /^(settled|replayed) /.test(line)));
-  t.is(stops.flat().filter((line) => line.startsWith('settled')).length, 1, 'one replica settled the stop, once');
-  t.is(stops.flat().length, 1, `the stop was answered once: ${JSON.stringify(stops)}`);
-  t.false(s.replicas.some((replica) => observed(replica).some((line) => line.startsWith('failed_closed'))));
-});
+test.serial(
+  'cluster: a worker ticking alternately at both replicas gets exactly one run.cancel_dispatched: one replica settles, and the stopping lease is not named again',
+  async (t) => {
+    t.timeout(90_000);
+    const s = await stage(t, 'none');
+    // The job takes a second to exit after TERM; the worker names a stopping lease no more (docs/decisions/0200).
+    const runId = await s.running('sleep 1;');
+    t.true(
+      s.replicas.every((replica) => observed(replica).includes('bypass -')),
+      'renewals reached both replicas',
+    );
+    t.like(await s.operator.send('POST', `/v1/runs/${runId}/cancel`), { status: 200, body: { result: 'requested' } });
+    await until(async () => (await s.statusOf(runId)) === 'cancelled', {
+      what: `${runId} cancelled`,
+      timeoutMs: 20_000,
+      intervalMs: 50,
+    });
+    t.true(existsSync(s.marker(runId)), 'the job received TERM on the worker');
+    t.deepEqual(await s.eventTypes(runId), ['run.cancel_requested', 'run.cancel_dispatched', 'run.terminal']);
+    t.like(await s.record(runId), { status: 'dispatched', lastResult: 'termination_requested', dispatchCount: 1 });
+    const stops = s.replicas.map((replica) => observed(replica).filter((line) => /^(settled|replayed) /.test(line)));
+    t.is(stops.flat().filter((line) => line.startsWith('settled')).length, 1, 'one replica settled the stop, once');
+    t.is(stops.flat().length, 1, `the stop was answered once: ${JSON.stringify(stops)}`);
+    t.false(s.replicas.some((replica) => observed(replica).some((line) => line.startsWith('failed_closed'))));
+  },
+);
 
-test.serial('cluster: a replica SIGKILLed inside its stop tick after the claim releases no stop; the worker gets none until the other replica settles it, once, after the dead replica\'s dispatch lease', async (t) => {
-  t.timeout(90_000);
-  const { s, runId, survivor } = await cancelAndKillTheHolder(t, 'after-claim');
-  const killedAt = Date.now();
-  t.like(await s.record(runId), { status: 'leased', lastResult: null, dispatchCount: 1 });
-  t.deepEqual(await s.eventTypes(runId), ['run.cancel_requested']);
+test.serial(
+  "cluster: a replica SIGKILLed inside its stop tick after the claim releases no stop; the worker gets none until the other replica settles it, once, after the dead replica's dispatch lease",
+  async (t) => {
+    t.timeout(90_000);
+    const { s, runId, survivor } = await cancelAndKillTheHolder(t, 'after-claim');
+    const killedAt = Date.now();
+    t.like(await s.record(runId), { status: 'leased', lastResult: null, dispatchCount: 1 });
+    t.deepEqual(await s.eventTypes(runId), ['run.cancel_requested']);
 
-  // The worker retries its tick at the survivor, which finds the dead replica's live dispatch lease.
-  await until(() => observed(survivor).includes('failed_closed ERR_PIDFENCE_CLUSTER_DISPATCH_LEASED'), { what: 'the survivor failed closed', timeoutMs: 10_000 });
-  while (Date.now() - killedAt < DISPATCH_LEASE_MS - 1_000) {
-    t.false(existsSync(s.marker(runId)), 'no stop reached the job while the dispatch was unsettled');
-    await delay(100);
-  }
-  t.like(await s.record(runId), { status: 'leased', lastResult: null });
-  t.is(await s.statusOf(runId), 'running');
+    // The worker retries its tick at the survivor, which finds the dead replica's live dispatch lease.
+    await until(() => observed(survivor).includes('failed_closed ERR_PIDFENCE_CLUSTER_DISPATCH_LEASED'), {
+      what: 'the survivor failed closed',
+      timeoutMs: 10_000,
+    });
+    while (Date.now() - killedAt < DISPATCH_LEASE_MS - 1_000) {
+      t.false(existsSync(s.marker(runId)), 'no stop reached the job while the dispatch was unsettled');
+      await delay(100);
+    }
+    t.like(await s.record(runId), { status: 'leased', lastResult: null });
+    t.is(await s.statusOf(runId), 'running');
 
-  await until(async () => (await s.statusOf(runId)) === 'cancelled', { what: `${runId} cancelled`, timeoutMs: 20_000, intervalMs: 50 });
-  t.true(existsSync(s.marker(runId)));
-  t.deepEqual(await s.eventTypes(runId), ['run.cancel_requested', 'run.cancel_dispatched', 'run.terminal']);
-  t.like(await s.record(runId), { status: 'dispatched', lastResult: 'termination_requested', dispatchCount: 2 });
-  t.is(observed(survivor).filter((line) => line.startsWith('settled')).length, 1, 'the survivor settled it once, after the takeover');
-});
+    await until(async () => (await s.statusOf(runId)) === 'cancelled', {
+      what: `${runId} cancelled`,
+      timeoutMs: 20_000,
+      intervalMs: 50,
+    });
+    t.true(existsSync(s.marker(runId)));
+    t.deepEqual(await s.eventTypes(runId), ['run.cancel_requested', 'run.cancel_dispatched', 'run.terminal']);
+    t.like(await s.record(runId), { status: 'dispatched', lastResult: 'termination_requested', dispatchCount: 2 });
+    t.is(
+      observed(survivor).filter((line) => line.startsWith('settled')).length,
+      1,
+      'the survivor settled it once, after the takeover',
+    );
+  },
+);
 
-test.serial('cluster: a replica SIGKILLed after its settlement committed but before it answered: the other replica replays the same stop, with no second event', async (t) => {
-  t.timeout(90_000);
-  const { s, runId, survivor } = await cancelAndKillTheHolder(t, 'after-settle');
-  t.false(existsSync(s.marker(runId)), 'the dead replica released nothing');
-  t.like(await s.record(runId), { status: 'dispatched', lastResult: 'termination_requested', dispatchCount: 1 });
-  await until(async () => (await s.statusOf(runId)) === 'cancelled', { what: `${runId} cancelled`, timeoutMs: 20_000, intervalMs: 50 });
-  t.true(existsSync(s.marker(runId)));
-  t.deepEqual(await s.eventTypes(runId), ['run.cancel_requested', 'run.cancel_dispatched', 'run.terminal']);
-  t.true(observed(survivor).some((line) => line.startsWith('replayed')));
-  t.false(observed(survivor).some((line) => line.startsWith('settled')));
-});
+test.serial(
+  'cluster: a replica SIGKILLed after its settlement committed but before it answered: the other replica replays the same stop, with no second event',
+  async (t) => {
+    t.timeout(90_000);
+    const { s, runId, survivor } = await cancelAndKillTheHolder(t, 'after-settle');
+    t.false(existsSync(s.marker(runId)), 'the dead replica released nothing');
+    t.like(await s.record(runId), { status: 'dispatched', lastResult: 'termination_requested', dispatchCount: 1 });
+    await until(async () => (await s.statusOf(runId)) === 'cancelled', {
+      what: `${runId} cancelled`,
+      timeoutMs: 20_000,
+      intervalMs: 50,
+    });
+    t.true(existsSync(s.marker(runId)));
+    t.deepEqual(await s.eventTypes(runId), ['run.cancel_requested', 'run.cancel_dispatched', 'run.terminal']);
+    t.true(observed(survivor).some((line) => line.startsWith('replayed')));
+    t.false(observed(survivor).some((line) => line.startsWith('settled')));
+  },
+);

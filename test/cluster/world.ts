@@ -4,7 +4,15 @@ import { randomUUID } from 'node:crypto';
 
 import { Pool } from 'pg';
 
-import { CancellationDispatchControl, ClusterLeaseStore, DispatchAvailability, type Assignment, type DispatchObservation, type LeaseRef, type WorkerCaller } from '../../lib/cluster/index';
+import {
+  CancellationDispatchControl,
+  ClusterLeaseStore,
+  DispatchAvailability,
+  type Assignment,
+  type DispatchObservation,
+  type LeaseRef,
+  type WorkerCaller,
+} from '../../lib/cluster/index';
 import { PostgresExecutionStore, PostgresRunStore, type DispatchRepository } from '../../lib/store/postgres/index';
 import test from 'ava';
 
@@ -23,9 +31,14 @@ export interface ClusterWorld {
   readonly pool: Pool;
   readonly leases: ClusterLeaseStore;
   readonly runStore: PostgresRunStore;
-  replica(repository: DispatchRepository, options?: { readonly ownerId?: string; readonly leaseDurationMs?: number; readonly holdMs?: number }): Replica;
+  replica(
+    repository: DispatchRepository,
+    options?: { readonly ownerId?: string; readonly leaseDurationMs?: number; readonly holdMs?: number },
+  ): Replica;
   /** Registers a session, enqueues one job and pulls it. */
-  assigned(options?: { readonly timeoutMs?: number }): Promise<{ readonly caller: WorkerCaller; readonly ref: Assignment }>;
+  assigned(options?: {
+    readonly timeoutMs?: number;
+  }): Promise<{ readonly caller: WorkerCaller; readonly ref: Assignment }>;
   cancel(runId: string): Promise<number>;
   eventTypes(runId: string): Promise<string[]>;
   close(): Promise<void>;
@@ -75,7 +88,10 @@ export function clusterWorld(database: MigratedDatabase, leaseMs = LEASE_MS): Cl
 }
 
 /** One migrated database and world per test file, disposed after the file's tests. */
-export function clusterFixture(label: string, leaseMs = LEASE_MS): Promise<{ readonly database: MigratedDatabase; readonly world: ClusterWorld }> {
+export function clusterFixture(
+  label: string,
+  leaseMs = LEASE_MS,
+): Promise<{ readonly database: MigratedDatabase; readonly world: ClusterWorld }> {
   let database: MigratedDatabase | undefined;
   let world: ClusterWorld | undefined;
   const ready = migratedDatabase(label).then((created) => {
@@ -92,13 +108,31 @@ export function clusterFixture(label: string, leaseMs = LEASE_MS): Promise<{ rea
 }
 
 /** Another owner claims the run's dispatch and, with `result`, settles it (retry_wait, blocked, ...). */
-export async function foreignDispatch(repository: DispatchRepository, ref: LeaseRef, cancelledAtMs: number, result?: DispatchResult): Promise<void> {
+export async function foreignDispatch(
+  repository: DispatchRepository,
+  ref: LeaseRef,
+  cancelledAtMs: number,
+  result?: DispatchResult,
+): Promise<void> {
   const token = createLeaseToken();
-  const claimed = await repository.claim({ runId: ref.runId, attemptId: ref.attemptId, cancelRequestedAtMs: cancelledAtMs, owner: 'cp-foreign', token, leaseDurationMs: 60_000 });
+  const claimed = await repository.claim({
+    runId: ref.runId,
+    attemptId: ref.attemptId,
+    cancelRequestedAtMs: cancelledAtMs,
+    owner: 'cp-foreign',
+    token,
+    leaseDurationMs: 60_000,
+  });
   if (claimed.kind !== 'claimed') throw new Error(`foreign claim: ${claimed.kind}`);
   if (result === undefined) return;
   await repository.recordResult({
-    runId: ref.runId, attemptId: ref.attemptId, owner: 'cp-foreign', token, expectedVersion: claimed.record.version, result,
-    eventId: `evt-${randomUUID()}`, ...(result === 'dispatch_error' ? { retryDelayMs: 60_000 } : {}),
+    runId: ref.runId,
+    attemptId: ref.attemptId,
+    owner: 'cp-foreign',
+    token,
+    expectedVersion: claimed.record.version,
+    result,
+    eventId: `evt-${randomUUID()}`,
+    ...(result === 'dispatch_error' ? { retryDelayMs: 60_000 } : {}),
   });
 }

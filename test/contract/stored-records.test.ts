@@ -15,14 +15,36 @@ import {
 } from '../../lib/contract/index';
 
 const run: RunRecord = {
-  runId: 'run-1', projectId: 'project-a', owner: 'runtime', status: 'running', version: 2, cancelRequestedAtMs: 1_500,
-  cancelReason: 'user', nextEventSeq: 2, createdAtMs: 1_000, updatedAtMs: 1_500,
+  runId: 'run-1',
+  projectId: 'project-a',
+  owner: 'runtime',
+  status: 'running',
+  version: 2,
+  cancelRequestedAtMs: 1_500,
+  cancelReason: 'user',
+  nextEventSeq: 2,
+  createdAtMs: 1_000,
+  updatedAtMs: 1_500,
 };
 const attempt: AttemptRecord = {
-  attemptId: 'run-1-a1', runId: 'run-1', status: 'running', pid: 4242, handle: '{"v":1,"pid":4242}', deadlineAtMs: null,
-  receiptTokenDigest: 'ab'.repeat(32), createdAtMs: 1_000, updatedAtMs: 1_100,
+  attemptId: 'run-1-a1',
+  runId: 'run-1',
+  status: 'running',
+  pid: 4242,
+  handle: '{"v":1,"pid":4242}',
+  deadlineAtMs: null,
+  receiptTokenDigest: 'ab'.repeat(32),
+  createdAtMs: 1_000,
+  updatedAtMs: 1_100,
 };
-const event: RunEvent = { id: 'evt-1', runId: 'run-1', seq: 1, type: 'run.cancel_requested', payload: { reason: 'user' }, createdAtMs: 1_500 };
+const event: RunEvent = {
+  id: 'evt-1',
+  runId: 'run-1',
+  seq: 1,
+  type: 'run.cancel_requested',
+  payload: { reason: 'user' },
+  createdAtMs: 1_500,
+};
 
 function invalidRecord(t: import('ava').ExecutionContext, fn: () => unknown, what: string): void {
   const error = t.throws(fn, { instanceOf: Error }, what);
@@ -32,9 +54,29 @@ function invalidRecord(t: import('ava').ExecutionContext, fn: () => unknown, wha
 
 test('legal run, attempt and event rows pass unchanged', (t) => {
   t.deepEqual(validateRunRecord({ ...run }), run);
-  t.deepEqual(validateRunRecord({ ...run, status: 'queued', version: 0, cancelRequestedAtMs: null, cancelReason: null, nextEventSeq: 1 }).status, 'queued');
+  t.deepEqual(
+    validateRunRecord({
+      ...run,
+      status: 'queued',
+      version: 0,
+      cancelRequestedAtMs: null,
+      cancelReason: null,
+      nextEventSeq: 1,
+    }).status,
+    'queued',
+  );
   t.deepEqual(validateAttemptRecord({ ...attempt }), attempt);
-  t.deepEqual(validateAttemptRecord({ ...attempt, status: 'claimed', pid: null, handle: null, receiptTokenDigest: null, deadlineAtMs: 9_000 }).pid, null);
+  t.deepEqual(
+    validateAttemptRecord({
+      ...attempt,
+      status: 'claimed',
+      pid: null,
+      handle: null,
+      receiptTokenDigest: null,
+      deadlineAtMs: 9_000,
+    }).pid,
+    null,
+  );
   t.deepEqual(validateRunEvent({ ...event }), event);
 });
 
@@ -51,14 +93,34 @@ const rejections: ReadonlyArray<[string, () => unknown]> = [
   ['an attempt with a pid but no handle', () => validateAttemptRecord({ ...attempt, handle: null })],
   ['an attempt with a pid beyond PID_MAX', () => validateAttemptRecord({ ...attempt, pid: 5_000_000 })],
   ['an attempt with an empty handle', () => validateAttemptRecord({ ...attempt, handle: '' })],
-  ['an attempt with an uppercase digest', () => validateAttemptRecord({ ...attempt, receiptTokenDigest: 'AB'.repeat(32) })],
+  [
+    'an attempt with an uppercase digest',
+    () => validateAttemptRecord({ ...attempt, receiptTokenDigest: 'AB'.repeat(32) }),
+  ],
   ['an attempt with an unknown status', () => validateAttemptRecord({ ...attempt, status: 'lost' })],
   ['an event with an unknown type', () => validateRunEvent({ ...event, type: 'run.paused' })],
   ['an event with sequence 0', () => validateRunEvent({ ...event, seq: 0 })],
-  ['a dispatch record with a malformed run id', () => validateDispatchRecord({
-    runId: 'run 1', projectId: 'p', attemptId: 'att-1', status: 'pending', version: 0, dispatchCount: 0, nextAttemptAtMs: 5, leaseOwner: null,
-    leaseTokenDigest: null, leaseExpiresAtMs: null, lastResult: null, lastDispatchedAtMs: null, blockedAtMs: null, createdAtMs: 1, updatedAtMs: 1,
-  })],
+  [
+    'a dispatch record with a malformed run id',
+    () =>
+      validateDispatchRecord({
+        runId: 'run 1',
+        projectId: 'p',
+        attemptId: 'att-1',
+        status: 'pending',
+        version: 0,
+        dispatchCount: 0,
+        nextAttemptAtMs: 5,
+        leaseOwner: null,
+        leaseTokenDigest: null,
+        leaseExpiresAtMs: null,
+        lastResult: null,
+        lastDispatchedAtMs: null,
+        blockedAtMs: null,
+        createdAtMs: 1,
+        updatedAtMs: 1,
+      }),
+  ],
 ];
 
 for (const [what, fn] of rejections) {

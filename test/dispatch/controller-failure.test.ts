@@ -24,10 +24,14 @@ for (const factory of storeFactories) {
     t.teardown(() => store.close());
     const job = startJob(t);
     const target = await cancelledRunFor(store, job);
-    const controller = new ThrowingController(new PidfenceError(SECRET_TEXT, 'ERR_PIDFENCE_SIGNAL_FAILED', { errno: 'EPERM' }));
+    const controller = new ThrowingController(
+      new PidfenceError(SECRET_TEXT, 'ERR_PIDFENCE_SIGNAL_FAILED', { errno: 'EPERM' }),
+    );
     const records: DiagnosticRecord[] = [];
     const runner = new LifecycleRunner({
-      supervisor: new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, [controller]) }), cadenceMs: 100, diagnostics: (record) => records.push(record),
+      supervisor: new Supervisor({ repository: store.repository, dispatcher: dispatcherFor(store, [controller]) }),
+      cadenceMs: 100,
+      diagnostics: (record) => records.push(record),
     });
     runner.start();
     for (let waited = 0; records.length === 0 && waited < 10_000; waited += 20) await delay(20);
@@ -39,7 +43,7 @@ for (const factory of storeFactories) {
   });
 }
 
-test('a real EPERM: a dispatcher under another uid than its job gets the kernel\'s refusal, reported as ERR_PIDFENCE_SIGNAL_FAILED with errno EPERM [sqlite]', async (t) => {
+test("a real EPERM: a dispatcher under another uid than its job gets the kernel's refusal, reported as ERR_PIDFENCE_SIGNAL_FAILED with errno EPERM [sqlite]", async (t) => {
   requireRoot('run the dispatcher under another uid than its job');
   // The job belongs to root (this process); the dispatcher runs as an unprivileged uid, which may
   // open the job's pidfd and read its /proc stat, but not signal it: pidfd_send_signal answers EPERM.
@@ -53,13 +57,21 @@ test('a real EPERM: a dispatcher under another uid than its job gets the kernel\
   store.close();
   chmodSync(file, 0o666);
   const child = await new Promise<string>((resolve) => {
-    execFile(process.execPath, [path.join(__dirname, 'eperm-dispatcher-child.js'), file], { uid: NO_PASSWD_UID, gid: NO_PASSWD_UID, timeout: 30_000 }, (_error, stdout) => resolve(stdout));
+    execFile(
+      process.execPath,
+      [path.join(__dirname, 'eperm-dispatcher-child.js'), file],
+      { uid: NO_PASSWD_UID, gid: NO_PASSWD_UID, timeout: 30_000 },
+      (_error, stdout) => resolve(stdout),
+    );
   });
   const report = JSON.parse(child) as { uid?: number; records?: DiagnosticRecord[]; error?: string };
   t.is(report.uid, NO_PASSWD_UID, child);
   t.deepEqual(report.records?.[0], { code: 'ERR_PIDFENCE_SIGNAL_FAILED', count: 1, errno: 'EPERM' });
   const after = openSqliteStore(file, { migrate: false });
   t.teardown(() => after.close());
-  t.like(await after.dispatchRepository.getRecord(target.runId), { status: 'retry_wait', lastResult: 'dispatch_error' });
+  t.like(await after.dispatchRepository.getRecord(target.runId), {
+    status: 'retry_wait',
+    lastResult: 'dispatch_error',
+  });
   t.is(signalVerified(job.identity, 0, { group: true }).kind, 'signalled', 'the job was not stopped');
 });

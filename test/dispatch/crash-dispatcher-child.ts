@@ -5,9 +5,15 @@ import { ControllerRegistry, Dispatcher } from '../../lib/dispatch/index';
 import { LocalProcessController } from '../../lib/process/index';
 import { storeFactory } from '../helpers/stores';
 
-const [storeName = '', location = '', runId = '', attemptId = '', cancelAt = '', graceMs = '', leaseMs = ''] = process.argv.slice(2);
-const say = (line: string): void => { process.stdout.write(`${line}\n`); };
-process.on('uncaughtException', (error) => { say(`error ${(error as { code?: string }).code ?? error.name}`); process.exit(1); });
+const [storeName = '', location = '', runId = '', attemptId = '', cancelAt = '', graceMs = '', leaseMs = ''] =
+  process.argv.slice(2);
+const say = (line: string): void => {
+  process.stdout.write(`${line}\n`);
+};
+process.on('uncaughtException', (error) => {
+  say(`error ${(error as { code?: string }).code ?? error.name}`);
+  process.exit(1);
+});
 
 async function main(): Promise<void> {
   const connection = await storeFactory(storeName).attach(location);

@@ -14,18 +14,46 @@ import { uniqueId } from '../helpers/unique-id';
 const CHILD = path.resolve(__dirname, 'crash-dispatcher-child.js');
 
 /** Starts the crashing dispatcher as its own group leader, so the test can stop it verified. */
-function crashingDispatcher(t: ExecutionContext, factoryName: string, store: TestStore, target: Target, graceMs: number, leaseMs: number): Job {
-  return spawnJob(t, process.execPath, [CHILD, factoryName, store.location, target.runId, target.attemptId, String(target.cancelRequestedAtMs), String(graceMs), String(leaseMs)]);
+function crashingDispatcher(
+  t: ExecutionContext,
+  factoryName: string,
+  store: TestStore,
+  target: Target,
+  graceMs: number,
+  leaseMs: number,
+): Job {
+  return spawnJob(t, process.execPath, [
+    CHILD,
+    factoryName,
+    store.location,
+    target.runId,
+    target.attemptId,
+    String(target.cancelRequestedAtMs),
+    String(graceMs),
+    String(leaseMs),
+  ]);
 }
 
 async function fenceOf(child: Job): Promise<DispatchFence> {
   return JSON.parse((await child.waitForLine(/^(fence|error) /, 20_000)).replace(/^fence /, '')) as DispatchFence;
 }
 
-async function replayIsFenced(t: ExecutionContext, store: TestStore, fence: DispatchFence, runId: string): Promise<void> {
+async function replayIsFenced(
+  t: ExecutionContext,
+  store: TestStore,
+  fence: DispatchFence,
+  runId: string,
+): Promise<void> {
   const before = { record: await store.repository.getRecord(runId), events: await store.runStore.listEvents(runId) };
-  t.deepEqual(await store.repository.recordResult({ ...fence, result: 'termination_requested', eventId: uniqueId('evt') }), { kind: 'stale_fence' });
-  t.deepEqual({ record: await store.repository.getRecord(runId), events: await store.runStore.listEvents(runId) }, before, 'the late result changed nothing');
+  t.deepEqual(
+    await store.repository.recordResult({ ...fence, result: 'termination_requested', eventId: uniqueId('evt') }),
+    { kind: 'stale_fence' },
+  );
+  t.deepEqual(
+    { record: await store.repository.getRecord(runId), events: await store.runStore.listEvents(runId) },
+    before,
+    'the late result changed nothing',
+  );
 }
 
 for (const factory of storeFactories) {
@@ -45,13 +73,26 @@ for (const factory of storeFactories) {
 
     const counting = new CountingController();
     const next = dispatcherFor(store, [counting], { owner: 'takeover-owner' });
-    t.deepEqual(await next.dispatch(target), { kind: 'not_claimed', claim: 'leased' }, 'no takeover while the lease lives');
+    t.deepEqual(
+      await next.dispatch(target),
+      { kind: 'not_claimed', claim: 'leased' },
+      'no takeover while the lease lives',
+    );
     t.is(counting.calls, 0);
     await store.advanceTime(childLeaseMs + 1);
-    t.deepEqual(await next.dispatch(target), { kind: 'recorded', result: 'already_exited', status: 'dispatched', dispatchCount: 2, controllerFailure: null });
+    t.deepEqual(await next.dispatch(target), {
+      kind: 'recorded',
+      result: 'already_exited',
+      status: 'dispatched',
+      dispatchCount: 2,
+      controllerFailure: null,
+    });
     t.is(counting.calls, 1, 're-verified through the controller');
     const events = (await store.runStore.listEvents(target.runId)).filter((e) => e.type !== 'run.cancel_requested');
-    t.deepEqual(events.map((e) => [e.type, e.payload]), [['run.cancel_dispatched', { attemptId: target.attemptId, dispatchCount: 2, result: 'already_exited' }]]);
+    t.deepEqual(
+      events.map((e) => [e.type, e.payload]),
+      [['run.cancel_dispatched', { attemptId: target.attemptId, dispatchCount: 2, result: 'already_exited' }]],
+    );
     await replayIsFenced(t, store, fence, target.runId);
   });
 
@@ -73,9 +114,19 @@ for (const factory of storeFactories) {
     const next = dispatcherFor(store, [counting], { owner: 'takeover-owner' });
     t.deepEqual(await next.dispatch(target), { kind: 'not_claimed', claim: 'leased' });
     await store.advanceTime(childLeaseMs + 1);
-    t.deepEqual(await next.dispatch(target), { kind: 'recorded', result: 'termination_requested', status: 'dispatched', dispatchCount: 2, controllerFailure: null });
+    t.deepEqual(await next.dispatch(target), {
+      kind: 'recorded',
+      result: 'termination_requested',
+      status: 'dispatched',
+      dispatchCount: 2,
+      controllerFailure: null,
+    });
     t.is(counting.calls, 1);
-    t.deepEqual(await job.exited, { code: null, signal: 'SIGKILL' }, 'the same process, still alive and proven, was stopped');
+    t.deepEqual(
+      await job.exited,
+      { code: null, signal: 'SIGKILL' },
+      'the same process, still alive and proven, was stopped',
+    );
     t.is(job.lines.filter((line) => line === 'leader-TERM').length, 2, 'TERM again, then KILL after the grace');
     await replayIsFenced(t, store, fence, target.runId);
   });

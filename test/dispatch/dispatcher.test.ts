@@ -4,11 +4,26 @@ import test from 'ava';
 
 import { PidfenceRangeError } from '../../lib/base/errors';
 import { RETRY_DELAY_MAX_MS, backoffDelayMs } from '../../lib/contract/index';
-import { ControllerRegistry, Dispatcher, LEASE_SETTLE_MARGIN_MS, defaultOwnerId, pageLeaseMs } from '../../lib/dispatch/index';
+import {
+  ControllerRegistry,
+  Dispatcher,
+  LEASE_SETTLE_MARGIN_MS,
+  defaultOwnerId,
+  pageLeaseMs,
+} from '../../lib/dispatch/index';
 import { signalVerified } from '../../lib/native/index';
 import { LocalProcessController } from '../../lib/process/index';
 import { storeFactories } from '../helpers/stores';
-import { CountingController, GRACE_MS, LEASE_MS, SECRET_TEXT, ThrowingController, cancelledRunFor, dispatcherFor, startJob } from './world';
+import {
+  CountingController,
+  GRACE_MS,
+  LEASE_MS,
+  SECRET_TEXT,
+  ThrowingController,
+  cancelledRunFor,
+  dispatcherFor,
+  startJob,
+} from './world';
 import { cancelledRun } from '../helpers/cancelled-runs';
 
 for (const factory of storeFactories) {
@@ -28,7 +43,10 @@ for (const factory of storeFactories) {
     t.is(counting.calls, 1, 'exactly one controller call');
     t.is(outcomes.filter((o) => o.kind === 'recorded').length, 1);
     t.true(outcomes.some((o) => o.kind === 'not_claimed' && (o.claim === 'leased' || o.claim === 'dispatched')));
-    t.like(outcomes.find((o) => o.kind === 'recorded'), { result: 'termination_requested', status: 'dispatched', dispatchCount: 1 });
+    t.like(
+      outcomes.find((o) => o.kind === 'recorded'),
+      { result: 'termination_requested', status: 'dispatched', dispatchCount: 1 },
+    );
     t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });
   });
 
@@ -38,8 +56,19 @@ for (const factory of storeFactories) {
     const job = startJob(t);
     const target = await cancelledRunFor(store, job);
     const dispatcher = dispatcherFor(store, [new LocalProcessController()], { owner: 'worker-a' });
-    t.deepEqual(await dispatcher.dispatch(target), { kind: 'recorded', result: 'termination_requested', status: 'dispatched', dispatchCount: 1, controllerFailure: null });
-    t.like(await store.repository.getRecord(target.runId), { status: 'dispatched', leaseOwner: null, leaseTokenDigest: null, lastResult: 'termination_requested' });
+    t.deepEqual(await dispatcher.dispatch(target), {
+      kind: 'recorded',
+      result: 'termination_requested',
+      status: 'dispatched',
+      dispatchCount: 1,
+      controllerFailure: null,
+    });
+    t.like(await store.repository.getRecord(target.runId), {
+      status: 'dispatched',
+      leaseOwner: null,
+      leaseTokenDigest: null,
+      lastResult: 'termination_requested',
+    });
     const events = await store.runStore.listEvents(target.runId);
     const last = events[events.length - 1];
     t.is(last?.type, 'run.cancel_dispatched');
@@ -59,19 +88,39 @@ for (const factory of storeFactories) {
     const throwing = new ThrowingController();
     const thrown = await cancelledRunFor(store, job);
 
-    t.like(await dispatcherFor(store, [new CountingController()]).dispatch(noHandle), { kind: 'recorded', result: 'handle_missing', status: 'retry_wait' });
-    t.like(await dispatcherFor(store, []).dispatch(noController), { kind: 'recorded', result: 'controller_missing', status: 'retry_wait' });
-    t.like(await dispatcherFor(store, [throwing]).dispatch(thrown), { kind: 'recorded', result: 'dispatch_error', status: 'retry_wait' });
+    t.like(await dispatcherFor(store, [new CountingController()]).dispatch(noHandle), {
+      kind: 'recorded',
+      result: 'handle_missing',
+      status: 'retry_wait',
+    });
+    t.like(await dispatcherFor(store, []).dispatch(noController), {
+      kind: 'recorded',
+      result: 'controller_missing',
+      status: 'retry_wait',
+    });
+    t.like(await dispatcherFor(store, [throwing]).dispatch(thrown), {
+      kind: 'recorded',
+      result: 'dispatch_error',
+      status: 'retry_wait',
+    });
     t.is(throwing.calls, 1);
     for (const target of [noHandle, noController, thrown]) {
       const record = await store.repository.getRecord(target.runId);
-      t.is(record?.nextAttemptAtMs, (record?.updatedAtMs ?? 0) + backoffDelayMs(1), 'first retry after the contract backoff for dispatch_count 1');
+      t.is(
+        record?.nextAttemptAtMs,
+        (record?.updatedAtMs ?? 0) + backoffDelayMs(1),
+        'first retry after the contract backoff for dispatch_count 1',
+      );
       const events = await store.runStore.listEvents(target.runId);
       t.is(events[events.length - 1]?.type, 'run.cancel_dispatch_failed');
       t.false(JSON.stringify(events).includes('secret'), 'the error text never reaches an event');
       t.false(JSON.stringify(events).includes(SECRET_TEXT.slice(0, 6)));
     }
-    t.is(signalVerified(job.identity, 0, { group: true }).kind, 'signalled', 'the job was never stopped: it still lives');
+    t.is(
+      signalVerified(job.identity, 0, { group: true }).kind,
+      'signalled',
+      'the job was never stopped: it still lives',
+    );
   });
 
   test(`a handle that is not a JSON object with a platform is blocked as invalid, without a controller call [${name}]`, async (t) => {
@@ -79,7 +128,11 @@ for (const factory of storeFactories) {
     t.teardown(() => store.close());
     const counting = new CountingController();
     const target = await cancelledRun(store.runStore, { running: { pid: 4242, handle: 'not-json' } });
-    t.like(await dispatcherFor(store, [counting]).dispatch(target), { kind: 'recorded', result: 'invalid', status: 'blocked' });
+    t.like(await dispatcherFor(store, [counting]).dispatch(target), {
+      kind: 'recorded',
+      result: 'invalid',
+      status: 'blocked',
+    });
     t.is(counting.calls, 0);
   });
 }
@@ -88,24 +141,40 @@ test('the lease must outlast the controller bound plus the settle margin: a shor
   const registry = new ControllerRegistry([new LocalProcessController()]);
   const needed = LocalProcessController.boundMs(GRACE_MS) + LEASE_SETTLE_MARGIN_MS;
   const base = { repository: {} as never, runStore: {} as never, controllers: registry, graceMs: GRACE_MS };
-  const error = t.throws(() => new Dispatcher({ ...base, leaseDurationMs: needed }), { instanceOf: PidfenceRangeError });
+  const error = t.throws(() => new Dispatcher({ ...base, leaseDurationMs: needed }), {
+    instanceOf: PidfenceRangeError,
+  });
   t.is((error as PidfenceRangeError).code, 'ERR_PIDFENCE_LEASE_TOO_SHORT');
   t.regex(error?.message ?? '', /Use a lease above \d+ ms or a shorter grace/);
   t.notThrows(() => new Dispatcher({ ...base, leaseDurationMs: needed + 1 }));
   t.true(LEASE_MS > needed, 'the tests themselves use a valid lease');
   // The longest grace needs a lease the contract still allows.
-  t.throws(() => new Dispatcher({ ...base, graceMs: 30_001, leaseDurationMs: 600_000 }), { code: 'ERR_PIDFENCE_INVALID_GRACE' } as never);
+  t.throws(() => new Dispatcher({ ...base, graceMs: 30_001, leaseDurationMs: 600_000 }), {
+    code: 'ERR_PIDFENCE_INVALID_GRACE',
+  } as never);
 });
 
 test('gate 9: a backoff beyond the retry-delay hard limit and a lease beyond its maximum are refused', (t) => {
-  const base = { repository: {} as never, runStore: {} as never, controllers: new ControllerRegistry([]), graceMs: GRACE_MS, leaseDurationMs: LEASE_MS };
-  t.throws(() => new Dispatcher({ ...base, backoff: { baseMs: 1_000, maxMs: RETRY_DELAY_MAX_MS + 1 } }), { code: 'ERR_PIDFENCE_INVALID_BACKOFF' } as never);
-  t.throws(() => new Dispatcher({ ...base, leaseDurationMs: 10 * 60 * 1000 + 1 }), { code: 'ERR_PIDFENCE_INVALID_LEASE_DURATION' } as never);
+  const base = {
+    repository: {} as never,
+    runStore: {} as never,
+    controllers: new ControllerRegistry([]),
+    graceMs: GRACE_MS,
+    leaseDurationMs: LEASE_MS,
+  };
+  t.throws(() => new Dispatcher({ ...base, backoff: { baseMs: 1_000, maxMs: RETRY_DELAY_MAX_MS + 1 } }), {
+    code: 'ERR_PIDFENCE_INVALID_BACKOFF',
+  } as never);
+  t.throws(() => new Dispatcher({ ...base, leaseDurationMs: 10 * 60 * 1000 + 1 }), {
+    code: 'ERR_PIDFENCE_INVALID_LEASE_DURATION',
+  } as never);
   t.throws(() => new Dispatcher({ ...base, owner: 'x'.repeat(129) }), { code: 'ERR_PIDFENCE_INVALID_OWNER' } as never);
 });
 
 test('the registry refuses two controllers for one platform and a malformed platform', (t) => {
-  t.throws(() => new ControllerRegistry([new LocalProcessController(), new CountingController()]), { code: 'ERR_PIDFENCE_DUPLICATE_CONTROLLER' } as never);
+  t.throws(() => new ControllerRegistry([new LocalProcessController(), new CountingController()]), {
+    code: 'ERR_PIDFENCE_DUPLICATE_CONTROLLER',
+  } as never);
   const bad = Object.assign(new CountingController(), {});
   Object.defineProperty(bad, 'platform', { value: 'Linux!' });
   t.throws(() => new ControllerRegistry([bad]), { code: 'ERR_PIDFENCE_INVALID_PLATFORM' } as never);
@@ -126,27 +195,51 @@ for (const factory of storeFactories) {
     const calls = { claimPage: 0, recordResults: 0 };
     // The real repository, with its page calls counted.
     const repository = Object.assign(Object.create(store.repository) as typeof store.repository, {
-      claimPage: (command: Parameters<typeof store.repository.claimPage>[0]) => { calls.claimPage += 1; return store.repository.claimPage(command); },
-      recordResults: (commands: Parameters<typeof store.repository.recordResults>[0]) => { calls.recordResults += 1; return store.repository.recordResults(commands); },
+      claimPage: (command: Parameters<typeof store.repository.claimPage>[0]) => {
+        calls.claimPage += 1;
+        return store.repository.claimPage(command);
+      },
+      recordResults: (commands: Parameters<typeof store.repository.recordResults>[0]) => {
+        calls.recordResults += 1;
+        return store.repository.recordResults(commands);
+      },
     });
     const perItem = LocalProcessController.boundMs(GRACE_MS) + LEASE_SETTLE_MARGIN_MS;
-    for (const [leaseDurationMs, claimPageSize] of [[pageLeaseMs(LocalProcessController.boundMs(GRACE_MS), 3), 3], [perItem + 1, 1]] as const) {
+    for (const [leaseDurationMs, claimPageSize] of [
+      [pageLeaseMs(LocalProcessController.boundMs(GRACE_MS), 3), 3],
+      [perItem + 1, 1],
+    ] as const) {
       calls.claimPage = 0;
       calls.recordResults = 0;
       const jobs = [startJob(t), startJob(t), startJob(t)];
       const targets = [];
       for (const job of jobs) targets.push(await cancelledRunFor(store, job));
       const counting = new CountingController();
-      const dispatcher = dispatcherFor({ repository, runStore: store.runStore }, [counting], { leaseDurationMs, owner: `worker-${claimPageSize}` });
+      const dispatcher = dispatcherFor({ repository, runStore: store.runStore }, [counting], {
+        leaseDurationMs,
+        owner: `worker-${claimPageSize}`,
+      });
       t.is(dispatcher.claimPageSize, claimPageSize);
       const heard: string[] = [];
       const outcomes = await dispatcher.dispatchPage(targets, (target) => heard.push(target.runId));
-      t.deepEqual(outcomes.map((outcome) => outcome.kind === 'recorded' && outcome.status), ['dispatched', 'dispatched', 'dispatched']);
-      t.deepEqual(heard, targets.map((target) => target.runId), 'each stop is heard in page order');
+      t.deepEqual(
+        outcomes.map((outcome) => outcome.kind === 'recorded' && outcome.status),
+        ['dispatched', 'dispatched', 'dispatched'],
+      );
+      t.deepEqual(
+        heard,
+        targets.map((target) => target.runId),
+        'each stop is heard in page order',
+      );
       t.is(counting.calls, 3, 'one controller call per item');
       t.deepEqual(calls, { claimPage: 3 / claimPageSize, recordResults: 3 / claimPageSize });
       for (const job of jobs) t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });
-      for (const target of targets) t.like(await store.repository.getRecord(target.runId), { status: 'dispatched', dispatchCount: 1, leaseOwner: null });
+      for (const target of targets)
+        t.like(await store.repository.getRecord(target.runId), {
+          status: 'dispatched',
+          dispatchCount: 1,
+          leaseOwner: null,
+        });
     }
   });
 }

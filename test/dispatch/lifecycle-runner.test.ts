@@ -65,16 +65,28 @@ test('a slow cycle is never overlapped: the next one is scheduled only after it 
 test('errors go to the diagnostics callback as { code, count } only, rate-limited, and never end the loop', async (t) => {
   const records: DiagnosticRecord[] = [];
   const cycles = new ScriptedCycles(async (n) => {
-    if (n % 2 === 0) throw Object.assign(new Error('/var/lib/job.db: SQL SELECT pid=4242'), { code: 'ERR_PIDFENCE_STORE_FAILED' });
+    if (n % 2 === 0)
+      throw Object.assign(new Error('/var/lib/job.db: SQL SELECT pid=4242'), { code: 'ERR_PIDFENCE_STORE_FAILED' });
     throw new Error('no code, a path /home/x and pid 99');
   });
-  const runner = new LifecycleRunner({ supervisor: cycles, cadenceMs: 100, diagnostics: (record) => { records.push(record); throw new Error('a broken sink'); }, diagnosticsPerMinute: 3 });
+  const runner = new LifecycleRunner({
+    supervisor: cycles,
+    cadenceMs: 100,
+    diagnostics: (record) => {
+      records.push(record);
+      throw new Error('a broken sink');
+    },
+    diagnosticsPerMinute: 3,
+  });
   runner.start();
   await until(() => cycles.finished >= 6, { intervalMs: 5 });
   await runner.stop();
   t.is(records.length, 3, 'at most diagnosticsPerMinute records in the window');
   for (const record of records) t.deepEqual(Object.keys(record).sort(), ['code', 'count']);
-  t.deepEqual(records.map((r) => r.code), ['ERR_PIDFENCE_CYCLE_FAILED', 'ERR_PIDFENCE_STORE_FAILED', 'ERR_PIDFENCE_CYCLE_FAILED']);
+  t.deepEqual(
+    records.map((r) => r.code),
+    ['ERR_PIDFENCE_CYCLE_FAILED', 'ERR_PIDFENCE_STORE_FAILED', 'ERR_PIDFENCE_CYCLE_FAILED'],
+  );
   t.false(JSON.stringify(records).includes('4242'));
   t.true(cycles.started >= 6, 'the loop went on after errors and a throwing callback');
 });
@@ -108,7 +120,13 @@ test('after a drain timeout the old cycle never schedules again, and start() is 
   await until(() => cycles.started === 2, { intervalMs: 5 });
   cycles.releaseAll();
   t.deepEqual(await runner.stop(), { drained: true });
-  t.throws(() => { runner.start(); runner.start(); }, { code: 'ERR_PIDFENCE_RUNNER_STARTED' } as never);
+  t.throws(
+    () => {
+      runner.start();
+      runner.start();
+    },
+    { code: 'ERR_PIDFENCE_RUNNER_STARTED' } as never,
+  );
   cycles.releaseAll();
   await runner.stop();
   cycles.releaseAll();
@@ -121,7 +139,12 @@ test('idle, the runner wakes once per cadence against a real store and writes no
   await supervisor.runCycle(); // the one run backs off: from now on nothing is due
   const before = await store.writeMarker();
   let wakes = 0;
-  const counting = { runCycle: () => { wakes += 1; return supervisor.runCycle(); } };
+  const counting = {
+    runCycle: () => {
+      wakes += 1;
+      return supervisor.runCycle();
+    },
+  };
   const runner = new LifecycleRunner({ supervisor: counting, cadenceMs: 100, initialDelayMs: 100 });
   const started = Date.now();
   runner.start();
@@ -133,14 +156,21 @@ test('idle, the runner wakes once per cadence against a real store and writes no
   t.is(await store.writeMarker(), before);
 });
 
-test('only start() creates a timer, and it is unref\'d: a process with a started runner exits on its own', async (t) => {
+test("only start() creates a timer, and it is unref'd: a process with a started runner exits on its own", async (t) => {
   const script = path.resolve(__dirname, 'runner-exit-child.js');
   const child = spawn(process.execPath, [script], { stdio: ['ignore', 'pipe', 'inherit'] });
   let output = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { output += chunk; });
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    output += chunk;
+  });
   const code = await new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c)));
   t.is(code, 0);
-  t.deepEqual(output.trim().split('\n'), ['timers-before-start 0', 'timers-after-construct 0', 'timers-after-start 1', 'state running']);
+  t.deepEqual(output.trim().split('\n'), [
+    'timers-before-start 0',
+    'timers-after-construct 0',
+    'timers-after-start 1',
+    'state running',
+  ]);
 });
 
 test('profiles are named presets within the hard limits; edge is the slowest and smallest', (t) => {
@@ -151,21 +181,48 @@ test('profiles are named presets within the hard limits; edge is the slowest and
     t.true(Object.isFrozen(p));
   }
   t.true(profile('edge').periodMs > profile('standalone').periodMs);
-  t.true(profile('edge').pageSize * profile('edge').pagesPerCycle < profile('standalone').pageSize * profile('standalone').pagesPerCycle);
-  t.deepEqual([profile('standalone').pageSize, profile('standalone').pagesPerCycle], [32, 4], 'the design/dispatch §2.6 defaults');
+  t.true(
+    profile('edge').pageSize * profile('edge').pagesPerCycle <
+      profile('standalone').pageSize * profile('standalone').pagesPerCycle,
+  );
+  t.deepEqual(
+    [profile('standalone').pageSize, profile('standalone').pagesPerCycle],
+    [32, 4],
+    'the design/dispatch §2.6 defaults',
+  );
   t.throws(() => profile('huge' as never), { code: 'ERR_PIDFENCE_INVALID_PROFILE' } as never);
-  t.throws(() => profile('cluster', LOCAL_PROFILES), { code: 'ERR_PIDFENCE_INVALID_PROFILE' } as never, 'the local lifecycle is edge or standalone');
-  t.deepEqual([profile('edge').pageSize, profile('standalone').pageSize], [4, 32], 'one table: the execution pages (design/execution §4) are the dispatch pages');
-  t.throws(() => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 99 }), { code: 'ERR_PIDFENCE_INVALID_CADENCE' } as never);
-  t.throws(() => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 1000, stopTimeoutMs: 60_001 }), { code: 'ERR_PIDFENCE_INVALID_STOP_TIMEOUT' } as never);
-  t.throws(() => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 1000, diagnosticsPerMinute: 61 }), { code: 'ERR_PIDFENCE_INVALID_DIAGNOSTICS_LIMIT' } as never);
+  t.throws(
+    () => profile('cluster', LOCAL_PROFILES),
+    { code: 'ERR_PIDFENCE_INVALID_PROFILE' } as never,
+    'the local lifecycle is edge or standalone',
+  );
+  t.deepEqual(
+    [profile('edge').pageSize, profile('standalone').pageSize],
+    [4, 32],
+    'one table: the execution pages (design/execution §4) are the dispatch pages',
+  );
+  t.throws(() => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 99 }), {
+    code: 'ERR_PIDFENCE_INVALID_CADENCE',
+  } as never);
+  t.throws(
+    () => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 1000, stopTimeoutMs: 60_001 }),
+    { code: 'ERR_PIDFENCE_INVALID_STOP_TIMEOUT' } as never,
+  );
+  t.throws(
+    () => new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 1000, diagnosticsPerMinute: 61 }),
+    { code: 'ERR_PIDFENCE_INVALID_DIAGNOSTICS_LIMIT' } as never,
+  );
 });
 
 test('a suppressed-count record follows once the diagnostics window rolls over', async (t) => {
   const { RateLimitedDiagnostics } = await import('../../lib/dispatch/diagnostics');
   let now = 0;
   const records: DiagnosticRecord[] = [];
-  const diagnostics = new RateLimitedDiagnostics((r) => records.push(r), 2, () => now);
+  const diagnostics = new RateLimitedDiagnostics(
+    (r) => records.push(r),
+    2,
+    () => now,
+  );
   for (let i = 0; i < 5; i += 1) diagnostics.report('ERR_PIDFENCE_STORE_FAILED');
   now += 60_000;
   diagnostics.report('ERR_PIDFENCE_STORE_FAILED');
@@ -185,10 +242,18 @@ test('wake-ups are coalesced: any number during a cycle make exactly one more cy
   runner.start();
   await until(() => cycles.finished === 1, { intervalMs: 5 });
   runner.wake();
-  await until(() => cycles.started === 2, { intervalMs: 5, timeoutMs: 2_000, what: 'the woken cycle (the cadence is a minute)' });
+  await until(() => cycles.started === 2, {
+    intervalMs: 5,
+    timeoutMs: 2_000,
+    what: 'the woken cycle (the cadence is a minute)',
+  });
   for (let i = 0; i < 1_000; i += 1) runner.wake();
   cycles.releaseAll();
-  await until(() => cycles.finished === 3, { intervalMs: 5, timeoutMs: 2_000, what: 'one more cycle for the thousand wake-ups' });
+  await until(() => cycles.finished === 3, {
+    intervalMs: 5,
+    timeoutMs: 2_000,
+    what: 'one more cycle for the thousand wake-ups',
+  });
   await delay(200);
   t.is(cycles.started, 3, 'a thousand wake-ups during a cycle made one cycle');
   t.is(cycles.maxRunning, 1);
@@ -217,13 +282,23 @@ test('the one timer is armed for the next due item when it comes before the cade
   let due: number | null = 150;
   const runner = new LifecycleRunner({ supervisor: cycles, cadenceMs: 60_000, nextDueInMs: () => due });
   runner.start();
-  await until(() => cycles.finished >= 3, { intervalMs: 5, timeoutMs: 5_000, what: 'cycles at the due times (the cadence is a minute)' });
+  await until(() => cycles.finished >= 3, {
+    intervalMs: 5,
+    timeoutMs: 5_000,
+    what: 'cycles at the due times (the cadence is a minute)',
+  });
   due = null;
   const settled = cycles.started;
   await delay(600);
   t.true(cycles.started <= settled + 1, 'without a due item: the cadence');
   await runner.stop();
-  const throwing = new LifecycleRunner({ supervisor: cycles, cadenceMs: 60_000, nextDueInMs: () => { throw new Error('a store gone'); } });
+  const throwing = new LifecycleRunner({
+    supervisor: cycles,
+    cadenceMs: 60_000,
+    nextDueInMs: () => {
+      throw new Error('a store gone');
+    },
+  });
   const before = cycles.started;
   throwing.start();
   await until(() => cycles.started === before + 1, { intervalMs: 5 });
@@ -255,8 +330,15 @@ test('runNow never runs beside a timed cycle, and a wake-up during it is taken r
   const edge = new LifecycleRunner({ supervisor: slow, cadenceMs: 60_000 });
   edge.start();
   await until(() => slow.finished === 1, { intervalMs: 5 });
-  await edge.runNow(async () => { edge.wake(); await delay(50); });
-  await until(() => slow.finished === 2, { intervalMs: 5, timeoutMs: 2_000, what: 'the cycle for the wake-up that came during runNow' });
+  await edge.runNow(async () => {
+    edge.wake();
+    await delay(50);
+  });
+  await until(() => slow.finished === 2, {
+    intervalMs: 5,
+    timeoutMs: 2_000,
+    what: 'the cycle for the wake-up that came during runNow',
+  });
   await edge.stop();
   t.pass();
 });

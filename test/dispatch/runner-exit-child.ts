@@ -5,7 +5,11 @@ import { timerCensus } from '../helpers/timer-census';
 
 const census = timerCensus();
 process.stdout.write(`timers-before-start ${census.created}\n`);
-const runner = new LifecycleRunner({ supervisor: { runCycle: async () => {} }, cadenceMs: 60_000, initialDelayMs: 60_000 });
+const runner = new LifecycleRunner({
+  supervisor: { runCycle: async () => {} },
+  cadenceMs: 60_000,
+  initialDelayMs: 60_000,
+});
 process.stdout.write(`timers-after-construct ${census.created}\n`);
 runner.start();
 process.stdout.write(`timers-after-start ${census.created}\n`);

@@ -3,8 +3,19 @@
 
 import type { ExecutionContext } from 'ava';
 
-import { ControllerRegistry, Dispatcher, type DispatcherOptions, type TerminationController } from '../../lib/dispatch/index';
-import { LocalProcessController, formatHandle, handleFromIdentity, type TerminationOutcome, type TerminationRequest } from '../../lib/process/index';
+import {
+  ControllerRegistry,
+  Dispatcher,
+  type DispatcherOptions,
+  type TerminationController,
+} from '../../lib/dispatch/index';
+import {
+  LocalProcessController,
+  formatHandle,
+  handleFromIdentity,
+  type TerminationOutcome,
+  type TerminationRequest,
+} from '../../lib/process/index';
 import { spawnJob, type Job } from '../helpers/processes';
 import type { TestStore } from '../helpers/stores';
 import { cancelledRun, type CancelledRun } from '../helpers/cancelled-runs';

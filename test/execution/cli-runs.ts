@@ -21,12 +21,20 @@ export interface CliRun {
 
 /** `pidfence <args>` as a group-leading child with stderr joined to stdout, so its lines can be read. */
 export function cliProcess(t: ExecutionContext, args: readonly string[], env: NodeJS.ProcessEnv = {}): Job {
-  const assignments = Object.entries(env).map(([key, value]) => `${key}=${JSON.stringify(value ?? '')}`).join(' ');
+  const assignments = Object.entries(env)
+    .map(([key, value]) => `${key}=${JSON.stringify(value ?? '')}`)
+    .join(' ');
   return spawnJob(t, 'sh', ['-c', `${assignments} exec "$0" "$@" 2>&1`, process.execPath, CLI, ...args]);
 }
 
 /** `pidfence run` of `job` on the store `db`; `groupOf` reads the run's job group from the store. */
-export async function startRun(t: ExecutionContext, db: string, groupOf: (runId: string) => Promise<number>, job: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<CliRun> {
+export async function startRun(
+  t: ExecutionContext,
+  db: string,
+  groupOf: (runId: string) => Promise<number>,
+  job: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<CliRun> {
   const runner = cliProcess(t, ['run', '--db', db, '--grace', '300ms', '--', ...job], env);
   const started = await runner.waitForLine(/run (run-[0-9a-f-]+) started/, 15_000);
   const runId = /run (run-[0-9a-f-]+) started/.exec(started)?.[1] ?? '';
@@ -49,11 +57,15 @@ export function sqliteJobGroup(file: string): (runId: string) => Promise<number>
 }
 
 /** `pidfence cancel` as its own process; the caller holds run.stop (grantCancelOn…). */
-export function cancel(t: ExecutionContext, file: string, runId: string, env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; lines: string[] }> {
+export function cancel(
+  t: ExecutionContext,
+  file: string,
+  runId: string,
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; lines: string[] }> {
   const job = cliProcess(t, ['cancel', '--db', file, runId], env);
   return job.exited.then((exit) => ({ code: exit.code, lines: job.lines }));
 }
-
 
 /**
  * `pidfence cancel` needs run.stop on the run's project (docs/decisions/0043): grants the OS user
@@ -64,7 +76,8 @@ export async function grantCancelOnSqlite(file: string, project = 'default'): Pr
   const { osPrincipal } = await import('../../lib/cli/os-user');
   const store = openSqliteStore(file);
   try {
-    for (const permission of ['run.read', 'run.stop'] as const) await store.managementStore.writeGrant({ subject: osPrincipal(), projectId: project, permission }, 'test');
+    for (const permission of ['run.read', 'run.stop'] as const)
+      await store.managementStore.writeGrant({ subject: osPrincipal(), projectId: project, permission }, 'test');
   } finally {
     store.close();
   }
@@ -75,7 +88,8 @@ export async function grantCancelOnPostgres(ownerUrl: string, runtimeRole: strin
   const { openPostgresGrantAdministration } = await import('../../lib/store/postgres/index');
   const administration = openPostgresGrantAdministration(ownerUrl);
   try {
-    for (const permission of ['run.read', 'run.stop'] as const) await administration.writeGrant({ subject: runtimeRole, projectId: project, permission }, 'test');
+    for (const permission of ['run.read', 'run.stop'] as const)
+      await administration.writeGrant({ subject: runtimeRole, projectId: project, permission }, 'test');
   } finally {
     await administration.close();
   }

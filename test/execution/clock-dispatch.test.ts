@@ -31,13 +31,27 @@ async function cancelledRun(t: ExecutionContext): Promise<{ file: string; store:
   await store.runStore.createRun({ runId, projectId: 'p1' });
   await store.runStore.createAttempt({ runId, attemptId });
   const intent = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
-  if (intent.kind !== 'requested' || intent.run.cancelRequestedAtMs === null) throw new Error(`no intent: ${intent.kind}`);
+  if (intent.kind !== 'requested' || intent.run.cancelRequestedAtMs === null)
+    throw new Error(`no intent: ${intent.kind}`);
   return { file, store, target: { runId, attemptId, cancelRequestedAtMs: intent.run.cancelRequestedAtMs } };
 }
 
 function child(t: ExecutionContext, clock: ClockStep, mode: string, file: string, target: Target, forMs: number): Job {
-  const env = Object.entries(clock.env).map(([key, value]) => `${key}=${JSON.stringify(value)}`).join(' ');
-  return spawnJob(t, 'sh', ['-c', `${env} exec "$0" "$@"`, process.execPath, CHILD, mode, file, target.runId, target.attemptId, String(target.cancelRequestedAtMs), String(forMs)]);
+  const env = Object.entries(clock.env)
+    .map(([key, value]) => `${key}=${JSON.stringify(value)}`)
+    .join(' ');
+  return spawnJob(t, 'sh', [
+    '-c',
+    `${env} exec "$0" "$@"`,
+    process.execPath,
+    CHILD,
+    mode,
+    file,
+    target.runId,
+    target.attemptId,
+    String(target.cancelRequestedAtMs),
+    String(forMs),
+  ]);
 }
 
 /** The milliseconds on the child's first line of `kind`, or null. */
@@ -46,24 +60,37 @@ function msOf(job: Job, kind: string): number | null {
   return line === undefined ? null : Number(line.split(' ')[1]);
 }
 
-test('lease, clock −1 day: a second process waits out another\'s lease on the store clock, not for a day', async (t) => {
+test("lease, clock −1 day: a second process waits out another's lease on the store clock, not for a day", async (t) => {
   const { file, store, target } = await cancelledRun(t);
   // Read before the claim: the lease starts no earlier, so "after the lease" is measured from a lower bound.
   const claimedAt = performance.now();
-  const first = await store.dispatchRepository.claim({ ...target, owner: 'first', token: createLeaseToken(), leaseDurationMs: 2_000 });
+  const first = await store.dispatchRepository.claim({
+    ...target,
+    owner: 'first',
+    token: createLeaseToken(),
+    leaseDurationMs: 2_000,
+  });
   t.is(first.kind, 'claimed');
   const second = child(t, clockStep(t, -DAY_MS), 'claim-loop', file, target, 10_000);
   await second.exited;
   const waited = performance.now() - claimedAt;
   t.not(msOf(second, 'leased'), null, `the live lease was respected first: ${second.lines.join(' | ')}`);
   t.not(msOf(second, 'claimed'), null, `the expired lease was claimed: ${second.lines.join(' | ')}`);
-  t.true(waited >= 2_000 && waited < 6_000, `claimed after the 2 s lease (${Math.round(waited)} ms after the first claim began)`);
+  t.true(
+    waited >= 2_000 && waited < 6_000,
+    `claimed after the 2 s lease (${Math.round(waited)} ms after the first claim began)`,
+  );
 });
 
-test('lease, clock +1 day: a second process does not take another\'s live lease early', async (t) => {
+test("lease, clock +1 day: a second process does not take another's live lease early", async (t) => {
   const { file, store, target } = await cancelledRun(t);
   const claimedAt = performance.now();
-  const first = await store.dispatchRepository.claim({ ...target, owner: 'first', token: createLeaseToken(), leaseDurationMs: 3_000 });
+  const first = await store.dispatchRepository.claim({
+    ...target,
+    owner: 'first',
+    token: createLeaseToken(),
+    leaseDurationMs: 3_000,
+  });
   t.is(first.kind, 'claimed');
   const second = child(t, clockStep(t, DAY_MS), 'claim-loop', file, target, 10_000);
   await second.exited;

@@ -52,18 +52,30 @@ export interface StartedRun {
 }
 
 /** `pidfence run <args>` with `env`, up to its "started" line; the job's group is reaped at the end. */
-export async function startedRun(t: ExecutionContext, file: string, args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<StartedRun> {
+export async function startedRun(
+  t: ExecutionContext,
+  file: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<StartedRun> {
   const job = cliProcess(t, ['run', '--db', file, ...args], env);
   const line = await job.waitForLine(/run (run-[0-9a-f-]+) started/, 20_000);
   const startedAt = performance.now();
   const runId = /run (run-[0-9a-f-]+) started/.exec(line)?.[1] ?? '';
-  const handle = await untilValue(() => storeRow<{ handle: string | null }>(file, 'SELECT handle FROM attempts WHERE run_id = ?', runId)?.handle ?? undefined, { what: 'the attempt\'s handle' });
+  const handle = await untilValue(
+    () =>
+      storeRow<{ handle: string | null }>(file, 'SELECT handle FROM attempts WHERE run_id = ?', runId)?.handle ??
+      undefined,
+    { what: "the attempt's handle" },
+  );
   reapGroupAtEnd(t, handleGroup(handle));
   return { job, runId, startedAt };
 }
 
 /** The end line `run` printed (`<status>` or "did not converge"), and its exit code. */
-export async function runEnd(run: StartedRun): Promise<{ code: number | null; status: string | null; afterMs: number }> {
+export async function runEnd(
+  run: StartedRun,
+): Promise<{ code: number | null; status: string | null; afterMs: number }> {
   const exit = await run.job.exited;
   const afterMs = performance.now() - run.startedAt;
   const line = run.job.lines.find((text) => text.includes(`run ${run.runId} `) && !text.includes(' started'));
@@ -73,11 +85,20 @@ export async function runEnd(run: StartedRun): Promise<{ code: number | null; st
 
 /** runEnd, or null when the run has not ended within `ms` (a test of a defect must fail, not hang). */
 export function runEndWithin(run: StartedRun, ms: number): Promise<Awaited<ReturnType<typeof runEnd>> | null> {
-  return Promise.race([runEnd(run), new Promise<null>((resolve) => { setTimeout(() => resolve(null), ms); })]);
+  return Promise.race([
+    runEnd(run),
+    new Promise<null>((resolve) => {
+      setTimeout(() => resolve(null), ms);
+    }),
+  ]);
 }
 
 /** A CLI command to its end: exit code and lines (stderr joined). */
-export async function cliDone(t: ExecutionContext, args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; lines: string[] }> {
+export async function cliDone(
+  t: ExecutionContext,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ code: number | null; lines: string[] }> {
   const job = cliProcess(t, args, env);
   const exit = await job.exited;
   return { code: exit.code, lines: job.lines };
@@ -90,7 +111,8 @@ export async function cliDone(t: ExecutionContext, args: readonly string[], env:
 export async function grantCancelThroughCli(t: ExecutionContext, file: string): Promise<void> {
   const subject = osPrincipal();
   await cliDone(t, ['grant', '--bootstrap', '--db', file, subject, 'default', 'grants.write']);
-  for (const permission of ['run.read', 'run.stop']) await cliDone(t, ['grant', '--db', file, subject, 'default', permission]);
+  for (const permission of ['run.read', 'run.stop'])
+    await cliDone(t, ['grant', '--db', file, subject, 'default', permission]);
 }
 
 export { CLI };

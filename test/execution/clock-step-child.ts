@@ -21,11 +21,21 @@ interface Target {
   readonly cancelRequestedAtMs: number;
 }
 
-const say = (line: string): void => { process.stdout.write(`${line}\n`); };
+const say = (line: string): void => {
+  process.stdout.write(`${line}\n`);
+};
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function claimOnce(store: SqliteStore, target: Target, token = createLeaseToken()) {
-  return { token, outcome: await store.dispatchRepository.claim({ ...target, owner: 'clock-child', token, leaseDurationMs: LEASE_MS }) };
+  return {
+    token,
+    outcome: await store.dispatchRepository.claim({
+      ...target,
+      owner: 'clock-child',
+      token,
+      leaseDurationMs: LEASE_MS,
+    }),
+  };
 }
 
 async function claimLoop(store: SqliteStore, target: Target, since: number, forMs: number): Promise<void> {
@@ -49,8 +59,14 @@ async function backoff(store: SqliteStore, target: Target, forMs: number): Promi
   const { token, outcome } = await claimOnce(store, target);
   if (outcome.kind !== 'claimed') throw new Error(`first claim: ${outcome.kind}`);
   await store.dispatchRepository.recordResult({
-    runId: target.runId, attemptId: target.attemptId, owner: 'clock-child', token, expectedVersion: outcome.record.version,
-    result: 'handle_missing', eventId: `evt-${randomUUID()}`, retryDelayMs: RETRY_DELAY_MS,
+    runId: target.runId,
+    attemptId: target.attemptId,
+    owner: 'clock-child',
+    token,
+    expectedVersion: outcome.record.version,
+    result: 'handle_missing',
+    eventId: `evt-${randomUUID()}`,
+    retryDelayMs: RETRY_DELAY_MS,
   });
   const settledAt = performance.now();
   const wallAtSettle = Date.now();
@@ -62,7 +78,8 @@ async function backoff(store: SqliteStore, target: Target, forMs: number): Promi
 
 async function main(): Promise<void> {
   const [mode, file, runId, attemptId, atMs, forMs] = process.argv.slice(2);
-  if (file === undefined || runId === undefined || attemptId === undefined || atMs === undefined || forMs === undefined) throw new Error('usage: clock-step-child <mode> <file> <runId> <attemptId> <cancelRequestedAtMs> <forMs>');
+  if (file === undefined || runId === undefined || attemptId === undefined || atMs === undefined || forMs === undefined)
+    throw new Error('usage: clock-step-child <mode> <file> <runId> <attemptId> <cancelRequestedAtMs> <forMs>');
   const store = openSqliteStore(file);
   const target = { runId, attemptId, cancelRequestedAtMs: Number(atMs) };
   try {

@@ -70,13 +70,19 @@ test('clock −1 day, then a runner killed: `supervise` still adopts its job on 
   t.is(signalVerified(run.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');
   await run.job.exited;
   // The standalone cleanup period is 60 s from supervise's first cycle; then the 5 s deadline is past.
-  const waited = await until(() => runStatusOf(file, run.runId) === 'timed_out', { timeoutMs: 90_000, intervalMs: 250, what: 'the orphan adopted and timed out' })
-    .catch(() => null);
+  const waited = await until(() => runStatusOf(file, run.runId) === 'timed_out', {
+    timeoutMs: 90_000,
+    intervalMs: 250,
+    what: 'the orphan adopted and timed out',
+  }).catch(() => null);
   t.not(waited, null, `still ${runStatusOf(file, run.runId)} after 90 s`);
-  t.true(supervise.lines.some((line) => line.includes(`stopped ${run.runId}`)), supervise.lines.join('\n'));
+  t.true(
+    supervise.lines.some((line) => line.includes(`stopped ${run.runId}`)),
+    supervise.lines.join('\n'),
+  );
 });
 
-test('second actor: one runner\'s clock jumps +1 day while another runs on the store; deadlines stay each one\'s own, and a cancel written on the stepped clock stops the other\'s job at once', async (t) => {
+test("second actor: one runner's clock jumps +1 day while another runs on the store; deadlines stay each one's own, and a cancel written on the stepped clock stops the other's job at once", async (t) => {
   const file = storeFile(t);
   await grantCancelThroughCli(t, file);
   const clock = clockStep(t);
@@ -96,6 +102,9 @@ test('second actor: one runner\'s clock jumps +1 day while another runs on the s
   t.true(performance.now() - cancelAt < 5_000, 'within a cadence and the grace of the cancel');
   const steppedEnd = await runEnd(stepped);
   t.is(steppedEnd.status, 'timed_out', stepped.job.lines.join('\n'));
-  t.true(steppedEnd.afterMs >= 5_500, `the stepped runner kept its 6 s deadline (ended after ${Math.round(steppedEnd.afterMs)} ms)`);
+  t.true(
+    steppedEnd.afterMs >= 5_500,
+    `the stepped runner kept its 6 s deadline (ended after ${Math.round(steppedEnd.afterMs)} ms)`,
+  );
   t.true(steppedEnd.afterMs < 12_000, 'and stopped the job on time');
 });

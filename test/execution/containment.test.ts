@@ -46,7 +46,12 @@ interface Started {
   readonly attemptId: string;
 }
 
-function start(t: ExecutionContext, script: string, cgroupSubtree: string | null, extra: { leftovers?: 'keep' } = {}): Started {
+function start(
+  t: ExecutionContext,
+  script: string,
+  cgroupSubtree: string | null,
+  extra: { leftovers?: 'keep' } = {},
+): Started {
   const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-containment-'));
   ensureReceiptDirectory(dir);
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -54,8 +59,16 @@ function start(t: ExecutionContext, script: string, cgroupSubtree: string | null
   killMarkedAtEnd(t, mark);
   const attemptId = `${mark.replace(/[^A-Za-z0-9-]/g, '')}-a1`;
   const launched = launchAttempt({
-    receiptDirectory: dir, runId: 'run-containment', attemptId, token: TOKEN, command: 'sh', args: ['-c', script],
-    env: { ...process.env, [MARK_ENV]: mark }, cgroupSubtree, leftoverGraceMs: 1_000, ...extra,
+    receiptDirectory: dir,
+    runId: 'run-containment',
+    attemptId,
+    token: TOKEN,
+    command: 'sh',
+    args: ['-c', script],
+    env: { ...process.env, [MARK_ENV]: mark },
+    cgroupSubtree,
+    leftoverGraceMs: 1_000,
+    ...extra,
   });
   if (launched.handle === null || launched.pid === null) throw new Error('the launcher was not captured');
   reapGroupAtEnd(t, launched.pid);
@@ -67,7 +80,11 @@ async function stop(started: Started, cgroupSubtree: string | null): Promise<str
   else process.env.PIDFENCE_CGROUP = cgroupSubtree;
   forgetCgroupSubtree();
   const { launched } = started;
-  const answer = await new LocalProcessController().requestTermination({ attemptPid: launched.pid ?? 0, handle: launched.handle ?? '', graceMs: 1_000 });
+  const answer = await new LocalProcessController().requestTermination({
+    attemptPid: launched.pid ?? 0,
+    handle: launched.handle ?? '',
+    graceMs: 1_000,
+  });
   return answer.result;
 }
 
@@ -89,67 +106,91 @@ for (const mode of ['cgroup', 'group'] as const) {
   }
 }
 
-cgroupTest('cgroup containment: the handle of a contained job carries its cgroup id; the job is born in that cgroup, the launcher is not', async (t) => {
-  const subtree = testSubtree(t, 'handle');
-  const started = start(t, 'exec sleep 1000', subtree);
-  const handle = parseHandle(started.launched.handle);
-  t.is(handle.v, 2);
-  t.regex(handle.cgroupId ?? '', /^[1-9][0-9]*$/);
-  const directory = path.join(subtree, started.attemptId);
-  await until(() => cgroupPids(directory).length === 1, { what: 'the job in its cgroup' });
-  t.false(cgroupPids(directory).includes(handle.pid), 'the launcher stays outside: a cgroup.kill never takes its receipt away');
-  t.is(await stop(started, subtree), 'termination_requested');
-  await started.launched.exited;
-});
+cgroupTest(
+  'cgroup containment: the handle of a contained job carries its cgroup id; the job is born in that cgroup, the launcher is not',
+  async (t) => {
+    const subtree = testSubtree(t, 'handle');
+    const started = start(t, 'exec sleep 1000', subtree);
+    const handle = parseHandle(started.launched.handle);
+    t.is(handle.v, 2);
+    t.regex(handle.cgroupId ?? '', /^[1-9][0-9]*$/);
+    const directory = path.join(subtree, started.attemptId);
+    await until(() => cgroupPids(directory).length === 1, { what: 'the job in its cgroup' });
+    t.false(
+      cgroupPids(directory).includes(handle.pid),
+      'the launcher stays outside: a cgroup.kill never takes its receipt away',
+    );
+    t.is(await stop(started, subtree), 'termination_requested');
+    await started.launched.exited;
+  },
+);
 
-cgroupTest('cgroup containment: with its launcher SIGKILLed first, a cancel still stops the setsid child (group containment cannot: it re-parented to PID 1)', async (t) => {
-  const subtree = testSubtree(t, 'launcher-death');
-  const started = start(t, ESCAPES[0]?.[1] ?? '', subtree);
-  await until(() => markedProcesses(started.mark).length >= 3, { what: 'job and setsid child' });
-  const launcher = captureIdentity(started.launched.pid ?? 0);
-  if (launcher === null) throw new Error('launcher gone');
-  t.is(signalVerified(launcher, 'SIGKILL', { group: false }).kind, 'signalled');
-  await started.launched.exited;
-  t.true(markedProcesses(started.mark).length >= 2, 'the job outlived its launcher');
-  t.is(await stop(started, subtree), 'termination_requested');
-  t.deepEqual(markedProcesses(started.mark), []);
-});
+cgroupTest(
+  'cgroup containment: with its launcher SIGKILLed first, a cancel still stops the setsid child (group containment cannot: it re-parented to PID 1)',
+  async (t) => {
+    const subtree = testSubtree(t, 'launcher-death');
+    const started = start(t, ESCAPES[0]?.[1] ?? '', subtree);
+    await until(() => markedProcesses(started.mark).length >= 3, { what: 'job and setsid child' });
+    const launcher = captureIdentity(started.launched.pid ?? 0);
+    if (launcher === null) throw new Error('launcher gone');
+    t.is(signalVerified(launcher, 'SIGKILL', { group: false }).kind, 'signalled');
+    await started.launched.exited;
+    t.true(markedProcesses(started.mark).length >= 2, 'the job outlived its launcher');
+    t.is(await stop(started, subtree), 'termination_requested');
+    t.deepEqual(markedProcesses(started.mark), []);
+  },
+);
 
-cgroupTest('cgroup containment: a job that leaves a daemon behind ends only once the daemon was stopped, and the receipt counts it', async (t) => {
-  const subtree = testSubtree(t, 'tree-end');
-  const started = start(t, 'dbus-daemon --session --fork --address=unix:path=/tmp/pidfence-bus-$$', subtree);
-  await started.launched.exited;
-  t.deepEqual(markedProcesses(started.mark), []);
-  const read = readReceipt(started.dir, started.attemptId);
-  if (read.kind !== 'parsed' || read.receipt.v !== 2) throw new Error('no receipt v2');
-  t.is(read.receipt.leftovers, 1);
-  t.deepEqual(cgroupPids(path.join(subtree, started.attemptId)), [], 'its cgroup is empty (and removed)');
-});
+cgroupTest(
+  'cgroup containment: a job that leaves a daemon behind ends only once the daemon was stopped, and the receipt counts it',
+  async (t) => {
+    const subtree = testSubtree(t, 'tree-end');
+    const started = start(t, 'dbus-daemon --session --fork --address=unix:path=/tmp/pidfence-bus-$$', subtree);
+    await started.launched.exited;
+    t.deepEqual(markedProcesses(started.mark), []);
+    const read = readReceipt(started.dir, started.attemptId);
+    if (read.kind !== 'parsed' || read.receipt.v !== 2) throw new Error('no receipt v2');
+    t.is(read.receipt.leftovers, 1);
+    t.deepEqual(cgroupPids(path.join(subtree, started.attemptId)), [], 'its cgroup is empty (and removed)');
+  },
+);
 
-cgroupTest('cgroup containment: leftovers keep ends with the leader; the daemon lives on in the job cgroup', async (t) => {
-  const subtree = testSubtree(t, 'keep');
-  const started = start(t, 'dbus-daemon --session --fork --address=unix:path=/tmp/pidfence-bus-$$', subtree, { leftovers: 'keep' });
-  await started.launched.exited;
-  t.is(markedProcesses(started.mark).length, 1);
-  t.is(cgroupPids(path.join(subtree, started.attemptId)).length, 1);
-});
+cgroupTest(
+  'cgroup containment: leftovers keep ends with the leader; the daemon lives on in the job cgroup',
+  async (t) => {
+    const subtree = testSubtree(t, 'keep');
+    const started = start(t, 'dbus-daemon --session --fork --address=unix:path=/tmp/pidfence-bus-$$', subtree, {
+      leftovers: 'keep',
+    });
+    await started.launched.exited;
+    t.is(markedProcesses(started.mark).length, 1);
+    t.is(cgroupPids(path.join(subtree, started.attemptId)).length, 1);
+  },
+);
 
-cgroupTest('cgroup containment: a job cgroup re-created under its name between start and stop is refused (identity_mismatch → blocked) and nothing outside is signalled', async (t) => {
-  const subtree = testSubtree(t, 'recreated');
-  const started = start(t, 'exec sleep 1000', subtree);
-  const directory = path.join(subtree, started.attemptId);
-  await until(() => cgroupPids(directory).length === 1, { what: 'the job in its cgroup' });
-  const parked = makeCgroup(subtree, 'parked');
-  writeFileSync(path.join(parked.directory, 'cgroup.procs'), String(cgroupPids(directory)[0]));
-  await until(() => cgroupPids(directory).length === 0, { what: 'the job moved out' });
-  rmdirSync(directory);
-  const innocent = uniqueMark('containment-innocent');
-  killMarkedAtEnd(t, innocent);
-  const again = makeCgroup(subtree, started.attemptId);
-  spawnInCgroup(again.directory, 'exec sleep 1000', innocent);
-  await until(() => cgroupPids(again.directory).length === 1, { what: 'a stranger in the re-created cgroup' });
-  t.is(await stop(started, subtree), 'identity_mismatch');
-  await delay(200);
-  t.is(markedProcesses(innocent).length, 1, 'the stranger lives');
-  t.is(markedProcesses(started.mark).length, 2, 'launcher and moved job live: the stop was refused, nothing was signalled');
-});
+cgroupTest(
+  'cgroup containment: a job cgroup re-created under its name between start and stop is refused (identity_mismatch → blocked) and nothing outside is signalled',
+  async (t) => {
+    const subtree = testSubtree(t, 'recreated');
+    const started = start(t, 'exec sleep 1000', subtree);
+    const directory = path.join(subtree, started.attemptId);
+    await until(() => cgroupPids(directory).length === 1, { what: 'the job in its cgroup' });
+    const parked = makeCgroup(subtree, 'parked');
+    writeFileSync(path.join(parked.directory, 'cgroup.procs'), String(cgroupPids(directory)[0]));
+    await until(() => cgroupPids(directory).length === 0, { what: 'the job moved out' });
+    rmdirSync(directory);
+    const innocent = uniqueMark('containment-innocent');
+    killMarkedAtEnd(t, innocent);
+    const again = makeCgroup(subtree, started.attemptId);
+    spawnInCgroup(again.directory, 'exec sleep 1000', innocent);
+    await until(() => cgroupPids(again.directory).length === 1, { what: 'a stranger in the re-created cgroup' });
+    t.is(await stop(started, subtree), 'identity_mismatch');
+    await delay(200);
+    t.is(markedProcesses(innocent).length, 1, 'the stranger lives');
+    t.is(
+      markedProcesses(started.mark).length,
+      2,
+      'launcher and moved job live: the stop was refused, nothing was signalled',
+    );
+  },
+);

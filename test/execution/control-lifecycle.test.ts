@@ -26,24 +26,41 @@ function heldLifecycle(t: ExecutionContext, profile: 'edge' | 'standalone') {
     },
   };
   const lifecycle = new ControlLifecycle({
-    profile: PROFILES[profile], executionStore: store.executionStore, receiptDirectory: at.receipts, dispatch, notices: new CompletionNotices(),
-    processor: new CompletionProcessor({ runStore: store.runStore, executionStore: store.executionStore, receiptDirectory: at.receipts }),
-    deadlines: new DeadlineSource({ executionStore: store.executionStore, runStore: store.runStore, pageSize: PROFILES[profile].pageSize }),
+    profile: PROFILES[profile],
+    executionStore: store.executionStore,
+    receiptDirectory: at.receipts,
+    dispatch,
+    notices: new CompletionNotices(),
+    processor: new CompletionProcessor({
+      runStore: store.runStore,
+      executionStore: store.executionStore,
+      receiptDirectory: at.receipts,
+    }),
+    deadlines: new DeadlineSource({
+      executionStore: store.executionStore,
+      runStore: store.runStore,
+      pageSize: PROFILES[profile].pageSize,
+    }),
   });
-  t.teardown(async () => { await lifecycle.stop(); });
+  t.teardown(async () => {
+    await lifecycle.stop();
+  });
   return { lifecycle, state };
 }
 
-test.serial('a timed cycle never starts beside runCycle(): a caller\'s cycle longer than the cadence is not overlapped', async (t) => {
-  const { lifecycle, state } = heldLifecycle(t, 'standalone');
-  lifecycle.start();
-  await until(() => state.started === 1 && state.running === 0, { what: 'the first timed cycle' });
-  state.holdMs = PROFILES.standalone.periodMs + 500;
-  await lifecycle.runCycle();
-  state.holdMs = 0;
-  await until(() => state.started >= 3, { timeoutMs: 5_000, what: 'the timed cycles after it' });
-  t.is(state.maxRunning, 1, 'one cycle at a time');
-});
+test.serial(
+  "a timed cycle never starts beside runCycle(): a caller's cycle longer than the cadence is not overlapped",
+  async (t) => {
+    const { lifecycle, state } = heldLifecycle(t, 'standalone');
+    lifecycle.start();
+    await until(() => state.started === 1 && state.running === 0, { what: 'the first timed cycle' });
+    state.holdMs = PROFILES.standalone.periodMs + 500;
+    await lifecycle.runCycle();
+    state.holdMs = 0;
+    await until(() => state.started >= 3, { timeoutMs: 5_000, what: 'the timed cycles after it' });
+    t.is(state.maxRunning, 1, 'one cycle at a time');
+  },
+);
 
 test.serial('a wake-up while runCycle() runs is taken right after it, not a cadence later', async (t) => {
   const { lifecycle, state } = heldLifecycle(t, 'edge');
@@ -55,7 +72,10 @@ test.serial('a wake-up while runCycle() runs is taken right after it, not a cade
   lifecycle.wake();
   await caller;
   state.holdMs = 0;
-  const waited = await until(() => state.started === 3, { timeoutMs: PROFILES.edge.periodMs - 1_000, what: 'the woken cycle before the 5 s cadence' });
+  const waited = await until(() => state.started === 3, {
+    timeoutMs: PROFILES.edge.periodMs - 1_000,
+    what: 'the woken cycle before the 5 s cadence',
+  });
   t.true(waited < PROFILES.edge.periodMs);
   t.is(state.maxRunning, 1);
 });

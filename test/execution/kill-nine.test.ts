@@ -39,7 +39,8 @@ function integrityOk(file: string): boolean {
 async function trial(t: ExecutionContext, target: Target, killAtMs: number): Promise<string | null> {
   const file = storeFile(t, 'pidfence-kill9-');
   const run = await startedRun(t, file, ['--grace', '300ms', '--', 'sleep', String(JOB_SECONDS)]);
-  const handle = storeRow<{ handle: string }>(file, 'SELECT handle FROM attempts WHERE run_id = ?', run.runId)?.handle ?? '';
+  const handle =
+    storeRow<{ handle: string }>(file, 'SELECT handle FROM attempts WHERE run_id = ?', run.runId)?.handle ?? '';
   const pgid = handleGroup(handle);
   const launcher = handleExpectedIdentity(parseHandle(handle));
   const cancel = delay(CANCEL_AT_MS).then(() => cliDone(t, ['cancel', '--db', file, run.runId]));
@@ -49,18 +50,32 @@ async function trial(t: ExecutionContext, target: Target, killAtMs: number): Pro
   const cancelled = await cancel;
   // The launcher killed before it started the job: nothing ran, the run ended `failed` before the cancel.
   const endedFirst = cancelled.code === 4 && cancelled.lines.some((line) => line.includes('ERR_PIDFENCE_RUN_FINISHED'));
-  if (cancelled.code !== 0 && !endedFirst) return `${target}@${killAtMs}: cancel exited ${String(cancelled.code)}: ${cancelled.lines.join(' | ')}`;
+  if (cancelled.code !== 0 && !endedFirst)
+    return `${target}@${killAtMs}: cancel exited ${String(cancelled.code)}: ${cancelled.lines.join(' | ')}`;
   const expected = endedFirst ? 'failed' : 'cancelled';
   // Whatever is left over is this host's supervise's to converge (it adopts runners proved gone).
   const supervise = cliProcess(t, ['supervise', '--db', file, '--grace', '300ms']);
   const within = (target === 'both' ? CONVERGED_WITHIN_MS : STOPPED_WITHIN_MS) - (performance.now() - run.startedAt);
-  const converged = await until(() => runStatusOf(file, run.runId) === expected && groupMembers(pgid).length === 0, { timeoutMs: Math.max(0, within), intervalMs: 100 }).then(() => true, () => false);
+  const converged = await until(() => runStatusOf(file, run.runId) === expected && groupMembers(pgid).length === 0, {
+    timeoutMs: Math.max(0, within),
+    intervalMs: 100,
+  }).then(
+    () => true,
+    () => false,
+  );
   signalVerified(supervise.identity, 'SIGTERM', { group: false });
   await supervise.exited;
   await run.job.exited;
-  const blocked = storeRow<{ n: number }>(file, "SELECT COUNT(*) AS n FROM cancellation_dispatches WHERE status = 'blocked'")?.n;
+  const blocked = storeRow<{ n: number }>(
+    file,
+    "SELECT COUNT(*) AS n FROM cancellation_dispatches WHERE status = 'blocked'",
+  )?.n;
   const problems = [
-    ...(converged ? [] : [`after ${Math.round(performance.now() - run.startedAt)} ms: status ${String(runStatusOf(file, run.runId))} (expected ${expected}), ${groupMembers(pgid).length} of the group alive`]),
+    ...(converged
+      ? []
+      : [
+          `after ${Math.round(performance.now() - run.startedAt)} ms: status ${String(runStatusOf(file, run.runId))} (expected ${expected}), ${groupMembers(pgid).length} of the group alive`,
+        ]),
     ...(blocked === 0 ? [] : [`${String(blocked)} blocked dispatch(es)`]),
     ...(integrityOk(file) ? [] : ['integrity_check failed']),
   ];
@@ -77,34 +92,65 @@ async function trials(t: ExecutionContext, target: Target): Promise<void> {
   t.deepEqual(failures, [], `${failures.length} of ${TRIALS} trials did not hold`);
 }
 
-test.serial('kill -9 of the runner at 20 moments of run/cancel: cancelled every time, no survivor, nothing blocked, integrity ok', async (t) => {
-  await trials(t, 'runner');
-});
+test.serial(
+  'kill -9 of the runner at 20 moments of run/cancel: cancelled every time, no survivor, nothing blocked, integrity ok',
+  async (t) => {
+    await trials(t, 'runner');
+  },
+);
 
-test.serial('kill -9 of the launcher at 20 moments of run/cancel: cancelled every time, no survivor, nothing blocked, integrity ok', async (t) => {
-  await trials(t, 'launcher');
-});
+test.serial(
+  'kill -9 of the launcher at 20 moments of run/cancel: cancelled every time, no survivor, nothing blocked, integrity ok',
+  async (t) => {
+    await trials(t, 'launcher');
+  },
+);
 
-test.serial('kill -9 of runner and launcher at 20 moments of run/cancel: cancelled every time, no survivor, nothing blocked, integrity ok', async (t) => {
-  await trials(t, 'both');
-});
+test.serial(
+  'kill -9 of runner and launcher at 20 moments of run/cancel: cancelled every time, no survivor, nothing blocked, integrity ok',
+  async (t) => {
+    await trials(t, 'both');
+  },
+);
 
-test.serial('a run SIGKILLed while its stop waits out the grace: supervise takes the stop over after one stop\'s lease (seconds), not a page\'s (minutes)', async (t) => {
-  const file = storeFile(t, 'pidfence-kill9-lease-');
-  // A TERM-ignoring job and a 2 s grace: the runner dies holding the dispatch lease, between TERM and KILL.
-  const run = await startedRun(t, file, ['--grace', '2s', '--', 'sh', '-c', 'trap "" TERM; sleep 120']);
-  const pgid = handleGroup(storeRow<{ handle: string }>(file, 'SELECT handle FROM attempts WHERE run_id = ?', run.runId)?.handle ?? '');
-  const cancelled = await cliDone(t, ['cancel', '--db', file, run.runId]);
-  t.is(cancelled.code, 0, cancelled.lines.join('\n'));
-  await until(() => storeRow<{ owner: string | null }>(file, 'SELECT lease_owner AS owner FROM cancellation_dispatches WHERE run_id = ?', run.runId)?.owner != null, { timeoutMs: 5_000, intervalMs: 20, what: 'the runner claimed the stop' });
-  await delay(300);
-  t.is(signalVerified(run.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');
-  await run.job.exited;
-  const killedAt = performance.now();
-  const supervise = cliProcess(t, ['supervise', '--db', file, '--grace', '300ms']);
-  // One stop's lease for a 2 s grace: 2 s + 2.5 s KILL confirmation and overhead + 1 s + 1 s margins.
-  const stopped = await until(() => runStatusOf(file, run.runId) === 'cancelled' && groupMembers(pgid).length === 0, { timeoutMs: 20_000, intervalMs: 100 }).then(() => true, () => false);
-  t.true(stopped, `still ${String(runStatusOf(file, run.runId))} ${Math.round(performance.now() - killedAt)} ms after the runner died`);
-  signalVerified(supervise.identity, 'SIGTERM', { group: false });
-  await supervise.exited;
-});
+test.serial(
+  "a run SIGKILLed while its stop waits out the grace: supervise takes the stop over after one stop's lease (seconds), not a page's (minutes)",
+  async (t) => {
+    const file = storeFile(t, 'pidfence-kill9-lease-');
+    // A TERM-ignoring job and a 2 s grace: the runner dies holding the dispatch lease, between TERM and KILL.
+    const run = await startedRun(t, file, ['--grace', '2s', '--', 'sh', '-c', 'trap "" TERM; sleep 120']);
+    const pgid = handleGroup(
+      storeRow<{ handle: string }>(file, 'SELECT handle FROM attempts WHERE run_id = ?', run.runId)?.handle ?? '',
+    );
+    const cancelled = await cliDone(t, ['cancel', '--db', file, run.runId]);
+    t.is(cancelled.code, 0, cancelled.lines.join('\n'));
+    await until(
+      () =>
+        storeRow<{ owner: string | null }>(
+          file,
+          'SELECT lease_owner AS owner FROM cancellation_dispatches WHERE run_id = ?',
+          run.runId,
+        )?.owner != null,
+      { timeoutMs: 5_000, intervalMs: 20, what: 'the runner claimed the stop' },
+    );
+    await delay(300);
+    t.is(signalVerified(run.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');
+    await run.job.exited;
+    const killedAt = performance.now();
+    const supervise = cliProcess(t, ['supervise', '--db', file, '--grace', '300ms']);
+    // One stop's lease for a 2 s grace: 2 s + 2.5 s KILL confirmation and overhead + 1 s + 1 s margins.
+    const stopped = await until(() => runStatusOf(file, run.runId) === 'cancelled' && groupMembers(pgid).length === 0, {
+      timeoutMs: 20_000,
+      intervalMs: 100,
+    }).then(
+      () => true,
+      () => false,
+    );
+    t.true(
+      stopped,
+      `still ${String(runStatusOf(file, run.runId))} ${Math.round(performance.now() - killedAt)} ms after the runner died`,
+    );
+    signalVerified(supervise.identity, 'SIGTERM', { group: false });
+    await supervise.exited;
+  },
+);

@@ -2,14 +2,32 @@
 // its order on fd 3, signals, start failures, leftovers stopped after the job's leader ended (or
 // kept), a fork storm, and the receipt on a full disk.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, readlinkSync, rmSync, statfsSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  statfsSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 import test, { type ExecutionContext } from 'ava';
 
 import { launchAttempt, LEFTOVER_POLICY_DEFAULT, type LaunchRequest, type Launched } from '../../lib/execution/index';
-import { ensureReceiptDirectory, parseReceipt, readReceipt, type CompletionReceiptV2 } from '../../lib/execution/receipts';
+import {
+  ensureReceiptDirectory,
+  parseReceipt,
+  readReceipt,
+  type CompletionReceiptV2,
+} from '../../lib/execution/receipts';
 import { encodeLaunchOrder, ORDER_MAX_ARG_BYTES } from '../../lib/execution/launch-order';
 import { captureIdentity, launcherPath, signalVerified } from '../../lib/native/index';
 import { parseHandle } from '../../lib/process/index';
@@ -39,8 +57,14 @@ function launch(t: ExecutionContext, dir: string, script: string, extra: Partial
   killMarkedAtEnd(t, mark);
   const attemptId = `${mark.replace(/[^A-Za-z0-9-]/g, '')}-a1`;
   const launched = launchAttempt({
-    receiptDirectory: dir, runId: 'run-launcher', attemptId, token: TOKEN, command: 'sh', args: ['-c', script],
-    env: { ...process.env, [MARK_ENV]: mark }, ...extra,
+    receiptDirectory: dir,
+    runId: 'run-launcher',
+    attemptId,
+    token: TOKEN,
+    command: 'sh',
+    args: ['-c', script],
+    env: { ...process.env, [MARK_ENV]: mark },
+    ...extra,
   });
   if (launched.handle === null) throw new Error('the launcher was not captured');
   const pgid = parseHandle(launched.handle).pgid;
@@ -55,7 +79,7 @@ function receiptOf(dir: string, attemptId: string): CompletionReceiptV2 {
   return read.receipt;
 }
 
-test('the launch order travels on fd 3 only: the launcher\'s cmdline and environ hold neither command, arguments nor token, and fd 3 is closed', async (t) => {
+test("the launch order travels on fd 3 only: the launcher's cmdline and environ hold neither command, arguments nor token, and fd 3 is closed", async (t) => {
   const dir = receiptDirectory(t);
   const { launched, pgid } = launch(t, dir, 'sleep 30 # secret-arg-7d2');
   await until(() => groupMembers(pgid).length === 3, { timeoutMs: 10_000, what: 'launcher, shell, sleep' });
@@ -65,16 +89,34 @@ test('the launch order travels on fd 3 only: the launcher\'s cmdline and environ
   t.false(cmdline.includes('secret-arg-7d2') || environ.includes('secret-arg-7d2'));
   t.false(cmdline.includes(TOKEN) || environ.includes(TOKEN));
   // fd 3 may be reused (the job cgroup's directory, docs/decisions/0180): never by the order's pipe.
-  t.false(readdirSync(`/proc/${pgid}/fd`).some((fd) => readlinkSync(`/proc/${pgid}/fd/${fd}`).startsWith('pipe:') && fd === '3'), 'the order pipe is closed');
+  t.false(
+    readdirSync(`/proc/${pgid}/fd`).some(
+      (fd) => readlinkSync(`/proc/${pgid}/fd/${fd}`).startsWith('pipe:') && fd === '3',
+    ),
+    'the order pipe is closed',
+  );
   t.true(launched.pid === pgid);
 });
 
 test('TERM to the launcher alone is ignored; the job has default dispositions and an empty mask; a group TERM ends the job and the receipt says SIGTERM', async (t) => {
   const dir = receiptDirectory(t);
   const status = path.join(dir, 'status');
-  const { launched, pgid, attemptId } = launch(t, dir, `grep -E '^Sig(Blk|Ign)' /proc/self/status > ${status}; exec sleep 30`);
-  await until(() => existsSync(status) && readFileSync(status, 'utf8').split('\n').length >= 3, { timeoutMs: 10_000, what: 'the job wrote its signal state' });
-  t.deepEqual(readFileSync(status, 'utf8').trim().split('\n').map((line) => line.replace(/\s+/g, ' ')), ['SigBlk: 0000000000000000', 'SigIgn: 0000000000000000']);
+  const { launched, pgid, attemptId } = launch(
+    t,
+    dir,
+    `grep -E '^Sig(Blk|Ign)' /proc/self/status > ${status}; exec sleep 30`,
+  );
+  await until(() => existsSync(status) && readFileSync(status, 'utf8').split('\n').length >= 3, {
+    timeoutMs: 10_000,
+    what: 'the job wrote its signal state',
+  });
+  t.deepEqual(
+    readFileSync(status, 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => line.replace(/\s+/g, ' ')),
+    ['SigBlk: 0000000000000000', 'SigIgn: 0000000000000000'],
+  );
   const launcher = captureIdentity(pgid);
   if (launcher === null) throw new Error('launcher gone');
   t.is(signalVerified(launcher, 'SIGTERM', { group: false }).kind, 'signalled');
@@ -90,7 +132,17 @@ test('a receipt v2 has the boot clock and the boot id; exit codes pass through',
   const { launched, attemptId } = launch(t, dir, 'exit 7');
   await launched.exited;
   const receipt = receiptOf(dir, attemptId);
-  t.like(receipt, { v: 2, runId: 'run-launcher', attemptId, seq: 1, token: TOKEN, exitCode: 7, signal: null, spawnFailed: false, leftovers: 0 });
+  t.like(receipt, {
+    v: 2,
+    runId: 'run-launcher',
+    attemptId,
+    seq: 1,
+    token: TOKEN,
+    exitCode: 7,
+    signal: null,
+    spawnFailed: false,
+    leftovers: 0,
+  });
   t.is(receipt.bootId, readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim());
   t.true(receipt.finishedBootMs >= receipt.startedBootMs && receipt.startedBootMs > 0);
   t.true(Math.abs(receipt.finishedAtMs - Date.now()) < 60_000);
@@ -101,28 +153,100 @@ test('start failures: 127 for a missing command, 126 for a file that is not exec
   const plain = path.join(dir, 'not-executable');
   writeFileSync(plain, '#!/bin/sh\nexit 0\n');
   chmodSync(plain, 0o644);
-  for (const [command, exitCode] of [['pidfence-no-such-command-9f1', 127], [plain, 126]] as const) {
-    const launched = launchAttempt({ receiptDirectory: dir, runId: 'run-launcher', attemptId: `fail-${exitCode}`, token: TOKEN, command, args: [] });
+  for (const [command, exitCode] of [
+    ['pidfence-no-such-command-9f1', 127],
+    [plain, 126],
+  ] as const) {
+    const launched = launchAttempt({
+      receiptDirectory: dir,
+      runId: 'run-launcher',
+      attemptId: `fail-${exitCode}`,
+      token: TOKEN,
+      command,
+      args: [],
+    });
     await launched.exited;
     t.like(receiptOf(dir, `fail-${exitCode}`), { exitCode, signal: null, spawnFailed: true });
   }
 });
 
 test('a launcher without a usable order refuses with a sentence and status 2', (t) => {
-  for (const order of [Buffer.from('{"json":"no longer"}'), encodeLaunchOrder({ receiptDirectory: '/tmp', runId: 'r', attemptId: 'a', seq: 1, token: TOKEN, command: 'true', args: [], leftovers: 'stop', leftoverGraceMs: 0, log: null }).subarray(0, 30)]) {
+  for (const order of [
+    Buffer.from('{"json":"no longer"}'),
+    encodeLaunchOrder({
+      receiptDirectory: '/tmp',
+      runId: 'r',
+      attemptId: 'a',
+      seq: 1,
+      token: TOKEN,
+      command: 'true',
+      args: [],
+      leftovers: 'stop',
+      leftoverGraceMs: 0,
+      log: null,
+    }).subarray(0, 30),
+  ]) {
     const child = spawnSyncWithOrder(order);
     t.is(child.status, 2);
     t.regex(child.stderr, /no usable order on fd 3 .*started by pidfence, not by hand/);
   }
-  t.throws(() => encodeLaunchOrder({ receiptDirectory: '/tmp', runId: 'r', attemptId: 'a', seq: 1, token: TOKEN, command: 'true', args: ['x'.repeat(ORDER_MAX_ARG_BYTES + 1)], leftovers: 'stop', leftoverGraceMs: 0, log: null }), { code: 'ERR_PIDFENCE_INVALID_COMMAND' });
-  t.throws(() => encodeLaunchOrder({ receiptDirectory: '/tmp', runId: 'r', attemptId: 'a', seq: 1, token: TOKEN, command: 'true', args: ['a\0b'], leftovers: 'stop', leftoverGraceMs: 0, log: null }), { code: 'ERR_PIDFENCE_INVALID_COMMAND' });
-  t.throws(() => encodeLaunchOrder({ receiptDirectory: '/tmp', runId: 'r', attemptId: 'a', seq: 1, token: TOKEN, command: 'true', args: [], leftovers: 'maybe' as 'stop', leftoverGraceMs: 0, log: null }), { code: 'ERR_PIDFENCE_INVALID_OPTIONS' });
+  t.throws(
+    () =>
+      encodeLaunchOrder({
+        receiptDirectory: '/tmp',
+        runId: 'r',
+        attemptId: 'a',
+        seq: 1,
+        token: TOKEN,
+        command: 'true',
+        args: ['x'.repeat(ORDER_MAX_ARG_BYTES + 1)],
+        leftovers: 'stop',
+        leftoverGraceMs: 0,
+        log: null,
+      }),
+    { code: 'ERR_PIDFENCE_INVALID_COMMAND' },
+  );
+  t.throws(
+    () =>
+      encodeLaunchOrder({
+        receiptDirectory: '/tmp',
+        runId: 'r',
+        attemptId: 'a',
+        seq: 1,
+        token: TOKEN,
+        command: 'true',
+        args: ['a\0b'],
+        leftovers: 'stop',
+        leftoverGraceMs: 0,
+        log: null,
+      }),
+    { code: 'ERR_PIDFENCE_INVALID_COMMAND' },
+  );
+  t.throws(
+    () =>
+      encodeLaunchOrder({
+        receiptDirectory: '/tmp',
+        runId: 'r',
+        attemptId: 'a',
+        seq: 1,
+        token: TOKEN,
+        command: 'true',
+        args: [],
+        leftovers: 'maybe' as 'stop',
+        leftoverGraceMs: 0,
+        log: null,
+      }),
+    { code: 'ERR_PIDFENCE_INVALID_OPTIONS' },
+  );
   t.is(LEFTOVER_POLICY_DEFAULT, 'stop');
 });
 
 function spawnSyncWithOrder(order: Uint8Array): { status: number | null; stderr: string } {
   try {
-    execFileSync('sh', ['-c', `exec "$0" 3<&0 </dev/null`, launcherPath()], { input: order, stdio: ['pipe', 'ignore', 'pipe'] });
+    execFileSync('sh', ['-c', `exec "$0" 3<&0 </dev/null`, launcherPath()], {
+      input: order,
+      stdio: ['pipe', 'ignore', 'pipe'],
+    });
     return { status: 0, stderr: '' };
   } catch (error) {
     const failed = error as { status: number | null; stderr: Buffer };
@@ -168,14 +292,33 @@ test('job log with leftovers kept: a drainer goes on copying what they write aft
   const file = path.join(logs, 'run-launcher.log');
   t.is(readFileSync(file, 'utf8'), 'leader-line\n');
   writeFileSync(trigger, ''); // only now, with the launcher gone, does the kept process write
-  await until(() => readFileSync(file, 'utf8') === 'leader-line\nkept-line-1\nkept-line-2\n', { timeoutMs: 10_000, what: 'the kept process\'s lines' });
-  await until(() => markedProcesses(mark).length === 0, { what: 'the kept process and the drainer ended on their own' });
+  await until(() => readFileSync(file, 'utf8') === 'leader-line\nkept-line-1\nkept-line-2\n', {
+    timeoutMs: 10_000,
+    what: "the kept process's lines",
+  });
+  await until(() => markedProcesses(mark).length === 0, {
+    what: 'the kept process and the drainer ended on their own',
+  });
 });
 
-test('the order\'s log section: a bad one is refused by the writer (typed) and by the launcher (status 2)', (t) => {
-  const order = { receiptDirectory: '/tmp', runId: 'r', attemptId: 'a', seq: 1, token: TOKEN, command: 'true', args: [], leftovers: 'stop', leftoverGraceMs: 0 } as const;
+test("the order's log section: a bad one is refused by the writer (typed) and by the launcher (status 2)", (t) => {
+  const order = {
+    receiptDirectory: '/tmp',
+    runId: 'r',
+    attemptId: 'a',
+    seq: 1,
+    token: TOKEN,
+    command: 'true',
+    args: [],
+    leftovers: 'stop',
+    leftoverGraceMs: 0,
+  } as const;
   const log = { directory: '/tmp', maxBytes: 16_384, keep: 0, teeStdout: false, teeStderr: false };
-  for (const bad of [{ ...log, directory: 'relative' }, { ...log, maxBytes: 1_024 }, { ...log, keep: 21 }]) {
+  for (const bad of [
+    { ...log, directory: 'relative' },
+    { ...log, maxBytes: 1_024 },
+    { ...log, keep: 21 },
+  ]) {
     t.throws(() => encodeLaunchOrder({ ...order, log: bad }), { code: 'ERR_PIDFENCE_INVALID_LOG_OPTIONS' });
   }
   const good = encodeLaunchOrder({ ...order, log });
@@ -189,7 +332,9 @@ test('the order\'s log section: a bad one is refused by the writer (typed) and b
 
 test('leftovers: a TERM-ignoring leftover is KILLed after the grace', async (t) => {
   const dir = receiptDirectory(t);
-  const { launched, attemptId, mark } = launch(t, dir, `setsid sh -c 'trap "" TERM; sleep 1000' & sleep 0.3`, { leftoverGraceMs: 300 });
+  const { launched, attemptId, mark } = launch(t, dir, `setsid sh -c 'trap "" TERM; sleep 1000' & sleep 0.3`, {
+    leftoverGraceMs: 300,
+  });
   const started = performance.now();
   await launched.exited;
   t.true(performance.now() - started >= 500, 'the grace was given');
@@ -242,7 +387,9 @@ test('receipt on a full disk: no temp file is left while it is full, and the suc
   }
   const { launched, attemptId } = launch(t, dir, 'exit 0');
   let exited = false;
-  void launched.exited.then(() => { exited = true; });
+  void launched.exited.then(() => {
+    exited = true;
+  });
   // Each try removes its temp file at once, so a look between tries finds none.
   let tempSeen = 0;
   for (let i = 0; i < 10; i += 1) {
@@ -256,25 +403,56 @@ test('receipt on a full disk: no temp file is left while it is full, and the suc
   rmSync(path.join(mount, 'crumbs'));
   await launched.exited;
   t.like(receiptOf(dir, attemptId), { exitCode: 0, spawnFailed: false });
-  t.deepEqual(readdirSync(dir).filter((name) => name.endsWith('.tmp')), []);
+  t.deepEqual(
+    readdirSync(dir).filter((name) => name.endsWith('.tmp')),
+    [],
+  );
 });
 
-test('the job is started in the launcher\'s process group, which the launcher leads', async (t) => {
+test("the job is started in the launcher's process group, which the launcher leads", async (t) => {
   const dir = receiptDirectory(t);
   const { pgid } = launch(t, dir, 'exec sleep 30');
   await until(() => groupMembers(pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
   const members = groupMembers(pgid);
-  t.true(members.some((member) => member.pid === pgid), 'the launcher leads the group');
+  t.true(
+    members.some((member) => member.pid === pgid),
+    'the launcher leads the group',
+  );
 });
 
 test('the receipt shape check accepts v1 and v2, each with exactly its own keys', (t) => {
-  const v1 = { v: 1, runId: 'r', attemptId: 'a', seq: 1, token: TOKEN, exitCode: 0, signal: null, startedAtMs: 1, finishedAtMs: 2, spawnFailed: false };
-  const v2 = { ...v1, v: 2, bootId: '0f5c2b7e-1d3a-4c9b-8e2f-6a7b8c9d0e1f', startedBootMs: 10, finishedBootMs: 20, leftovers: 3 };
+  const v1 = {
+    v: 1,
+    runId: 'r',
+    attemptId: 'a',
+    seq: 1,
+    token: TOKEN,
+    exitCode: 0,
+    signal: null,
+    startedAtMs: 1,
+    finishedAtMs: 2,
+    spawnFailed: false,
+  };
+  const v2 = {
+    ...v1,
+    v: 2,
+    bootId: '0f5c2b7e-1d3a-4c9b-8e2f-6a7b8c9d0e1f',
+    startedBootMs: 10,
+    finishedBootMs: 20,
+    leftovers: 3,
+  };
   t.like(parseReceipt(JSON.stringify(v1)), { v: 1 });
   t.like(parseReceipt(JSON.stringify(v2)), { v: 2, leftovers: 3 });
   t.like(parseReceipt(JSON.stringify({ ...v2, bootId: null })), { v: 2, bootId: null });
   const { leftovers: _dropped, ...v2WithoutLeftovers } = v2;
-  for (const bad of [v2WithoutLeftovers, { ...v1, leftovers: 0 }, { ...v2, v: 3 }, { ...v2, leftovers: -1 }, { ...v2, bootId: 'not-a-uuid' }, { ...v2, startedBootMs: 1.5 }]) {
+  for (const bad of [
+    v2WithoutLeftovers,
+    { ...v1, leftovers: 0 },
+    { ...v2, v: 3 },
+    { ...v2, leftovers: -1 },
+    { ...v2, bootId: 'not-a-uuid' },
+    { ...v2, startedBootMs: 1.5 },
+  ]) {
     t.is(parseReceipt(JSON.stringify(bad)), null, JSON.stringify(bad));
   }
 });

@@ -27,7 +27,10 @@ async function ownerRow<R>(db: MigratedDatabase, text: string, values: unknown[]
 }
 
 function groupOf(db: MigratedDatabase): (runId: string) => Promise<number> {
-  return async (runId) => handleGroup((await ownerRow<{ handle: string }>(db, 'SELECT handle FROM attempts WHERE run_id = $1', [runId]))?.handle ?? '');
+  return async (runId) =>
+    handleGroup(
+      (await ownerRow<{ handle: string }>(db, 'SELECT handle FROM attempts WHERE run_id = $1', [runId]))?.handle ?? '',
+    );
 }
 
 /** A job of `host` whose `run` was killed, so that host's supervisor takes it over. */
@@ -43,40 +46,76 @@ async function runStatus(db: MigratedDatabase, runId: string): Promise<string | 
   return (await ownerRow<{ status: string }>(db, 'SELECT status FROM runs WHERE id = $1', [runId]))?.status;
 }
 
-test.serial('cluster of two hosts on one database: only the owning host claims a cancellation, a drain stops only its own jobs, nothing is blocked', async (t) => {
-  const db = await ready;
-  await grantCancelOnPostgres(db.ownerUrl, db.runtimeRole);
-  const envA = hostEnv(t, 'host-a');
-  const envB = hostEnv(t, 'host-b');
-  const jobA = await orphanedJob(t, db, envA);
-  const jobB = await orphanedJob(t, db, envB);
-  const jobB2 = await orphanedJob(t, db, envB);
-  const supervisorA = cliProcess(t, ['supervise', '--db', db.runtimeUrl, '--grace', '300ms'], envA);
-  const supervisorB = cliProcess(t, ['supervise', '--db', db.runtimeUrl, '--grace', '300ms'], envB);
-  await supervisorA.waitForLine(/^pidfence supervise: ready$/, 15_000);
-  await supervisorB.waitForLine(/^pidfence supervise: ready$/, 15_000);
-  const adopted = (await db.owner.query<{ run_id: string; payload: { runner: string } }>("SELECT run_id, payload FROM attempt_events WHERE type = 'attempt.adopted' ORDER BY run_id")).rows;
-  t.deepEqual(adopted.map((row) => row.payload.runner), ['exited', 'exited', 'exited'], 'each host took over its own jobs at start');
+test.serial(
+  'cluster of two hosts on one database: only the owning host claims a cancellation, a drain stops only its own jobs, nothing is blocked',
+  async (t) => {
+    const db = await ready;
+    await grantCancelOnPostgres(db.ownerUrl, db.runtimeRole);
+    const envA = hostEnv(t, 'host-a');
+    const envB = hostEnv(t, 'host-b');
+    const jobA = await orphanedJob(t, db, envA);
+    const jobB = await orphanedJob(t, db, envB);
+    const jobB2 = await orphanedJob(t, db, envB);
+    const supervisorA = cliProcess(t, ['supervise', '--db', db.runtimeUrl, '--grace', '300ms'], envA);
+    const supervisorB = cliProcess(t, ['supervise', '--db', db.runtimeUrl, '--grace', '300ms'], envB);
+    await supervisorA.waitForLine(/^pidfence supervise: ready$/, 15_000);
+    await supervisorB.waitForLine(/^pidfence supervise: ready$/, 15_000);
+    const adopted = (
+      await db.owner.query<{ run_id: string; payload: { runner: string } }>(
+        "SELECT run_id, payload FROM attempt_events WHERE type = 'attempt.adopted' ORDER BY run_id",
+      )
+    ).rows;
+    t.deepEqual(
+      adopted.map((row) => row.payload.runner),
+      ['exited', 'exited', 'exited'],
+      'each host took over its own jobs at start',
+    );
 
-  // Cancel host B's job: B's supervisor claims and stops it; A's never touches it.
-  const cancelled = await cancel(t, db.runtimeUrl, jobB.runId, envA);
-  t.deepEqual(cancelled.lines, [`cancel requested for ${jobB.runId}; its runner on another host stops the job`]);
-  await supervisorB.waitForLine(new RegExp(`^pidfence supervise: stopped ${jobB.runId} \\(termination_requested\\)$`), 15_000);
-  await until(async () => (await runStatus(db, jobB.runId)) === 'cancelled', { timeoutMs: 15_000, what: 'B\'s job cancelled' });
-  t.false(supervisorA.lines.some((line) => line.includes(jobB.runId)), 'A claimed nothing of B');
-  t.is(groupMembers(jobB.pgid).length, 0);
+    // Cancel host B's job: B's supervisor claims and stops it; A's never touches it.
+    const cancelled = await cancel(t, db.runtimeUrl, jobB.runId, envA);
+    t.deepEqual(cancelled.lines, [`cancel requested for ${jobB.runId}; its runner on another host stops the job`]);
+    await supervisorB.waitForLine(
+      new RegExp(`^pidfence supervise: stopped ${jobB.runId} \\(termination_requested\\)$`),
+      15_000,
+    );
+    await until(async () => (await runStatus(db, jobB.runId)) === 'cancelled', {
+      timeoutMs: 15_000,
+      what: "B's job cancelled",
+    });
+    t.false(
+      supervisorA.lines.some((line) => line.includes(jobB.runId)),
+      'A claimed nothing of B',
+    );
+    t.is(groupMembers(jobB.pgid).length, 0);
 
-  // SIGTERM A: only A's job gets `shutdown`.
-  t.is(signalVerified(supervisorA.identity, 'SIGTERM', { group: false }).kind, 'signalled');
-  t.is((await supervisorA.exited).code, 0);
-  t.true(supervisorA.lines.includes('pidfence supervise: drained (1 converged, 0 remaining)'), supervisorA.lines.join('\n'));
-  t.like(await ownerRow(db, 'SELECT status, cancel_reason FROM runs WHERE id = $1', [jobA.runId]), { status: 'cancelled', cancel_reason: 'shutdown' });
-  t.like(await ownerRow(db, 'SELECT status, cancel_reason FROM runs WHERE id = $1', [jobB2.runId]), { status: 'running', cancel_reason: null });
-  t.is(groupMembers(jobB2.pgid).length, 2, 'B\'s job runs on');
-  const blocked = await ownerRow<{ n: string }>(db, "SELECT COUNT(*) AS n FROM cancellation_dispatches WHERE status = 'blocked'", []);
-  t.is(Number(blocked?.n), 0);
+    // SIGTERM A: only A's job gets `shutdown`.
+    t.is(signalVerified(supervisorA.identity, 'SIGTERM', { group: false }).kind, 'signalled');
+    t.is((await supervisorA.exited).code, 0);
+    t.true(
+      supervisorA.lines.includes('pidfence supervise: drained (1 converged, 0 remaining)'),
+      supervisorA.lines.join('\n'),
+    );
+    t.like(await ownerRow(db, 'SELECT status, cancel_reason FROM runs WHERE id = $1', [jobA.runId]), {
+      status: 'cancelled',
+      cancel_reason: 'shutdown',
+    });
+    t.like(await ownerRow(db, 'SELECT status, cancel_reason FROM runs WHERE id = $1', [jobB2.runId]), {
+      status: 'running',
+      cancel_reason: null,
+    });
+    t.is(groupMembers(jobB2.pgid).length, 2, "B's job runs on");
+    const blocked = await ownerRow<{ n: string }>(
+      db,
+      "SELECT COUNT(*) AS n FROM cancellation_dispatches WHERE status = 'blocked'",
+      [],
+    );
+    t.is(Number(blocked?.n), 0);
 
-  t.is(signalVerified(supervisorB.identity, 'SIGTERM', { group: false }).kind, 'signalled');
-  t.is((await supervisorB.exited).code, 0);
-  t.like(await ownerRow(db, 'SELECT status, cancel_reason FROM runs WHERE id = $1', [jobB2.runId]), { status: 'cancelled', cancel_reason: 'shutdown' });
-});
+    t.is(signalVerified(supervisorB.identity, 'SIGTERM', { group: false }).kind, 'signalled');
+    t.is((await supervisorB.exited).code, 0);
+    t.like(await ownerRow(db, 'SELECT status, cancel_reason FROM runs WHERE id = $1', [jobB2.runId]), {
+      status: 'cancelled',
+      cancel_reason: 'shutdown',
+    });
+  },
+);

@@ -10,7 +10,13 @@ async function main(): Promise<void> {
   if (dir === undefined) throw new Error('usage: runner-child <dir> <script>...');
   const store = openSqliteStore(path.join(dir, 'pidfence.db'));
   const app = createExecution({
-    stores: { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() },
+    stores: {
+      runStore: store.runStore,
+      repository: store.dispatchRepository,
+      executionStore: store.executionStore,
+      runnerStore: store.runnerStore,
+      close: () => store.close(),
+    },
     receiptDirectory: path.join(dir, 'receipts'),
     graceMs: 300,
     keepAlive: true,

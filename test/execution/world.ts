@@ -6,7 +6,13 @@ import path from 'node:path';
 
 import type { ExecutionContext } from 'ava';
 
-import { createExecution, type CompletionOutcome, type ExecutionApplication, type ExecutionOptions, type ExecutionStores } from '../../lib/execution/index';
+import {
+  createExecution,
+  type CompletionOutcome,
+  type ExecutionApplication,
+  type ExecutionOptions,
+  type ExecutionStores,
+} from '../../lib/execution/index';
 import { handleExpectedIdentity, parseHandle } from '../../lib/process/index';
 import { signalVerified } from '../../lib/native/index';
 import type { RunStore } from '../../lib/store/run-store';
@@ -35,7 +41,12 @@ export function worldDirectory(t: ExecutionContext): { dir: string; file: string
 export type WorldOptions = Partial<ExecutionOptions>;
 
 /** The execution application over `stores`, with its completions recorded and awaitable. */
-export function worldOver(t: ExecutionContext, stores: ExecutionStores, receipts: string, options: WorldOptions = {}): Pick<World, 'app' | 'completions' | 'completed'> {
+export function worldOver(
+  t: ExecutionContext,
+  stores: ExecutionStores,
+  receipts: string,
+  options: WorldOptions = {},
+): Pick<World, 'app' | 'completions' | 'completed'> {
   const completions: Array<{ runId: string; outcome: CompletionOutcome }> = [];
   const waiters = new Set<() => void>();
   const app = createExecution({
@@ -62,10 +73,14 @@ export function worldOver(t: ExecutionContext, stores: ExecutionStores, receipts
     await app.drain();
   });
   return {
-    app, completions,
+    app,
+    completions,
     completed(runId, timeoutMs = 15_000) {
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => { waiters.delete(check); reject(new Error(`run did not complete within ${timeoutMs} ms`)); }, timeoutMs);
+        const timer = setTimeout(() => {
+          waiters.delete(check);
+          reject(new Error(`run did not complete within ${timeoutMs} ms`));
+        }, timeoutMs);
         const check = () => {
           const found = completions.find((c) => c.runId === runId);
           if (found !== undefined) {
@@ -81,10 +96,23 @@ export function worldOver(t: ExecutionContext, stores: ExecutionStores, receipts
   };
 }
 
-export function openWorld(t: ExecutionContext, options: WorldOptions & { readonly at?: { dir: string; file: string; receipts: string }; readonly wrap?: (store: SqliteStore) => Partial<ExecutionStores> } = {}): World {
+export function openWorld(
+  t: ExecutionContext,
+  options: WorldOptions & {
+    readonly at?: { dir: string; file: string; receipts: string };
+    readonly wrap?: (store: SqliteStore) => Partial<ExecutionStores>;
+  } = {},
+): World {
   const at = options.at ?? worldDirectory(t);
   const store = openSqliteStore(at.file);
-  const stores = { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close(), ...(options.wrap?.(store) ?? {}) };
+  const stores = {
+    runStore: store.runStore,
+    repository: store.dispatchRepository,
+    executionStore: store.executionStore,
+    runnerStore: store.runnerStore,
+    close: () => store.close(),
+    ...(options.wrap?.(store) ?? {}),
+  };
   return { ...at, store, ...worldOver(t, stores, at.receipts, options) };
 }
 
@@ -101,7 +129,8 @@ export function receiptExists(receipts: string, attemptId: string): boolean {
 export function overriding<T extends object>(target: T, overrides: Partial<T>): T {
   return new Proxy(target, {
     get(object, key) {
-      if (Object.prototype.hasOwnProperty.call(overrides, key)) return (overrides as Record<string | symbol, unknown>)[key];
+      if (Object.prototype.hasOwnProperty.call(overrides, key))
+        return (overrides as Record<string | symbol, unknown>)[key];
       const value = Reflect.get(object, key, object) as unknown;
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(object) : value;
     },
@@ -109,7 +138,11 @@ export function overriding<T extends object>(target: T, overrides: Partial<T>): 
 }
 
 /** `target` whose `method` fails as a full disk does (SQLITE_IOERR) while `failing(command)` holds. */
-export function diskErrorWhile<T extends object>(target: T, method: keyof T & string, failing: (command: never) => boolean): T {
+export function diskErrorWhile<T extends object>(
+  target: T,
+  method: keyof T & string,
+  failing: (command: never) => boolean,
+): T {
   const real = (target[method] as unknown as (command: unknown) => Promise<unknown>).bind(target);
   const failingMethod = async (command: never): Promise<unknown> => {
     if (failing(command)) throw Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' });
@@ -131,7 +164,11 @@ export async function shutdownDrainGate(
 ): Promise<void> {
   world.app.start();
   const user = await world.app.admit({ projectId: 'p1', command: 'sleep', args: ['30'] });
-  const plain = await world.app.admit({ projectId: 'p1', command: 'sh', args: ['-c', 'trap "" TERM; sleep 30 & wait; sleep 30'] });
+  const plain = await world.app.admit({
+    projectId: 'p1',
+    command: 'sh',
+    args: ['-c', 'trap "" TERM; sleep 30 & wait; sleep 30'],
+  });
   if (user.kind !== 'admitted' || plain.kind !== 'admitted') throw new Error('not admitted');
   const userHandle = (await world.runStore.getAttempt(user.runId, user.attemptId))?.handle ?? '';
   const plainHandle = (await world.runStore.getAttempt(plain.runId, plain.attemptId))?.handle ?? '';
@@ -140,7 +177,10 @@ export async function shutdownDrainGate(
   // The started lifecycle may have stopped the user-cancelled job already (its cancel wakes it); the
   // TERM-ignoring one is the drain's in every interleaving.
   t.like(report, { kind: 'drained', shutdownRequested: 1, remaining: 0 });
-  t.true(report.kind === 'drained' && (report.active === 2 || report.active === 1) && report.converged === report.active, JSON.stringify(report));
+  t.true(
+    report.kind === 'drained' && (report.active === 2 || report.active === 1) && report.converged === report.active,
+    JSON.stringify(report),
+  );
   t.deepEqual(activeAtClose, [0], 'no active attempt when storage closed');
   t.false(handleAlive(userHandle));
   t.false(handleAlive(plainHandle));
@@ -150,5 +190,8 @@ export async function shutdownDrainGate(
   const reopened = await reopen();
   t.like(await reopened.getRun(user.runId), { cancelReason: 'user', status: 'cancelled' });
   t.like(await reopened.getRun(plain.runId), { cancelReason: 'shutdown', status: 'cancelled' });
-  t.like((await reopened.listEvents(plain.runId))[0], { type: 'run.cancel_requested', payload: { reason: 'shutdown' } });
+  t.like((await reopened.listEvents(plain.runId))[0], {
+    type: 'run.cancel_requested',
+    payload: { reason: 'shutdown' },
+  });
 }

@@ -40,16 +40,59 @@ function pemAt(dir: string, name: string): Pem {
 }
 
 function authority(dir: string, name: string): Pem {
-  openssl(dir, ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2',
-    '-subj', `/CN=${name}`, '-keyout', `${name}.key`, '-out', `${name}.crt`]);
+  openssl(dir, [
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-days',
+    '2',
+    '-subj',
+    `/CN=${name}`,
+    '-keyout',
+    `${name}.key`,
+    '-out',
+    `${name}.crt`,
+  ]);
   return pemAt(dir, name);
 }
 
 function signed(dir: string, name: string, cn: string, signer: Pem, extensions: string): Pem {
   writeFileSync(path.join(dir, `${name}.ext`), extensions);
-  openssl(dir, ['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', `/CN=${cn}`, '-keyout', `${name}.key`, '-out', `${name}.csr`]);
-  openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', signer.certPath, '-CAkey', signer.keyPath, '-CAcreateserial',
-    '-days', '2', '-extfile', `${name}.ext`, '-out', `${name}.crt`]);
+  openssl(dir, [
+    'req',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-subj',
+    `/CN=${cn}`,
+    '-keyout',
+    `${name}.key`,
+    '-out',
+    `${name}.csr`,
+  ]);
+  openssl(dir, [
+    'x509',
+    '-req',
+    '-in',
+    `${name}.csr`,
+    '-CA',
+    signer.certPath,
+    '-CAkey',
+    signer.keyPath,
+    '-CAcreateserial',
+    '-days',
+    '2',
+    '-extfile',
+    `${name}.ext`,
+    '-out',
+    `${name}.crt`,
+  ]);
   return pemAt(dir, name);
 }
 
@@ -58,7 +101,10 @@ function crlConfig(dir: string): string {
   writeFileSync(path.join(dir, 'index.txt'), '');
   writeFileSync(path.join(dir, 'crlnumber'), '01\n');
   const config = path.join(dir, 'ca.cnf');
-  writeFileSync(config, '[ ca ]\ndefault_ca = cluster\n[ cluster ]\ndatabase = index.txt\ncrlnumber = crlnumber\ndefault_md = sha256\ndefault_crl_days = 2\n');
+  writeFileSync(
+    config,
+    '[ ca ]\ndefault_ca = cluster\n[ cluster ]\ndatabase = index.txt\ncrlnumber = crlnumber\ndefault_md = sha256\ndefault_crl_days = 2\n',
+  );
   return config;
 }
 
@@ -71,11 +117,16 @@ export function makeCertificates(): Certificates {
   const server = signed(dir, 'server', 'control-plane', ca, SERVER_EXTENSIONS);
   const config = crlConfig(dir);
   const crlPath = path.join(dir, 'cluster-ca.crl');
-  const gencrl = (): void => openssl(dir, ['ca', '-config', config, '-keyfile', ca.keyPath, '-cert', ca.certPath, '-gencrl', '-out', crlPath]);
+  const gencrl = (): void =>
+    openssl(dir, ['ca', '-config', config, '-keyfile', ca.keyPath, '-cert', ca.certPath, '-gencrl', '-out', crlPath]);
   gencrl();
   let serial = 0;
   const certificates: Certificates = {
-    dir, ca, foreignCa, server, crlPath,
+    dir,
+    ca,
+    foreignCa,
+    server,
+    crlPath,
     client: (cn, signer = ca) => signed(dir, `client-${++serial}`, cn, signer, 'extendedKeyUsage=clientAuth\n'),
     renewServer: () => {
       certificates.server = signed(dir, 'server', 'control-plane', ca, SERVER_EXTENSIONS);

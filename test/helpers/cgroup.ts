@@ -58,7 +58,8 @@ export function makeCgroup(subtree: string, name: string): { directory: string; 
 /** `sh -c script` entered into `directory` before it runs anything (so all it starts is born there). */
 export function spawnInCgroup(directory: string, script: string, mark: string): ChildProcess {
   const child = spawn('sh', ['-c', `echo 0 > '${directory}/cgroup.procs' && exec sh -c "$0"`, script], {
-    stdio: 'ignore', env: { ...process.env, [MARK_ENV]: mark },
+    stdio: 'ignore',
+    env: { ...process.env, [MARK_ENV]: mark },
   });
   child.on('error', () => undefined);
   return child;

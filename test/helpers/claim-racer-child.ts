@@ -13,9 +13,18 @@ const lines = createInterface({ input: process.stdin });
 lines.on('line', (line) => {
   const [runId = '', attemptId = '', at = ''] = line.split(' ');
   store.dispatchRepository
-    .claim({ runId, attemptId, cancelRequestedAtMs: Number(at), owner, token: createLeaseToken(), leaseDurationMs: 60_000 })
+    .claim({
+      runId,
+      attemptId,
+      cancelRequestedAtMs: Number(at),
+      owner,
+      token: createLeaseToken(),
+      leaseDurationMs: 60_000,
+    })
     .then((outcome) => process.stdout.write(`${runId} ${outcome.kind}\n`))
-    .catch((error: unknown) => process.stdout.write(`${runId} error:${(error as { code?: string }).code ?? 'unknown'}\n`));
+    .catch((error: unknown) =>
+      process.stdout.write(`${runId} error:${(error as { code?: string }).code ?? 'unknown'}\n`),
+    );
 });
 lines.on('close', () => store.close());
 process.stdout.write('ready\n');

@@ -1,7 +1,13 @@
 // The Prometheus text exposition format (version 0.0.4) read back strictly for tests
 // (docs/decisions/0110): every sample with its labels, every family with its HELP and TYPE, and an
 // error on any line that is neither; and which labels a pidfence metric may carry.
-import { BLOCKING_RESULTS, DISPATCH_RESULTS, DISPATCH_STATUSES, FLEET_REFUSALS, WORKER_STATES } from '../../lib/contract/index';
+import {
+  BLOCKING_RESULTS,
+  DISPATCH_RESULTS,
+  DISPATCH_STATUSES,
+  FLEET_REFUSALS,
+  WORKER_STATES,
+} from '../../lib/contract/index';
 import { CLAIM_KINDS, STOP_MODES } from '../../lib/dispatch/index';
 
 export interface Sample {
@@ -27,7 +33,9 @@ function labelsOf(text: string, line: string): Record<string, string> {
   while (LABEL.lastIndex < text.length) {
     const match = LABEL.exec(text);
     if (match === null) throw new Error(`malformed labels in: ${line}`);
-    labels[match[1] ?? ''] = (match[2] ?? '').replace(/\\(.)/g, (_all, character: string) => (character === 'n' ? '\n' : character));
+    labels[match[1] ?? ''] = (match[2] ?? '').replace(/\\(.)/g, (_all, character: string) =>
+      character === 'n' ? '\n' : character,
+    );
   }
   return labels;
 }
@@ -55,7 +63,10 @@ export function parseExposition(text: string): Exposition {
     samples,
     types,
     value(name, labels = {}) {
-      const found = samples.filter((sample) => sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value));
+      const found = samples.filter(
+        (sample) =>
+          sample.name === name && Object.entries(labels).every(([key, value]) => sample.labels[key] === value),
+      );
       if (found.length > 1) throw new Error(`${found.length} samples of ${name} match ${JSON.stringify(labels)}`);
       return found[0]?.value;
     },
@@ -65,22 +76,33 @@ export function parseExposition(text: string): Exposition {
 /** Every label a pidfence metric may carry, with every value it may take (`le`: a bucket bound). */
 export function labelProblems(exposition: Exposition, projects: readonly string[]): string[] {
   const allowed: Readonly<Record<string, readonly string[]>> = {
-    result: DISPATCH_RESULTS, outcome: CLAIM_KINDS, mode: STOP_MODES, reason: BLOCKING_RESULTS, state: DISPATCH_STATUSES, project: projects,
+    result: DISPATCH_RESULTS,
+    outcome: CLAIM_KINDS,
+    mode: STOP_MODES,
+    reason: BLOCKING_RESULTS,
+    state: DISPATCH_STATUSES,
+    project: projects,
   };
   // The fleet's metrics (docs/decisions/0245) use the same label names with their own bounded values.
   const ownLabels: Readonly<Record<string, Readonly<Record<string, readonly string[]>>>> = {
-    pidfence_workers: { state: WORKER_STATES }, pidfence_worker_refusals_total: { reason: FLEET_REFUSALS },
+    pidfence_workers: { state: WORKER_STATES },
+    pidfence_worker_refusals_total: { reason: FLEET_REFUSALS },
   };
   const problems: string[] = [];
   for (const sample of exposition.samples) {
     if (!sample.name.startsWith('pidfence_')) problems.push(`${sample.name} is not a pidfence metric`);
     for (const [label, value] of Object.entries(sample.labels)) {
       // A worker session's gauges (docs/decisions/0204): a random session id, never a name.
-      if (label === 'session' && sample.name.startsWith('pidfence_worker_session_') && /^wks-[0-9a-f-]{36}$/.test(value)) continue;
+      if (
+        label === 'session' &&
+        sample.name.startsWith('pidfence_worker_session_') &&
+        /^wks-[0-9a-f-]{36}$/.test(value)
+      )
+        continue;
       const values = ownLabels[sample.name]?.[label] ?? allowed[label];
-      if (label === 'le' ? !/^(\+Inf|\d+(\.\d+)?(e-?\d+)?)$/.test(value) : !values?.includes(value)) problems.push(`${sample.name}{${label}="${value}"}`);
+      if (label === 'le' ? !/^(\+Inf|\d+(\.\d+)?(e-?\d+)?)$/.test(value) : !values?.includes(value))
+        problems.push(`${sample.name}{${label}="${value}"}`);
     }
   }
   return problems;
 }
-

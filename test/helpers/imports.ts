@@ -5,7 +5,11 @@ import path from 'node:path';
 export const LIB = path.resolve(__dirname, '..', '..', '..', 'lib');
 
 export function importsOf(file: string): string[] {
-  return [...readFileSync(file, 'utf8').matchAll(/\bfrom\s+'([^']+)'|\bimport\(\s*'([^']+)'\s*\)|require\(\s*'([^']+)'\s*\)/g)].map((m) => m[1] ?? m[2] ?? m[3] ?? '');
+  return [
+    ...readFileSync(file, 'utf8').matchAll(
+      /\bfrom\s+'([^']+)'|\bimport\(\s*'([^']+)'\s*\)|require\(\s*'([^']+)'\s*\)/g,
+    ),
+  ].map((m) => m[1] ?? m[2] ?? m[3] ?? '');
 }
 
 /** Every .ts file under `dir`. */

@@ -27,11 +27,14 @@ export function handleGroup(handle: string): number {
 
 export function killGroupMembers(pgid: number): number {
   let killed = 0;
-  for (const member of groupMembers(pgid)) if (signalVerified(member, 'SIGKILL', { group: false }).kind === 'signalled') killed += 1;
+  for (const member of groupMembers(pgid))
+    if (signalVerified(member, 'SIGKILL', { group: false }).kind === 'signalled') killed += 1;
   return killed;
 }
 
 /** Registers a teardown that ends whatever is left of the group. */
 export function reapGroupAtEnd(t: ExecutionContext, pgid: number): void {
-  t.teardown(() => { killGroupMembers(pgid); });
+  t.teardown(() => {
+    killGroupMembers(pgid);
+  });
 }

@@ -1,7 +1,11 @@
 // Reads a child's output line by line, each read bounded: a fixture that falls silent fails loudly.
 
 /** Returns a function that resolves with the next line of `stream`, or rejects after `timeoutMs`. */
-export function lineReader(stream: NodeJS.ReadableStream, what = 'the child', timeoutMs = 10_000): () => Promise<string> {
+export function lineReader(
+  stream: NodeJS.ReadableStream,
+  what = 'the child',
+  timeoutMs = 10_000,
+): () => Promise<string> {
   let buffered = '';
   const lines: string[] = [];
   const waiting: Array<(line: string) => void> = [];

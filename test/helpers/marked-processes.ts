@@ -39,12 +39,15 @@ export async function killMarked(mark: string, rounds = 50): Promise<number> {
   for (let round = 0; round < rounds; round += 1) {
     const live = markedProcesses(mark);
     if (live.length === 0) break;
-    for (const identity of live) if (signalVerified(identity, 'SIGKILL', { group: false }).kind === 'signalled') killed += 1;
+    for (const identity of live)
+      if (signalVerified(identity, 'SIGKILL', { group: false }).kind === 'signalled') killed += 1;
     await delay(20);
   }
   return killed;
 }
 
 export function killMarkedAtEnd(t: ExecutionContext, mark: string): void {
-  t.teardown(async () => { await killMarked(mark); });
+  t.teardown(async () => {
+    await killMarked(mark);
+  });
 }

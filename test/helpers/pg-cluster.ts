@@ -3,7 +3,16 @@
 // root, so as root every server command runs as the `postgres` user through runuser.
 import { constants as osConstants } from 'node:os';
 import { spawn, spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -207,7 +216,8 @@ export async function clusterStop(cluster: PgCluster, mode: ClusterStopMode = 'f
   }
   if (mode === 'immediate') {
     await clusterStopImmediate(cluster);
-    if (clusterIsRunning(cluster)) throw commandError('ERR_PIDFENCE_TEST_PG_STOP', `cluster ${cluster.label} did not stop`, undefined, cluster);
+    if (clusterIsRunning(cluster))
+      throw commandError('ERR_PIDFENCE_TEST_PG_STOP', `cluster ${cluster.label} did not stop`, undefined, cluster);
     cluster.port = undefined;
     return;
   }
@@ -240,7 +250,10 @@ export async function clusterRemove(cluster: PgCluster): Promise<void> {
  */
 export async function standbyCreate(primary: PgCluster, options: StandbyCreateOptions = {}): Promise<PgCluster> {
   if (primary.port === undefined) {
-    throw new PidfenceError(`primary ${primary.label} is not running: clusterStart it first`, 'ERR_PIDFENCE_TEST_PG_BASEBACKUP');
+    throw new PidfenceError(
+      `primary ${primary.label} is not running: clusterStart it first`,
+      'ERR_PIDFENCE_TEST_PG_BASEBACKUP',
+    );
   }
   const standby = clusterLayoutCreate(options.label ?? `${primary.label}-standby`, primary.binaries);
   const applicationName = options.applicationName ?? 'pidfence_standby';
@@ -253,7 +266,12 @@ export async function standbyCreate(primary: PgCluster, options: StandbyCreateOp
   );
   if (!commandSucceeded(result)) {
     await clusterRemove(standby);
-    throw commandError('ERR_PIDFENCE_TEST_PG_BASEBACKUP', `pg_basebackup from ${primary.label} failed`, result, primary);
+    throw commandError(
+      'ERR_PIDFENCE_TEST_PG_BASEBACKUP',
+      `pg_basebackup from ${primary.label} failed`,
+      result,
+      primary,
+    );
   }
   // The copied postmaster.opts/log belong to the primary; the standby writes its own.
   rmSync(join(standby.dataDir, 'postmaster.opts'), { force: true });
@@ -277,7 +295,10 @@ export async function clusterPromote(cluster: PgCluster): Promise<void> {
 /** A connection URL for the cluster's superuser over loopback TCP. */
 export function clusterUrl(cluster: PgCluster, database = 'postgres'): string {
   if (cluster.port === undefined) {
-    throw new PidfenceError(`cluster ${cluster.label} is not running: clusterStart it first`, 'ERR_PIDFENCE_TEST_PG_START');
+    throw new PidfenceError(
+      `cluster ${cluster.label} is not running: clusterStart it first`,
+      'ERR_PIDFENCE_TEST_PG_START',
+    );
   }
   return `postgres://${CLUSTER_SUPERUSER}@127.0.0.1:${cluster.port}/${encodeURIComponent(database)}`;
 }
@@ -319,7 +340,13 @@ export function freeLoopbackPort(): Promise<number> {
 export function serverLogTail(cluster: PgCluster, lines = LOG_TAIL_LINES): string {
   if (!existsSync(cluster.logFile)) return '';
   const text = readFileSync(cluster.logFile, 'utf8');
-  return secretsRedact(text.split('\n').slice(-lines - 1).join('\n').trimEnd());
+  return secretsRedact(
+    text
+      .split('\n')
+      .slice(-lines - 1)
+      .join('\n')
+      .trimEnd(),
+  );
 }
 
 /** Blanks passwords in URLs, conninfo strings and CREATE/ALTER ROLE statements. */
@@ -404,7 +431,12 @@ function serverCommandArgv(cluster: PgCluster, binary: string, args: readonly st
 }
 
 /** Runs a server binary bounded in time; its own process group so a timeout kills everything it started. */
-function runServerCommand(cluster: PgCluster, binary: string, args: readonly string[], timeoutMs: number): Promise<CommandResult> {
+function runServerCommand(
+  cluster: PgCluster,
+  binary: string,
+  args: readonly string[],
+  timeoutMs: number,
+): Promise<CommandResult> {
   const [file, argv] = serverCommandArgv(cluster, binary, args);
   return new Promise((resolve) => {
     // cwd = baseDir: the postgres user may not be allowed into the caller's cwd (e.g. /root).
@@ -439,7 +471,12 @@ function commandSucceeded(result: CommandResult): boolean {
   return result.exitCode === 0 && !result.timedOut;
 }
 
-function commandError(code: string, what: string, result: CommandResult | undefined, cluster?: PgCluster): PidfenceError {
+function commandError(
+  code: string,
+  what: string,
+  result: CommandResult | undefined,
+  cluster?: PgCluster,
+): PidfenceError {
   const outcome =
     result === undefined
       ? 'not run'
@@ -482,7 +519,16 @@ function onExitSignal(signal: NodeJS.Signals): void {
 export function clusterRemoveAllSync(): void {
   for (const cluster of liveClusters) {
     if (clusterIsRunning(cluster)) {
-      const [file, argv] = serverCommandArgv(cluster, 'pg_ctl', ['stop', '-D', cluster.dataDir, '-m', 'immediate', '-w', '-t', '10']);
+      const [file, argv] = serverCommandArgv(cluster, 'pg_ctl', [
+        'stop',
+        '-D',
+        cluster.dataDir,
+        '-m',
+        'immediate',
+        '-w',
+        '-t',
+        '10',
+      ]);
       spawnSync(file, argv, { cwd: cluster.baseDir, stdio: 'ignore', timeout: 15_000 });
     }
     rmSync(cluster.baseDir, { recursive: true, force: true });

@@ -73,7 +73,9 @@ export async function crashPointAfterDispatchUpdate(admin: Pool, runId: string):
   return {
     async parked() {
       return untilValue(async () => (await parkedBackend(admin)) ?? undefined, {
-        timeoutMs: PARKED_WITHIN_MS, intervalMs: 5, what: 'a backend parked after its dispatch UPDATE',
+        timeoutMs: PARKED_WITHIN_MS,
+        intervalMs: 5,
+        what: 'a backend parked after its dispatch UPDATE',
       });
     },
     async remove() {

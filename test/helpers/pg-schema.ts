@@ -21,8 +21,13 @@ const HEADER = `-- pidfence PostgreSQL schema after every migration in lib/store
 /** Runs pg_dump (from the newest installed server binaries, never older than the server). */
 export function pgDump(url: string, args: readonly string[]): string {
   const binary = path.join(ensureServerBinaries().binDir, 'pg_dump');
-  const result = spawnSync(binary, [...args, `--dbname=${url}`], { encoding: 'utf8', timeout: DUMP_TIMEOUT_MS, maxBuffer: 256 * 1024 * 1024 });
-  if (result.status !== 0) throw new Error(`pg_dump failed (${result.status ?? result.signal}): ${(result.stderr ?? '').split('\n')[0]}`);
+  const result = spawnSync(binary, [...args, `--dbname=${url}`], {
+    encoding: 'utf8',
+    timeout: DUMP_TIMEOUT_MS,
+    maxBuffer: 256 * 1024 * 1024,
+  });
+  if (result.status !== 0)
+    throw new Error(`pg_dump failed (${result.status ?? result.signal}): ${(result.stderr ?? '').split('\n')[0]}`);
   return result.stdout;
 }
 
@@ -35,16 +40,27 @@ export function pgDump(url: string, args: readonly string[]): string {
 export function normaliseSchemaDump(dump: string): string {
   const kept = dump
     .split('\n')
-    .filter((line) => !line.startsWith('--') && !line.startsWith('\\') && !/^SET /.test(line) && !/^SELECT pg_catalog\.set_config/.test(line)
-      && !/^(CREATE|COMMENT ON) SCHEMA public\b/.test(line))
+    .filter(
+      (line) =>
+        !line.startsWith('--') &&
+        !line.startsWith('\\') &&
+        !/^SET /.test(line) &&
+        !/^SELECT pg_catalog\.set_config/.test(line) &&
+        !/^(CREATE|COMMENT ON) SCHEMA public\b/.test(line),
+    )
     .map((line) => line.replace(/\s+$/, ''));
-  return `${HEADER}\n${kept.join('\n').replace(/\n{3,}/g, '\n\n').trim()}\n`;
+  return `${HEADER}\n${kept
+    .join('\n')
+    .replace(/\n{3,}/g, '\n\n')
+    .trim()}\n`;
 }
 
 export async function currentSchemaDump(): Promise<string> {
   const database = await migratedDatabase('schemadump');
   try {
-    return normaliseSchemaDump(pgDump(adminUrlFor(database), ['--schema-only', '--no-owner', '--no-privileges', '--schema=public']));
+    return normaliseSchemaDump(
+      pgDump(adminUrlFor(database), ['--schema-only', '--no-owner', '--no-privileges', '--schema=public']),
+    );
   } finally {
     await database.dispose();
   }

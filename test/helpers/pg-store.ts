@@ -51,20 +51,32 @@ export async function migratedDatabase(label: string): Promise<MigratedDatabase>
  * One migrated database for a whole test file: provisioned once, dropped after the file's last
  * test. A failed provision fails every test that awaits it; nothing is skipped.
  */
-export function migratedDatabaseForFile(test: { after: { always(hook: () => Promise<void>): void } }, label: string): Promise<MigratedDatabase> {
+export function migratedDatabaseForFile(
+  test: { after: { always(hook: () => Promise<void>): void } },
+  label: string,
+): Promise<MigratedDatabase> {
   const ready = migratedDatabase(label);
   ready.catch(() => undefined);
   test.after.always(async () => {
-    await ready.then((database) => database.dispose(), () => undefined);
+    await ready.then(
+      (database) => database.dispose(),
+      () => undefined,
+    );
   });
   return ready;
 }
 
 /** The runtime URL with a unique application_name, so a test can pick out this store's sessions. */
-export function runtimeUrlNamed(database: ProvisionedDatabase, applicationName: string, settings: Readonly<Record<string, string>> = {}): string {
+export function runtimeUrlNamed(
+  database: ProvisionedDatabase,
+  applicationName: string,
+  settings: Readonly<Record<string, string>> = {},
+): string {
   const url = new URL(database.runtimeUrl);
   url.searchParams.set('application_name', applicationName);
-  const options = Object.entries(settings).map(([name, value]) => `-c ${name}=${value}`).join(' ');
+  const options = Object.entries(settings)
+    .map(([name, value]) => `-c ${name}=${value}`)
+    .join(' ');
   if (options !== '') url.searchParams.set('options', options);
   return url.toString();
 }
@@ -86,7 +98,10 @@ export function uniqueApplicationName(prefix = 'pidfence_test'): string {
  * the owner. With `applicationName` it fires only for that store's sessions, so tests running at
  * the same time in the same database are not affected.
  */
-export async function injectPostgresEventAppendFailure(database: MigratedDatabase, applicationName?: string): Promise<() => Promise<void>> {
+export async function injectPostgresEventAppendFailure(
+  database: MigratedDatabase,
+  applicationName?: string,
+): Promise<() => Promise<void>> {
   const fn = `${applicationName ?? 'pidfence_test'}_fail_${randomBytes(4).toString('hex')}`;
   const only = applicationName === undefined ? 'true' : `current_setting('application_name') = '${applicationName}'`;
   await database.owner.query(`CREATE FUNCTION ${fn}() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -23,11 +23,17 @@ export interface PostgresTestClock {
 }
 
 /** Installs the test clock with `admin` (a superuser pool on `database`); offset starts at 0. */
-export async function installPostgresTestClock(admin: Pool, database: ProvisionedDatabase, applicationName: string): Promise<PostgresTestClock> {
+export async function installPostgresTestClock(
+  admin: Pool,
+  database: ProvisionedDatabase,
+  applicationName: string,
+): Promise<PostgresTestClock> {
   const schema = TEST_CLOCK_SCHEMA;
   const runtime = `"${database.runtimeRole.replace(/"/g, '""')}"`;
   await admin.query(`CREATE SCHEMA ${schema}`);
-  await admin.query(`CREATE TABLE ${schema}.offset_ms (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), ms bigint NOT NULL)`);
+  await admin.query(
+    `CREATE TABLE ${schema}.offset_ms (only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row), ms bigint NOT NULL)`,
+  );
   await admin.query(`INSERT INTO ${schema}.offset_ms (ms) VALUES (0)`);
   await admin.query(`CREATE FUNCTION ${schema}.transaction_timestamp() RETURNS timestamptz LANGUAGE sql STABLE AS $$
     SELECT pg_catalog.transaction_timestamp() + (SELECT ms FROM ${schema}.offset_ms) * interval '1 millisecond'
@@ -38,7 +44,10 @@ export async function installPostgresTestClock(admin: Pool, database: Provisione
   const url = runtimeUrlNamed(database, applicationName, { search_path: `public,${schema},pg_catalog` });
   return {
     url,
-    advance: async (ms) => { await admin.query(`UPDATE ${schema}.offset_ms SET ms = ms + $1`, [Math.round(ms)]); },
-    offsetMs: async () => Number((await admin.query<{ ms: string }>(`SELECT ms FROM ${schema}.offset_ms`)).rows[0]?.ms ?? 0),
+    advance: async (ms) => {
+      await admin.query(`UPDATE ${schema}.offset_ms SET ms = ms + $1`, [Math.round(ms)]);
+    },
+    offsetMs: async () =>
+      Number((await admin.query<{ ms: string }>(`SELECT ms FROM ${schema}.offset_ms`)).rows[0]?.ms ?? 0),
   };
 }

@@ -65,9 +65,20 @@ test('provisioning creates the database, an owner with DDL and a runtime role wi
   t.teardown(() => db.drop());
 
   t.true(await databaseExists(db.adminUrl, db.databaseName));
-  t.is(await scalarAt<string>(db.adminUrl, 'SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1', [db.databaseName]), db.ownerRole);
-  const runtime = await withClient(db.adminUrl, async (c) =>
-    (await c.query('SELECT rolcanlogin, rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = $1', [db.runtimeRole])).rows[0],
+  t.is(
+    await scalarAt<string>(db.adminUrl, 'SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = $1', [
+      db.databaseName,
+    ]),
+    db.ownerRole,
+  );
+  const runtime = await withClient(
+    db.adminUrl,
+    async (c) =>
+      (
+        await c.query('SELECT rolcanlogin, rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = $1', [
+          db.runtimeRole,
+        ])
+      ).rows[0],
   );
   t.deepEqual(runtime, { rolcanlogin: true, rolsuper: false, rolcreatedb: false, rolcreaterole: false });
 
@@ -113,7 +124,9 @@ test('two provisions in parallel get distinct databases and roles', async (t) =>
   t.true(a.databaseName.startsWith('pidfence_t_parallel_'));
   t.true(a.ownerRole.length <= 63 && a.runtimeRole.length <= 63);
   // The runtime role of one database cannot even connect to the other.
-  const crossed = await t.throwsAsync(withClient(b.runtimeUrl.replace(b.databaseName, a.databaseName), async () => undefined));
+  const crossed = await t.throwsAsync(
+    withClient(b.runtimeUrl.replace(b.databaseName, a.databaseName), async () => undefined),
+  );
   t.regex(crossed?.message ?? '', /permission denied|not permitted/);
 });
 
@@ -128,7 +141,10 @@ test('provisioning outlasts an event loop held for seconds: a server that answer
   }
   const database = await provisioning;
   t.teardown(() => database.drop());
-  t.is(await withClient(database.ownerUrl, (client) => scalar<string>(client, 'SELECT current_database()')), database.databaseName);
+  t.is(
+    await withClient(database.ownerUrl, (client) => scalar<string>(client, 'SELECT current_database()')),
+    database.databaseName,
+  );
 });
 
 test('the sweeper drops pidfence_t_ leftovers older than an hour and keeps fresh ones', async (t) => {
@@ -152,7 +168,8 @@ test('the sweeper drops pidfence_t_ leftovers older than an hour and keeps fresh
 
   const swept = await sweepStaleTestObjects(adminUrl);
   // Every provisionDatabase() sweeps too: a test file provisioning at this moment may have dropped them first.
-  const sweptElsewhere = !(await databaseExists(adminUrl, old.databaseName)) && !(await roleExists(adminUrl, old.ownerRole));
+  const sweptElsewhere =
+    !(await databaseExists(adminUrl, old.databaseName)) && !(await roleExists(adminUrl, old.ownerRole));
   t.true(swept.databases.includes(old.databaseName) || sweptElsewhere);
   t.true(swept.roles.includes(old.ownerRole) || sweptElsewhere);
   t.false(await databaseExists(adminUrl, old.databaseName));
@@ -174,7 +191,8 @@ test.serial('pg-cluster inits, starts, stops and removes a cluster on a free loo
   const cluster = await clusterInit({ label: 'lifecycle' });
   t.teardown(() => clusterRemove(cluster));
   const initMs = Date.now() - startedAt;
-  if (process.getuid?.() === 0) t.not(statSync(cluster.dataDir).uid, 0, 'the data dir belongs to the postgres user, not root');
+  if (process.getuid?.() === 0)
+    t.not(statSync(cluster.dataDir).uid, 0, 'the data dir belongs to the postgres user, not root');
 
   const port = await clusterStart(cluster);
   const readyMs = Date.now() - startedAt;
@@ -194,49 +212,59 @@ test.serial('pg-cluster inits, starts, stops and removes a cluster on a free loo
   t.true(totalMs < CLUSTER_LIFECYCLE_BUDGET_MS, `took ${totalMs} ms`);
 });
 
-test.serial('a streaming standby made by pg_basebackup -R replicates a row; promotion moves the timeline 1 -> 2', async (t) => {
-  const clusters: PgCluster[] = [];
-  t.teardown(async () => {
-    for (const cluster of clusters.reverse()) await clusterRemove(cluster);
-  });
-  const primary = await clusterInit({ label: 'primary', settings: { wal_level: 'replica', max_wal_senders: 4 } });
-  clusters.push(primary);
-  await clusterStart(primary);
-  await withClient(clusterUrl(primary), (c) => c.query('CREATE TABLE fence (id int PRIMARY KEY, note text)'));
+test.serial(
+  'a streaming standby made by pg_basebackup -R replicates a row; promotion moves the timeline 1 -> 2',
+  async (t) => {
+    const clusters: PgCluster[] = [];
+    t.teardown(async () => {
+      for (const cluster of clusters.reverse()) await clusterRemove(cluster);
+    });
+    const primary = await clusterInit({ label: 'primary', settings: { wal_level: 'replica', max_wal_senders: 4 } });
+    clusters.push(primary);
+    await clusterStart(primary);
+    await withClient(clusterUrl(primary), (c) => c.query('CREATE TABLE fence (id int PRIMARY KEY, note text)'));
 
-  const standby = await standbyCreate(primary, { applicationName: 'pidfence_ha' });
-  clusters.push(standby);
-  await clusterStart(standby);
-  t.true(await scalarAt<boolean>(clusterUrl(standby), 'SELECT pg_is_in_recovery()'));
-  await eventually(
-    'primary sees the standby streaming',
-    async () => (await scalarAt<string>(clusterUrl(primary), "SELECT count(*)::text FROM pg_stat_replication WHERE application_name = 'pidfence_ha' AND state = 'streaming'")) === '1',
-    REPLICATION_WAIT_MS,
-  );
+    const standby = await standbyCreate(primary, { applicationName: 'pidfence_ha' });
+    clusters.push(standby);
+    await clusterStart(standby);
+    t.true(await scalarAt<boolean>(clusterUrl(standby), 'SELECT pg_is_in_recovery()'));
+    await eventually(
+      'primary sees the standby streaming',
+      async () =>
+        (await scalarAt<string>(
+          clusterUrl(primary),
+          "SELECT count(*)::text FROM pg_stat_replication WHERE application_name = 'pidfence_ha' AND state = 'streaming'",
+        )) === '1',
+      REPLICATION_WAIT_MS,
+    );
 
-  await withClient(clusterUrl(primary), (c) => c.query("INSERT INTO fence VALUES (1, 'written on the primary')"));
-  await eventually(
-    'the row reaches the standby',
-    async () => (await scalarAt<string>(clusterUrl(standby), 'SELECT count(*)::text FROM fence WHERE id = 1')) === '1',
-    REPLICATION_WAIT_MS,
-  );
-  t.is(await scalarAt<number>(clusterUrl(standby), 'SELECT timeline_id FROM pg_control_checkpoint()'), 1);
+    await withClient(clusterUrl(primary), (c) => c.query("INSERT INTO fence VALUES (1, 'written on the primary')"));
+    await eventually(
+      'the row reaches the standby',
+      async () =>
+        (await scalarAt<string>(clusterUrl(standby), 'SELECT count(*)::text FROM fence WHERE id = 1')) === '1',
+      REPLICATION_WAIT_MS,
+    );
+    t.is(await scalarAt<number>(clusterUrl(standby), 'SELECT timeline_id FROM pg_control_checkpoint()'), 1);
 
-  await clusterStop(primary);
-  await clusterPromote(standby);
-  const timeline = await withClient(clusterUrl(standby), async (c) => {
-    t.false((await c.query('SELECT pg_is_in_recovery() AS r')).rows[0].r);
-    await c.query("INSERT INTO fence VALUES (2, 'written after promotion')");
-    await c.query('CHECKPOINT');
-    return (await c.query('SELECT timeline_id FROM pg_control_checkpoint()')).rows[0].timeline_id as number;
-  });
-  t.is(timeline, 2);
-});
+    await clusterStop(primary);
+    await clusterPromote(standby);
+    const timeline = await withClient(clusterUrl(standby), async (c) => {
+      t.false((await c.query('SELECT pg_is_in_recovery() AS r')).rows[0].r);
+      await c.query("INSERT INTO fence VALUES (2, 'written after promotion')");
+      await c.query('CHECKPOINT');
+      return (await c.query('SELECT timeline_id FROM pg_control_checkpoint()')).rows[0].timeline_id as number;
+    });
+    t.is(timeline, 2);
+  },
+);
 
-test.serial('with-postgres starts its own cluster when nothing answers, passes the URL on, and removes it', async (t) => {
-  const closedPort = await freeLoopbackPort();
-  // The child prints what it was given and what it saw, then exits 7 to prove the code is passed on.
-  const childScript = `
+test.serial(
+  'with-postgres starts its own cluster when nothing answers, passes the URL on, and removes it',
+  async (t) => {
+    const closedPort = await freeLoopbackPort();
+    // The child prints what it was given and what it saw, then exits 7 to prove the code is passed on.
+    const childScript = `
     const { Client } = require('pg');
     const url = process.env.PIDFENCE_TEST_DATABASE_URL;
     const c = new Client({ connectionString: url });
@@ -244,24 +272,25 @@ test.serial('with-postgres starts its own cluster when nothing answers, passes t
       .then(() => c.query('SELECT current_database() AS db, inet_server_port() AS port'))
       .then((r) => { console.log(JSON.stringify({ url, dir: process.env.PIDFENCE_TEST_CLUSTER_DIR, row: r.rows[0] })); return c.end(); })
       .then(() => process.exit(7), (e) => { console.error(e); process.exit(9); });`;
-  const child = spawn(process.execPath, [WRAPPER_SCRIPT, process.execPath, '-e', childScript], {
-    cwd: PACKAGE_ROOT,
-    env: { ...process.env, PIDFENCE_TEST_DATABASE_URL: `postgres://postgres@127.0.0.1:${closedPort}/test` },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exitCode = await new Promise<number | null>((resolve) => child.once('close', resolve));
-  t.log(stderr.trim());
+    const child = spawn(process.execPath, [WRAPPER_SCRIPT, process.execPath, '-e', childScript], {
+      cwd: PACKAGE_ROOT,
+      env: { ...process.env, PIDFENCE_TEST_DATABASE_URL: `postgres://postgres@127.0.0.1:${closedPort}/test` },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exitCode = await new Promise<number | null>((resolve) => child.once('close', resolve));
+    t.log(stderr.trim());
 
-  t.is(exitCode, 7, stderr);
-  const seen = JSON.parse(stdout.trim()) as { url: string; dir: string; row: { db: string; port: number } };
-  const clusterPort = Number(new URL(seen.url).port);
-  t.not(clusterPort, closedPort);
-  t.is(seen.row.db, 'postgres');
-  t.is(seen.row.port, clusterPort);
-  t.false(existsSync(seen.dir), 'the throw-away cluster dir is gone');
-  t.false(await loopbackPortIsOpen(clusterPort), 'the throw-away cluster is stopped');
-});
+    t.is(exitCode, 7, stderr);
+    const seen = JSON.parse(stdout.trim()) as { url: string; dir: string; row: { db: string; port: number } };
+    const clusterPort = Number(new URL(seen.url).port);
+    t.not(clusterPort, closedPort);
+    t.is(seen.row.db, 'postgres');
+    t.is(seen.row.port, clusterPort);
+    t.false(existsSync(seen.dir), 'the throw-away cluster dir is gone');
+    t.false(await loopbackPortIsOpen(clusterPort), 'the throw-away cluster is stopped');
+  },
+);

@@ -76,7 +76,9 @@ export async function provisionDatabase(label: string, adminUrl = testDatabaseUr
     }
   });
   try {
-    await withAdminClient(urlFor(adminUrl, { database: names.databaseName }), (admin) => schemaPrivilegesSet(admin, names));
+    await withAdminClient(urlFor(adminUrl, { database: names.databaseName }), (admin) =>
+      schemaPrivilegesSet(admin, names),
+    );
   } catch (error) {
     await drop().catch(() => undefined);
     throw provisionError(`granting privileges in ${names.databaseName} failed`, error);
@@ -128,7 +130,11 @@ const TEST_NAME_PATTERN = new RegExp(`^${TEST_OBJECT_PREFIX}[a-z0-9_]*_\\d+_([0-
 
 /** Exported for the sweeper test, which needs names that look old. */
 export function testObjectNamesCreate(label: string, createdAtMs = Date.now()): TestObjectNames {
-  const safeLabel = label.toLowerCase().replace(/[^a-z0-9]+/g, '_').replace(/^_+|_+$/g, '').slice(0, LABEL_MAX_LENGTH);
+  const safeLabel = label
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '_')
+    .replace(/^_+|_+$/g, '')
+    .slice(0, LABEL_MAX_LENGTH);
   const created = Math.floor(createdAtMs / 1_000).toString(36);
   const databaseName = `${TEST_OBJECT_PREFIX}${safeLabel || 'db'}_${process.pid}_${created}_${randomBytes(4).toString('hex')}`;
   return { databaseName, ownerRole: `${databaseName}_own`, runtimeRole: `${databaseName}_run` };
@@ -157,8 +163,12 @@ async function rolesAndDatabaseCreate(
   const runtime = admin.escapeIdentifier(names.runtimeRole);
   const database = admin.escapeIdentifier(names.databaseName);
   // Passwords make the URLs work against servers that do not trust loopback; they never appear in errors.
-  await admin.query(`CREATE ROLE ${owner} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD ${admin.escapeLiteral(ownerPassword)}`);
-  await admin.query(`CREATE ROLE ${runtime} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD ${admin.escapeLiteral(runtimePassword)}`);
+  await admin.query(
+    `CREATE ROLE ${owner} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD ${admin.escapeLiteral(ownerPassword)}`,
+  );
+  await admin.query(
+    `CREATE ROLE ${runtime} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD ${admin.escapeLiteral(runtimePassword)}`,
+  );
   await admin.query(`CREATE DATABASE ${database} OWNER ${owner}`);
   // Without this every role on the cluster (PUBLIC) could connect; the runtime role gets it explicitly.
   await admin.query(`REVOKE ALL ON DATABASE ${database} FROM PUBLIC`);
@@ -184,23 +194,28 @@ async function databaseDrop(adminUrl: string, names: TestObjectNames): Promise<v
 
 async function databaseDropWith(admin: Client, databaseName: string): Promise<void> {
   // Pools from the test may still hold sessions; they would block DROP DATABASE.
-  await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [
-    databaseName,
-  ]);
+  await admin.query(
+    'SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
+    [databaseName],
+  );
   await admin.query(`DROP DATABASE IF EXISTS ${admin.escapeIdentifier(databaseName)} WITH (FORCE)`);
 }
 
 async function sweepStaleTestObjectsWith(admin: Client, now: number): Promise<SweepResult> {
   const like = `${TEST_OBJECT_PREFIX.replace(/_/g, '\\_')}%`;
   const staleNames = async (catalogQuery: string): Promise<string[]> =>
-    (await admin.query<{ name: string }>(catalogQuery, [like])).rows.map((row) => row.name).filter((name) => isStale(name, now));
+    (await admin.query<{ name: string }>(catalogQuery, [like])).rows
+      .map((row) => row.name)
+      .filter((name) => isStale(name, now));
 
   // Databases first: a role cannot be dropped while it still owns one.
-  const databases = await sweepEach(await staleNames('SELECT datname AS name FROM pg_database WHERE datname LIKE $1'), (name) =>
-    databaseDropWith(admin, name),
+  const databases = await sweepEach(
+    await staleNames('SELECT datname AS name FROM pg_database WHERE datname LIKE $1'),
+    (name) => databaseDropWith(admin, name),
   );
-  const roles = await sweepEach(await staleNames('SELECT rolname AS name FROM pg_roles WHERE rolname LIKE $1'), (name) =>
-    admin.query(`DROP ROLE IF EXISTS ${admin.escapeIdentifier(name)}`),
+  const roles = await sweepEach(
+    await staleNames('SELECT rolname AS name FROM pg_roles WHERE rolname LIKE $1'),
+    (name) => admin.query(`DROP ROLE IF EXISTS ${admin.escapeIdentifier(name)}`),
   );
   return { databases, roles };
 }

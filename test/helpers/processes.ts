@@ -61,7 +61,10 @@ export function spawnJob(
       const stdout = child.stdout;
       if (stdout === null || stdout.destroyed) return resolve({ code, signal });
       const fallback = setTimeout(() => resolve({ code, signal }), PIPE_DRAIN_MS);
-      stdout.once('close', () => { clearTimeout(fallback); resolve({ code, signal }); });
+      stdout.once('close', () => {
+        clearTimeout(fallback);
+        resolve({ code, signal });
+      });
     });
   });
 
@@ -73,7 +76,10 @@ export function spawnJob(
     // A readiness wait, not a speed check: a process started under load 24 took over 5 s to print its first line.
     waitForLine(pattern, timeoutMs = 60_000) {
       return new Promise((resolve, reject) => {
-        const deadline = setTimeout(() => reject(new Error(`no line matching ${pattern} within ${timeoutMs} ms; got ${JSON.stringify(lines)}`)), timeoutMs);
+        const deadline = setTimeout(
+          () => reject(new Error(`no line matching ${pattern} within ${timeoutMs} ms; got ${JSON.stringify(lines)}`)),
+          timeoutMs,
+        );
         const check = () => {
           const found = lines.find((line) => pattern.test(line));
           if (found !== undefined) {

@@ -24,7 +24,9 @@ export function sectionOf(markdown: string, title: string): string {
 
 /** The fenced blocks of one language in a section, in order. */
 export function fencedBlocks(section: string, language: string): string[] {
-  return [...section.matchAll(new RegExp(`\`\`\`${language}\\n([\\s\\S]*?)\`\`\``, 'g'))].map((match) => match[1] ?? '');
+  return [...section.matchAll(new RegExp(`\`\`\`${language}\\n([\\s\\S]*?)\`\`\``, 'g'))].map(
+    (match) => match[1] ?? '',
+  );
 }
 
 /** The console blocks of a section; `<!-- readme-test: background -->` just before one marks it. */
@@ -85,8 +87,15 @@ function linePattern(expected: string, ids: IdBindings): { pattern: RegExp; bind
  * binds the ids it names. Returns what did not match: expected lines nothing fitted, and real
  * lines left over (the README must show all of the output).
  */
-export function matchOutput(expected: readonly string[], actual: string, ids: IdBindings): { missing: string[]; extra: string[] } {
-  const lines = actual.split('\n').map((line) => line.trimEnd()).filter((line) => line !== '');
+export function matchOutput(
+  expected: readonly string[],
+  actual: string,
+  ids: IdBindings,
+): { missing: string[]; extra: string[] } {
+  const lines = actual
+    .split('\n')
+    .map((line) => line.trimEnd())
+    .filter((line) => line !== '');
   const taken = new Set<number>();
   const missing: string[] = [];
   for (const line of expected) {

@@ -50,7 +50,8 @@ export function smallDisk(t: ExecutionContext): SmallDisk {
       }
     },
     free() {
-      for (const name of readdirSync(dir)) if (name.startsWith('filler-')) rmSync(path.join(dir, name), { force: true });
+      for (const name of readdirSync(dir))
+        if (name.startsWith('filler-')) rmSync(path.join(dir, name), { force: true });
     },
     freeBytes: () => freeBytesOf(dir),
     files: () => (readdirSync(dir, { recursive: true }) as string[]).filter((name) => !name.startsWith('filler-')),

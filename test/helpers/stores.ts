@@ -10,9 +10,20 @@ import type { DispatchRepository } from '../../lib/store/dispatch-repository';
 import type { ManagementStore } from '../../lib/store/management-store';
 import type { RunStore } from '../../lib/store/run-store';
 import type { RunnerStore } from '../../lib/store/runner-store';
-import { openPostgresStore, PostgresGrantAdministration, type PostgresStore, type PostgresStoreOptions } from '../../lib/store/postgres/index';
+import {
+  openPostgresStore,
+  PostgresGrantAdministration,
+  type PostgresStore,
+  type PostgresStoreOptions,
+} from '../../lib/store/postgres/index';
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
-import { injectPostgresEventAppendFailure, migratedDatabase, runtimeUrlNamed, uniqueApplicationName, type MigratedDatabase } from './pg-store';
+import {
+  injectPostgresEventAppendFailure,
+  migratedDatabase,
+  runtimeUrlNamed,
+  uniqueApplicationName,
+  type MigratedDatabase,
+} from './pg-store';
 import { installPostgresTestClock } from './pg-test-clock';
 import { delay } from './wait';
 import { driverOf } from '../../lib/store/sqlite/driver';
@@ -85,27 +96,52 @@ const sqliteFactory: TestStoreFactory = {
     let offsetMs = 0;
     const clock = () => Date.now() + offsetMs;
     const writes: string[] = [];
-    const openMain = () => openSqliteStore(file, { clock, verbose: (sql) => { if (!/^\s*SELECT\b/i.test(sql)) writes.push(sql); } });
+    const openMain = () =>
+      openSqliteStore(file, {
+        clock,
+        verbose: (sql) => {
+          if (!/^\s*SELECT\b/i.test(sql)) writes.push(sql);
+        },
+      });
     let main = openMain();
     const others: SqliteStore[] = [];
     return {
-      get repository() { return main.dispatchRepository; },
-      get runStore() { return main.runStore; },
-      get runnerStore() { return main.runnerStore; },
-      get managementStore() { return main.managementStore; },
-      grant: async (subject, projectId, permission) => { await main.managementStore.writeGrant({ subject, projectId, permission }, 'test-owner'); },
+      get repository() {
+        return main.dispatchRepository;
+      },
+      get runStore() {
+        return main.runStore;
+      },
+      get runnerStore() {
+        return main.runnerStore;
+      },
+      get managementStore() {
+        return main.managementStore;
+      },
+      grant: async (subject, projectId, permission) => {
+        await main.managementStore.writeGrant({ subject, projectId, permission }, 'test-owner');
+      },
       location: file,
-      advanceTime: async (ms) => { offsetMs += ms; },
+      advanceTime: async (ms) => {
+        offsetMs += ms;
+      },
       timeIsVirtual: true,
       connect: async () => {
         const other = openSqliteStore(file, { clock, migrate: false });
         others.push(other);
         return sqliteConnection(other);
       },
-      restart: async () => { main.close(); main = openMain(); },
+      restart: async () => {
+        main.close();
+        main = openMain();
+      },
       injectEventAppendFailure: async () => {
-        driverOf(main.database).exec("CREATE TRIGGER test_fail_event_append BEFORE INSERT ON run_events BEGIN SELECT RAISE(ABORT, 'injected event append failure'); END");
-        return async () => { driverOf(main.database).exec('DROP TRIGGER test_fail_event_append'); };
+        driverOf(main.database).exec(
+          "CREATE TRIGGER test_fail_event_append BEFORE INSERT ON run_events BEGIN SELECT RAISE(ABORT, 'injected event append failure'); END",
+        );
+        return async () => {
+          driverOf(main.database).exec('DROP TRIGGER test_fail_event_append');
+        };
       },
       rawBytes: () => sqliteFileBytes(file),
       writeMarker: async () => {
@@ -143,12 +179,23 @@ const postgresFactory: TestStoreFactory = {
     let main = await openPostgresStore(url);
     const others: PostgresStore[] = [];
     return {
-      get repository() { return main.dispatchRepository; },
-      get runStore() { return main.runStore; },
-      get runnerStore() { return main.runnerStore; },
-      get managementStore() { return main.managementStore; },
+      get repository() {
+        return main.dispatchRepository;
+      },
+      get runStore() {
+        return main.runStore;
+      },
+      get runnerStore() {
+        return main.runnerStore;
+      },
+      get managementStore() {
+        return main.managementStore;
+      },
       grant: async (subject, projectId, permission) => {
-        await new PostgresGrantAdministration(database.owner).writeGrant({ subject, projectId, permission }, 'test-owner');
+        await new PostgresGrantAdministration(database.owner).writeGrant(
+          { subject, projectId, permission },
+          'test-owner',
+        );
       },
       location: url,
       advanceTime: (ms) => testClock.advance(ms),
@@ -194,12 +241,17 @@ const postgresFactory: TestStoreFactory = {
  */
 export const TEST_STORES_ENV = 'PIDFENCE_TEST_STORES';
 
-function selectedFactories(all: readonly TestStoreFactory[], selection: string | undefined): readonly TestStoreFactory[] {
+function selectedFactories(
+  all: readonly TestStoreFactory[],
+  selection: string | undefined,
+): readonly TestStoreFactory[] {
   if (selection === undefined || selection === '') return all;
   const names = selection.split(',').map((name) => name.trim());
   const unknown = names.filter((name) => !all.some((factory) => factory.name === name));
   if (unknown.length > 0) {
-    throw new Error(`${TEST_STORES_ENV} names no store ${unknown.join(', ')}; use ${all.map((f) => f.name).join(' or ')}`);
+    throw new Error(
+      `${TEST_STORES_ENV} names no store ${unknown.join(', ')}; use ${all.map((f) => f.name).join(' or ')}`,
+    );
   }
   return all.filter((factory) => names.includes(factory.name));
 }
@@ -236,7 +288,10 @@ export async function openContractStore(
   settings: Readonly<Record<string, string>> = {},
 ): Promise<ContractStore & { store: PostgresStore; applicationName: string }> {
   const applicationName = uniqueApplicationName();
-  const store = await openPostgresStore(runtimeUrlNamed(database, applicationName, settings), { maxConnections: 8, ...options });
+  const store = await openPostgresStore(runtimeUrlNamed(database, applicationName, settings), {
+    maxConnections: 8,
+    ...options,
+  });
   return {
     store,
     applicationName,

@@ -5,7 +5,17 @@
 // .ci/run, so no test spends its time budget on a download or a compile.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -23,7 +33,14 @@ const isRoot = (): boolean => process.getuid?.() === 0;
 
 function apt(args: readonly string[], cwd?: string): boolean {
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  return spawnSync('apt-get', [...args], { stdio: ['ignore', 'ignore', 'inherit'], env, timeout: APT_TIMEOUT_MS, ...(cwd === undefined ? {} : { cwd }) }).status === 0;
+  return (
+    spawnSync('apt-get', [...args], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env,
+      timeout: APT_TIMEOUT_MS,
+      ...(cwd === undefined ? {} : { cwd }),
+    }).status === 0
+  );
 }
 
 /** apt-get `args`; on failure once more after `apt-get update` (a fresh machine has no package lists). */
@@ -39,7 +56,7 @@ function missing(what: string, how: string): Error {
 export function ensureChromium(): string {
   if (existsSync(CHROMIUM)) return CHROMIUM;
   if (isRoot() && commandPath('apt-get') !== undefined) {
-    process.stderr.write('pidfence tests: installing Debian\'s chromium for the browser test (apt-get, once)\n');
+    process.stderr.write("pidfence tests: installing Debian's chromium for the browser test (apt-get, once)\n");
     aptWithLists(['install', '-y', '--no-install-recommends', 'chromium']);
     if (existsSync(CHROMIUM)) return CHROMIUM;
   }
@@ -56,7 +73,9 @@ export function ensurePromtool(): string {
   const kept = path.join(TOOLS_DIR, 'promtool');
   if (existsSync(kept)) return kept;
   if (commandPath('apt-get') !== undefined && commandPath('dpkg-deb') !== undefined) {
-    process.stderr.write('pidfence tests: fetching promtool from Debian\'s prometheus package (apt-get download, once)\n');
+    process.stderr.write(
+      "pidfence tests: fetching promtool from Debian's prometheus package (apt-get download, once)\n",
+    );
     const work = mkdtempSync(path.join(tmpdir(), 'pidfence-promtool-'));
     try {
       if (aptWithLists(['download', 'prometheus'], work)) {
@@ -92,7 +111,11 @@ export function ensureClockStepShim(): string {
   if (compiler === undefined) throw missing('a C compiler (cc)', 'run `apt-get install -y gcc` as root.');
   mkdirSync(TOOLS_DIR, { recursive: true });
   const partial = `${built}.${process.pid}.tmp`;
-  const result = spawnSync(compiler, ['-O2', '-Wall', '-Werror', '-shared', '-fPIC', '-o', partial, CLOCK_STEP_SOURCE, '-ldl'], { encoding: 'utf8' });
+  const result = spawnSync(
+    compiler,
+    ['-O2', '-Wall', '-Werror', '-shared', '-fPIC', '-o', partial, CLOCK_STEP_SOURCE, '-ldl'],
+    { encoding: 'utf8' },
+  );
   if (result.status !== 0) {
     rmSync(partial, { force: true });
     throw new Error(`building the clock-step shim failed: ${result.stderr}`);
@@ -112,13 +135,17 @@ export function ensureDaemonPrograms(): string {
     aptWithLists(['install', '-y', '--no-install-recommends', ...absent.map(([, pkg]) => pkg)]);
   }
   const still = Object.keys(DAEMON_PROGRAMS).filter((program) => commandPath(program) === undefined);
-  if (still.length > 0) throw missing(still.join(', '), `run \`apt-get install -y ${Object.values(DAEMON_PROGRAMS).join(' ')}\` as root.`);
+  if (still.length > 0)
+    throw missing(still.join(', '), `run \`apt-get install -y ${Object.values(DAEMON_PROGRAMS).join(' ')}\` as root.`);
   return Object.keys(DAEMON_PROGRAMS).join(', ');
 }
 
 if (require.main === module) {
   const tools: ReadonlyArray<readonly [string, () => string]> = [
-    ['chromium', ensureChromium], ['promtool', ensurePromtool], ['clock-step shim', ensureClockStepShim], ['daemons', ensureDaemonPrograms],
+    ['chromium', ensureChromium],
+    ['promtool', ensurePromtool],
+    ['clock-step shim', ensureClockStepShim],
+    ['daemons', ensureDaemonPrograms],
   ];
   for (const [name, ensure] of tools) {
     try {

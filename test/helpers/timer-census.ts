@@ -53,10 +53,20 @@ export function timerCensus(options: { readonly origin?: RegExp } = {}): TimerCe
     },
   }).enable();
   return {
-    get created() { return created; },
-    get createdFromOrigin() { return createdFromOrigin; },
-    get liveFromOrigin() { return live.size; },
-    get watchers() { return watchers; },
-    disable: () => { hook.disable(); },
+    get created() {
+      return created;
+    },
+    get createdFromOrigin() {
+      return createdFromOrigin;
+    },
+    get liveFromOrigin() {
+      return live.size;
+    },
+    get watchers() {
+      return watchers;
+    },
+    disable: () => {
+      hook.disable();
+    },
   };
 }

@@ -17,11 +17,18 @@ export interface WaitOptions {
 }
 
 /** Waits until `probe` yields a value other than undefined, and returns it. */
-export async function untilValue<T>(probe: () => T | undefined | Promise<T | undefined>, options: WaitOptions = {}): Promise<T> {
+export async function untilValue<T>(
+  probe: () => T | undefined | Promise<T | undefined>,
+  options: WaitOptions = {},
+): Promise<T> {
   const timeoutMs = options.timeoutMs ?? 10_000;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const value = options.retryErrors ? await Promise.resolve().then(probe).catch(() => undefined) : await probe();
+    const value = options.retryErrors
+      ? await Promise.resolve()
+          .then(probe)
+          .catch(() => undefined)
+      : await probe();
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`${options.what ?? 'condition'} did not hold within ${timeoutMs} ms`);
     await delay(options.intervalMs ?? 25);

@@ -33,7 +33,10 @@ async function main(argv: readonly string[]): Promise<number> {
 
   const cluster = await throwawayClusterStart(url);
   try {
-    const clusterEnv = { [TEST_DATABASE_URL_ENV]: clusterUrl(cluster, ADMIN_DATABASE), [TEST_CLUSTER_DIR_ENV]: cluster.baseDir };
+    const clusterEnv = {
+      [TEST_DATABASE_URL_ENV]: clusterUrl(cluster, ADMIN_DATABASE),
+      [TEST_CLUSTER_DIR_ENV]: cluster.baseDir,
+    };
     return await commandRun(command, args, clusterEnv);
   } finally {
     await clusterRemove(cluster);
@@ -51,12 +54,18 @@ async function throwawayClusterStart(unansweredUrl: string): Promise<PgCluster> 
     await clusterRemove(cluster);
     throw error;
   }
-  process.stderr.write(`with-postgres: cluster on 127.0.0.1:${String(cluster.port)} ready in ${Date.now() - startedAt} ms\n`);
+  process.stderr.write(
+    `with-postgres: cluster on 127.0.0.1:${String(cluster.port)} ready in ${Date.now() - startedAt} ms\n`,
+  );
   return cluster;
 }
 
 /** Runs the command with inherited stdio; forwards termination signals; resolves to its exit code. */
-function commandRun(command: string, args: readonly string[], extraEnv: Readonly<Record<string, string>>): Promise<number> {
+function commandRun(
+  command: string,
+  args: readonly string[],
+  extraEnv: Readonly<Record<string, string>>,
+): Promise<number> {
   // `ava` is found whether or not we run under `npm run` (which puts node_modules/.bin on PATH).
   const packageBin = join(__dirname, '..', '..', '..', 'node_modules', '.bin');
   const env = { ...process.env, ...extraEnv, PATH: `${packageBin}${delimiter}${process.env['PATH'] ?? ''}` };

@@ -5,8 +5,19 @@
 import test, { type ExecutionContext } from 'ava';
 
 import { PidfenceError } from '../../lib/base/errors';
-import { BLOCKED_PAGE_SIZE, createLeaseToken, leaseTokenDigest, type BlockingResult, type DispatchResult } from '../../lib/contract/index';
-import { authorizeCancel, ManagementPlane, type GrantAdministration, type ManagementStore } from '../../lib/management/index';
+import {
+  BLOCKED_PAGE_SIZE,
+  createLeaseToken,
+  leaseTokenDigest,
+  type BlockingResult,
+  type DispatchResult,
+} from '../../lib/contract/index';
+import {
+  authorizeCancel,
+  ManagementPlane,
+  type GrantAdministration,
+  type ManagementStore,
+} from '../../lib/management/index';
 import { formatHandle, handleFromIdentity } from '../../lib/process/index';
 import type { DispatchRepository } from '../../lib/store/dispatch-repository';
 import type { ExecutionStore } from '../../lib/store/execution-store';
@@ -46,19 +57,36 @@ const PROJECT = 'project-a';
 const OTHER_PROJECT = 'project-b';
 
 /** A run whose dispatch settled with `result` through the real claim/result path; returns its token too. */
-export async function settledRun(world: ManagementWorld, projectId: string, result: DispatchResult, retryDelayMs?: number): Promise<{ runId: string; token: string }> {
+export async function settledRun(
+  world: ManagementWorld,
+  projectId: string,
+  result: DispatchResult,
+  retryDelayMs?: number,
+): Promise<{ runId: string; token: string }> {
   const run = await cancelledRun(world.runStore, { projectId });
   const token = createLeaseToken();
   const claim = await world.repository.claim({ ...run, owner: OWNER, token, leaseDurationMs: 60_000 });
   if (claim.kind !== 'claimed') throw new Error(`fixture: claim was ${claim.kind}`);
-  const base = { runId: run.runId, attemptId: run.attemptId, owner: OWNER, token, expectedVersion: claim.record.version, result, eventId: uniqueId('evt') };
+  const base = {
+    runId: run.runId,
+    attemptId: run.attemptId,
+    owner: OWNER,
+    token,
+    expectedVersion: claim.record.version,
+    result,
+    eventId: uniqueId('evt'),
+  };
   const recorded = await world.repository.recordResult(retryDelayMs === undefined ? base : { ...base, retryDelayMs });
   if (recorded.kind !== 'recorded') throw new Error('fixture: result was stale');
   return { runId: run.runId, token };
 }
 
 /** A run whose dispatch is leased (claimed, not settled). */
-async function leasedRun(world: ManagementWorld, projectId: string, leaseDurationMs = 60_000): Promise<{ runId: string; token: string }> {
+async function leasedRun(
+  world: ManagementWorld,
+  projectId: string,
+  leaseDurationMs = 60_000,
+): Promise<{ runId: string; token: string }> {
   const run = await cancelledRun(world.runStore, { projectId });
   const token = createLeaseToken();
   const claim = await world.repository.claim({ ...run, owner: OWNER, token, leaseDurationMs });
@@ -77,10 +105,17 @@ async function runIn(world: ManagementWorld, projectId: string, state: RunFixtur
   await world.runStore.createAttempt({ runId, attemptId });
   await world.runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'running', ...PLACEHOLDER_BINDING });
   if (state === 'running') return runId;
-  if (state === 'cancelled') await world.runStore.requestCancellation({ runId, reason: 'user', eventId: uniqueId('evt') });
+  if (state === 'cancelled')
+    await world.runStore.requestCancellation({ runId, reason: 'user', eventId: uniqueId('evt') });
   const ended = await world.executionStore.completeAttempt({
-    runId, attemptId, status: state, cause: state === 'cancelled' ? 'stopped' : 'receipt',
-    exit: state === 'cancelled' ? null : { exitCode, signal: null }, attemptEventId: uniqueId('evt'), runEventId: uniqueId('evt'), journalReceipt: false,
+    runId,
+    attemptId,
+    status: state,
+    cause: state === 'cancelled' ? 'stopped' : 'receipt',
+    exit: state === 'cancelled' ? null : { exitCode, signal: null },
+    attemptEventId: uniqueId('evt'),
+    runEventId: uniqueId('evt'),
+    journalReceipt: false,
   });
   if (ended.kind !== 'completed') throw new Error(`fixture: completion was ${ended.kind}`);
   return runId;
@@ -89,17 +124,37 @@ async function runIn(world: ManagementWorld, projectId: string, state: RunFixtur
 /** What no run view may carry: process identity, the runner, lease and receipt secrets. */
 function assertNoSecrets(t: ExecutionContext, view: unknown, ...secrets: string[]): void {
   const text = JSON.stringify(view);
-  for (const key of ['"pid"', '"handle"', '"runnerId"', '"leaseOwner"', '"leaseTokenDigest"', '"receiptTokenDigest"', '"command"', '"args"', '"env"']) {
+  for (const key of [
+    '"pid"',
+    '"handle"',
+    '"runnerId"',
+    '"leaseOwner"',
+    '"leaseTokenDigest"',
+    '"receiptTokenDigest"',
+    '"command"',
+    '"args"',
+    '"env"',
+  ]) {
     t.false(text.includes(key), `a view carries ${key}`);
   }
-  for (const secret of [FIXTURE_HANDLE, OWNER, ...secrets]) t.false(text.includes(secret), `a view carries ${secret.slice(0, 12)}`);
+  for (const secret of [FIXTURE_HANDLE, OWNER, ...secrets])
+    t.false(text.includes(secret), `a view carries ${secret.slice(0, 12)}`);
 }
 
-async function grant(world: ManagementWorld, subject: string, projectId: string, ...permissions: Array<'run.read' | 'run.stop' | 'grants.write'>): Promise<void> {
+async function grant(
+  world: ManagementWorld,
+  subject: string,
+  projectId: string,
+  ...permissions: Array<'run.read' | 'run.stop' | 'grants.write'>
+): Promise<void> {
   for (const permission of permissions) await world.grants.writeGrant({ subject, projectId, permission }, 'test-owner');
 }
 
-function planeFor(world: ManagementWorld, subject: string, options: Partial<ConstructorParameters<typeof ManagementPlane>[0]> = {}): ManagementPlane {
+function planeFor(
+  world: ManagementWorld,
+  subject: string,
+  options: Partial<ConstructorParameters<typeof ManagementPlane>[0]> = {},
+): ManagementPlane {
   return new ManagementPlane({ store: world.management, principal: subject, ...options });
 }
 
@@ -111,7 +166,11 @@ async function refused(t: ExecutionContext, promise: Promise<unknown>, code: str
 
 /** Everything a rearm could have written: the record, the event list, the audit rows. */
 async function writtenState(world: ManagementWorld, runId: string): Promise<string> {
-  return JSON.stringify([await world.repository.getRecord(runId), await world.runStore.listEvents(runId), await world.auditRows(runId)]);
+  return JSON.stringify([
+    await world.repository.getRecord(runId),
+    await world.runStore.listEvents(runId),
+    await world.auditRows(runId),
+  ]);
 }
 
 export function registerManagementSuite(factory: ManagementWorldFactory): void {
@@ -130,12 +189,49 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const leased = await leasedRun(world, PROJECT);
     const plane = planeFor(world, viewer);
     const blockedView = await plane.inspect(blocked.runId);
-    t.like(blockedView, { runId: blocked.runId, projectId: PROJECT, attemptId: `${blocked.runId}-a1`, status: 'blocked', version: 2, dispatchCount: 1, lastResult: 'identity_mismatch', nextAttemptAtMs: null });
+    t.like(blockedView, {
+      runId: blocked.runId,
+      projectId: PROJECT,
+      attemptId: `${blocked.runId}-a1`,
+      status: 'blocked',
+      version: 2,
+      dispatchCount: 1,
+      lastResult: 'identity_mismatch',
+      nextAttemptAtMs: null,
+    });
     t.true(typeof blockedView.blockedAtMs === 'number');
-    t.deepEqual(Object.keys(blockedView).sort(), ['attemptId', 'blockedAtMs', 'dispatchCount', 'lastDispatchedAtMs', 'lastResult', 'nextAttemptAtMs', 'projectId', 'runId', 'status', 'updatedAtMs', 'version']);
-    const responses = [blockedView, await plane.inspect(leased.runId), await plane.summary(PROJECT), await plane.blockedPage(PROJECT)];
+    t.deepEqual(Object.keys(blockedView).sort(), [
+      'attemptId',
+      'blockedAtMs',
+      'dispatchCount',
+      'lastDispatchedAtMs',
+      'lastResult',
+      'nextAttemptAtMs',
+      'projectId',
+      'runId',
+      'status',
+      'updatedAtMs',
+      'version',
+    ]);
+    const responses = [
+      blockedView,
+      await plane.inspect(leased.runId),
+      await plane.summary(PROJECT),
+      await plane.blockedPage(PROJECT),
+    ];
     const text = JSON.stringify(responses);
-    for (const secret of [OWNER, 'worker-7', blocked.token, leased.token, leaseTokenDigest(blocked.token), leaseTokenDigest(leased.token), '"pid"', 'leaseOwner', 'leaseTokenDigest', 'handle']) {
+    for (const secret of [
+      OWNER,
+      'worker-7',
+      blocked.token,
+      leased.token,
+      leaseTokenDigest(blocked.token),
+      leaseTokenDigest(leased.token),
+      '"pid"',
+      'leaseOwner',
+      'leaseTokenDigest',
+      'handle',
+    ]) {
       t.false(text.includes(secret), `a response carries ${secret.slice(0, 12)}`);
     }
     // The leased record really has an owner and digest in the store: the scan above could find them.
@@ -174,9 +270,20 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const attemptId = `${runId}-a1`;
     await world.runStore.createRun({ runId, projectId: PROJECT });
     await world.runStore.createAttempt({ runId, attemptId });
-    await world.runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'running', pid: job.identity.pid, handle });
+    await world.runStore.advanceAttempt({
+      runId,
+      attemptId,
+      from: 'claimed',
+      to: 'running',
+      pid: job.identity.pid,
+      handle,
+    });
     const cancelled = await world.runStore.requestCancellation({ runId, reason: 'user', eventId: uniqueId('evt') });
-    const target = { runId, attemptId, cancelRequestedAtMs: cancelled.kind === 'requested' ? cancelled.run.cancelRequestedAtMs ?? -1 : -1 };
+    const target = {
+      runId,
+      attemptId,
+      cancelRequestedAtMs: cancelled.kind === 'requested' ? (cancelled.run.cancelRequestedAtMs ?? -1) : -1,
+    };
     const controller = new CountingController();
     const dispatcher = dispatcherFor(world, [controller]);
     t.like(await dispatcher.dispatch(target), { kind: 'recorded', result: 'identity_mismatch', status: 'blocked' });
@@ -185,14 +292,30 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const blocked = await plane.inspect(runId);
     t.like(blocked, { status: 'blocked', lastResult: 'identity_mismatch' });
     const eventsBefore = (await world.runStore.listEvents(runId)).length;
-    const rearmed = await plane.rearm(runId, { expectedVersion: blocked.version, expectedStatus: 'blocked', expectedResult: 'identity_mismatch' });
-    t.like(rearmed, { status: 'retry_wait', version: blocked.version + 1, dispatchCount: blocked.dispatchCount, blockedAtMs: null, lastResult: 'identity_mismatch' });
+    const rearmed = await plane.rearm(runId, {
+      expectedVersion: blocked.version,
+      expectedStatus: 'blocked',
+      expectedResult: 'identity_mismatch',
+    });
+    t.like(rearmed, {
+      status: 'retry_wait',
+      version: blocked.version + 1,
+      dispatchCount: blocked.dispatchCount,
+      blockedAtMs: null,
+      lastResult: 'identity_mismatch',
+    });
     // Due at the store's now: the update time of the same transaction, never a caller's clock.
     t.is(rearmed.nextAttemptAtMs, rearmed.updatedAtMs);
     const events = await world.runStore.listEvents(runId);
     t.is(events.length, eventsBefore + 1);
-    t.like(events[events.length - 1], { type: 'run.cancel_dispatch_rearmed', payload: { attemptId, dispatchCount: blocked.dispatchCount, result: 'identity_mismatch' }, createdAtMs: rearmed.updatedAtMs });
-    t.deepEqual(await world.auditRows(runId), [{ actor: operator, expectedVersion: blocked.version, expectedResult: 'identity_mismatch' }]);
+    t.like(events[events.length - 1], {
+      type: 'run.cancel_dispatch_rearmed',
+      payload: { attemptId, dispatchCount: blocked.dispatchCount, result: 'identity_mismatch' },
+      createdAtMs: rearmed.updatedAtMs,
+    });
+    t.deepEqual(await world.auditRows(runId), [
+      { actor: operator, expectedVersion: blocked.version, expectedResult: 'identity_mismatch' },
+    ]);
 
     // The rearmed dispatch is due now; the dispatcher claims it, re-verifies, blocks again: zero signals.
     // Other tests' runs may share this database and be due earlier: page until ours or the end.
@@ -203,9 +326,21 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
       page = await world.repository.duePage({ limit: 64, after: page.next });
     }
     t.true(found, 'the rearmed dispatch is in the due query');
-    t.like(await dispatcher.dispatch(target), { kind: 'recorded', result: 'identity_mismatch', status: 'blocked', dispatchCount: 2 });
+    t.like(await dispatcher.dispatch(target), {
+      kind: 'recorded',
+      result: 'identity_mismatch',
+      status: 'blocked',
+      dispatchCount: 2,
+    });
     t.is(controller.calls, 2);
-    t.is(await Promise.race([job.exited.then(() => 'exited'), new Promise((resolve) => setTimeout(() => resolve('alive'), 100))]), 'alive', 'the process was never signalled');
+    t.is(
+      await Promise.race([
+        job.exited.then(() => 'exited'),
+        new Promise((resolve) => setTimeout(() => resolve('alive'), 100)),
+      ]),
+      'alive',
+      'the process was never signalled',
+    );
   });
 
   test(`gate 15: stale version, wrong result, not blocked, drift of authorization and a concurrent rearm all fail closed and write nothing [${name}]`, async (t) => {
@@ -213,7 +348,8 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const operator = uniqueId('operator');
     await grant(world, operator, PROJECT, 'run.read', 'run.stop');
     const plane = planeFor(world, operator);
-    const expect = (expectedVersion: number, expectedResult: BlockingResult) => ({ expectedVersion, expectedStatus: 'blocked', expectedResult }) as const;
+    const expect = (expectedVersion: number, expectedResult: BlockingResult) =>
+      ({ expectedVersion, expectedStatus: 'blocked', expectedResult }) as const;
 
     const blocked = await settledRun(world, PROJECT, 'unsupported');
     const before = await writtenState(world, blocked.runId);
@@ -228,7 +364,13 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     await refused(t, plane.rearm(uniqueId('run'), expect(2, 'unsupported')), 'ERR_PIDFENCE_RUN_NOT_FOUND');
 
     // Authorization drift: run.stop is revoked after the up-front check, before the transaction.
-    const drifting = planeFor(world, operator, { hooks: { afterAuthorization: async () => { await world.grants.revokeGrant({ subject: operator, projectId: PROJECT, permission: 'run.stop' }); } } });
+    const drifting = planeFor(world, operator, {
+      hooks: {
+        afterAuthorization: async () => {
+          await world.grants.revokeGrant({ subject: operator, projectId: PROJECT, permission: 'run.stop' });
+        },
+      },
+    });
     await refused(t, drifting.rearm(blocked.runId, expect(2, 'unsupported')), 'ERR_PIDFENCE_NOT_PERMITTED');
     t.is(await writtenState(world, blocked.runId), before, 'a revoked permission wrote nothing');
     await grant(world, operator, PROJECT, 'run.stop');
@@ -236,11 +378,25 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     // Mutation drift: another operator rearms between this one's check and its transaction.
     const rival = uniqueId('rival');
     await grant(world, rival, PROJECT, 'run.read', 'run.stop');
-    const racing = planeFor(world, operator, { hooks: { afterAuthorization: async () => { await planeFor(world, rival).rearm(blocked.runId, expect(2, 'unsupported')); } } });
+    const racing = planeFor(world, operator, {
+      hooks: {
+        afterAuthorization: async () => {
+          await planeFor(world, rival).rearm(blocked.runId, expect(2, 'unsupported'));
+        },
+      },
+    });
     await refused(t, racing.rearm(blocked.runId, expect(2, 'unsupported')), 'ERR_PIDFENCE_REARM_STALE');
     const audit = await world.auditRows(blocked.runId);
-    t.deepEqual(audit.map((row) => row.actor), [rival], 'only the winner is audited');
-    t.is((await world.runStore.listEvents(blocked.runId)).filter((event) => event.type === 'run.cancel_dispatch_rearmed').length, 1);
+    t.deepEqual(
+      audit.map((row) => row.actor),
+      [rival],
+      'only the winner is audited',
+    );
+    t.is(
+      (await world.runStore.listEvents(blocked.runId)).filter((event) => event.type === 'run.cancel_dispatch_rearmed')
+        .length,
+      1,
+    );
     t.like(await plane.inspect(blocked.runId), { status: 'retry_wait', version: 3 });
   });
 
@@ -255,7 +411,14 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const job = await runIn(world, project, 'running');
     t.like(await plane.summary(project), { total: 0, assessment: 'converging', running: 1 });
     await world.executionStore.completeAttempt({
-      runId: job, attemptId: `${job}-a1`, status: 'succeeded', cause: 'receipt', exit: { exitCode: 0, signal: null }, attemptEventId: uniqueId('evt'), runEventId: uniqueId('evt'), journalReceipt: false,
+      runId: job,
+      attemptId: `${job}-a1`,
+      status: 'succeeded',
+      cause: 'receipt',
+      exit: { exitCode: 0, signal: null },
+      attemptEventId: uniqueId('evt'),
+      runEventId: uniqueId('evt'),
+      journalReceipt: false,
     });
     t.like(await plane.summary(project), { total: 0, assessment: 'clear', running: 0 });
     // A settled stop whose job was not seen ending yet: still running, so still converging.
@@ -263,7 +426,11 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     t.like(await plane.summary(project), { total: 1, assessment: 'converging', running: 1, states: { dispatched: 1 } });
     await leasedRun(world, project);
     await settledRun(world, project, 'controller_missing', 60_000);
-    t.like(await plane.summary(project), { total: 3, assessment: 'converging', states: { leased: 1, retry_wait: 1, dispatched: 1, blocked: 0 } });
+    t.like(await plane.summary(project), {
+      total: 3,
+      assessment: 'converging',
+      states: { leased: 1, retry_wait: 1, dispatched: 1, blocked: 0 },
+    });
     await settledRun(world, project, 'identity_mismatch');
     await settledRun(world, project, 'identity_mismatch');
     await settledRun(world, project, 'invalid');
@@ -273,7 +440,18 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     t.deepEqual(summary.blockingResults, { identity_mismatch: 2, pid_mismatch: 0, unsupported: 0, invalid: 1 });
     // Every fixture's job is still running (nothing completed its attempt); the other project's is not counted.
     t.like(summary, { projectId: project, total: 6, overdue: 0, running: 6, assessment: 'attention_required' });
-    t.deepEqual(Object.keys(summary).sort(), ['asOfMs', 'assessment', 'blockingResults', 'overdue', 'overdueAfterMs', 'projectId', 'runEnded', 'running', 'states', 'total']);
+    t.deepEqual(Object.keys(summary).sort(), [
+      'asOfMs',
+      'assessment',
+      'blockingResults',
+      'overdue',
+      'overdueAfterMs',
+      'projectId',
+      'runEnded',
+      'running',
+      'states',
+      'total',
+    ]);
     t.false(/"run-|worker-7/.test(JSON.stringify(summary)), 'no run, attempt or lease identity');
   });
 
@@ -286,7 +464,11 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     await settledRun(world, project, 'handle_missing', 10);
     t.like(await plane.summary(project), { assessment: 'converging', overdue: 0 });
     await world.advanceTime(1_100);
-    t.like(await plane.summary(project), { assessment: 'attention_required', overdue: 1, states: { blocked: 0, retry_wait: 1 } });
+    t.like(await plane.summary(project), {
+      assessment: 'attention_required',
+      overdue: 1,
+      states: { blocked: 0, retry_wait: 1 },
+    });
   });
 
   test(`gate 16: an unsettled dispatch of a run that already ended is nothing in flight: it neither keeps the project converging nor turns overdue [${name}]`, async (t) => {
@@ -297,14 +479,36 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const plane = planeFor(world, viewer, { overdueAfterMs: 1_000 });
     // The stop could not be made (no handle yet) and waits to retry; then the job ends on its own.
     const { runId } = await settledRun(world, project, 'handle_missing', 10);
-    t.like(await plane.summary(project), { assessment: 'converging', runEnded: 0, running: 1, states: { retry_wait: 1 } });
+    t.like(await plane.summary(project), {
+      assessment: 'converging',
+      runEnded: 0,
+      running: 1,
+      states: { retry_wait: 1 },
+    });
     const ended = await world.executionStore.completeAttempt({
-      runId, attemptId: `${runId}-a1`, status: 'succeeded', cause: 'receipt', exit: { exitCode: 0, signal: null }, attemptEventId: uniqueId('evt'), runEventId: uniqueId('evt'), journalReceipt: false,
+      runId,
+      attemptId: `${runId}-a1`,
+      status: 'succeeded',
+      cause: 'receipt',
+      exit: { exitCode: 0, signal: null },
+      attemptEventId: uniqueId('evt'),
+      runEventId: uniqueId('evt'),
+      journalReceipt: false,
     });
     t.is(ended.kind, 'completed');
-    t.like(await plane.summary(project), { assessment: 'clear', runEnded: 1, running: 0, overdue: 0, states: { retry_wait: 1 } });
+    t.like(await plane.summary(project), {
+      assessment: 'clear',
+      runEnded: 1,
+      running: 0,
+      overdue: 0,
+      states: { retry_wait: 1 },
+    });
     await world.advanceTime(1_100);
-    t.like(await plane.summary(project), { assessment: 'clear', runEnded: 1, overdue: 0 }, 'past the overdue bound, still nothing to do');
+    t.like(
+      await plane.summary(project),
+      { assessment: 'clear', runEnded: 1, overdue: 0 },
+      'past the overdue bound, still nothing to do',
+    );
   });
 
   test(`gate 17: summary sends exactly one statement — the grant check and every count together [${name}]`, async (t) => {
@@ -317,7 +521,11 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     t.is(statements.length, 1, statements.join('\n---\n'));
     t.regex(statements[0] ?? '', /management_grants[\s\S]*FROM cancellation_dispatches WHERE project_id/);
     t.is(result.states.blocked >= 1, true);
-    const denied = await world.statementsOf(() => planeFor(world, uniqueId('nobody')).summary(PROJECT).catch((error: unknown) => error));
+    const denied = await world.statementsOf(() =>
+      planeFor(world, uniqueId('nobody'))
+        .summary(PROJECT)
+        .catch((error: unknown) => error),
+    );
     t.is(denied.statements.length, 1, 'a refusal costs the same one statement');
     t.is((denied.result as PidfenceError).code, 'ERR_PIDFENCE_NOT_PERMITTED');
   });
@@ -379,10 +587,16 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const foreignRun = await world.runStore.getRun(foreign.runId);
     const answers = [
       [await refusalOf(plane.inspect(foreign.runId), foreign.runId), await refusalOf(plane.inspect(missing), missing)],
-      [await refusalOf(plane.rearm(foreign.runId, expectation), foreign.runId), await refusalOf(plane.rearm(missing, expectation), missing)],
+      [
+        await refusalOf(plane.rearm(foreign.runId, expectation), foreign.runId),
+        await refusalOf(plane.rearm(missing, expectation), missing),
+      ],
       [await refusalOf(plane.showRun(foreign.runId), foreign.runId), await refusalOf(plane.showRun(missing), missing)],
       [
-        await refusalOf(authorizeCancel(world.management, { subject: stranger }, foreign.runId, foreignRun), foreign.runId),
+        await refusalOf(
+          authorizeCancel(world.management, { subject: stranger }, foreign.runId, foreignRun),
+          foreign.runId,
+        ),
         await refusalOf(authorizeCancel(world.management, { subject: stranger }, missing, null), missing),
       ],
     ];
@@ -401,7 +615,11 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     await grant(world, operator, PROJECT, 'run.read', 'run.stop');
     const run = await settledRun(world, PROJECT, 'pid_mismatch');
     const record = await world.runStore.getRun(run.runId);
-    await refused(t, authorizeCancel(world.management, { subject: viewer }, run.runId, record), 'ERR_PIDFENCE_NOT_PERMITTED');
+    await refused(
+      t,
+      authorizeCancel(world.management, { subject: viewer }, run.runId, record),
+      'ERR_PIDFENCE_NOT_PERMITTED',
+    );
     await t.notThrowsAsync(authorizeCancel(world.management, { subject: operator }, run.runId, record));
   });
 
@@ -433,7 +651,10 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const plane = planeFor(world, viewer);
     t.like((await plane.listRuns({ projectId: project })).items, [{ runId, name: 'backup.nightly@db-1' }]);
     t.like(await plane.showRun(runId), { runId, name: 'backup.nightly@db-1' });
-    await t.throwsAsync(() => world.runStore.createRun({ runId: uniqueId('run'), projectId: project, name: 'not a name' }), { code: 'ERR_PIDFENCE_INVALID_RUN_NAME' });
+    await t.throwsAsync(
+      () => world.runStore.createRun({ runId: uniqueId('run'), projectId: project, name: 'not a name' }),
+      { code: 'ERR_PIDFENCE_INVALID_RUN_NAME' },
+    );
     t.is((await plane.listRuns({ projectId: project })).items.length, 1, 'the refused one was not stored');
   });
 
@@ -444,7 +665,13 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     await grant(world, viewer, project, 'run.read');
     // Oldest first; each created a few milliseconds after the last, so the order is the creation order.
     const created: string[] = [];
-    for (const [state, exitCode] of [['succeeded', 0], ['failed', 3], ['cancelled', 0], ['running', 0], ['queued', 0]] as const) {
+    for (const [state, exitCode] of [
+      ['succeeded', 0],
+      ['failed', 3],
+      ['cancelled', 0],
+      ['running', 0],
+      ['queued', 0],
+    ] as const) {
       created.push(await runIn(world, project, state, exitCode));
       await world.advanceTime(5);
     }
@@ -452,18 +679,42 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const [succeeded, failed, cancelled, running, queued] = created as [string, string, string, string, string];
     const plane = planeFor(world, viewer);
     const page = await plane.listRuns({ projectId: project });
-    t.deepEqual(page.items.map((item) => item.runId), [queued, running, cancelled, failed, succeeded]);
+    t.deepEqual(
+      page.items.map((item) => item.runId),
+      [queued, running, cancelled, failed, succeeded],
+    );
     t.like(page, { projectId: project, state: null, next: null });
     const byId = new Map(page.items.map((item) => [item.runId, item]));
-    t.like(byId.get(failed), { status: 'failed', cancelReason: null, exit: { cause: 'receipt', exitCode: 3, signal: null } });
+    t.like(byId.get(failed), {
+      status: 'failed',
+      cancelReason: null,
+      exit: { cause: 'receipt', exitCode: 3, signal: null },
+    });
     t.like(byId.get(succeeded), { status: 'succeeded', exit: { cause: 'receipt', exitCode: 0, signal: null } });
-    t.like(byId.get(cancelled), { status: 'cancelled', cancelReason: 'user', exit: { cause: 'stopped', exitCode: null, signal: null } });
+    t.like(byId.get(cancelled), {
+      status: 'cancelled',
+      cancelReason: 'user',
+      exit: { cause: 'stopped', exitCode: null, signal: null },
+    });
     t.like(byId.get(running), { status: 'running', endedAtMs: null, exit: null });
     t.like(byId.get(queued), { status: 'queued', startedAtMs: null, endedAtMs: null, exit: null });
     for (const item of page.items) {
-      t.deepEqual(Object.keys(item).sort(), ['cancelReason', 'createdAtMs', 'endedAtMs', 'exit', 'name', 'runId', 'startedAtMs', 'status']);
+      t.deepEqual(Object.keys(item).sort(), [
+        'cancelReason',
+        'createdAtMs',
+        'endedAtMs',
+        'exit',
+        'name',
+        'runId',
+        'startedAtMs',
+        'status',
+      ]);
       t.is(item.name, null, 'none was given');
-      if (item.endedAtMs !== null) t.true(item.endedAtMs >= (item.startedAtMs ?? Infinity) && (item.startedAtMs ?? 0) >= item.createdAtMs, item.runId);
+      if (item.endedAtMs !== null)
+        t.true(
+          item.endedAtMs >= (item.startedAtMs ?? Infinity) && (item.startedAtMs ?? 0) >= item.createdAtMs,
+          item.runId,
+        );
     }
     assertNoSecrets(t, page);
 
@@ -472,28 +723,60 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     let cursor: string | undefined;
     let pages = 0;
     do {
-      const next: Awaited<ReturnType<typeof plane.listRuns>> = await plane.listRuns({ projectId: project, limit: 2, ...(cursor === undefined ? {} : { cursor }) });
+      const next: Awaited<ReturnType<typeof plane.listRuns>> = await plane.listRuns({
+        projectId: project,
+        limit: 2,
+        ...(cursor === undefined ? {} : { cursor }),
+      });
       walked.push(...next.items.map((item) => item.runId));
       cursor = next.next ?? undefined;
       pages += 1;
     } while (cursor !== undefined);
-    t.deepEqual(walked, page.items.map((item) => item.runId));
+    t.deepEqual(
+      walked,
+      page.items.map((item) => item.runId),
+    );
     t.is(pages, 3);
 
-    t.deepEqual((await plane.listRuns({ projectId: project, state: 'failed' })).items.map((item) => item.runId), [failed]);
-    t.deepEqual((await plane.listRuns({ projectId: project, state: 'running' })).items.map((item) => item.runId), [running]);
+    t.deepEqual(
+      (await plane.listRuns({ projectId: project, state: 'failed' })).items.map((item) => item.runId),
+      [failed],
+    );
+    t.deepEqual(
+      (await plane.listRuns({ projectId: project, state: 'running' })).items.map((item) => item.runId),
+      [running],
+    );
     t.deepEqual((await plane.listRuns({ projectId: project, state: 'timed_out' })).items, []);
     // A state walk keeps its state through the cursor.
     const firstEnded = await plane.listRuns({ projectId: project, state: 'succeeded', limit: 1 });
-    t.deepEqual(firstEnded.items.map((item) => item.runId), [succeeded]);
+    t.deepEqual(
+      firstEnded.items.map((item) => item.runId),
+      [succeeded],
+    );
     t.is(firstEnded.next, null);
     const twoOfAll = await plane.listRuns({ projectId: project, limit: 2 });
-    await refused(t, plane.listRuns({ projectId: OTHER_PROJECT, cursor: twoOfAll.next ?? '' }), 'ERR_PIDFENCE_CURSOR_PROJECT');
-    await refused(t, plane.listRuns({ projectId: project, state: 'failed', cursor: twoOfAll.next ?? '' }), 'ERR_PIDFENCE_CURSOR_FILTER');
+    await refused(
+      t,
+      plane.listRuns({ projectId: OTHER_PROJECT, cursor: twoOfAll.next ?? '' }),
+      'ERR_PIDFENCE_CURSOR_PROJECT',
+    );
+    await refused(
+      t,
+      plane.listRuns({ projectId: project, state: 'failed', cursor: twoOfAll.next ?? '' }),
+      'ERR_PIDFENCE_CURSOR_FILTER',
+    );
     await refused(t, plane.listRuns({ projectId: project, cursor: 'rl1.garbage' }), 'ERR_PIDFENCE_INVALID_CURSOR');
-    await t.throwsAsync(plane.listRuns({ projectId: project, limit: 101 }), { code: 'ERR_PIDFENCE_INVALID_PAGE_LIMIT' });
-    await t.throwsAsync(plane.listRuns({ projectId: project, state: 'done' as never }), { code: 'ERR_PIDFENCE_INVALID_RUN_STATUS' });
-    await refused(t, planeFor(world, uniqueId('nobody')).listRuns({ projectId: project }), 'ERR_PIDFENCE_NOT_PERMITTED');
+    await t.throwsAsync(plane.listRuns({ projectId: project, limit: 101 }), {
+      code: 'ERR_PIDFENCE_INVALID_PAGE_LIMIT',
+    });
+    await t.throwsAsync(plane.listRuns({ projectId: project, state: 'done' as never }), {
+      code: 'ERR_PIDFENCE_INVALID_RUN_STATUS',
+    });
+    await refused(
+      t,
+      planeFor(world, uniqueId('nobody')).listRuns({ projectId: project }),
+      'ERR_PIDFENCE_NOT_PERMITTED',
+    );
     await refused(t, plane.listRuns({ projectId: OTHER_PROJECT }), 'ERR_PIDFENCE_NOT_PERMITTED');
   });
 
@@ -506,25 +789,62 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
     const stopped = await settledRun(world, PROJECT, 'termination_requested');
     const attemptId = `${stopped.runId}-a1`;
     const ended = await world.executionStore.completeAttempt({
-      runId: stopped.runId, attemptId, status: 'cancelled', cause: 'receipt', exit: { exitCode: null, signal: 'SIGTERM' }, attemptEventId: uniqueId('evt'), runEventId: uniqueId('evt'), journalReceipt: false,
+      runId: stopped.runId,
+      attemptId,
+      status: 'cancelled',
+      cause: 'receipt',
+      exit: { exitCode: null, signal: 'SIGTERM' },
+      attemptEventId: uniqueId('evt'),
+      runEventId: uniqueId('evt'),
+      journalReceipt: false,
     });
     t.is(ended.kind, 'completed');
     const run = await plane.showRun(stopped.runId);
-    t.like(run, { runId: stopped.runId, projectId: PROJECT, status: 'cancelled', cancelReason: 'user', exit: { cause: 'receipt', exitCode: null, signal: 'SIGTERM' }, attemptsTruncated: false, eventsTruncated: false });
+    t.like(run, {
+      runId: stopped.runId,
+      projectId: PROJECT,
+      status: 'cancelled',
+      cancelReason: 'user',
+      exit: { cause: 'receipt', exitCode: null, signal: 'SIGTERM' },
+      attemptsTruncated: false,
+      eventsTruncated: false,
+    });
     t.true(typeof run.cancelRequestedAtMs === 'number' && typeof run.endedAtMs === 'number');
     t.is(run.attempts.length, 1);
     t.like(run.attempts[0], { attemptId, status: 'cancelled', exit: { cause: 'receipt', signal: 'SIGTERM' } });
-    t.deepEqual(run.attempts[0]?.events.map((event) => event.type), ['attempt.terminal']);
-    t.deepEqual(run.events.map((event) => event.type), ['run.cancel_requested', 'run.cancel_dispatched', 'run.terminal']);
-    t.deepEqual(run.events.map((event) => event.seq), [1, 2, 3]);
+    t.deepEqual(
+      run.attempts[0]?.events.map((event) => event.type),
+      ['attempt.terminal'],
+    );
+    t.deepEqual(
+      run.events.map((event) => event.type),
+      ['run.cancel_requested', 'run.cancel_dispatched', 'run.terminal'],
+    );
+    t.deepEqual(
+      run.events.map((event) => event.seq),
+      [1, 2, 3],
+    );
     t.deepEqual(run.events[0]?.detail, { reason: 'user' });
     t.deepEqual(run.events[1]?.detail, { attemptId, result: 'termination_requested', dispatchCount: 1 });
-    t.like(run.dispatch, { runId: stopped.runId, status: 'dispatched', lastResult: 'termination_requested', dispatchCount: 1 });
+    t.like(run.dispatch, {
+      runId: stopped.runId,
+      status: 'dispatched',
+      lastResult: 'termination_requested',
+      dispatchCount: 1,
+    });
     assertNoSecrets(t, run, stopped.token, leaseTokenDigest(stopped.token));
 
     // A queued run: no attempt, no event, no dispatch; a running one has no exit yet.
     const queued = await plane.showRun(await runIn(world, PROJECT, 'queued'));
-    t.like(queued, { status: 'queued', startedAtMs: null, endedAtMs: null, exit: null, attempts: [], events: [], dispatch: null });
+    t.like(queued, {
+      status: 'queued',
+      startedAtMs: null,
+      endedAtMs: null,
+      exit: null,
+      attempts: [],
+      events: [],
+      dispatch: null,
+    });
     const running = await plane.showRun(await runIn(world, PROJECT, 'running'));
     t.like(running, { status: 'running', exit: null, dispatch: null });
     t.like(running.attempts[0], { status: 'running', exit: null, events: [] });

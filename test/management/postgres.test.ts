@@ -6,7 +6,13 @@ import { Pool } from 'pg';
 
 import { openPostgresGrantAdministration, openPostgresStore, postgresReadiness } from '../../lib/store/postgres/index';
 import { MANAGEMENT_SQL } from '../../lib/store/postgres/management-statements';
-import { migratedDatabase, runtimeUrlNamed, SUITE_SESSION_SETTINGS, uniqueApplicationName, type MigratedDatabase } from '../helpers/pg-store';
+import {
+  migratedDatabase,
+  runtimeUrlNamed,
+  SUITE_SESSION_SETTINGS,
+  uniqueApplicationName,
+  type MigratedDatabase,
+} from '../helpers/pg-store';
 import { registerManagementSuite, type ManagementWorld } from './management-suite';
 
 let auditInjections = 0;
@@ -14,21 +20,26 @@ const CONTROL_STATEMENT = /^\s*(BEGIN|COMMIT|ROLLBACK|SET)\b/i;
 
 let shared: Promise<MigratedDatabase> | undefined;
 const database = (): Promise<MigratedDatabase> => (shared ??= migratedDatabase('management'));
-test.after.always(async () => { if (shared !== undefined) await (await shared).dispose(); });
+test.after.always(async () => {
+  if (shared !== undefined) await (await shared).dispose();
+});
 
 type Queryable = { query: (...args: unknown[]) => unknown };
 
 async function openWorld(): Promise<ManagementWorld> {
   const db = await database();
   let recording: string[] | undefined;
-  const pool = new Pool({ connectionString: runtimeUrlNamed(db, uniqueApplicationName(), SUITE_SESSION_SETTINGS), max: 4 });
+  const pool = new Pool({
+    connectionString: runtimeUrlNamed(db, uniqueApplicationName(), SUITE_SESSION_SETTINGS),
+    max: 4,
+  });
   pool.on('error', () => undefined);
   pool.on('connect', (client) => {
     const target = client as unknown as Queryable;
     const query = target.query.bind(client);
     target.query = (...args: unknown[]) => {
       const first = args[0] as string | { text?: string };
-      const text = typeof first === 'string' ? first : first?.text ?? '';
+      const text = typeof first === 'string' ? first : (first?.text ?? '');
       if (!CONTROL_STATEMENT.test(text)) recording?.push(text);
       return query(...args);
     };
@@ -51,17 +62,28 @@ async function openWorld(): Promise<ManagementWorld> {
         recording = undefined;
       }
     },
-    auditRows: async (runId) => (await db.owner.query(
-      'SELECT actor, expected_version::int AS "expectedVersion", expected_result AS "expectedResult" FROM management_audit WHERE run_id = $1 ORDER BY created_at_ms, id',
-      [runId],
-    )).rows,
+    auditRows: async (runId) =>
+      (
+        await db.owner.query(
+          'SELECT actor, expected_version::int AS "expectedVersion", expected_result AS "expectedResult" FROM management_audit WHERE run_id = $1 ORDER BY created_at_ms, id',
+          [runId],
+        )
+      ).rows,
     injectAuditFailure: async (actor) => {
       // The owner adds a constraint no row of `actor` passes; NOT VALID leaves existing rows alone.
       const constraint = `inject_audit_failure_${auditInjections++}`;
-      await db.owner.query(`ALTER TABLE management_audit ADD CONSTRAINT ${constraint} CHECK (actor <> '${actor}') NOT VALID`);
-      return async () => { await db.owner.query(`ALTER TABLE management_audit DROP CONSTRAINT ${constraint}`); };
+      await db.owner.query(
+        `ALTER TABLE management_audit ADD CONSTRAINT ${constraint} CHECK (actor <> '${actor}') NOT VALID`,
+      );
+      return async () => {
+        await db.owner.query(`ALTER TABLE management_audit DROP CONSTRAINT ${constraint}`);
+      };
     },
-    close: async () => { await grants.close(); await store.close(); await pool.end(); },
+    close: async () => {
+      await grants.close();
+      await store.close();
+      await pool.end();
+    },
   };
 }
 
@@ -72,7 +94,9 @@ test('the runtime role may read grants but not write them, and readiness holds i
   t.like(await postgresReadiness(db.runtimeUrl), { runtimeRole: db.runtimeRole });
   const asRuntime = openPostgresGrantAdministration(db.runtimeUrl);
   t.teardown(() => asRuntime.close());
-  const error = await t.throwsAsync(asRuntime.writeGrant({ subject: 'mallory', projectId: 'p', permission: 'run.stop' }, 'mallory'));
+  const error = await t.throwsAsync(
+    asRuntime.writeGrant({ subject: 'mallory', projectId: 'p', permission: 'run.stop' }, 'mallory'),
+  );
   t.is((error as { code?: string }).code, 'ERR_PIDFENCE_STORE_PRIVILEGE');
   t.false(await asRuntime.hasPermission('mallory', 'p', 'run.stop'));
   await db.owner.query(`GRANT INSERT ON management_grants TO "${db.runtimeRole}"`);
@@ -97,14 +121,16 @@ function nodes(plan: PlanNode): PlanNode[] {
   return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 }
 
-test('gate 18: on 30,000 dispatches in 7 projects the blocked page is an index scan of the per-project partial index that touches no other project\'s rows [postgres]', async (t) => {
+test("gate 18: on 30,000 dispatches in 7 projects the blocked page is an index scan of the per-project partial index that touches no other project's rows [postgres]", async (t) => {
   const db = await database();
   const rows = 30_000;
-  await db.owner.query(`INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
+  await db.owner
+    .query(`INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
     SELECT 'xr-' || g, 'xp-' || (g % 7), 'runtime', 'running', 1, 1000, 'user', 2, 1000, 1000 FROM generate_series(1, ${rows}) AS g`);
   await db.owner.query(`INSERT INTO attempts (run_id, id, status, created_at_ms, updated_at_ms)
     SELECT 'xr-' || g, 'xr-' || g || '-a1', 'running', 1000, 1000 FROM generate_series(1, ${rows}) AS g`);
-  await db.owner.query(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count, last_result,
+  await db.owner
+    .query(`INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count, last_result,
       last_dispatched_at_ms, blocked_at_ms, created_at_ms, updated_at_ms)
     SELECT 'xr-' || g, 'xp-' || (g % 7), 'xr-' || g || '-a1',
       CASE WHEN g % 3 = 0 THEN 'blocked' ELSE 'dispatched' END, 2, 1,
@@ -121,7 +147,10 @@ test('gate 18: on 30,000 dispatches in 7 projects the blocked page is an index s
     if (plan === undefined) throw new Error('no plan');
     return nodes(plan);
   };
-  for (const params of [['xp-3', 10_000_000, -1, '', 17], ['xp-3', 10_000_000, 12_000, 'xr-10000', 17]]) {
+  for (const params of [
+    ['xp-3', 10_000_000, -1, '', 17],
+    ['xp-3', 10_000_000, 12_000, 'xr-10000', 17],
+  ]) {
     const plan = await explain(params);
     const scans = plan.filter((node) => node['Relation Name'] === 'cancellation_dispatches');
     t.is(scans.length, 1, JSON.stringify(plan));
@@ -136,7 +165,11 @@ test('gate 18: on 30,000 dispatches in 7 projects the blocked page is an index s
   }
   const page = await runtime.query(MANAGEMENT_SQL.blockedPage, ['xp-3', 10_000_000, -1, '', 17]);
   t.is(page.rows.length, 17);
-  t.true(page.rows.every((row: { runId: string }) => Number(row.runId.slice(3)) % 7 === 3 && Number(row.runId.slice(3)) % 3 === 0));
+  t.true(
+    page.rows.every(
+      (row: { runId: string }) => Number(row.runId.slice(3)) % 7 === 3 && Number(row.runId.slice(3)) % 3 === 0,
+    ),
+  );
 });
 
 test('on 30,000 runs in 7 projects a run-list page is an index scan in keyset order of the per-project run indexes [postgres]', async (t) => {
@@ -144,7 +177,8 @@ test('on 30,000 runs in 7 projects a run-list page is an index scan in keyset or
   const rows = 30_000;
   // Mostly succeeded; one run in 500 failed: a state filter that only its own index serves well.
   const status = "CASE WHEN g % 500 = 3 THEN 'failed' ELSE 'succeeded' END";
-  await db.owner.query(`INSERT INTO runs (id, project_id, owner, status, version, next_event_seq, created_at_ms, updated_at_ms)
+  await db.owner
+    .query(`INSERT INTO runs (id, project_id, owner, status, version, next_event_seq, created_at_ms, updated_at_ms)
     SELECT 'yr-' || g, 'yp-' || (g % 7), 'runtime', ${status}, 1, 1, 5000 + g, 5000 + g FROM generate_series(1, ${rows}) AS g`);
   await db.owner.query(`INSERT INTO attempts (run_id, id, status, created_at_ms, updated_at_ms)
     SELECT 'yr-' || g, 'yr-' || g || '-a1', ${status}, 5000 + g, 5000 + g FROM generate_series(1, ${rows}) AS g`);
@@ -173,15 +207,26 @@ test('on 30,000 runs in 7 projects a run-list page is an index scan in keyset or
     t.is(scan?.['Index Name'], index);
     t.regex(scan?.['Index Cond'] ?? '', /project_id = 'yp-3'::text.*ROW\(created_at_ms, id\) < ROW/);
     // The page is the index order itself: Limit directly over the scan, no sort of the project's runs.
-    t.deepEqual(plan.slice(0, 2).map((node) => node['Relation Name'] ?? node['Node Type']), ['Limit', 'runs'], JSON.stringify(plan.map((node) => node['Node Type'])));
+    t.deepEqual(
+      plan.slice(0, 2).map((node) => node['Relation Name'] ?? node['Node Type']),
+      ['Limit', 'runs'],
+      JSON.stringify(plan.map((node) => node['Node Type'])),
+    );
     t.false(plan.some((node) => node['Node Type'] === 'Seq Scan'));
     t.is(scan?.['Rows Removed by Filter'] ?? 0, 0);
     t.true((scan?.['Actual Rows'] ?? 99) <= 21);
   }
   const page = await runtime.query(MANAGEMENT_SQL.runPageByStatus, ['yp-3', 10_000_000, '', 21, 'failed']);
   // g ≡ 3 (mod 7) and g ≡ 3 (mod 500): g = 3 + 3500k for k = 0..8, newest first.
-  t.deepEqual(page.rows.map((row: { runId: string }) => row.runId), [8, 7, 6, 5, 4, 3, 2, 1, 0].map((k) => `yr-${3 + 3500 * k}`));
-  t.true(page.rows.every((row: { runId: string; status: string }) => Number(row.runId.slice(3)) % 7 === 3 && row.status === 'failed'));
+  t.deepEqual(
+    page.rows.map((row: { runId: string }) => row.runId),
+    [8, 7, 6, 5, 4, 3, 2, 1, 0].map((k) => `yr-${3 + 3500 * k}`),
+  );
+  t.true(
+    page.rows.every(
+      (row: { runId: string; status: string }) => Number(row.runId.slice(3)) % 7 === 3 && row.status === 'failed',
+    ),
+  );
 });
 
 test('gate 15: run_events and management_audit are append-only: the runtime role may INSERT and SELECT them, and UPDATE and DELETE are refused [postgres]', async (t) => {
@@ -191,7 +236,11 @@ test('gate 15: run_events and management_audit are append-only: the runtime role
   t.teardown(() => runtime.end());
   for (const table of ['run_events', 'management_audit']) {
     await t.notThrowsAsync(runtime.query(`SELECT count(*) FROM ${table}`));
-    for (const statement of [`UPDATE ${table} SET created_at_ms = created_at_ms`, `DELETE FROM ${table}`, `TRUNCATE ${table}`]) {
+    for (const statement of [
+      `UPDATE ${table} SET created_at_ms = created_at_ms`,
+      `DELETE FROM ${table}`,
+      `TRUNCATE ${table}`,
+    ]) {
       const error = await t.throwsAsync(runtime.query(statement));
       t.is((error as { code?: string }).code, '42501', `${statement} is refused for lack of privilege`);
     }

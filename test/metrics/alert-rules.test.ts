@@ -32,11 +32,19 @@ const CASES: readonly Case[] = [
 ];
 
 function summaryOf(entry: Case): ReturnType<typeof checkedSummary> {
-  const states = Object.fromEntries(DISPATCH_STATUSES.map((state) => [state, entry.states[state] ?? 0])) as unknown as StateCounts;
+  const states = Object.fromEntries(
+    DISPATCH_STATUSES.map((state) => [state, entry.states[state] ?? 0]),
+  ) as unknown as StateCounts;
   const blocked = states.blocked;
   const counts: SummaryCounts = {
-    permitted: false, asOfMs: 1, total: DISPATCH_STATUSES.reduce((sum, state) => sum + states[state], 0), states,
-    blockingResults: { identity_mismatch: blocked, pid_mismatch: 0, unsupported: 0, invalid: 0 }, overdue: entry.overdue, running: 0, runEnded: 0,
+    permitted: false,
+    asOfMs: 1,
+    total: DISPATCH_STATUSES.reduce((sum, state) => sum + states[state], 0),
+    states,
+    blockingResults: { identity_mismatch: blocked, pid_mismatch: 0, unsupported: 0, invalid: 0 },
+    overdue: entry.overdue,
+    running: 0,
+    runEnded: 0,
   };
   return checkedSummary(entry.project, counts, OVERDUE_AFTER_MS);
 }
@@ -63,18 +71,30 @@ function unitTests(expectations: (entry: Case) => { attention: boolean; overdue:
   const series: string[] = [];
   for (const entry of CASES) {
     for (const instance of entry.project === 'p-both' ? ['cp-1', 'cp-2'] : ['cp-1']) {
-      for (const state of DISPATCH_STATUSES) series.push(`      - series: 'pidfence_dispatches{project="${entry.project}",state="${state}",instance="${instance}"}'\n        values: '${entry.states[state] ?? 0}x10'`);
-      series.push(`      - series: 'pidfence_dispatches_overdue{project="${entry.project}",instance="${instance}"}'\n        values: '${entry.overdue}x10'`);
+      for (const state of DISPATCH_STATUSES)
+        series.push(
+          `      - series: 'pidfence_dispatches{project="${entry.project}",state="${state}",instance="${instance}"}'\n        values: '${entry.states[state] ?? 0}x10'`,
+        );
+      series.push(
+        `      - series: 'pidfence_dispatches_overdue{project="${entry.project}",instance="${instance}"}'\n        values: '${entry.overdue}x10'`,
+      );
     }
   }
   const alerts = (name: keyof typeof ANNOTATIONS, projects: readonly Case[]): string => `      - eval_time: 5m
         alertname: ${name}
         exp_alerts:${projects.length === 0 ? ' []' : ''}
-${projects.map((entry) => `          - exp_labels: { project: ${entry.project}, severity: warning }
-            exp_annotations: ${JSON.stringify(ANNOTATIONS[name](entry))}`).join('\n')}`;
+${projects
+  .map(
+    (entry) => `          - exp_labels: { project: ${entry.project}, severity: warning }
+            exp_annotations: ${JSON.stringify(ANNOTATIONS[name](entry))}`,
+  )
+  .join('\n')}`;
   const attention = CASES.filter((entry) => expectations(entry).attention);
   const overdue = CASES.filter((entry) => expectations(entry).overdue);
-  const recorded = CASES.map((entry) => `          - labels: 'pidfence:attention_required{project="${entry.project}"}'\n            value: ${expectations(entry).attention ? 1 : 0}`).join('\n');
+  const recorded = CASES.map(
+    (entry) =>
+      `          - labels: 'pidfence:attention_required{project="${entry.project}"}'\n            value: ${expectations(entry).attention ? 1 : 0}`,
+  ).join('\n');
   return `rule_files:
   - ${RULES}
 evaluation_interval: 1m
@@ -103,8 +123,15 @@ test('its alerts fire for exactly the projects pidfence status calls attention_r
   const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-rules-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const assessments = CASES.map((entry) => summaryOf(entry).assessment);
-  t.deepEqual(assessments, ['clear', 'converging', 'attention_required', 'attention_required', 'attention_required'], 'the cases cover all three assessments');
-  const fromStatus = (entry: Case) => ({ attention: summaryOf(entry).assessment === 'attention_required', overdue: entry.overdue > 0 });
+  t.deepEqual(
+    assessments,
+    ['clear', 'converging', 'attention_required', 'attention_required', 'attention_required'],
+    'the cases cover all three assessments',
+  );
+  const fromStatus = (entry: Case) => ({
+    attention: summaryOf(entry).assessment === 'attention_required',
+    overdue: entry.overdue > 0,
+  });
   const file = path.join(dir, 'rules.test.yml');
   writeFileSync(file, unitTests(fromStatus));
   const passed = promtool(['test', 'rules', file]);
@@ -112,7 +139,10 @@ test('its alerts fire for exactly the projects pidfence status calls attention_r
   t.regex(passed.output, /SUCCESS/);
 
   // The check can fail: calling a converging project attention_required is caught.
-  writeFileSync(file, unitTests((entry) => ({ ...fromStatus(entry), attention: entry.project !== 'p-clear' })));
+  writeFileSync(
+    file,
+    unitTests((entry) => ({ ...fromStatus(entry), attention: entry.project !== 'p-clear' })),
+  );
   const wrong = promtool(['test', 'rules', file]);
   t.not(wrong.status, 0);
   t.regex(wrong.output, /PidfenceAttentionRequired/);

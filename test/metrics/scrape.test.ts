@@ -24,15 +24,29 @@ async function scrape(metrics: Metrics): Promise<{ text: string; exposition: Exp
 test('a real cancel moves the counters and histograms; the gauges follow the store; no label holds a run, attempt or PID', async (t) => {
   const at = worldDirectory(t);
   const store = openSqliteStore(at.file);
-  const metrics = createMetrics({ projects: [PROJECT], overdueAfterMs: OVERDUE_AFTER_DEFAULT_MS, readProject: (project) => readExportedSummary(store.managementStore, project, OVERDUE_AFTER_DEFAULT_MS) });
-  const stores = { runStore: store.runStore, repository: store.dispatchRepository, executionStore: store.executionStore, runnerStore: store.runnerStore, close: () => store.close() };
+  const metrics = createMetrics({
+    projects: [PROJECT],
+    overdueAfterMs: OVERDUE_AFTER_DEFAULT_MS,
+    readProject: (project) => readExportedSummary(store.managementStore, project, OVERDUE_AFTER_DEFAULT_MS),
+  });
+  const stores = {
+    runStore: store.runStore,
+    repository: store.dispatchRepository,
+    executionStore: store.executionStore,
+    runnerStore: store.runnerStore,
+    close: () => store.close(),
+  };
   const { app, completed } = worldOver(t, stores, at.receipts, { observer: metrics.observer });
 
   const before = (await scrape(metrics)).exposition;
   t.is(before.types.get('pidfence_dispatch_claims_total'), 'counter');
   t.is(before.types.get('pidfence_cancel_to_exit_seconds'), 'histogram');
   t.is(before.types.get('pidfence_dispatches'), 'gauge');
-  t.is(before.value('pidfence_dispatch_claims_total', { outcome: 'claimed' }), 0, 'every label value exists from the start');
+  t.is(
+    before.value('pidfence_dispatch_claims_total', { outcome: 'claimed' }),
+    0,
+    'every label value exists from the start',
+  );
   t.is(before.value('pidfence_running_jobs', { project: PROJECT }), 0);
   t.is(before.value('pidfence_metrics_store_up'), 1);
   t.is(before.value('pidfence_dispatch_overdue_after_seconds'), OVERDUE_AFTER_DEFAULT_MS / 1_000);
@@ -40,8 +54,15 @@ test('a real cancel moves the counters and histograms; the gauges follow the sto
   const admitted = await app.admit({ projectId: PROJECT, command: 'sleep', args: ['3600'] });
   if (admitted.kind !== 'admitted') throw new Error(`admission: ${admitted.kind}`);
   app.start();
-  await until(async () => (await scrape(metrics)).exposition.value('pidfence_running_jobs', { project: PROJECT }) === 1, { timeoutMs: 10_000, what: 'the job to be counted running' });
-  const cancelled = await store.runStore.requestCancellation({ runId: admitted.runId, reason: 'user', eventId: `evt-${admitted.runId}` });
+  await until(
+    async () => (await scrape(metrics)).exposition.value('pidfence_running_jobs', { project: PROJECT }) === 1,
+    { timeoutMs: 10_000, what: 'the job to be counted running' },
+  );
+  const cancelled = await store.runStore.requestCancellation({
+    runId: admitted.runId,
+    reason: 'user',
+    eventId: `evt-${admitted.runId}`,
+  });
   t.is(cancelled.kind, 'requested');
   t.like(await completed(admitted.runId), { kind: 'completed', status: 'cancelled' });
 
@@ -64,16 +85,26 @@ test('a real cancel moves the counters and histograms; the gauges follow the sto
 
   t.deepEqual(labelProblems(after, [PROJECT]), []);
   const attempt = await store.runStore.getAttempt(admitted.runId, admitted.attemptId);
-  for (const secret of [admitted.runId, admitted.attemptId, `"${attempt?.pid ?? 'none'}"`, app.runner.runnerId, 'sleep']) t.false(text.includes(secret), `the text carries ${secret}`);
+  for (const secret of [
+    admitted.runId,
+    admitted.attemptId,
+    `"${attempt?.pid ?? 'none'}"`,
+    app.runner.runnerId,
+    'sleep',
+  ])
+    t.false(text.includes(secret), `the text carries ${secret}`);
 });
 
 test('a store that does not answer removes the project gauges and says so; the next scrape brings them back', async (t) => {
   const at = worldDirectory(t);
   const store = openSqliteStore(at.file);
-  t.teardown(() => { if (store.database.open) store.close(); });
+  t.teardown(() => {
+    if (store.database.open) store.close();
+  });
   let down = false;
   const metrics = createMetrics({
-    projects: [PROJECT, 'p-other'], overdueAfterMs: OVERDUE_AFTER_DEFAULT_MS,
+    projects: [PROJECT, 'p-other'],
+    overdueAfterMs: OVERDUE_AFTER_DEFAULT_MS,
     readProject: async (project) => {
       if (down) throw new Error('store down');
       return readExportedSummary(store.managementStore, project, OVERDUE_AFTER_DEFAULT_MS);
@@ -84,14 +115,29 @@ test('a store that does not answer removes the project gauges and says so; the n
   down = true;
   const failed = (await scrape(metrics)).exposition;
   t.is(failed.value('pidfence_metrics_store_up'), 0);
-  t.false(failed.samples.some((sample) => sample.labels.project !== undefined), 'no stale project gauge');
+  t.false(
+    failed.samples.some((sample) => sample.labels.project !== undefined),
+    'no stale project gauge',
+  );
   down = false;
   t.is((await scrape(metrics)).exposition.value('pidfence_running_jobs', { project: PROJECT }), 0);
 });
 
 test('the project allowlist is bounded and its ids are checked', (t) => {
-  const readProject = async () => { throw new Error('not read'); };
-  t.throws(() => createMetrics({ projects: Array.from({ length: 65 }, (_, index) => `p${index}`), overdueAfterMs: 1_000, readProject }), { code: 'ERR_PIDFENCE_INVALID_METRICS_PROJECTS' });
-  t.throws(() => createMetrics({ projects: ['has space'], overdueAfterMs: 1_000, readProject }), { code: 'ERR_PIDFENCE_INVALID_ID' });
+  const readProject = async () => {
+    throw new Error('not read');
+  };
+  t.throws(
+    () =>
+      createMetrics({
+        projects: Array.from({ length: 65 }, (_, index) => `p${index}`),
+        overdueAfterMs: 1_000,
+        readProject,
+      }),
+    { code: 'ERR_PIDFENCE_INVALID_METRICS_PROJECTS' },
+  );
+  t.throws(() => createMetrics({ projects: ['has space'], overdueAfterMs: 1_000, readProject }), {
+    code: 'ERR_PIDFENCE_INVALID_ID',
+  });
   t.notThrows(() => createMetrics({ projects: [], overdueAfterMs: 1_000, readProject }));
 });

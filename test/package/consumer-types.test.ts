@@ -25,18 +25,38 @@ function tarball(): string {
 test.after.always(() => fs.rmSync(workDir, { recursive: true, force: true }));
 
 const COMPILERS = [
-  { name: `TypeScript ${installedVersion(path.join(root, 'node_modules'), 'typescript')} (this repository's)`, tsc: path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'), node10: true },
-  { name: `TypeScript ${installedVersion(path.join(root, 'node_modules'), 'typescript-current')} (npm's latest)`, tsc: path.join(root, 'node_modules', 'typescript-current', 'bin', 'tsc'), node10: false },
+  {
+    name: `TypeScript ${installedVersion(path.join(root, 'node_modules'), 'typescript')} (this repository's)`,
+    tsc: path.join(root, 'node_modules', 'typescript', 'bin', 'tsc'),
+    node10: true,
+  },
+  {
+    name: `TypeScript ${installedVersion(path.join(root, 'node_modules'), 'typescript-current')} (npm's latest)`,
+    tsc: path.join(root, 'node_modules', 'typescript-current', 'bin', 'tsc'),
+    node10: false,
+  },
 ] as const;
 
 type Kind = 'module' | 'commonjs';
 type Resolution = 'node16' | 'nodenext' | 'bundler' | 'node10';
-const MODULE_OF: Readonly<Record<Resolution, string>> = { node16: 'node16', nodenext: 'nodenext', bundler: 'esnext', node10: 'commonjs' };
+const MODULE_OF: Readonly<Record<Resolution, string>> = {
+  node16: 'node16',
+  nodenext: 'nodenext',
+  bundler: 'esnext',
+  node10: 'commonjs',
+};
 
 /** A consumer as strict as TypeScript gets, checking pidfence's declarations too; no `types`: the compiler's default. */
 function tsconfig(resolution: Resolution): object {
   return {
-    compilerOptions: { strict: true, skipLibCheck: false, noEmit: true, target: 'es2022', module: MODULE_OF[resolution], moduleResolution: resolution },
+    compilerOptions: {
+      strict: true,
+      skipLibCheck: false,
+      noEmit: true,
+      target: 'es2022',
+      module: MODULE_OF[resolution],
+      moduleResolution: resolution,
+    },
     files: ['consumer.ts'],
   };
 }
@@ -86,18 +106,38 @@ export function tlsOf(options: ControlPlaneOptions): ControlPlaneOptions['tls'] 
 `;
 
 /** Compiles `source` as a `kind` package beside the project's node_modules, in every setting the compiler has; returns the failures. */
-function compileEverywhere(project: string, source: string, kind: Kind, compiler: (typeof COMPILERS)[number]): string[] {
+function compileEverywhere(
+  project: string,
+  source: string,
+  kind: Kind,
+  compiler: (typeof COMPILERS)[number],
+): string[] {
   const dir = path.join(project, `${kind}-${compiler.node10 ? 'repository' : 'current'}`);
   fs.mkdirSync(dir, { recursive: true });
-  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: `consumer-${kind}`, version: '1.0.0', private: true, type: kind }));
+  fs.writeFileSync(
+    path.join(dir, 'package.json'),
+    JSON.stringify({ name: `consumer-${kind}`, version: '1.0.0', private: true, type: kind }),
+  );
   fs.writeFileSync(path.join(dir, 'consumer.ts'), source);
   // node10 resolves CommonJS only, and TypeScript 7 has removed it.
-  const resolutions: Resolution[] = ['node16', 'nodenext', 'bundler', ...(kind === 'commonjs' && compiler.node10 ? ['node10' as const] : [])];
+  const resolutions: Resolution[] = [
+    'node16',
+    'nodenext',
+    'bundler',
+    ...(kind === 'commonjs' && compiler.node10 ? ['node10' as const] : []),
+  ];
   const failures: string[] = [];
   for (const resolution of resolutions) {
     fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify(tsconfig(resolution)));
-    const result = spawnSync(process.execPath, [compiler.tsc, '-p', 'tsconfig.json'], { cwd: dir, encoding: 'utf8', timeout: 240_000 });
-    if (result.status !== 0) failures.push(`${compiler.name}, ${kind} project, moduleResolution ${resolution}:\n${result.stdout}${result.stderr}`);
+    const result = spawnSync(process.execPath, [compiler.tsc, '-p', 'tsconfig.json'], {
+      cwd: dir,
+      encoding: 'utf8',
+      timeout: 240_000,
+    });
+    if (result.status !== 0)
+      failures.push(
+        `${compiler.name}, ${kind} project, moduleResolution ${resolution}:\n${result.stdout}${result.stderr}`,
+      );
   }
   return failures;
 }
@@ -111,14 +151,17 @@ function edgeInstall(): string {
 let full: string | undefined;
 /** pidfence with its optional peers: its node_modules. */
 function fullInstall(): string {
-  const peers = ['pg', '@types/pg', 'fastify', 'prom-client'].map((name) => `${name}@${installedVersion(path.join(root, 'node_modules'), name)}`);
+  const peers = ['pg', '@types/pg', 'fastify', 'prom-client'].map(
+    (name) => `${name}@${installedVersion(path.join(root, 'node_modules'), name)}`,
+  );
   full ??= installPacked(tarball(), path.join(workDir, 'full'), peers);
   return full;
 }
 
 test('installed alone, pidfence brings no @types package and no HTTP framework', (t) => {
   const modules = edgeInstall();
-  for (const absent of ['@types', 'fastify', 'prom-client', 'pg']) t.false(fs.existsSync(path.join(modules, absent)), `${absent} is not installed`);
+  for (const absent of ['@types', 'fastify', 'prom-client', 'pg'])
+    t.false(fs.existsSync(path.join(modules, absent)), `${absent} is not installed`);
 });
 
 // One test per compiler and kind of package, so that each finishes well within the suite's timeout.

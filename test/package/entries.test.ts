@@ -20,13 +20,27 @@ function modulesLoadedBy(entry: string): string[] {
   return JSON.parse(result.stdout) as string[];
 }
 
-const POSTGRES_MODULE = /[\\/]node_modules[\\/](pg|pg-[^\\/]+|pgpass|postgres-[^\\/]+)[\\/]|[\\/]lib[\\/]store[\\/]postgres[\\/]/;
+const POSTGRES_MODULE =
+  /[\\/]node_modules[\\/](pg|pg-[^\\/]+|pgpass|postgres-[^\\/]+)[\\/]|[\\/]lib[\\/]store[\\/]postgres[\\/]/;
 
-for (const entry of ['pidfence', 'pidfence/native', 'pidfence/process', 'pidfence/controller', 'pidfence/contract', 'pidfence/sqlite']) {
+for (const entry of [
+  'pidfence',
+  'pidfence/native',
+  'pidfence/process',
+  'pidfence/controller',
+  'pidfence/contract',
+  'pidfence/sqlite',
+]) {
   test(`${entry} loads no pg module and nothing from lib/store/postgres`, (t) => {
     const loaded = modulesLoadedBy(entry);
-    t.true(loaded.some((file) => file.includes('dist')), 'the entry itself was loaded from dist');
-    t.deepEqual(loaded.filter((file) => POSTGRES_MODULE.test(file)), []);
+    t.true(
+      loaded.some((file) => file.includes('dist')),
+      'the entry itself was loaded from dist',
+    );
+    t.deepEqual(
+      loaded.filter((file) => POSTGRES_MODULE.test(file)),
+      [],
+    );
   });
 }
 
@@ -39,18 +53,43 @@ test('pidfence/postgres does load pg (the check above can see it)', (t) => {
 for (const entry of ['pidfence/dispatch', 'pidfence/management', 'pidfence/store']) {
   test(`${entry} loads neither pg nor better-sqlite3 nor a concrete store`, (t) => {
     const loaded = modulesLoadedBy(entry);
-    t.true(loaded.some((file) => file.includes('dist')), 'the entry itself was loaded from dist');
-    t.deepEqual(loaded.filter((file) => POSTGRES_MODULE.test(file) || /better-sqlite3|[\\/]lib[\\/]store[\\/]sqlite[\\/]/.test(file)), []);
+    t.true(
+      loaded.some((file) => file.includes('dist')),
+      'the entry itself was loaded from dist',
+    );
+    t.deepEqual(
+      loaded.filter(
+        (file) => POSTGRES_MODULE.test(file) || /better-sqlite3|[\\/]lib[\\/]store[\\/]sqlite[\\/]/.test(file),
+      ),
+      [],
+    );
   });
 }
 
 const METRICS_MODULE = /[\\/]node_modules[\\/]prom-client[\\/]|[\\/]dist[\\/]lib[\\/]metrics[\\/]/;
 
-for (const entry of ['pidfence', 'pidfence/native', 'pidfence/process', 'pidfence/contract', 'pidfence/sqlite', 'pidfence/store', 'pidfence/dispatch', 'pidfence/management', 'pidfence/execution', 'pidfence/cluster']) {
+for (const entry of [
+  'pidfence',
+  'pidfence/native',
+  'pidfence/process',
+  'pidfence/contract',
+  'pidfence/sqlite',
+  'pidfence/store',
+  'pidfence/dispatch',
+  'pidfence/management',
+  'pidfence/execution',
+  'pidfence/cluster',
+]) {
   test(`${entry} loads no prom-client and nothing from lib/metrics`, (t) => {
     const loaded = modulesLoadedBy(entry);
-    t.true(loaded.some((file) => file.includes('dist')), 'the entry itself was loaded from dist');
-    t.deepEqual(loaded.filter((file) => METRICS_MODULE.test(file)), []);
+    t.true(
+      loaded.some((file) => file.includes('dist')),
+      'the entry itself was loaded from dist',
+    );
+    t.deepEqual(
+      loaded.filter((file) => METRICS_MODULE.test(file)),
+      [],
+    );
   });
 }
 
@@ -60,14 +99,28 @@ test('pidfence/metrics does load prom-client (the check above can see it)', (t) 
 });
 
 /** `pidfence supervise` on a fresh SQLite file until ready, then SIGTERM; the modules it had loaded when it exited. */
-async function superviseModules(t: import('ava').ExecutionContext, extra: readonly string[]): Promise<{ modules: string[]; lines: string[] }> {
+async function superviseModules(
+  t: import('ava').ExecutionContext,
+  extra: readonly string[],
+): Promise<{ modules: string[]; lines: string[] }> {
   const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-closure-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const preload = path.join(dir, 'dump.js');
   const out = path.join(dir, 'modules.json');
-  writeFileSync(preload, `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify(Object.keys(require.cache))));\n`);
+  writeFileSync(
+    preload,
+    `process.on('exit', () => require('node:fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify(Object.keys(require.cache))));\n`,
+  );
   const main = path.resolve(__dirname, '..', '..', 'lib', 'cli', 'main.js');
-  const job = spawnJob(t, process.execPath, ['-r', preload, main, 'supervise', '--db', path.join(dir, 'p.db'), ...extra]);
+  const job = spawnJob(t, process.execPath, [
+    '-r',
+    preload,
+    main,
+    'supervise',
+    '--db',
+    path.join(dir, 'p.db'),
+    ...extra,
+  ]);
   t.teardown(() => job.stop());
   await job.waitForLine(/^pidfence supervise: ready$/, 20_000);
   t.is(signalVerified(job.identity, 'SIGTERM', { group: false }).kind, 'signalled');
@@ -77,10 +130,22 @@ async function superviseModules(t: import('ava').ExecutionContext, extra: readon
 
 test('pidfence supervise without --metrics-port never loads prom-client; with it, it does', async (t) => {
   const plain = await superviseModules(t, []);
-  t.true(plain.modules.some((file) => /[\\/]dist[\\/]lib[\\/]execution[\\/]application\.js$/.test(file)), 'the runner itself was loaded');
-  t.deepEqual(plain.modules.filter((file) => METRICS_MODULE.test(file)), []);
-  t.false(plain.modules.some((file) => /[\\/]dist[\\/]lib[\\/]web[\\/]/.test(file)), 'nor the metrics server');
+  t.true(
+    plain.modules.some((file) => /[\\/]dist[\\/]lib[\\/]execution[\\/]application\.js$/.test(file)),
+    'the runner itself was loaded',
+  );
+  t.deepEqual(
+    plain.modules.filter((file) => METRICS_MODULE.test(file)),
+    [],
+  );
+  t.false(
+    plain.modules.some((file) => /[\\/]dist[\\/]lib[\\/]web[\\/]/.test(file)),
+    'nor the metrics server',
+  );
   const metered = await superviseModules(t, ['--metrics-port', '0']);
   t.true(metered.modules.some((file) => /[\\/]node_modules[\\/]prom-client[\\/]/.test(file)));
-  t.true(metered.lines.some((line) => /^pidfence supervise: metrics on http:\/\/127\.0\.0\.1:\d+\/metrics/.test(line)), metered.lines.join('\n'));
+  t.true(
+    metered.lines.some((line) => /^pidfence supervise: metrics on http:\/\/127\.0\.0\.1:\d+\/metrics/.test(line)),
+    metered.lines.join('\n'),
+  );
 });

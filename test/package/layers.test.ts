@@ -13,14 +13,23 @@ import { LIB, importsOf, sources } from '../helpers/imports';
 
 const ROOT = path.dirname(LIB);
 /** The store interfaces (types only, published as pidfence/store); the rest of lib/store is shared SQL. */
-const STORE_INTERFACES = new Set(['dispatch-repository', 'run-store', 'execution-store', 'runner-store', 'management-store', 'index']);
+const STORE_INTERFACES = new Set([
+  'dispatch-repository',
+  'run-store',
+  'execution-store',
+  'runner-store',
+  'management-store',
+  'index',
+]);
 
 /** The layer of a file: lib/<dir>, with the two stores and the store interfaces told apart. */
 function layerOf(file: string): string {
   const relative = path.relative(LIB, file).split(path.sep);
   if (relative.length === 1) return 'root';
-  if (relative[0] === 'store' && (relative[1] === 'sqlite' || relative[1] === 'postgres')) return `store/${relative[1]}`;
-  if (relative[0] === 'store' && relative.length === 2 && STORE_INTERFACES.has(path.basename(relative[1]!, '.ts'))) return 'store/interfaces';
+  if (relative[0] === 'store' && (relative[1] === 'sqlite' || relative[1] === 'postgres'))
+    return `store/${relative[1]}`;
+  if (relative[0] === 'store' && relative.length === 2 && STORE_INTERFACES.has(path.basename(relative[1]!, '.ts')))
+    return 'store/interfaces';
   return relative[0] ?? 'root';
 }
 
@@ -42,8 +51,32 @@ const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   metrics: ['base', 'contract', 'dispatch'],
   // The status page and the supervise metrics server (docs/decisions/0111): reads through management.
   web: ['base', 'contract', 'management'],
-  cluster: ['base', 'contract', 'dispatch', 'execution', 'management', 'metrics', 'store/interfaces', 'store/postgres', 'store/sqlite', 'web'],
-  cli: ['base', 'cluster', 'contract', 'execution', 'management', 'metrics', 'native', 'process', 'store/interfaces', 'store/postgres', 'store/sqlite', 'web'],
+  cluster: [
+    'base',
+    'contract',
+    'dispatch',
+    'execution',
+    'management',
+    'metrics',
+    'store/interfaces',
+    'store/postgres',
+    'store/sqlite',
+    'web',
+  ],
+  cli: [
+    'base',
+    'cluster',
+    'contract',
+    'execution',
+    'management',
+    'metrics',
+    'native',
+    'process',
+    'store/interfaces',
+    'store/postgres',
+    'store/sqlite',
+    'web',
+  ],
   root: ['base', 'native'],
 };
 
@@ -86,7 +119,9 @@ test('every import under lib/ points down the layer order of design/architecture
 
 test('the layer map is tight: every edge it allows is one the code uses', (t) => {
   const { edges } = usedEdges();
-  const unused = Object.entries(ALLOWED).flatMap(([layer, targets]) => targets.filter((target) => !edges.get(layer)?.has(target)).map((target) => `${layer} → ${target}`));
+  const unused = Object.entries(ALLOWED).flatMap(([layer, targets]) =>
+    targets.filter((target) => !edges.get(layer)?.has(target)).map((target) => `${layer} → ${target}`),
+  );
   t.deepEqual(unused, [], 'remove the edges no file uses');
 });
 
@@ -131,29 +166,66 @@ function circlesOf(graph: ReadonlyMap<string, readonly string[]>): string[][] {
 
 test('no circles: no file under lib/ imports itself back through others (type-only and on-demand imports count)', (t) => {
   const files = new Set(sources(LIB));
-  const graph = new Map([...files].map((file) => [file, importsOf(file).map((specifier) => importedFile(file, specifier, files)).filter((target) => target !== null)]));
+  const graph = new Map(
+    [...files].map((file) => [
+      file,
+      importsOf(file)
+        .map((specifier) => importedFile(file, specifier, files))
+        .filter((target) => target !== null),
+    ]),
+  );
   t.true(graph.size > 100, `read ${graph.size} files`);
-  t.deepEqual(circlesOf(graph).map((part) => part.map((file) => path.relative(LIB, file))), []);
+  t.deepEqual(
+    circlesOf(graph).map((part) => part.map((file) => path.relative(LIB, file))),
+    [],
+  );
 });
 
 test('the circle rule is live: a two-file circle, a longer one and a self-import are reported, a chain is not', (t) => {
-  const graph = new Map([['a', ['b']], ['b', ['a', 'c']], ['c', ['d']], ['d', ['e']], ['e', ['c']], ['f', ['f']], ['g', ['a']]]);
+  const graph = new Map([
+    ['a', ['b']],
+    ['b', ['a', 'c']],
+    ['c', ['d']],
+    ['d', ['e']],
+    ['e', ['c']],
+    ['f', ['f']],
+    ['g', ['a']],
+  ]);
   t.deepEqual(circlesOf(graph), [['c', 'd', 'e'], ['a', 'b'], ['f']]);
-  t.deepEqual(circlesOf(new Map([['a', ['b']], ['b', ['c']], ['c', []]])), []);
+  t.deepEqual(
+    circlesOf(
+      new Map([
+        ['a', ['b']],
+        ['b', ['c']],
+        ['c', []],
+      ]),
+    ),
+    [],
+  );
 });
 
 function relativeImports(dir: string): Array<{ file: string; target: string }> {
   return sources(path.join(ROOT, dir)).flatMap((file) =>
-    importsOf(file).filter((specifier) => specifier.startsWith('.')).map((specifier) => ({ file: path.relative(ROOT, file), target: path.relative(ROOT, path.resolve(path.dirname(file), specifier)) })));
+    importsOf(file)
+      .filter((specifier) => specifier.startsWith('.'))
+      .map((specifier) => ({
+        file: path.relative(ROOT, file),
+        target: path.relative(ROOT, path.resolve(path.dirname(file), specifier)),
+      })),
+  );
 }
 
 test('test helpers import lib/ and other helpers only, never a suite', (t) => {
-  const wrong = relativeImports(path.join('test', 'helpers')).filter(({ target }) => !/^(lib|test\/helpers)\//.test(target) || /\.test$|-suite$/.test(target));
+  const wrong = relativeImports(path.join('test', 'helpers')).filter(
+    ({ target }) => !/^(lib|test\/helpers)\//.test(target) || /\.test$|-suite$/.test(target),
+  );
   t.deepEqual(wrong, []);
 });
 
 test('benchmarks import lib/, their own bench/lib and the shared harness in test/helpers, never a test or suite', (t) => {
-  const wrong = relativeImports('bench').filter(({ target }) => !/^(lib|bench|test\/helpers)\//.test(target) || /\.test$|-suite$/.test(target));
+  const wrong = relativeImports('bench').filter(
+    ({ target }) => !/^(lib|bench|test\/helpers)\//.test(target) || /\.test$|-suite$/.test(target),
+  );
   t.deepEqual(wrong, []);
 });
 
@@ -163,7 +235,9 @@ test('lib/metrics (prom-client) is only ever imported on demand: no static impor
   for (const file of sources(LIB)) {
     if (layerOf(file) === 'metrics') continue;
     const text = readFileSync(file, 'utf8');
-    for (const match of text.matchAll(/\b(?:import|export)(\s+type)?\s[^;]*?\bfrom\s+'([^']+)'|\bimport\(\s*'([^']+)'\s*\)/g)) {
+    for (const match of text.matchAll(
+      /\b(?:import|export)(\s+type)?\s[^;]*?\bfrom\s+'([^']+)'|\bimport\(\s*'([^']+)'\s*\)/g,
+    )) {
       const specifier = match[2] ?? match[3] ?? '';
       if (importedLayer(file, specifier) !== 'metrics' && specifier !== 'prom-client') continue;
       // `import type` is erased by the compiler: it loads nothing.

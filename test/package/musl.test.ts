@@ -21,6 +21,7 @@ for (const arch of ['x64', 'arm64'] as const) {
 }
 
 test('the loader tells glibc on this glibc machine (musl would pick pidfence.musl.node)', (t) => {
-  const glibc = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } }).header?.glibcVersionRuntime;
+  const glibc = (process.report?.getReport() as { header?: { glibcVersionRuntime?: string } }).header
+    ?.glibcVersionRuntime;
   t.is(runtimeLibc(), glibc === undefined ? 'musl' : 'glibc');
 });

@@ -11,7 +11,15 @@ import test, { type ExecutionContext } from 'ava';
 
 import { packageRoot } from '../../lib/store/migrations';
 import { installPacked, packInto } from '../helpers/packed-install';
-import { boundCommand, fencedBlocks, matchOutput, sectionOf, transcriptBlocks, type IdBindings, type TranscriptBlock } from '../helpers/readme-transcript';
+import {
+  boundCommand,
+  fencedBlocks,
+  matchOutput,
+  sectionOf,
+  transcriptBlocks,
+  type IdBindings,
+  type TranscriptBlock,
+} from '../helpers/readme-transcript';
 
 const root = packageRoot();
 const README = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
@@ -39,7 +47,13 @@ function script(exports: readonly string[], command: string): string {
   return `${exports.join('\n')}\n{ ${command}\n} 2>&1`;
 }
 
-function checkOutput(t: ExecutionContext, command: string, expected: readonly string[], output: string, ids: IdBindings): void {
+function checkOutput(
+  t: ExecutionContext,
+  command: string,
+  expected: readonly string[],
+  output: string,
+  ids: IdBindings,
+): void {
   const { missing, extra } = matchOutput(expected, output, ids);
   t.deepEqual({ missing, extra }, { missing: [], extra: [] }, `\`${command}\` printed:\n${output}`);
 }
@@ -52,12 +66,24 @@ interface Background {
 }
 
 /** Starts a background block's command and waits until its first expected line was printed. */
-async function startBackground(t: ExecutionContext, cwd: string, exports: readonly string[], block: TranscriptBlock, ids: IdBindings): Promise<Background> {
+async function startBackground(
+  t: ExecutionContext,
+  cwd: string,
+  exports: readonly string[],
+  block: TranscriptBlock,
+  ids: IdBindings,
+): Promise<Background> {
   t.is(block.commands.length, 1, 'a background block holds one command');
   const { command, expected } = block.commands[0]!;
-  const child = spawn('bash', ['-c', script(exports, boundCommand(command, ids))], { cwd, env: shellEnv(), stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn('bash', ['-c', script(exports, boundCommand(command, ids))], {
+    cwd,
+    env: shellEnv(),
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let output = '';
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => { output += chunk; });
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    output += chunk;
+  });
   const ended = new Promise<void>((resolve) => child.once('close', () => resolve()));
   const first = expected.slice(0, 1);
   const deadline = Date.now() + COMMAND_TIMEOUT_MS;
@@ -71,8 +97,14 @@ async function startBackground(t: ExecutionContext, cwd: string, exports: readon
 test('the quick start runs verbatim with npx pidfence in a fresh project and prints what the README shows', async (t) => {
   const cwd = consumerProject();
   const blocks = transcriptBlocks(sectionOf(README, 'Quick start'));
-  t.true(blocks.some((block) => block.mode === 'background'), 'the quick start has a second terminal');
-  t.true(blocks.flatMap((block) => block.commands).some((command) => /npx pidfence cancel/.test(command.command)), 'it cancels a job');
+  t.true(
+    blocks.some((block) => block.mode === 'background'),
+    'the quick start has a second terminal',
+  );
+  t.true(
+    blocks.flatMap((block) => block.commands).some((command) => /npx pidfence cancel/.test(command.command)),
+    'it cancels a job',
+  );
   const ids: IdBindings = new Map();
   const background: Background[] = [];
   for (const block of blocks) {
@@ -87,7 +119,12 @@ test('the quick start runs verbatim with npx pidfence in a fresh project and pri
         exports.push(command);
         continue;
       }
-      const run = spawnSync('bash', ['-c', script(exports, boundCommand(command, ids))], { cwd, env: shellEnv(), encoding: 'utf8', timeout: COMMAND_TIMEOUT_MS });
+      const run = spawnSync('bash', ['-c', script(exports, boundCommand(command, ids))], {
+        cwd,
+        env: shellEnv(),
+        encoding: 'utf8',
+        timeout: COMMAND_TIMEOUT_MS,
+      });
       checkOutput(t, command, expected, run.stdout, ids);
     }
   }
@@ -101,8 +138,17 @@ test('the quick start runs verbatim with npx pidfence in a fresh project and pri
 /** `tsc --init`'s settings of the TypeScript this repository builds with, checks made strict on library types too. */
 const TSC_INIT: object = {
   compilerOptions: {
-    module: 'nodenext', target: 'esnext', types: [], noUncheckedIndexedAccess: true, exactOptionalPropertyTypes: true, strict: true,
-    verbatimModuleSyntax: true, isolatedModules: true, noUncheckedSideEffectImports: true, moduleDetection: 'force', skipLibCheck: false,
+    module: 'nodenext',
+    target: 'esnext',
+    types: [],
+    noUncheckedIndexedAccess: true,
+    exactOptionalPropertyTypes: true,
+    strict: true,
+    verbatimModuleSyntax: true,
+    isolatedModules: true,
+    noUncheckedSideEffectImports: true,
+    moduleDetection: 'force',
+    skipLibCheck: false,
   },
   files: ['example.ts'],
 };
@@ -118,15 +164,29 @@ test('the library example compiles as written in an ES module and a CommonJS pro
   const promised = /console\.log\([^)]*\); \/\/ (\w+)/.exec(example ?? '')?.[1];
   t.truthy(promised, 'the example says what it prints');
   const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-  for (const [kind, tsconfig] of [['module', TSC_INIT], ['commonjs', COMMONJS]] as const) {
+  for (const [kind, tsconfig] of [
+    ['module', TSC_INIT],
+    ['commonjs', COMMONJS],
+  ] as const) {
     const dir = path.join(consumerProject(), kind);
     fs.mkdirSync(dir, { recursive: true });
-    fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: `example-${kind}`, version: '1.0.0', type: kind }));
+    fs.writeFileSync(
+      path.join(dir, 'package.json'),
+      JSON.stringify({ name: `example-${kind}`, version: '1.0.0', type: kind }),
+    );
     fs.writeFileSync(path.join(dir, 'tsconfig.json'), JSON.stringify(tsconfig));
     fs.writeFileSync(path.join(dir, 'example.ts'), example ?? '');
-    const compiled = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.json'], { cwd: dir, encoding: 'utf8', timeout: COMMAND_TIMEOUT_MS });
+    const compiled = spawnSync(process.execPath, [tsc, '-p', 'tsconfig.json'], {
+      cwd: dir,
+      encoding: 'utf8',
+      timeout: COMMAND_TIMEOUT_MS,
+    });
     t.is(compiled.status, 0, `tsc in the ${kind} project:\n${compiled.stdout}${compiled.stderr}`);
-    const ran = spawnSync(process.execPath, ['example.js'], { cwd: dir, encoding: 'utf8', timeout: COMMAND_TIMEOUT_MS });
+    const ran = spawnSync(process.execPath, ['example.js'], {
+      cwd: dir,
+      encoding: 'utf8',
+      timeout: COMMAND_TIMEOUT_MS,
+    });
     t.is(ran.status, 0, ran.stderr);
     t.is(ran.stdout, `${promised}\n`, `node example.js in the ${kind} project`);
   }

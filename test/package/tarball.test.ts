@@ -13,7 +13,14 @@ import * as zlib from 'node:zlib';
 import test, { type ExecutionContext } from 'ava';
 
 import { packageRoot } from '../../lib/store/migrations';
-import { INSTALL_LOG, installedVersion, installPacked, packInto, runChecked as run, type PackResult } from '../helpers/packed-install';
+import {
+  INSTALL_LOG,
+  installedVersion,
+  installPacked,
+  packInto,
+  runChecked as run,
+  type PackResult,
+} from '../helpers/packed-install';
 
 const root = packageRoot();
 /** The issue's size target (a figure to report, like a benchmark's); the guard below only catches a stray build tree. */
@@ -52,8 +59,14 @@ const ALLOWED = [
 test('the tarball holds only allowed files, LICENSE, README and every doc it links, and no source map', (t) => {
   const { files, size, unpackedSize } = pack();
   const paths = files.map((file) => file.path);
-  t.deepEqual(paths.filter((file) => !ALLOWED.some((pattern) => pattern.test(file))), []);
-  t.deepEqual(paths.filter((file) => file.endsWith('.map')), []);
+  t.deepEqual(
+    paths.filter((file) => !ALLOWED.some((pattern) => pattern.test(file))),
+    [],
+  );
+  t.deepEqual(
+    paths.filter((file) => file.endsWith('.map')),
+    [],
+  );
   for (const required of ['LICENSE', 'README.md', 'package.json', 'dist/lib/index.js', 'dist/lib/index.d.ts']) {
     t.true(paths.includes(required), `${required} is in the tarball`);
   }
@@ -62,17 +75,26 @@ test('the tarball holds only allowed files, LICENSE, README and every doc it lin
   t.true(linked.length > 0, 'the README links some docs');
   for (const doc of linked) {
     // A link may name a whole file, a folder or a decision by its number (`docs/decisions/0040`).
-    t.true(paths.some((file) => file.startsWith(doc)), `${doc} is in the tarball`);
+    t.true(
+      paths.some((file) => file.startsWith(doc)),
+      `${doc} is in the tarball`,
+    );
   }
   for (const prebuild of ['prebuilds/linux-x64/pidfence.glibc.node', 'prebuilds/linux-arm64/pidfence.glibc.node']) {
     t.true(paths.includes(prebuild), `${prebuild} is in the tarball`);
   }
-  t.log(`packed ${(size / 1024).toFixed(1)} kB, unpacked ${(unpackedSize / 1024).toFixed(1)} kB, ${files.length} files`);
+  t.log(
+    `packed ${(size / 1024).toFixed(1)} kB, unpacked ${(unpackedSize / 1024).toFixed(1)} kB, ${files.length} files`,
+  );
   // Where the packed bytes go (docs/decisions/0082): each file gzipped on its own, summed per share.
   const shares = packedShares(paths);
-  t.log(`shares, gzip -9 per file: ${[...shares].map(([share, bytes]) => `${share} ${(bytes / 1024).toFixed(1)} kB`).join(', ')}`);
+  t.log(
+    `shares, gzip -9 per file: ${[...shares].map(([share, bytes]) => `${share} ${(bytes / 1024).toFixed(1)} kB`).join(', ')}`,
+  );
   const withoutMusl = size - (shares.get('musl prebuilds') ?? 0);
-  t.log(`packed without musl ≈ ${(withoutMusl / 1024).toFixed(1)} kB: ${withoutMusl <= GLIBC_PACKED_TARGET_BYTES ? 'PASS' : 'MISS'} against the ${GLIBC_PACKED_TARGET_BYTES / 1024} kB target`);
+  t.log(
+    `packed without musl ≈ ${(withoutMusl / 1024).toFixed(1)} kB: ${withoutMusl <= GLIBC_PACKED_TARGET_BYTES ? 'PASS' : 'MISS'} against the ${GLIBC_PACKED_TARGET_BYTES / 1024} kB target`,
+  );
   t.true(size <= PACKED_GUARD_BYTES, `packed ${size} B: something large slipped into the tarball`);
 });
 
@@ -89,7 +111,10 @@ function packedShares(paths: readonly string[]): Map<string, number> {
   const shares = new Map<string, number>();
   for (const file of paths) {
     const share = shareOf(file);
-    shares.set(share, (shares.get(share) ?? 0) + zlib.gzipSync(fs.readFileSync(path.join(root, file)), { level: 9 }).length);
+    shares.set(
+      share,
+      (shares.get(share) ?? 0) + zlib.gzipSync(fs.readFileSync(path.join(root, file)), { level: 9 }).length,
+    );
   }
   return new Map([...shares].sort((a, b) => b[1] - a[1]));
 }
@@ -100,7 +125,12 @@ function requireFailure(project: string, entry: string): { code: string; message
   return JSON.parse(run(process.execPath, ['-e', script], project)) as { code: string; message: string } | null;
 }
 
-function saysWhatToInstall(t: ExecutionContext, failure: { code: string; message: string } | null, code: string, peer: string): void {
+function saysWhatToInstall(
+  t: ExecutionContext,
+  failure: { code: string; message: string } | null,
+  code: string,
+  peer: string,
+): void {
   t.is(failure?.code, code);
   t.true(failure?.message.includes(`npm install ${peer}`), failure?.message);
   t.notRegex(failure?.message ?? '', /\n/, 'one sentence, one line');
@@ -110,9 +140,18 @@ test('installed without its optional peers: no EBADENGINE warning, the SQLite pa
   const { filename } = pack();
   const installed = installPacked(path.join(workDir, filename), path.join(workDir, 'consumer'));
   const project = path.dirname(installed);
-  for (const peer of ['pg', 'fastify', 'prom-client']) t.false(fs.existsSync(path.join(installed, peer)), `${peer} is not installed with pidfence`);
-  t.notRegex(fs.readFileSync(path.join(project, INSTALL_LOG), 'utf8'), /EBADENGINE/, `no package of the install wants another Node (engines ${JSON.stringify(packageEngines())})`);
-  t.is(installedVersion(installed, 'better-sqlite3'), installedVersion(path.join(root, 'node_modules'), 'better-sqlite3'), 'the offline install chose the better-sqlite3 this checkout built');
+  for (const peer of ['pg', 'fastify', 'prom-client'])
+    t.false(fs.existsSync(path.join(installed, peer)), `${peer} is not installed with pidfence`);
+  t.notRegex(
+    fs.readFileSync(path.join(project, INSTALL_LOG), 'utf8'),
+    /EBADENGINE/,
+    `no package of the install wants another Node (engines ${JSON.stringify(packageEngines())})`,
+  );
+  t.is(
+    installedVersion(installed, 'better-sqlite3'),
+    installedVersion(path.join(root, 'node_modules'), 'better-sqlite3'),
+    'the offline install chose the better-sqlite3 this checkout built',
+  );
 
   const script = `
     const { openSqliteStore } = require('pidfence/sqlite');
@@ -131,22 +170,46 @@ test('installed without its optional peers: no EBADENGINE warning, the SQLite pa
 
 test('installed with pg only: the control plane says to install fastify, and metrics to install prom-client, as one line and exit 3 from the CLI', async (t) => {
   const { filename } = pack();
-  const installed = installPacked(path.join(workDir, filename), path.join(workDir, 'with-pg'), [`pg@${installedVersion(path.join(root, 'node_modules'), 'pg')}`]);
+  const installed = installPacked(path.join(workDir, filename), path.join(workDir, 'with-pg'), [
+    `pg@${installedVersion(path.join(root, 'node_modules'), 'pg')}`,
+  ]);
   const project = path.dirname(installed);
   t.is(requireFailure(project, 'pidfence/cluster'), null, 'pidfence/cluster loads with pg alone');
   const script = `
     require('pidfence/cluster').startControlPlane({ databaseUrl: 'postgres://nobody@127.0.0.1:1/none', tls: { cert: 'x', key: 'x', ca: 'x' } })
       .then(() => process.stdout.write('null'), (error) => process.stdout.write(JSON.stringify({ code: error.code, message: error.message })));`;
-  saysWhatToInstall(t, JSON.parse(run(process.execPath, ['-e', script], project)) as { code: string; message: string }, 'ERR_PIDFENCE_FASTIFY_MISSING', 'fastify');
+  saysWhatToInstall(
+    t,
+    JSON.parse(run(process.execPath, ['-e', script], project)) as { code: string; message: string },
+    'ERR_PIDFENCE_FASTIFY_MISSING',
+    'fastify',
+  );
 
   fs.writeFileSync(path.join(project, 'dummy.pem'), 'not a certificate\n');
-  const cli = (args: readonly string[]) => spawnSync('npx', ['pidfence', ...args], { cwd: project, encoding: 'utf8', timeout: 120_000 });
-  const plane = cli(['control-plane', '--db', 'postgres://nobody@127.0.0.1:1/none', '--cert', 'dummy.pem', '--key', 'dummy.pem', '--ca', 'dummy.pem']);
+  const cli = (args: readonly string[]) =>
+    spawnSync('npx', ['pidfence', ...args], { cwd: project, encoding: 'utf8', timeout: 120_000 });
+  const plane = cli([
+    'control-plane',
+    '--db',
+    'postgres://nobody@127.0.0.1:1/none',
+    '--cert',
+    'dummy.pem',
+    '--key',
+    'dummy.pem',
+    '--ca',
+    'dummy.pem',
+  ]);
   t.is(plane.status, 3, plane.stderr);
-  t.regex(plane.stderr, /^pidfence: the control plane .*needs the 'fastify' package.*`npm install fastify`\. \(ERR_PIDFENCE_FASTIFY_MISSING\)\n$/);
+  t.regex(
+    plane.stderr,
+    /^pidfence: the control plane .*needs the 'fastify' package.*`npm install fastify`\. \(ERR_PIDFENCE_FASTIFY_MISSING\)\n$/,
+  );
   const supervise = cli(['supervise', '--db', path.join(project, 'edge.db'), '--metrics-port', '0']);
   t.is(supervise.status, 3, supervise.stderr);
-  t.regex(supervise.stderr, /^pidfence: pidfence\/metrics .*needs the 'prom-client' package.*`npm install prom-client`\. \(ERR_PIDFENCE_PROM_CLIENT_MISSING\)\n$/);
+  t.regex(
+    supervise.stderr,
+    /^pidfence: pidfence\/metrics .*needs the 'prom-client' package.*`npm install prom-client`\. \(ERR_PIDFENCE_PROM_CLIENT_MISSING\)\n$/,
+  );
 });
 
 function packageEngines(): unknown {

@@ -20,7 +20,11 @@ test('the forced fallback is what capabilities report, and no group hold is offe
 test('without the group flag a TERM-ignoring group is still KILLed after the grace period', async (t) => {
   const job = await spawnRecorder(t);
   const member = captureIdentity(job.memberPid)!;
-  const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: formatHandle(handleFromIdentity(job.identity)), graceMs: 300 });
+  const result = await controller.requestTermination({
+    attemptPid: job.identity.pid,
+    handle: formatHandle(handleFromIdentity(job.identity)),
+    graceMs: 300,
+  });
   t.deepEqual(result, { result: 'termination_requested', escalated: true, exitObserved: true });
   t.deepEqual(await job.exited, { code: null, signal: 'SIGKILL' });
   t.regex((await waitExit(member, 2000)).kind, /^(exited|already_exited)$/);
@@ -28,7 +32,11 @@ test('without the group flag a TERM-ignoring group is still KILLed after the gra
 
 test('without the group flag a TERM-obeying job ends on TERM', async (t) => {
   const job = spawnJob(t, 'sleep', ['3600']);
-  const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: formatHandle(handleFromIdentity(job.identity)), graceMs: 3000 });
+  const result = await controller.requestTermination({
+    attemptPid: job.identity.pid,
+    handle: formatHandle(handleFromIdentity(job.identity)),
+    graceMs: 3000,
+  });
   t.deepEqual(result, { result: 'termination_requested', escalated: false, exitObserved: true });
   t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });
   t.is(signalVerified(job.identity, 0).kind, 'already_exited');

@@ -9,7 +9,12 @@ import { HANDLE_MAX_BYTES, formatHandle, parseHandle, type DurableProcessHandle 
 const bootIdArb = fc.uuid().map((id) => id.toLowerCase());
 const decimalArb = fc.bigInt({ min: 0n, max: 2n ** 64n - 1n }).map(String);
 const handleArb: fc.Arbitrary<DurableProcessHandle> = fc
-  .record({ bootId: bootIdArb, pid: fc.integer({ min: 1, max: 4_194_304 }), startTicks: decimalArb, pidfsIno: fc.option(decimalArb, { nil: undefined }) })
+  .record({
+    bootId: bootIdArb,
+    pid: fc.integer({ min: 1, max: 4_194_304 }),
+    startTicks: decimalArb,
+    pidfsIno: fc.option(decimalArb, { nil: undefined }),
+  })
   .map(({ bootId, pid, startTicks, pidfsIno }) => ({
     v: 1 as const,
     platform: 'linux' as const,
@@ -31,7 +36,15 @@ test('formatHandle and parseHandle are exact inverses (property)', (t) => {
   );
 });
 
-const sample = formatHandle({ v: 1, platform: 'linux', bootId: 'c9b1fe21-2cf3-46b0-af2b-691bcc829792', pid: 4242, startTicks: '987654', pgid: 4242, pidfsIno: '5678' });
+const sample = formatHandle({
+  v: 1,
+  platform: 'linux',
+  bootId: 'c9b1fe21-2cf3-46b0-af2b-691bcc829792',
+  pid: 4242,
+  startTicks: '987654',
+  pgid: 4242,
+  pidfsIno: '5678',
+});
 const sampleObject = JSON.parse(sample) as Record<string, unknown>;
 const withField = (changes: Record<string, unknown>) => JSON.stringify({ ...sampleObject, ...changes });
 
@@ -74,9 +87,13 @@ test('parseHandle never crashes on arbitrary input and accepts only canonical ha
   const nearHandle = fc.oneof(
     fc.string({ maxLength: 300 }),
     fc.json({ maxDepth: 2 }),
-    handleArb.map(formatHandle).chain((text) =>
-      fc.tuple(fc.nat({ max: text.length }), fc.string({ maxLength: 4 })).map(([at, insert]) => text.slice(0, at) + insert + text.slice(at + 1)),
-    ),
+    handleArb
+      .map(formatHandle)
+      .chain((text) =>
+        fc
+          .tuple(fc.nat({ max: text.length }), fc.string({ maxLength: 4 }))
+          .map(([at, insert]) => text.slice(0, at) + insert + text.slice(at + 1)),
+      ),
   );
   let accepted = 0;
   fc.assert(
@@ -86,7 +103,10 @@ test('parseHandle never crashes on arbitrary input and accepts only canonical ha
         accepted++;
         return formatHandle(handle) === text && handle.pgid === handle.pid;
       } catch (error) {
-        return (error instanceof PidfenceTypeError || error instanceof PidfenceRangeError) && /^ERR_PIDFENCE_HANDLE_/.test(error.code);
+        return (
+          (error instanceof PidfenceTypeError || error instanceof PidfenceRangeError) &&
+          /^ERR_PIDFENCE_HANDLE_/.test(error.code)
+        );
       }
     }),
     { numRuns: 20_000 },
@@ -97,9 +117,14 @@ test('parseHandle never crashes on arbitrary input and accepts only canonical ha
 
 const v2Arb: fc.Arbitrary<DurableProcessHandle> = fc
   .record({ base: handleArb, pidNs: decimalArb, cgroupId: fc.option(decimalArb, { nil: undefined }) })
-  .map(({ base, pidNs, cgroupId }) => ({ ...base, v: 2 as const, pidNs, ...(cgroupId === undefined ? {} : { cgroupId }) }));
+  .map(({ base, pidNs, cgroupId }) => ({
+    ...base,
+    v: 2 as const,
+    pidNs,
+    ...(cgroupId === undefined ? {} : { cgroupId }),
+  }));
 
-test('a v2 handle with its PID namespace and a contained job\'s cgroup id round-trips, and the largest one fits the size cap (property; docs/decisions/0180)', (t) => {
+test("a v2 handle with its PID namespace and a contained job's cgroup id round-trips, and the largest one fits the size cap (property; docs/decisions/0180)", (t) => {
   fc.assert(
     fc.property(v2Arb, (handle) => {
       const text = formatHandle(handle);
@@ -109,9 +134,23 @@ test('a v2 handle with its PID namespace and a contained job\'s cgroup id round-
     { numRuns: 2000 },
   );
   const max = '18446744073709551615';
-  const largest = formatHandle({ v: 2, platform: 'linux', bootId: 'c9b1fe21-2cf3-46b0-af2b-691bcc829792', pid: 4_194_304, startTicks: max, pgid: 4_194_304, pidfsIno: max, pidNs: max, cgroupId: max });
+  const largest = formatHandle({
+    v: 2,
+    platform: 'linux',
+    bootId: 'c9b1fe21-2cf3-46b0-af2b-691bcc829792',
+    pid: 4_194_304,
+    startTicks: max,
+    pgid: 4_194_304,
+    pidfsIno: max,
+    pidNs: max,
+    cgroupId: max,
+  });
   t.true(Buffer.byteLength(largest) <= HANDLE_MAX_BYTES);
   const v2 = JSON.parse(largest) as Record<string, unknown>;
   t.throws(() => parseHandle(JSON.stringify({ ...v2, cgroupId: '-1' })), { code: 'ERR_PIDFENCE_HANDLE_FIELD' });
-  t.throws(() => parseHandle(withField({ cgroupId: '1' })), { code: 'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY' }, 'no cgroup id in a v1 handle');
+  t.throws(
+    () => parseHandle(withField({ cgroupId: '1' })),
+    { code: 'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY' },
+    'no cgroup id in a v1 handle',
+  );
 });

@@ -21,7 +21,11 @@ test('a TERM-ignoring group is KILLed after the grace period', async (t) => {
   const job = await spawnRecorder(t);
   const member = captureIdentity(job.memberPid)!;
   const started = Date.now();
-  const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: handleOf(job.identity), graceMs: 300 });
+  const result = await controller.requestTermination({
+    attemptPid: job.identity.pid,
+    handle: handleOf(job.identity),
+    graceMs: 300,
+  });
   t.deepEqual(result, { result: 'termination_requested', escalated: true, exitObserved: true });
   t.true(Date.now() - started >= 300, 'KILL only after the grace period');
   t.deepEqual(await job.exited, { code: null, signal: 'SIGKILL' });
@@ -32,7 +36,11 @@ test('a TERM-ignoring group is KILLed after the grace period', async (t) => {
 
 test('a TERM-obeying child exits on TERM and never sees KILL', async (t) => {
   const job = spawnJob(t, 'sleep', ['3600']);
-  const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: handleOf(job.identity), graceMs: 5000 });
+  const result = await controller.requestTermination({
+    attemptPid: job.identity.pid,
+    handle: handleOf(job.identity),
+    graceMs: 5000,
+  });
   t.deepEqual(result, { result: 'termination_requested', escalated: false, exitObserved: true });
   t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });
 });
@@ -42,18 +50,29 @@ test('grandchildren in the group die with the leader', async (t) => {
   const kids = (await job.waitForLine(/^kids /)).split(' ').slice(1).map(Number);
   const identities = kids.map((pid) => captureIdentity(pid)!);
   t.is(identities.length, 2);
-  const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: handleOf(job.identity), graceMs: 2000 });
+  const result = await controller.requestTermination({
+    attemptPid: job.identity.pid,
+    handle: handleOf(job.identity),
+    graceMs: 2000,
+  });
   t.is(result.result, 'termination_requested');
   for (const kid of identities) t.regex((await waitExit(kid, 2000)).kind, /^(exited|already_exited)$/);
 });
 
 test('group members that outlive a TERM-obeying leader are KILLed when the grace period ends', async (t) => {
   // The member ignores TERM (inherited by its sleeps); the leader (exec'd sleep) obeys it.
-  const job = spawnJob(t, 'sh', ['-c', `sh -c 'trap "" TERM; echo "member $$"; while :; do sleep 0.05; done' & exec sleep 3600`]);
+  const job = spawnJob(t, 'sh', [
+    '-c',
+    `sh -c 'trap "" TERM; echo "member $$"; while :; do sleep 0.05; done' & exec sleep 3600`,
+  ]);
   const member = captureIdentity(Number((await job.waitForLine(/^member /)).split(' ')[1]))!;
   t.teardown(() => void signalVerified(member, 'SIGKILL'));
   const started = Date.now();
-  const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: handleOf(job.identity), graceMs: 400 });
+  const result = await controller.requestTermination({
+    attemptPid: job.identity.pid,
+    handle: handleOf(job.identity),
+    graceMs: 400,
+  });
   t.deepEqual(result, { result: 'termination_requested', escalated: true, exitObserved: true });
   t.true(Date.now() - started >= 400, 'members get the whole grace period');
   t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' }, 'the leader itself obeyed TERM');
@@ -70,16 +89,28 @@ test('a child that escaped into its own session is out of reach (docs/decisions/
   }
   t.is(escaped?.pgid, escapedPid, 'the escaped child leads its own group');
   t.teardown(() => void signalVerified(escaped!, 'SIGKILL', { group: true }));
-  const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: handleOf(job.identity), graceMs: 2000 });
+  const result = await controller.requestTermination({
+    attemptPid: job.identity.pid,
+    handle: handleOf(job.identity),
+    graceMs: 2000,
+  });
   t.is(result.result, 'termination_requested');
   t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });
-  t.is(signalVerified(escaped!, 0, { group: true }).kind, 'signalled', 'pinned: a process that left the group is not stopped');
+  t.is(
+    signalVerified(escaped!, 0, { group: true }).kind,
+    'signalled',
+    'pinned: a process that left the group is not stopped',
+  );
 });
 
 test('a stopped (SIGSTOP) group still terminates', async (t) => {
   const job = spawnJob(t, 'sleep', ['3600']);
   t.is(signalVerified(job.identity, 'SIGSTOP', { group: true }).kind, 'signalled');
-  const result = await controller.requestTermination({ attemptPid: job.identity.pid, handle: handleOf(job.identity), graceMs: 3000 });
+  const result = await controller.requestTermination({
+    attemptPid: job.identity.pid,
+    handle: handleOf(job.identity),
+    graceMs: 3000,
+  });
   t.deepEqual(result, { result: 'termination_requested', escalated: false, exitObserved: true });
   t.deepEqual(await job.exited, { code: null, signal: 'SIGTERM' });
 });
@@ -88,23 +119,56 @@ test('an exited process → already_exited, no signal', async (t) => {
   const job = spawnJob(t, 'sleep', ['3600']);
   const handle = handleOf(job.identity);
   await job.stop();
-  t.deepEqual(await controller.requestTermination({ attemptPid: job.identity.pid, handle, graceMs: 100 }), { result: 'already_exited', escalated: false, exitObserved: true });
+  t.deepEqual(await controller.requestTermination({ attemptPid: job.identity.pid, handle, graceMs: 100 }), {
+    result: 'already_exited',
+    escalated: false,
+    exitObserved: true,
+  });
 });
 
 // design/dispatch §6 gate 8: identity / PID / process-group mismatch → zero signals.
-const gate8: Array<[string, (identity: ReturnType<typeof captureIdentity> & object, memberPid: number) => { attemptPid: number; handle: string }, string]> = [
-  ['wrong start ticks', (id) => {
-    const { pidfsIno: _ino, ...viaProc } = id;
-    return { attemptPid: id.pid, handle: handleOf({ ...viaProc, startTicks: String(BigInt(id.startTicks) + 1n) }) };
-  }, 'identity_mismatch'],
-  ['wrong pidfs inode', (id) => ({ attemptPid: id.pid, handle: handleOf({ ...id, pidfsIno: String(BigInt(id.pidfsIno!) + 1n) }) }), 'identity_mismatch'],
-  ['a handle from another boot', (id) => ({ attemptPid: id.pid, handle: handleOf({ ...id, bootId: '00000000-0000-4000-8000-000000000000' }) }), 'identity_mismatch'],
-  ['the Attempt PID differs from the handle PID', (id) => ({ attemptPid: id.pid + 1, handle: handleOf(id) }), 'pid_mismatch'],
-  ['a process that does not lead its group', (id, memberPid) => {
-    const member = captureIdentity(memberPid)!;
-    // A forged handle claiming the member leads a group: the kernel-side check refuses it.
-    return { attemptPid: memberPid, handle: handleOf({ ...member, pgid: memberPid }) };
-  }, 'identity_mismatch'],
+const gate8: Array<
+  [
+    string,
+    (
+      identity: ReturnType<typeof captureIdentity> & object,
+      memberPid: number,
+    ) => { attemptPid: number; handle: string },
+    string,
+  ]
+> = [
+  [
+    'wrong start ticks',
+    (id) => {
+      const { pidfsIno: _ino, ...viaProc } = id;
+      return { attemptPid: id.pid, handle: handleOf({ ...viaProc, startTicks: String(BigInt(id.startTicks) + 1n) }) };
+    },
+    'identity_mismatch',
+  ],
+  [
+    'wrong pidfs inode',
+    (id) => ({ attemptPid: id.pid, handle: handleOf({ ...id, pidfsIno: String(BigInt(id.pidfsIno!) + 1n) }) }),
+    'identity_mismatch',
+  ],
+  [
+    'a handle from another boot',
+    (id) => ({ attemptPid: id.pid, handle: handleOf({ ...id, bootId: '00000000-0000-4000-8000-000000000000' }) }),
+    'identity_mismatch',
+  ],
+  [
+    'the Attempt PID differs from the handle PID',
+    (id) => ({ attemptPid: id.pid + 1, handle: handleOf(id) }),
+    'pid_mismatch',
+  ],
+  [
+    'a process that does not lead its group',
+    (id, memberPid) => {
+      const member = captureIdentity(memberPid)!;
+      // A forged handle claiming the member leads a group: the kernel-side check refuses it.
+      return { attemptPid: memberPid, handle: handleOf({ ...member, pgid: memberPid }) };
+    },
+    'identity_mismatch',
+  ],
 ];
 
 for (const [what, forge, expected] of gate8) {
@@ -122,9 +186,18 @@ for (const [what, forge, expected] of gate8) {
 const malformedHandles: Array<[string, unknown]> = [
   ['not a string', 7],
   ['not JSON', 'pid=42'],
-  ['an unknown key', '{"v":1,"platform":"linux","bootId":"c9b1fe21-2cf3-46b0-af2b-691bcc829792","pid":42,"startTicks":"1","pgid":42,"cmd":"x"}'],
-  ['pgid different from pid', '{"v":1,"platform":"linux","bootId":"c9b1fe21-2cf3-46b0-af2b-691bcc829792","pid":42,"startTicks":"1","pgid":43}'],
-  ['an unknown version', '{"v":9,"platform":"linux","bootId":"c9b1fe21-2cf3-46b0-af2b-691bcc829792","pid":42,"startTicks":"1","pgid":42}'],
+  [
+    'an unknown key',
+    '{"v":1,"platform":"linux","bootId":"c9b1fe21-2cf3-46b0-af2b-691bcc829792","pid":42,"startTicks":"1","pgid":42,"cmd":"x"}',
+  ],
+  [
+    'pgid different from pid',
+    '{"v":1,"platform":"linux","bootId":"c9b1fe21-2cf3-46b0-af2b-691bcc829792","pid":42,"startTicks":"1","pgid":43}',
+  ],
+  [
+    'an unknown version',
+    '{"v":9,"platform":"linux","bootId":"c9b1fe21-2cf3-46b0-af2b-691bcc829792","pid":42,"startTicks":"1","pgid":42}',
+  ],
   ['over the size cap', 'x'.repeat(10_000)],
 ];
 
@@ -139,8 +212,12 @@ test('a malformed attempt PID → invalid; a bad grace is a typed error', async 
   const job = spawnJob(t, 'sleep', ['3600']);
   const handle = handleOf(job.identity);
   t.is((await controller.requestTermination({ attemptPid: -1, handle, graceMs: 100 })).result, 'invalid');
-  await t.throwsAsync(controller.requestTermination({ attemptPid: job.identity.pid, handle, graceMs: 30_001 }), { code: 'ERR_PIDFENCE_INVALID_GRACE' });
-  await t.throwsAsync(controller.requestTermination({ attemptPid: job.identity.pid, handle, graceMs: 1.5 }), { code: 'ERR_PIDFENCE_INVALID_GRACE' });
+  await t.throwsAsync(controller.requestTermination({ attemptPid: job.identity.pid, handle, graceMs: 30_001 }), {
+    code: 'ERR_PIDFENCE_INVALID_GRACE',
+  });
+  await t.throwsAsync(controller.requestTermination({ attemptPid: job.identity.pid, handle, graceMs: 1.5 }), {
+    code: 'ERR_PIDFENCE_INVALID_GRACE',
+  });
   t.is(signalVerified(job.identity, 0).kind, 'signalled');
 });
 
@@ -158,7 +235,10 @@ test('without the addon every request answers unsupported and the job is untouch
     new LocalProcessController().requestTermination(${JSON.stringify({ attemptPid: job.identity.pid, handle: handleOf(job.identity), graceMs: 100 })})
       .then((r) => process.stdout.write(JSON.stringify(r)));
   `;
-  const run = spawnSync(process.execPath, ['-e', script], { env: { ...process.env, PIDFENCE_NO_ADDON: '1' }, encoding: 'utf8' });
+  const run = spawnSync(process.execPath, ['-e', script], {
+    env: { ...process.env, PIDFENCE_NO_ADDON: '1' },
+    encoding: 'utf8',
+  });
   t.is(run.status, 0, run.stderr);
   t.deepEqual(JSON.parse(run.stdout), { result: 'unsupported', escalated: false, exitObserved: false });
   t.is(signalVerified(job.identity, 0).kind, 'signalled');
@@ -166,7 +246,11 @@ test('without the addon every request answers unsupported and the job is untouch
 
 test('results carry no PID, command or handle text', async (t) => {
   const job = spawnGroupLeader('sleep', ['3600'], { stdio: 'ignore' });
-  const result = await controller.requestTermination({ attemptPid: job.child.pid!, handle: job.handle!, graceMs: 1000 });
+  const result = await controller.requestTermination({
+    attemptPid: job.child.pid!,
+    handle: job.handle!,
+    graceMs: 1000,
+  });
   const text = JSON.stringify(result);
   t.false(text.includes(String(job.child.pid)));
   t.false(text.includes('sleep'));

@@ -21,8 +21,18 @@ test('spawnGroupLeader starts a group leader and captures its durable handle', a
   t.is(stat?.sid, handle.pid, 'a new session, so its group can never change');
   t.is(stat?.startTicks, handle.startTicks);
   t.truthy(handle.pidfsIno);
-  for (const secret of ['sleep', '30', 'SECRET_TOKEN', 'hunter2']) t.false(job.handle!.includes(`"${secret}"`) || job.handle!.includes(secret + ' '));
-  t.deepEqual(Object.keys(JSON.parse(job.handle!)), ['v', 'platform', 'bootId', 'pid', 'startTicks', 'pgid', 'pidfsIno', 'pidNs']);
+  for (const secret of ['sleep', '30', 'SECRET_TOKEN', 'hunter2'])
+    t.false(job.handle!.includes(`"${secret}"`) || job.handle!.includes(secret + ' '));
+  t.deepEqual(Object.keys(JSON.parse(job.handle!)), [
+    'v',
+    'platform',
+    'bootId',
+    'pid',
+    'startTicks',
+    'pgid',
+    'pidfsIno',
+    'pidNs',
+  ]);
 });
 
 test('the exit promise resolves with the exit status', async (t) => {
@@ -48,9 +58,15 @@ test('the handle proves the running job and waitExit sees its end', async (t) =>
 
 test('spawn options Node would act on by a bare PID (timeout, killSignal, signal) or with a shell are refused, with nothing started', (t) => {
   for (const key of ['timeout', 'killSignal', 'signal', 'shell', 'detached']) {
-    const options = { stdio: 'ignore', [key]: key === 'timeout' ? 10 : true } as unknown as Parameters<typeof spawnGroupLeader>[2];
-    const error = t.throws(() => spawnGroupLeader('/nonexistent/pidfence-must-not-start', [], options), { code: 'ERR_PIDFENCE_INVALID_OPTIONS' });
+    const options = { stdio: 'ignore', [key]: key === 'timeout' ? 10 : true } as unknown as Parameters<
+      typeof spawnGroupLeader
+    >[2];
+    const error = t.throws(() => spawnGroupLeader('/nonexistent/pidfence-must-not-start', [], options), {
+      code: 'ERR_PIDFENCE_INVALID_OPTIONS',
+    });
     t.true(error?.message.includes(`not ${key}`), error?.message);
   }
-  t.throws(() => spawnGroupLeader('true', [], 'inherit' as unknown as Parameters<typeof spawnGroupLeader>[2]), { code: 'ERR_PIDFENCE_INVALID_OPTIONS' });
+  t.throws(() => spawnGroupLeader('true', [], 'inherit' as unknown as Parameters<typeof spawnGroupLeader>[2]), {
+    code: 'ERR_PIDFENCE_INVALID_OPTIONS',
+  });
 });

@@ -27,13 +27,19 @@ async function elapsedMs(action: () => Promise<unknown>): Promise<number> {
 
 async function silentListener(): Promise<{ port: number; close(): Promise<void> }> {
   const sockets: Socket[] = [];
-  const server: Server = createServer((socket) => { sockets.push(socket); });
+  const server: Server = createServer((socket) => {
+    sockets.push(socket);
+  });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();
   if (address === null || typeof address === 'string') throw new Error('no port');
   return {
     port: address.port,
-    close: () => new Promise((resolve) => { for (const socket of sockets) socket.destroy(); server.close(() => resolve()); }),
+    close: () =>
+      new Promise((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
   };
 }
 
@@ -41,36 +47,57 @@ test('a PostgreSQL that accepts TCP and never answers: every command exits 3 wit
   const listener = await silentListener();
   t.teardown(() => listener.close());
   const base = `postgres://pidfence@127.0.0.1:${listener.port}/pidfence`;
-  for (const [url, env] of [[`${base}?connect_timeout=${CONNECT_TIMEOUT_S}`, {}], [base, { PGCONNECT_TIMEOUT: String(CONNECT_TIMEOUT_S) }]] as const) {
+  for (const [url, env] of [
+    [`${base}?connect_timeout=${CONNECT_TIMEOUT_S}`, {}],
+    [base, { PGCONNECT_TIMEOUT: String(CONNECT_TIMEOUT_S) }],
+  ] as const) {
     // The same CLI's start-up, measured beside it: under load 24 Node's start alone took about 3 s.
     const startUpMs = await elapsedMs(() => pidfence(['--version'], env));
     let status: Awaited<ReturnType<typeof pidfence>> | undefined;
-    const elapsed = await elapsedMs(async () => { status = await pidfence(['status', '--project', 'proj', '--db', url], env); });
+    const elapsed = await elapsedMs(async () => {
+      status = await pidfence(['status', '--project', 'proj', '--db', url], env);
+    });
     t.is(status?.code, 3, status?.stderr);
-    t.regex(status?.stderr ?? '', /^pidfence: the postgres store lost or could not get its database connection[^\n]*\(ERR_PIDFENCE_STORE_UNAVAILABLE\)\n$/);
-    t.true(elapsed < startUpMs + CONNECT_TIMEOUT_S * 1_000 + SLACK_MS, `took ${elapsed} ms (start-up alone ${startUpMs} ms)`);
+    t.regex(
+      status?.stderr ?? '',
+      /^pidfence: the postgres store lost or could not get its database connection[^\n]*\(ERR_PIDFENCE_STORE_UNAVAILABLE\)\n$/,
+    );
+    t.true(
+      elapsed < startUpMs + CONNECT_TIMEOUT_S * 1_000 + SLACK_MS,
+      `took ${elapsed} ms (start-up alone ${startUpMs} ms)`,
+    );
   }
 });
 
 /** The postmaster and its children, by their captured identities (never a bare PID signal). */
 function serverProcesses(cluster: PgCluster): ProcessIdentity[] {
   const postmaster = Number(readFileSync(path.join(cluster.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-  const children = readdirSync('/proc').filter((name) => /^\d+$/.test(name)).filter((name) => {
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster;
-    } catch {
-      return false;
-    }
-  }).map(Number);
-  return [postmaster, ...children].map((pid) => captureIdentity(pid)).filter((identity): identity is ProcessIdentity => identity !== null);
+  const children = readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((name) => {
+      try {
+        const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === postmaster;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+  return [postmaster, ...children]
+    .map((pid) => captureIdentity(pid))
+    .filter((identity): identity is ProcessIdentity => identity !== null);
 }
 
 function signalAll(identities: readonly ProcessIdentity[], signal: 'SIGSTOP' | 'SIGCONT'): void {
   for (const identity of identities) signalVerified(identity, signal);
 }
 
-async function failsWithin(t: import('ava').ExecutionContext, work: Promise<unknown>, boundMs: number, codes: readonly string[]): Promise<string> {
+async function failsWithin(
+  t: import('ava').ExecutionContext,
+  work: Promise<unknown>,
+  boundMs: number,
+  codes: readonly string[],
+): Promise<string> {
   const started = Date.now();
   const error = await t.throwsAsync(work);
   const elapsed = Date.now() - started;
@@ -102,7 +129,7 @@ test('a SIGSTOPped server: openPostgresStore, a claim, a due page claim and a du
   await store.runStore.createRun({ runId, projectId: 'proj' });
   await store.runStore.createAttempt({ runId, attemptId });
   const cancelled = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: 'evt-stopped-1' });
-  const cancelRequestedAtMs = cancelled.kind === 'requested' ? cancelled.run.cancelRequestedAtMs ?? -1 : -1;
+  const cancelRequestedAtMs = cancelled.kind === 'requested' ? (cancelled.run.cancelRequestedAtMs ?? -1) : -1;
 
   const processes = serverProcesses(cluster);
   t.true(processes.length >= 3, 'the postmaster and its background processes');
@@ -110,13 +137,36 @@ test('a SIGSTOPped server: openPostgresStore, a claim, a due page claim and a du
   const claimCodes: string[] = [];
   try {
     await failsWithin(t, openPostgresStore(runtimeUrl), CONNECT_TIMEOUT_S * 1_000, ['ERR_PIDFENCE_STORE_UNAVAILABLE']);
-    const claim = store.dispatchRepository.claim({ runId, attemptId, cancelRequestedAtMs, owner: 'stopped-test', token: createLeaseToken(), leaseDurationMs: 60_000 });
-    claimCodes.push(await failsWithin(t, claim, STATEMENT_TIMEOUT_MS + CLIENT_MARGIN_MS, ['ERR_PIDFENCE_STORE_UNAVAILABLE', 'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN']));
+    const claim = store.dispatchRepository.claim({
+      runId,
+      attemptId,
+      cancelRequestedAtMs,
+      owner: 'stopped-test',
+      token: createLeaseToken(),
+      leaseDurationMs: 60_000,
+    });
+    claimCodes.push(
+      await failsWithin(t, claim, STATEMENT_TIMEOUT_MS + CLIENT_MARGIN_MS, [
+        'ERR_PIDFENCE_STORE_UNAVAILABLE',
+        'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN',
+      ]),
+    );
     // The due page claimed as it is read (docs/decisions/0025) is one statement that commits too.
-    const duePageClaim = store.dispatchRepository.claimDuePage({ owner: 'stopped-test', leaseDurationMs: 60_000, tokens: [createLeaseToken()] });
-    claimCodes.push(await failsWithin(t, duePageClaim, STATEMENT_TIMEOUT_MS + CLIENT_MARGIN_MS, ['ERR_PIDFENCE_STORE_UNAVAILABLE', 'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN']));
+    const duePageClaim = store.dispatchRepository.claimDuePage({
+      owner: 'stopped-test',
+      leaseDurationMs: 60_000,
+      tokens: [createLeaseToken()],
+    });
+    claimCodes.push(
+      await failsWithin(t, duePageClaim, STATEMENT_TIMEOUT_MS + CLIENT_MARGIN_MS, [
+        'ERR_PIDFENCE_STORE_UNAVAILABLE',
+        'ERR_PIDFENCE_STORE_COMMIT_UNKNOWN',
+      ]),
+    );
     // A read is one statement too (docs/decisions/0024), with nothing to commit: never COMMIT_UNKNOWN.
-    await failsWithin(t, store.dispatchRepository.duePage({ limit: 4 }), STATEMENT_TIMEOUT_MS + CLIENT_MARGIN_MS, ['ERR_PIDFENCE_STORE_UNAVAILABLE']);
+    await failsWithin(t, store.dispatchRepository.duePage({ limit: 4 }), STATEMENT_TIMEOUT_MS + CLIENT_MARGIN_MS, [
+      'ERR_PIDFENCE_STORE_UNAVAILABLE',
+    ]);
   } finally {
     signalAll(processes, 'SIGCONT');
   }
@@ -130,5 +180,9 @@ test('a SIGSTOPped server: openPostgresStore, a claim, a due page claim and a du
   // The cancel wrote the pending record (docs/decisions/0022); an uncommitted claim leaves it as it was.
   const untouched = record?.status === 'pending' && record.dispatchCount === 0;
   if (claimCodes.every((code) => code === 'ERR_PIDFENCE_STORE_UNAVAILABLE')) t.true(untouched, 'nothing was committed');
-  else t.true(untouched || (record?.status === 'leased' && record.leaseOwner === 'stopped-test'), JSON.stringify(record?.status));
+  else
+    t.true(
+      untouched || (record?.status === 'leased' && record.leaseOwner === 'stopped-test'),
+      JSON.stringify(record?.status),
+    );
 });

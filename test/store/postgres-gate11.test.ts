@@ -36,7 +36,14 @@ function runtimePool(db: MigratedDatabase, max = 1): Pool {
 
 /** `count` cancelled runs with a running attempt, written by the owner in two statements. */
 function claimOf(runId: string, owner: string): ClaimCommand {
-  return { runId, attemptId: `${runId}-a1`, cancelRequestedAtMs: CANCELLED_AT_MS, owner, token: createLeaseToken(), leaseDurationMs: 60_000 };
+  return {
+    runId,
+    attemptId: `${runId}-a1`,
+    cancelRequestedAtMs: CANCELLED_AT_MS,
+    owner,
+    token: createLeaseToken(),
+    leaseDurationMs: 60_000,
+  };
 }
 
 async function race(t: import('ava').ExecutionContext, connections: number, rounds: number): Promise<void> {
@@ -52,7 +59,9 @@ async function race(t: import('ava').ExecutionContext, connections: number, roun
   const wins = new Map<string, number>();
   let badRounds = 0;
   for (const runId of runIds) {
-    const outcomes = await Promise.all(repositories.map((repository, i) => repository.claim(claimOf(runId, `owner-${i}`))));
+    const outcomes = await Promise.all(
+      repositories.map((repository, i) => repository.claim(claimOf(runId, `owner-${i}`))),
+    );
     const winners = outcomes.flatMap((outcome, i) => (outcome.kind === 'claimed' ? [`owner-${i}`] : []));
     const losers = outcomes.filter((outcome) => outcome.kind === 'leased').length;
     if (winners.length !== 1 || losers !== connections - 1) badRounds += 1;
@@ -64,14 +73,31 @@ async function race(t: import('ava').ExecutionContext, connections: number, roun
     "SELECT lease_owner AS owner, count(*) AS n FROM cancellation_dispatches WHERE run_id LIKE $1 || '-%' AND status = 'leased' AND dispatch_count = 1 GROUP BY lease_owner ORDER BY lease_owner",
     [prefix],
   );
-  t.is(rows.reduce((sum, row) => sum + Number(row.n), 0), rounds, 'one leased record per round, dispatched once');
-  t.deepEqual(Object.fromEntries(rows.map((row) => [row.owner, Number(row.n)])), Object.fromEntries([...wins].sort()), 'the database agrees on every winner');
-  t.log(`${connections} connections x ${rounds} rounds in ${seconds.toFixed(1)} s; wins: ${[...wins].sort().map(([owner, n]) => `${owner}=${n}`).join(', ')}`);
+  t.is(
+    rows.reduce((sum, row) => sum + Number(row.n), 0),
+    rounds,
+    'one leased record per round, dispatched once',
+  );
+  t.deepEqual(
+    Object.fromEntries(rows.map((row) => [row.owner, Number(row.n)])),
+    Object.fromEntries([...wins].sort()),
+    'the database agrees on every winner',
+  );
+  t.log(
+    `${connections} connections x ${rounds} rounds in ${seconds.toFixed(1)} s; wins: ${[...wins]
+      .sort()
+      .map(([owner, n]) => `${owner}=${n}`)
+      .join(', ')}`,
+  );
 }
 
-test.serial('pg gate 11: two connections race claim for 500 rounds and exactly one wins each round', (t) => race(t, 2, 500));
+test.serial('pg gate 11: two connections race claim for 500 rounds and exactly one wins each round', (t) =>
+  race(t, 2, 500),
+);
 
-test.serial('pg gate 11: eight connections race claim for 100 rounds and exactly one wins each round', (t) => race(t, 8, 100));
+test.serial('pg gate 11: eight connections race claim for 100 rounds and exactly one wins each round', (t) =>
+  race(t, 8, 100),
+);
 
 interface WalPosition {
   readonly lsn: string;
@@ -79,7 +105,9 @@ interface WalPosition {
 }
 
 async function walPosition(db: MigratedDatabase): Promise<WalPosition> {
-  const { rows } = await db.admin.query<WalPosition>('SELECT lsn::text AS lsn, pg_walfile_name(lsn) AS file FROM pg_current_wal_lsn() AS lsn');
+  const { rows } = await db.admin.query<WalPosition>(
+    'SELECT lsn::text AS lsn, pg_walfile_name(lsn) AS file FROM pg_current_wal_lsn() AS lsn',
+  );
   const row = rows[0];
   if (row === undefined) throw new Error('no WAL position');
   return row;
@@ -93,8 +121,14 @@ async function walPosition(db: MigratedDatabase): Promise<WalPosition> {
 async function walReserved(db: MigratedDatabase): Promise<{ release(): Promise<void> }> {
   const holder = await db.admin.connect();
   holder.on('error', () => undefined);
-  await holder.query('SELECT pg_create_physical_replication_slot($1, true, true)', [`pidfence_gate11_${process.pid}_${randomBytes(4).toString('hex')}`]);
-  return { release: async () => { holder.release(true); } };
+  await holder.query('SELECT pg_create_physical_replication_slot($1, true, true)', [
+    `pidfence_gate11_${process.pid}_${randomBytes(4).toString('hex')}`,
+  ]);
+  return {
+    release: async () => {
+      holder.release(true);
+    },
+  };
 }
 
 /**
@@ -116,7 +150,10 @@ function walRecordBytes(segment: Buffer, blockSize: number): Buffer {
 async function walFlushedTo(db: MigratedDatabase, lsn: string): Promise<void> {
   const deadline = Date.now() + WAL_FLUSH_WAIT_MS;
   while (Date.now() < deadline) {
-    const { rows } = await db.admin.query<{ flushed: boolean }>('SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn AS flushed', [lsn]);
+    const { rows } = await db.admin.query<{ flushed: boolean }>(
+      'SELECT pg_current_wal_flush_lsn() >= $1::pg_lsn AS flushed',
+      [lsn],
+    );
     if (rows[0]?.flushed === true) return;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
@@ -131,7 +168,9 @@ test.serial('pg gate 11: the raw token never reaches pg_dump output or the WAL; 
   const runIds = await seedCancelledRuns(db.owner, 'walscan', 5, CANCELLED_AT_MS);
   const { rows: dirRows } = await db.admin.query<{ data_directory: string }>('SHOW data_directory');
   const walDir = path.join(dirRows[0]?.data_directory ?? '', 'pg_wal');
-  const blockSize = Number((await db.admin.query<{ wal_block_size: string }>('SHOW wal_block_size')).rows[0]?.wal_block_size);
+  const blockSize = Number(
+    (await db.admin.query<{ wal_block_size: string }>('SHOW wal_block_size')).rows[0]?.wal_block_size,
+  );
   const reserved = await walReserved(db);
   t.teardown(() => reserved.release());
 
@@ -145,18 +184,34 @@ test.serial('pg gate 11: the raw token never reaches pg_dump output or the WAL; 
     tokens.push(claim.token);
     digests.push(outcome.record.leaseTokenDigest ?? '');
     if (i % 2 === 0) {
-      await repository.recordResult({ runId, attemptId: claim.attemptId, owner: claim.owner, token: claim.token, expectedVersion: outcome.record.version, result: 'termination_requested', eventId: `${runId}-e2` });
+      await repository.recordResult({
+        runId,
+        attemptId: claim.attemptId,
+        owner: claim.owner,
+        token: claim.token,
+        expectedVersion: outcome.record.version,
+        result: 'termination_requested',
+        eventId: `${runId}-e2`,
+      });
     }
   }
   const end = await walPosition(db);
   await walFlushedTo(db, end.lsn);
 
   // Every segment from the one holding the start to the one holding the end, read as bytes.
-  const segments = readdirSync(walDir).filter((name) => /^[0-9A-F]{24}$/.test(name) && name >= start.file && name <= end.file).sort();
-  t.true(segments.length >= 1 && segments[0] === start.file && segments[segments.length - 1] === end.file, `segments ${segments.join(', ')}`);
+  const segments = readdirSync(walDir)
+    .filter((name) => /^[0-9A-F]{24}$/.test(name) && name >= start.file && name <= end.file)
+    .sort();
+  t.true(
+    segments.length >= 1 && segments[0] === start.file && segments[segments.length - 1] === end.file,
+    `segments ${segments.join(', ')}`,
+  );
   const wal = Buffer.concat(segments.map((name) => walRecordBytes(readFileSync(path.join(walDir, name)), blockSize)));
   const dump = Buffer.from(pgDump(adminUrlFor(db), ['--no-owner', '--no-privileges']), 'utf8');
-  for (const [what, bytes] of [['WAL', wal], ['pg_dump', dump]] as const) {
+  for (const [what, bytes] of [
+    ['WAL', wal],
+    ['pg_dump', dump],
+  ] as const) {
     for (const token of tokens) {
       t.false(bytes.includes(Buffer.from(token, 'utf8')), `${what}: token text absent`);
       t.false(bytes.includes(Buffer.from(token, 'base64url')), `${what}: token bytes absent`);
@@ -166,82 +221,117 @@ test.serial('pg gate 11: the raw token never reaches pg_dump output or the WAL; 
   }
 
   // pg_waldump reads the same range and finds the dispatch table's records in it.
-  const { rows: rel } = await db.admin.query<{ filenode: string }>("SELECT pg_relation_filenode('cancellation_dispatches')::text AS filenode");
-  const waldump = spawnSync(path.join(ensureServerBinaries().binDir, 'pg_waldump'), [`--path=${walDir}`, `--start=${start.lsn}`, `--end=${end.lsn}`], { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024, timeout: 60_000 });
+  const { rows: rel } = await db.admin.query<{ filenode: string }>(
+    "SELECT pg_relation_filenode('cancellation_dispatches')::text AS filenode",
+  );
+  const waldump = spawnSync(
+    path.join(ensureServerBinaries().binDir, 'pg_waldump'),
+    [`--path=${walDir}`, `--start=${start.lsn}`, `--end=${end.lsn}`],
+    { encoding: 'utf8', maxBuffer: 256 * 1024 * 1024, timeout: 60_000 },
+  );
   const records = waldump.stdout ?? '';
-  t.regex(records, new RegExp(`rel \\d+/\\d+/${rel[0]?.filenode ?? 'x'}\\b`), `pg_waldump lists records of cancellation_dispatches (${(waldump.stderr ?? '').split('\n')[0]})`);
+  t.regex(
+    records,
+    new RegExp(`rel \\d+/\\d+/${rel[0]?.filenode ?? 'x'}\\b`),
+    `pg_waldump lists records of cancellation_dispatches (${(waldump.stderr ?? '').split('\n')[0]})`,
+  );
   for (const token of tokens) t.false(records.includes(token));
-  t.log(`scanned ${segments.length} WAL segment(s) ${start.lsn} → ${end.lsn}, ${records.split('\n').length} pg_waldump lines, pg_dump ${dump.length} bytes`);
+  t.log(
+    `scanned ${segments.length} WAL segment(s) ${start.lsn} → ${end.lsn}, ${records.split('\n').length} pg_waldump lines, pg_dump ${dump.length} bytes`,
+  );
 });
 
-test.serial('pg gate 11: the runtime role cannot DELETE, TRUNCATE or change the schema, and the store never asks to', async (t) => {
-  const db = await ready;
-  const pool = runtimePool(db);
-  t.teardown(() => pool.end());
-  await seedCancelledRuns(db.owner, 'priv', 1, CANCELLED_AT_MS);
-  const countRows = async () => (await db.owner.query<{ n: string }>("SELECT (SELECT count(*) FROM runs) + (SELECT count(*) FROM attempts) AS n")).rows[0]?.n;
-  const before = await countRows();
-  const attempts = [
-    'DELETE FROM runs',
-    'DELETE FROM cancellation_dispatches',
-    'DELETE FROM run_events',
-    'TRUNCATE runs CASCADE',
-    'TRUNCATE run_events',
-    'CREATE TABLE pidfence_extra (id int)',
-    'ALTER TABLE runs ADD COLUMN extra int',
-    'DROP TABLE run_events',
-    'CREATE INDEX runs_extra ON runs (project_id)',
-    'ALTER TABLE cancellation_dispatches DROP CONSTRAINT cancellation_dispatches_leased_shape',
-    "CREATE FUNCTION pidfence_extra() RETURNS int LANGUAGE sql AS 'SELECT 1'",
-  ];
-  for (const sql of attempts) {
-    const error = await t.throwsAsync(pool.query(sql), undefined, sql);
-    t.is((error as { code?: string } | undefined)?.code, '42501', `${sql}: insufficient_privilege`);
-  }
-  t.is(await countRows(), before, 'nothing was removed');
-  t.false(Object.values(SQL).some((statement) => /\b(DELETE|TRUNCATE|CREATE|ALTER|DROP)\b/i.test(statement)), 'no store statement deletes or changes the schema');
-});
+test.serial(
+  'pg gate 11: the runtime role cannot DELETE, TRUNCATE or change the schema, and the store never asks to',
+  async (t) => {
+    const db = await ready;
+    const pool = runtimePool(db);
+    t.teardown(() => pool.end());
+    await seedCancelledRuns(db.owner, 'priv', 1, CANCELLED_AT_MS);
+    const countRows = async () =>
+      (await db.owner.query<{ n: string }>('SELECT (SELECT count(*) FROM runs) + (SELECT count(*) FROM attempts) AS n'))
+        .rows[0]?.n;
+    const before = await countRows();
+    const attempts = [
+      'DELETE FROM runs',
+      'DELETE FROM cancellation_dispatches',
+      'DELETE FROM run_events',
+      'TRUNCATE runs CASCADE',
+      'TRUNCATE run_events',
+      'CREATE TABLE pidfence_extra (id int)',
+      'ALTER TABLE runs ADD COLUMN extra int',
+      'DROP TABLE run_events',
+      'CREATE INDEX runs_extra ON runs (project_id)',
+      'ALTER TABLE cancellation_dispatches DROP CONSTRAINT cancellation_dispatches_leased_shape',
+      "CREATE FUNCTION pidfence_extra() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+    ];
+    for (const sql of attempts) {
+      const error = await t.throwsAsync(pool.query(sql), undefined, sql);
+      t.is((error as { code?: string } | undefined)?.code, '42501', `${sql}: insufficient_privilege`);
+    }
+    t.is(await countRows(), before, 'nothing was removed');
+    t.false(
+      Object.values(SQL).some((statement) => /\b(DELETE|TRUNCATE|CREATE|ALTER|DROP)\b/i.test(statement)),
+      'no store statement deletes or changes the schema',
+    );
+  },
+);
 
-test.serial('pg gate 11: a claim or result blocked on a held lock fails after the lock timeout, typed, and changes nothing', async (t) => {
-  const db = await ready;
-  const pool = runtimePool(db, 2);
-  t.teardown(() => pool.end());
-  const repository = new PostgresDispatchRepository(pool);
-  const runStore = new PostgresRunStore(pool);
-  const [runId = ''] = await seedCancelledRuns(db.owner, 'locked', 1, CANCELLED_AT_MS);
-  const snapshot = async () => ({ run: await runStore.getRun(runId), record: await repository.getRecord(runId), events: await runStore.listEvents(runId) });
+test.serial(
+  'pg gate 11: a claim or result blocked on a held lock fails after the lock timeout, typed, and changes nothing',
+  async (t) => {
+    const db = await ready;
+    const pool = runtimePool(db, 2);
+    t.teardown(() => pool.end());
+    const repository = new PostgresDispatchRepository(pool);
+    const runStore = new PostgresRunStore(pool);
+    const [runId = ''] = await seedCancelledRuns(db.owner, 'locked', 1, CANCELLED_AT_MS);
+    const snapshot = async () => ({
+      run: await runStore.getRun(runId),
+      record: await repository.getRecord(runId),
+      events: await runStore.listEvents(runId),
+    });
 
-  const holder = await db.owner.connect();
-  t.teardown(() => holder.release());
-  const expectLockTimeout = async (work: Promise<unknown>, what: string): Promise<void> => {
-    const startedAt = Date.now();
-    const error = await t.throwsAsync(work, { instanceOf: PidfenceError }, what);
-    const waited = Date.now() - startedAt;
-    t.is((error as PidfenceError).code, 'ERR_PIDFENCE_STORE_LOCK_TIMEOUT', what);
-    t.is((error as PidfenceError).errno, '55P03');
-    t.true(waited >= 900 && waited < 4_000, `${what}: gave up after ${waited} ms (lock_timeout 1 s)`);
-    t.false(error?.message.includes(runId) ?? true);
-    t.false(/SELECT|UPDATE|FOR NO KEY/.test(error?.message ?? ''), 'no SQL text');
-  };
+    const holder = await db.owner.connect();
+    t.teardown(() => holder.release());
+    const expectLockTimeout = async (work: Promise<unknown>, what: string): Promise<void> => {
+      const startedAt = Date.now();
+      const error = await t.throwsAsync(work, { instanceOf: PidfenceError }, what);
+      const waited = Date.now() - startedAt;
+      t.is((error as PidfenceError).code, 'ERR_PIDFENCE_STORE_LOCK_TIMEOUT', what);
+      t.is((error as PidfenceError).errno, '55P03');
+      t.true(waited >= 900 && waited < 4_000, `${what}: gave up after ${waited} ms (lock_timeout 1 s)`);
+      t.false(error?.message.includes(runId) ?? true);
+      t.false(/SELECT|UPDATE|FOR NO KEY/.test(error?.message ?? ''), 'no SQL text');
+    };
 
-  // Lock 1 of 3 held: the claim waits on the run row.
-  const before = await snapshot();
-  await holder.query('BEGIN');
-  await holder.query('SELECT 1 FROM runs WHERE id = $1 FOR UPDATE', [runId]);
-  const claim = claimOf(runId, 'worker-a');
-  await expectLockTimeout(repository.claim(claim), 'claim');
-  await holder.query('ROLLBACK');
-  t.deepEqual(await snapshot(), before, 'the timed-out claim wrote nothing');
+    // Lock 1 of 3 held: the claim waits on the run row.
+    const before = await snapshot();
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1 FROM runs WHERE id = $1 FOR UPDATE', [runId]);
+    const claim = claimOf(runId, 'worker-a');
+    await expectLockTimeout(repository.claim(claim), 'claim');
+    await holder.query('ROLLBACK');
+    t.deepEqual(await snapshot(), before, 'the timed-out claim wrote nothing');
 
-  const claimed = await repository.claim(claim);
-  if (claimed.kind !== 'claimed') return t.fail(claimed.kind);
-  // Lock 3 of 3 held: the result gets run and attempt, then waits on the dispatch row.
-  const leased = await snapshot();
-  await holder.query('BEGIN');
-  await holder.query('SELECT 1 FROM cancellation_dispatches WHERE run_id = $1 FOR UPDATE', [runId]);
-  const result = { runId, attemptId: claim.attemptId, owner: claim.owner, token: claim.token, expectedVersion: claimed.record.version, result: 'already_exited' as const, eventId: `${runId}-e2` };
-  await expectLockTimeout(repository.recordResult(result), 'recordResult');
-  await holder.query('ROLLBACK');
-  t.deepEqual(await snapshot(), leased, 'the timed-out result wrote nothing');
-  t.is((await repository.recordResult(result)).kind, 'recorded', 'once the lock is released the same fence settles');
-});
+    const claimed = await repository.claim(claim);
+    if (claimed.kind !== 'claimed') return t.fail(claimed.kind);
+    // Lock 3 of 3 held: the result gets run and attempt, then waits on the dispatch row.
+    const leased = await snapshot();
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1 FROM cancellation_dispatches WHERE run_id = $1 FOR UPDATE', [runId]);
+    const result = {
+      runId,
+      attemptId: claim.attemptId,
+      owner: claim.owner,
+      token: claim.token,
+      expectedVersion: claimed.record.version,
+      result: 'already_exited' as const,
+      eventId: `${runId}-e2`,
+    };
+    await expectLockTimeout(repository.recordResult(result), 'recordResult');
+    await holder.query('ROLLBACK');
+    t.deepEqual(await snapshot(), leased, 'the timed-out result wrote nothing');
+    t.is((await repository.recordResult(result)).kind, 'recorded', 'once the lock is released the same fence settles');
+  },
+);

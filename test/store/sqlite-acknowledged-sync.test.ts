@@ -3,7 +3,16 @@
 // receipt's unlink); a copy of the store files taken while the CLI is frozen at its acknowledgement,
 // cut to what had been synced, still holds every acknowledged fact (a power cut, emulated).
 import { execFileSync } from 'node:child_process';
-import { closeSync, constants as fsConstants, existsSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants as fsConstants,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import path from 'node:path';
 
 import test, { type ExecutionContext } from 'ava';
@@ -34,10 +43,26 @@ function storeDir(t: ExecutionContext): string {
 }
 
 /** `pidfence <args>` under strace (-f: the launcher too; -y: every fd with its path). */
-function tracedCli(t: ExecutionContext, dir: string, args: readonly string[], env: Readonly<Record<string, string>> = {}): Traced {
+function tracedCli(
+  t: ExecutionContext,
+  dir: string,
+  args: readonly string[],
+  env: Readonly<Record<string, string>> = {},
+): Traced {
   const log = path.join(dir, `strace-${args[0]}.log`);
-  const assignments = Object.entries(env).map(([key, value]) => `${key}=${JSON.stringify(value)}`).join(' ');
-  const job = spawnJob(t, 'sh', ['-c', `${assignments} exec strace -f -y -qq -s 200 -e trace=${TRACED} -o "$0" "$@" 2>&1`, log, process.execPath, '--require', PAUSE, CLI, ...args]);
+  const assignments = Object.entries(env)
+    .map(([key, value]) => `${key}=${JSON.stringify(value)}`)
+    .join(' ');
+  const job = spawnJob(t, 'sh', [
+    '-c',
+    `${assignments} exec strace -f -y -qq -s 200 -e trace=${TRACED} -o "$0" "$@" 2>&1`,
+    log,
+    process.execPath,
+    '--require',
+    PAUSE,
+    CLI,
+    ...args,
+  ]);
   return { job, log };
 }
 
@@ -48,10 +73,12 @@ interface Call {
 }
 
 function callsOf(log: string): Call[] {
-  return readFileSync(log, 'utf8').split('\n').flatMap((line) => {
-    const match = /^\d+\s+(\w+)\((?:\d+<([^>]*)>|"([^"]*)")/.exec(line);
-    return match === null ? [] : [{ name: match[1] ?? '', path: match[2] ?? match[3] ?? '', line }];
-  });
+  return readFileSync(log, 'utf8')
+    .split('\n')
+    .flatMap((line) => {
+      const match = /^\d+\s+(\w+)\((?:\d+<([^>]*)>|"([^"]*)")/.exec(line);
+      return match === null ? [] : [{ name: match[1] ?? '', path: match[2] ?? match[3] ?? '', line }];
+    });
 }
 
 const isWal = (call: Call): boolean => call.path.endsWith('-wal');
@@ -59,13 +86,21 @@ const isSync = (call: Call): boolean => (call.name === 'fsync' || call.name === 
 
 /** Index of the first stdout/stderr write whose text matches `pattern`. */
 function acknowledgementAt(calls: readonly Call[], pattern: RegExp): number {
-  const index = calls.findIndex((call) => call.name === 'write' && /^\d+\s+write\([12]</.test(call.line) && pattern.test(call.line));
+  const index = calls.findIndex(
+    (call) => call.name === 'write' && /^\d+\s+write\([12]</.test(call.line) && pattern.test(call.line),
+  );
   if (index < 0) throw new Error(`no acknowledgement matching ${pattern} in the trace`);
   return index;
 }
 
 /** A WAL fsync lies strictly between `from` (something the acknowledged commit must follow) and `to`. */
-function assertSyncedBetween(t: ExecutionContext, calls: readonly Call[], from: number, to: number, what: string): void {
+function assertSyncedBetween(
+  t: ExecutionContext,
+  calls: readonly Call[],
+  from: number,
+  to: number,
+  what: string,
+): void {
   t.true(from >= 0 && from < to, `${what}: the trace holds what the commit follows`);
   t.true(calls.slice(from + 1, to).some(isSync), `${what}: an fsync of the WAL lies between the commit and it`);
 }
@@ -77,7 +112,13 @@ function firstFrameWrite(calls: readonly Call[]): number {
 
 /** The last WAL frame write before `index` (the commit an acknowledgement at `index` follows). */
 function lastFrameBefore(calls: readonly Call[], index: number): number {
-  return calls.slice(0, index).map((call, at) => ({ call, at })).filter(({ call }) => call.name === 'pwrite64' && isWal(call)).at(-1)?.at ?? -1;
+  return (
+    calls
+      .slice(0, index)
+      .map((call, at) => ({ call, at }))
+      .filter(({ call }) => call.name === 'pwrite64' && isWal(call))
+      .at(-1)?.at ?? -1
+  );
 }
 
 /** The launcher's rename of the receipt into place: the run's end can only be committed after it. */
@@ -110,16 +151,19 @@ interface Frozen {
 async function copyAtAcknowledgement(db: string, traced: Traced, marker: string, fifo: string): Promise<Frozen> {
   await until(() => existsSync(marker), { timeoutMs: 20_000, what: 'the CLI frozen at its acknowledgement' });
   const frozen = { db: readFileSync(db), wal: existsSync(`${db}-wal`) ? readFileSync(`${db}-wal`) : Buffer.alloc(0) };
-  await until(() => {
-    try {
-      const fd = openSync(fifo, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK);
-      writeSync(fd, 'g');
-      closeSync(fd);
-      return true;
-    } catch {
-      return false; // ENXIO: the CLI has not opened its end yet
-    }
-  }, { what: 'the CLI released' });
+  await until(
+    () => {
+      try {
+        const fd = openSync(fifo, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK);
+        writeSync(fd, 'g');
+        closeSync(fd);
+        return true;
+      } catch {
+        return false; // ENXIO: the CLI has not opened its end yet
+      }
+    },
+    { what: 'the CLI released' },
+  );
   await traced.job.exited;
   return frozen;
 }
@@ -136,7 +180,11 @@ function pauseEnv(dir: string, pattern: string): { env: Record<string, string>; 
   const fifo = path.join(dir, 'release.fifo');
   const marker = path.join(dir, 'frozen');
   execFileSync('mkfifo', [fifo]);
-  return { env: { PIDFENCE_TEST_ACK_PATTERN: pattern, PIDFENCE_TEST_ACK_FIFO: fifo, PIDFENCE_TEST_ACK_MARKER: marker }, marker, fifo };
+  return {
+    env: { PIDFENCE_TEST_ACK_PATTERN: pattern, PIDFENCE_TEST_ACK_FIFO: fifo, PIDFENCE_TEST_ACK_MARKER: marker },
+    marker,
+    fifo,
+  };
 }
 
 async function checkpointed(db: string): Promise<void> {
@@ -163,7 +211,13 @@ test('acknowledged means synced: `cancel` fsyncs the WAL after its commit and be
   const traced = tracedCli(t, dir, ['cancel', '--db', db, runId]);
   t.is((await traced.job.exited).code, 0, traced.job.lines.join('\n'));
   const calls = callsOf(traced.log);
-  assertSyncedBetween(t, calls, firstFrameWrite(calls), acknowledgementAt(calls, /cancel requested/), '"cancel requested"');
+  assertSyncedBetween(
+    t,
+    calls,
+    firstFrameWrite(calls),
+    acknowledgementAt(calls, /cancel requested/),
+    '"cancel requested"',
+  );
 });
 
 test('acknowledged means synced: `run` fsyncs the job\'s start before it says "started", and the end before it removes the receipt and before it prints the result', async (t) => {
@@ -174,7 +228,7 @@ test('acknowledged means synced: `run` fsyncs the job\'s start before it says "s
   const calls = callsOf(traced.log);
   const unlink = calls.findIndex((call) => call.name === 'unlink' && call.path.endsWith('.receipt'));
   t.true(unlink >= 0, 'the receipt was removed');
-  assertSyncedBetween(t, calls, receiptInPlace(calls), unlink, 'the receipt\'s unlink');
+  assertSyncedBetween(t, calls, receiptInPlace(calls), unlink, "the receipt's unlink");
   assertSyncedBetween(t, calls, receiptInPlace(calls), acknowledgementAt(calls, /succeeded/), 'the result');
   // The last WAL frame before "started" is the handle's commit; a WAL fsync must follow it.
   const started = acknowledgementAt(calls, /started/);
@@ -189,7 +243,7 @@ test('acknowledged means synced: `grant` fsyncs its change before it answers', a
   const calls = callsOf(traced.log);
   const answer = calls.findIndex((call) => /^\d+\s+write\([12]</.test(call.line));
   t.true(answer >= 0, 'grant answered');
-  assertSyncedBetween(t, calls, firstFrameWrite(calls), answer, 'the grant\'s answer');
+  assertSyncedBetween(t, calls, firstFrameWrite(calls), answer, "the grant's answer");
 });
 
 test('power cut emulated at "cancel requested": the synced store files hold the cancel', async (t) => {
@@ -236,13 +290,19 @@ test('acknowledged means synced: `supervise` fsyncs the end it commits for a job
   t.is(signalVerified(run.job.identity, 'SIGKILL', { group: false }).kind, 'signalled');
   await run.job.exited;
   const traced = tracedCli(t, dir, ['supervise', '--db', db, '--grace', '300ms']);
-  await until(() => runStatusOfStore(db, run.runId) === 'succeeded', { timeoutMs: 20_000, intervalMs: 100, what: 'supervise ended the adopted run' });
+  await until(() => runStatusOfStore(db, run.runId) === 'succeeded', {
+    timeoutMs: 20_000,
+    intervalMs: 100,
+    what: 'supervise ended the adopted run',
+  });
   // SIGTERM to supervise itself (strace, the group's leader, passes it on and exits with it).
-  const node = groupMembers(traced.job.identity.pgid).find((member) => readFileSync(`/proc/${member.pid}/comm`, 'utf8').trim() === 'node');
+  const node = groupMembers(traced.job.identity.pgid).find(
+    (member) => readFileSync(`/proc/${member.pid}/comm`, 'utf8').trim() === 'node',
+  );
   t.is(node === undefined ? 'missing' : signalVerified(node, 'SIGTERM', { group: false }).kind, 'signalled');
   await traced.job.exited;
   const calls = callsOf(traced.log);
   const unlink = calls.findIndex((call) => call.name === 'unlink' && call.path.endsWith('.receipt'));
   t.true(unlink >= 0, 'supervise removed the receipt');
-  assertSyncedBetween(t, calls, lastFrameBefore(calls, unlink), unlink, 'the receipt\'s unlink by supervise');
+  assertSyncedBetween(t, calls, lastFrameBefore(calls, unlink), unlink, "the receipt's unlink by supervise");
 });

@@ -10,15 +10,18 @@ test('a string value is text: in an element and in a quoted attribute, nothing o
   const markup = html`<p title="${HOSTILE}">${HOSTILE}</p><b title='${HOSTILE}'>x</b>`.toString();
   t.false(markup.includes('<script'));
   t.false(markup.includes('<img'));
-  t.is(markup.split('<').length - 1, 4, 'only the template\'s own four tags');
+  t.is(markup.split('<').length - 1, 4, "only the template's own four tags");
   t.is(markup, `<p title="${escaped(HOSTILE)}">${escaped(HOSTILE)}</p><b title='${escaped(HOSTILE)}'>x</b>`);
 });
 
-test('markup goes in only as another template\'s result; a list goes in item by item; numbers are text', (t) => {
+test("markup goes in only as another template's result; a list goes in item by item; numbers are text", (t) => {
   const cell = html`<td>${'<i>'}</td>`;
   const rows = [1, 2].map((n) => html`<tr data-n="${n}">${cell}</tr>`);
   const escapedCell = '<td>&#60;i&#62;</td>';
-  t.is(html`<table>${rows}</table>`.toString(), `<table><tr data-n="1">${escapedCell}</tr><tr data-n="2">${escapedCell}</tr></table>`);
+  t.is(
+    html`<table>${rows}</table>`.toString(),
+    `<table><tr data-n="1">${escapedCell}</tr><tr data-n="2">${escapedCell}</tr></table>`,
+  );
   t.is(html`<p>${['a<', html`<br>`, 3]}</p>`.toString(), '<p>a&#60;<br>3</p>');
 });
 

@@ -6,7 +6,14 @@ import test from 'ava';
 import type { BlockedPage, ProjectSummary, RunDetail, RunListPage } from '../../lib/management/index';
 import { ManagementPlane } from '../../lib/management/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
-import { answerStatusPage, renderBlockedPage, renderCard, renderError, renderRun, renderRunList } from '../../lib/web/status-page';
+import {
+  answerStatusPage,
+  renderBlockedPage,
+  renderCard,
+  renderError,
+  renderRun,
+  renderRunList,
+} from '../../lib/web/status-page';
 import { tempFile } from '../helpers/temp-file';
 
 const HOSTILE = `x"><script>alert(1)</script><img src=x onerror=alert(2)>' onmouseover='y' &amp; <!--`;
@@ -26,37 +33,74 @@ function tagsOf(body: string): string[] {
 }
 
 const summaryOf = (projectId: string): ProjectSummary => ({
-  projectId, asOfMs: AT, total: 3,
+  projectId,
+  asOfMs: AT,
+  total: 3,
   states: { pending: 0, leased: 0, retry_wait: 1, dispatched: 1, blocked: 1 },
   blockingResults: { identity_mismatch: 1, pid_mismatch: 0, unsupported: 0, invalid: 0 },
-  overdue: 0, overdueAfterMs: 600_000, runEnded: 0, running: 1, assessment: 'attention_required',
+  overdue: 0,
+  overdueAfterMs: 600_000,
+  runEnded: 0,
+  running: 1,
+  assessment: 'attention_required',
 });
 
 const blockedOf = (text: string): BlockedPage => ({
-  projectId: text, asOfMs: AT, next: text,
-  items: [{ runId: text, blockedAtMs: AT }, { runId: `${text}2`, blockedAtMs: AT + 1 }],
+  projectId: text,
+  asOfMs: AT,
+  next: text,
+  items: [
+    { runId: text, blockedAtMs: AT },
+    { runId: `${text}2`, blockedAtMs: AT + 1 },
+  ],
 });
 
 // Enums come from the store; a hostile one stands for a store that was written to behind our back.
 const runOf = (text: string, dispatchStatus = 'blocked'): RunDetail => ({
-  runId: text, name: text, projectId: text, status: text as RunDetail['status'], cancelReason: text as RunDetail['cancelReason'],
-  createdAtMs: AT, startedAtMs: AT + 100, endedAtMs: null, cancelRequestedAtMs: AT + 200,
+  runId: text,
+  name: text,
+  projectId: text,
+  status: text as RunDetail['status'],
+  cancelReason: text as RunDetail['cancelReason'],
+  createdAtMs: AT,
+  startedAtMs: AT + 100,
+  endedAtMs: null,
+  cancelRequestedAtMs: AT + 200,
   exit: { cause: text as never, exitCode: null, signal: text },
-  attempts: [], attemptsTruncated: false,
+  attempts: [],
+  attemptsTruncated: false,
   events: [{ seq: 1, type: text, createdAtMs: AT + 300, detail: { reason: text, result: text, dispatchCount: 1 } }],
   eventsTruncated: true,
   dispatch: {
-    runId: text, attemptId: text, status: dispatchStatus, version: 3, dispatchCount: 1, lastResult: text as never,
-    nextAttemptAtMs: null, blockedAtMs: AT + 400, lastDispatchedAtMs: AT + 400, updatedAtMs: AT + 400,
+    runId: text,
+    attemptId: text,
+    status: dispatchStatus,
+    version: 3,
+    dispatchCount: 1,
+    lastResult: text as never,
+    nextAttemptAtMs: null,
+    blockedAtMs: AT + 400,
+    lastDispatchedAtMs: AT + 400,
+    updatedAtMs: AT + 400,
   } as unknown as RunDetail['dispatch'],
 });
 
 const runListOf = (text: string, state: string | null): RunListPage => ({
-  projectId: text, state: state as RunListPage['state'], next: text,
-  items: [{
-    runId: text, name: text, status: text as never, cancelReason: text as never, createdAtMs: AT, startedAtMs: null, endedAtMs: AT + 500,
-    exit: { cause: text as never, exitCode: null, signal: text },
-  }],
+  projectId: text,
+  state: state as RunListPage['state'],
+  next: text,
+  items: [
+    {
+      runId: text,
+      name: text,
+      status: text as never,
+      cancelReason: text as never,
+      createdAtMs: AT,
+      startedAtMs: null,
+      endedAtMs: AT + 500,
+      exit: { cause: text as never, exitCode: null, signal: text },
+    },
+  ],
 });
 
 const PAGES: ReadonlyArray<readonly [string, (text: string) => string]> = [
@@ -75,7 +119,10 @@ for (const [name, render] of PAGES) {
     const hostile = render(HOSTILE);
     t.deepEqual(tagsOf(hostile), tagsOf(plain));
     t.false(hostile.includes('<script'));
-    t.false(tagsOf(hostile).some((tag) => /[( ]on[a-z]/.test(tag)), 'no event handler attribute');
+    t.false(
+      tagsOf(hostile).some((tag) => /[( ]on[a-z]/.test(tag)),
+      'no event handler attribute',
+    );
     t.true(hostile.includes('x&#34;&#62;&#60;script&#62;alert(1)&#60;/script&#62;'), 'the string is shown, escaped');
   });
 }

@@ -4,7 +4,6 @@
 // takes the job over on this host and stops it itself, through the same claim and dispatch path.
 import { randomUUID } from 'node:crypto';
 
-
 import { validateId, type RequestCancellationOutcome } from '../../contract/index';
 import type { OrphanStop } from '../../execution/adoption';
 import { sendWakeUp, wakeHeard } from '../../execution/wake-channel';
@@ -14,7 +13,13 @@ import { addControlPlaneOptions, controlPlaneTarget, type ControlPlaneOptions } 
 import { openExecutionTarget, wakeDirectoryOf } from '../execution-target';
 import { EXIT, type ExitCode } from '../exit-codes';
 import { writeJson } from '../output';
-import { actingPrincipal, addManagementOptions, nameStoreInRefusal, requestedPrincipal, type ManagementOptions } from '../principal';
+import {
+  actingPrincipal,
+  addManagementOptions,
+  nameStoreInRefusal,
+  requestedPrincipal,
+  type ManagementOptions,
+} from '../principal';
 import { openStore, resolveStoreTarget, type StoreTarget } from '../store-target';
 
 /** A cancel that stops an orphan gives its drain this long; then supervise finishes the job. */
@@ -25,7 +30,11 @@ async function stopIfOrphaned(target: StoreTarget, runId: string, io: CliIo): Pr
   const { createExecution } = await import('../../execution/application');
   const execution = await openExecutionTarget(target, io.env);
   const app = createExecution({
-    stores: execution.stores, receiptDirectory: execution.receiptDirectory, runnerKind: 'cancel', env: io.env, drainTimeoutMs: ORPHAN_DRAIN_MS,
+    stores: execution.stores,
+    receiptDirectory: execution.receiptDirectory,
+    runnerKind: 'cancel',
+    env: io.env,
+    drainTimeoutMs: ORPHAN_DRAIN_MS,
   });
   try {
     return await app.stopOrphan(runId);
@@ -63,9 +72,16 @@ async function requestCancel(target: StoreTarget, runId: string, requested: stri
     await authorizeCancel(store.managementStore, principal, runId, await store.runStore.getRun(runId));
     const outcome = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
     if (outcome.kind === 'run_missing') throw runNotVisible(runId);
-    if (outcome.kind !== 'requested' && outcome.kind !== 'already_requested') return { ...outcome, ownerRunnerId: null };
+    if (outcome.kind !== 'requested' && outcome.kind !== 'already_requested')
+      return { ...outcome, ownerRunnerId: null };
     const owner = await store.runnerStore.activeAttemptOwner(runId);
-    return { ...outcome, ownerRunnerId: owner?.runner !== null && owner?.runner !== undefined && owner.runner.endedAtMs === null ? owner.runner.runnerId : null };
+    return {
+      ...outcome,
+      ownerRunnerId:
+        owner?.runner !== null && owner?.runner !== undefined && owner.runner.endedAtMs === null
+          ? owner.runner.runnerId
+          : null,
+    };
   } finally {
     await store.close();
   }
@@ -81,12 +97,22 @@ async function cancelAction(runIdText: string, options: ManagementOptions, io: C
   }
   // After the commit: wake the owner so it runs its cycle now (docs/decisions/0175). A runner that
   // listens is alive, and stops the job; any other answer leaves the proof to stopIfOrphaned.
-  const woken = outcome.ownerRunnerId !== null && wakeHeard(await sendWakeUp(wakeDirectoryOf(target, io.env), outcome.ownerRunnerId));
+  const woken =
+    outcome.ownerRunnerId !== null &&
+    wakeHeard(await sendWakeUp(wakeDirectoryOf(target, io.env), outcome.ownerRunnerId));
   const stop: OrphanStop = woken ? { kind: 'owner_alive' } : await stopIfOrphaned(target, runId, io);
   if (options.json === true) {
-    writeJson(io, { runId, result: outcome.kind, reason: outcome.run.cancelReason, status: outcome.run.status, runner: stop.kind });
+    writeJson(io, {
+      runId,
+      result: outcome.kind,
+      reason: outcome.run.cancelReason,
+      status: outcome.run.status,
+      runner: stop.kind,
+    });
   } else if (outcome.kind === 'already_requested' && stop.kind === 'owner_alive') {
-    io.stdout.write(`${runId} already has a cancel request (${outcome.run.cancelReason ?? 'unknown'}); kept as it is\n`);
+    io.stdout.write(
+      `${runId} already has a cancel request (${outcome.run.cancelReason ?? 'unknown'}); kept as it is\n`,
+    );
   } else {
     io.stdout.write(`${orphanSentence(runId, stop)}\n`);
   }
@@ -96,8 +122,8 @@ async function cancelAction(runIdText: string, options: ManagementOptions, io: C
 export const cancelCommand = oneShotCommand<ManagementOptions & ControlPlaneOptions, [string]>(
   'cancel',
   'request the cancellation of a run (needs run.stop; durable; its runner stops the exact process, or this command does when that runner is gone)',
-  (command) => addControlPlaneOptions(addManagementOptions(command))
-    .argument('<run>', 'the run id printed by `pidfence run`'),
+  (command) =>
+    addControlPlaneOptions(addManagementOptions(command)).argument('<run>', 'the run id printed by `pidfence run`'),
   async (io, [run], options) => {
     const target = controlPlaneTarget(options, io.env);
     if (target === null) return cancelAction(run, options, io);

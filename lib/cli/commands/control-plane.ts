@@ -27,17 +27,21 @@ interface ControlPlaneCliOptions {
 
 export const controlPlaneCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    program.command('control-plane')
+    program
+      .command('control-plane')
       .description('serve the cluster control plane over HTTPS with client certificates, until SIGTERM/SIGINT')
       .option('--db <url>', 'postgres:// URL of the runtime role (default: $PIDFENCE_DB)')
       .requiredOption('--cert <file>', 'server certificate (PEM)')
       .requiredOption('--key <file>', 'server key (PEM)')
       .requiredOption('--ca <file>', 'the CA that signs worker and operator certificates (PEM)')
-      .option('--crl <file>', 'revocation lists of that CA (PEM); a listed client certificate is refused (SIGHUP reloads)')
+      .option(
+        '--crl <file>',
+        'revocation lists of that CA (PEM); a listed client certificate is refused (SIGHUP reloads)',
+      )
       .option('--host <address>', 'listen address', '127.0.0.1')
       .option('--port <n>', 'listen port (0: any free port)', '8443')
       .option('--worker-lease <duration>', `the workers' run-dispatch lease: ${DURATION_HELP}`, '15s')
-      .option('--replica-id <id>', 'this replica\'s stable owner id (default: cp-<uuid> per process)')
+      .option('--replica-id <id>', "this replica's stable owner id (default: cp-<uuid> per process)")
       .option('--metrics', 'serve GET /metrics (Prometheus text) to any certificate of --ca')
       .option('--metrics-project <id...>', 'the projects whose gauges /metrics exports (implies --metrics)')
       .action(async (options: ControlPlaneCliOptions) => {
@@ -49,21 +53,34 @@ export const controlPlaneCommand: CliCommand = {
 async function controlPlaneAction(options: ControlPlaneCliOptions, io: CliIo): Promise<ExitCode> {
   const databaseUrl = options.db ?? io.env.PIDFENCE_DB ?? '';
   if (!/^postgres(ql)?:\/\//.test(databaseUrl)) {
-    throw new PidfenceError('the control plane needs a PostgreSQL store: pass --db postgres://… (or set PIDFENCE_DB).', 'ERR_PIDFENCE_CLUSTER_CONFIG');
+    throw new PidfenceError(
+      'the control plane needs a PostgreSQL store: pass --db postgres://… (or set PIDFENCE_DB).',
+      'ERR_PIDFENCE_CLUSTER_CONFIG',
+    );
   }
   validatePostgresUrl(databaseUrl);
   const port = Number(options.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new PidfenceError('--port must be an integer from 0 to 65535.', 'ERR_PIDFENCE_CLUSTER_CONFIG');
+  if (!Number.isInteger(port) || port < 0 || port > 65_535)
+    throw new PidfenceError('--port must be an integer from 0 to 65535.', 'ERR_PIDFENCE_CLUSTER_CONFIG');
   const readTls = () => readTrustFiles(options);
   const tls = readTls();
   const { startControlPlane } = await import('../../cluster/index');
   const plane = await startControlPlane({
-    databaseUrl, tls, host: options.host, port, workerLeaseMs: parseDuration(options.workerLease, '--worker-lease'),
+    databaseUrl,
+    tls,
+    host: options.host,
+    port,
+    workerLeaseMs: parseDuration(options.workerLease, '--worker-lease'),
     ...(options.replicaId === undefined ? {} : { replicaOwnerId: options.replicaId }),
-    ...(options.metrics === true || options.metricsProject !== undefined ? { metrics: { projects: options.metricsProject ?? [] } } : {}),
+    ...(options.metrics === true || options.metricsProject !== undefined
+      ? { metrics: { projects: options.metricsProject ?? [] } }
+      : {}),
   });
   io.stdout.write(`pidfence control-plane: listening on ${plane.url} (status page ${plane.url}/status)\n`);
-  const stopReloading = reloadOnHangup(() => plane.reloadTls(readTls()), (line) => io.stdout.write(`pidfence control-plane: ${line}\n`));
+  const stopReloading = reloadOnHangup(
+    () => plane.reloadTls(readTls()),
+    (line) => io.stdout.write(`pidfence control-plane: ${line}\n`),
+  );
   await untilSignal();
   stopReloading();
   await plane.close();

@@ -23,8 +23,13 @@ export function inspectionText(inspection: DispatchInspection, headline: string)
 
 export const inspectCommand = oneShotCommand<ManagementOptions, [string]>(
   'inspect',
-  'a run\'s cancellation dispatch: status, version, results, due and blocked times (needs run.read)',
-  (command) => addManagementOptions(command)
-    .argument('<runId>', 'the run'),
-  (io, [runId], options) => answerFromPlane(options, io, (plane) => plane.inspect(runId), (inspection) => inspectionText(inspection, `run ${inspection.runId}`)),
+  "a run's cancellation dispatch: status, version, results, due and blocked times (needs run.read)",
+  (command) => addManagementOptions(command).argument('<runId>', 'the run'),
+  (io, [runId], options) =>
+    answerFromPlane(
+      options,
+      io,
+      (plane) => plane.inspect(runId),
+      (inspection) => inspectionText(inspection, `run ${inspection.runId}`),
+    ),
 );

@@ -4,7 +4,13 @@
 import { InvalidArgumentError } from 'commander';
 
 import { RUN_STATUSES, type RunStatus } from '../../contract/index';
-import { RUN_LIST_PAGE_DEFAULT, RUN_LIST_PAGE_MAX, type RunExit, type RunListItem, type RunListPage } from '../../management/index';
+import {
+  RUN_LIST_PAGE_DEFAULT,
+  RUN_LIST_PAGE_MAX,
+  type RunExit,
+  type RunListItem,
+  type RunListPage,
+} from '../../management/index';
 import { oneShotCommand, writeAnswer } from '../command';
 import { addControlPlaneOptions, controlPlaneTarget, type ControlPlaneOptions } from '../control-plane-target';
 import { EXIT } from '../exit-codes';
@@ -19,7 +25,8 @@ interface ListOptions extends ManagementOptions, ControlPlaneOptions {
 }
 
 function parseLimit(text: string): number {
-  if (!/^\d{1,3}$/.test(text) || Number(text) < 1 || Number(text) > RUN_LIST_PAGE_MAX) throw new InvalidArgumentError(`it must be a number of runs from 1 to ${RUN_LIST_PAGE_MAX}.`);
+  if (!/^\d{1,3}$/.test(text) || Number(text) < 1 || Number(text) > RUN_LIST_PAGE_MAX)
+    throw new InvalidArgumentError(`it must be a number of runs from 1 to ${RUN_LIST_PAGE_MAX}.`);
   return Number(text);
 }
 
@@ -42,19 +49,32 @@ export function reasonText(run: Pick<RunListItem, 'cancelReason' | 'exit'>): str
 export function listText(page: RunListPage): string {
   const filter = page.state === null ? '' : ` ${page.state}`;
   const header = `project ${page.projectId}: ${page.items.length}${filter} run(s) on this page, newest first`;
-  const rows = page.items.map((run) => [run.runId, run.name, run.status, isoText(run.startedAtMs), isoText(run.endedAtMs), exitText(run.exit), reasonText(run)]);
-  const next = page.next === null ? 'last page' : `next page: pidfence list --project ${page.projectId} --cursor ${page.next}`;
-  return [header, ...tableLines(['run', 'name', 'state', 'started', 'ended', 'exit', 'reason'], rows), next].join('\n') + '\n';
+  const rows = page.items.map((run) => [
+    run.runId,
+    run.name,
+    run.status,
+    isoText(run.startedAtMs),
+    isoText(run.endedAtMs),
+    exitText(run.exit),
+    reasonText(run),
+  ]);
+  const next =
+    page.next === null ? 'last page' : `next page: pidfence list --project ${page.projectId} --cursor ${page.next}`;
+  return (
+    [header, ...tableLines(['run', 'name', 'state', 'started', 'ended', 'exit', 'reason'], rows), next].join('\n') +
+    '\n'
+  );
 }
 
 export const listCommand = oneShotCommand<ListOptions>(
   'list',
   'the runs of a project, newest first: name, state, start, end, exit status and reason (needs run.read)',
-  (command) => addControlPlaneOptions(addManagementOptions(command.alias('ps')))
-    .option('--project <id>', 'the project', 'default')
-    .option('--state <state>', `only runs in this state: ${RUN_STATUSES.join(', ')}`)
-    .option('--limit <n>', `runs per page (1-${RUN_LIST_PAGE_MAX}, default ${RUN_LIST_PAGE_DEFAULT})`, parseLimit)
-    .option('--cursor <next>', 'the `next` cursor of the previous page'),
+  (command) =>
+    addControlPlaneOptions(addManagementOptions(command.alias('ps')))
+      .option('--project <id>', 'the project', 'default')
+      .option('--state <state>', `only runs in this state: ${RUN_STATUSES.join(', ')}`)
+      .option('--limit <n>', `runs per page (1-${RUN_LIST_PAGE_MAX}, default ${RUN_LIST_PAGE_DEFAULT})`, parseLimit)
+      .option('--cursor <next>', 'the `next` cursor of the previous page'),
   async (io, _arguments, options) => {
     const request = {
       projectId: options.project,

@@ -33,7 +33,10 @@ function noLog(runId: string, directory: string): PidfenceError {
 async function drained(stream: NodeJS.WritableStream): Promise<void> {
   const abort = new AbortController();
   try {
-    await Promise.race([once(stream, 'drain', { signal: abort.signal }), once(stream, 'close', { signal: abort.signal })]);
+    await Promise.race([
+      once(stream, 'drain', { signal: abort.signal }),
+      once(stream, 'close', { signal: abort.signal }),
+    ]);
   } finally {
     abort.abort();
   }
@@ -53,11 +56,19 @@ async function runActive(plane: ManagementPlane, runId: string): Promise<boolean
   return runIsActive((await plane.showRun(runId)).status);
 }
 
-async function printLog(plane: ManagementPlane, io: CliIo, runId: string, directory: string, follow: boolean): Promise<ExitCode> {
+async function printLog(
+  plane: ManagementPlane,
+  io: CliIo,
+  runId: string,
+  directory: string,
+  follow: boolean,
+): Promise<ExitCode> {
   let active = await runActive(plane, runId);
   const reader = new RunLogReader(directory, runId);
   let closed = false;
-  io.stdout.on('error', () => { closed = true; });
+  io.stdout.on('error', () => {
+    closed = true;
+  });
   try {
     for (;;) {
       const opened = reader.open();
@@ -82,7 +93,7 @@ export const logsCommand = oneShotCommand<LogsOptions, [string]>(
       .option('-f, --follow', 'keep printing new output until the run ends');
     // The log is the job's bytes as written; --json changes only how an error is written (docs/decisions/0250).
     const json = defined.options.find((option) => option.long === '--json');
-    if (json !== undefined) json.description = 'an error as one JSON line; the output stays the job\'s bytes as written';
+    if (json !== undefined) json.description = "an error as one JSON line; the output stays the job's bytes as written";
     return defined;
   },
   async (io, [runId], options) => {

@@ -25,12 +25,16 @@ async function applyMigrations(target: StoreTarget): Promise<readonly string[]> 
 
 export const migrateCommand = oneShotCommand<StoreOptions>(
   'migrate',
-  'apply the pending schema migrations (PostgreSQL: with the migration owner\'s URL)',
+  "apply the pending schema migrations (PostgreSQL: with the migration owner's URL)",
   (command) => addStoreOptions(command),
   async (io, _arguments, options) => {
     const target = resolveStoreTarget(options.db, io.env);
     const applied = await applyMigrations(target);
-    writeAnswer(io, options.json, { applied }, () => applied.length === 0 ? 'the schema is up to date; nothing to apply\n' : `applied ${applied.length} migration(s): ${applied.join(', ')}\n`);
+    writeAnswer(io, options.json, { applied }, () =>
+      applied.length === 0
+        ? 'the schema is up to date; nothing to apply\n'
+        : `applied ${applied.length} migration(s): ${applied.join(', ')}\n`,
+    );
     return EXIT.ok;
   },
 );

@@ -9,7 +9,8 @@ import { addManagementOptions, answerFromPlane, type ManagementOptions } from '.
 import { inspectionText } from './inspect';
 
 function parseVersion(text: string): number {
-  if (!/^\d{1,15}$/.test(text)) throw new InvalidArgumentError('it must be the version number `pidfence inspect` showed.');
+  if (!/^\d{1,15}$/.test(text))
+    throw new InvalidArgumentError('it must be the version number `pidfence inspect` showed.');
   return Number(text);
 }
 
@@ -22,16 +23,31 @@ interface RearmOptions extends ManagementOptions {
 export const rearmCommand = oneShotCommand<RearmOptions, [string]>(
   'rearm',
   'move a blocked dispatch back to a retry due now, if it is exactly as inspected (needs run.stop)',
-  (command) => addManagementOptions(command)
-    .argument('<runId>', 'the run')
-    .option('--expect-version <n>', 'the dispatch version `pidfence inspect` showed (required)', parseVersion)
-    .option('--expect-result <result>', 'the blocking result `pidfence inspect` showed (required)')
-    .option('--expect-status <status>', 'the status you inspected; only blocked can be rearmed', 'blocked'),
+  (command) =>
+    addManagementOptions(command)
+      .argument('<runId>', 'the run')
+      .option('--expect-version <n>', 'the dispatch version `pidfence inspect` showed (required)', parseVersion)
+      .option('--expect-result <result>', 'the blocking result `pidfence inspect` showed (required)')
+      .option('--expect-status <status>', 'the status you inspected; only blocked can be rearmed', 'blocked'),
   async (io, [runId], options) => {
     if (options.expectVersion === undefined || options.expectResult === undefined) {
-      throw new PidfenceRangeError('--expect-version and --expect-result are required: copy them from `pidfence inspect <runId>`.', 'ERR_PIDFENCE_USAGE');
+      throw new PidfenceRangeError(
+        '--expect-version and --expect-result are required: copy them from `pidfence inspect <runId>`.',
+        'ERR_PIDFENCE_USAGE',
+      );
     }
-    const expectation = { expectedVersion: options.expectVersion, expectedStatus: options.expectStatus as 'blocked', expectedResult: options.expectResult as BlockingResult };
-    return await answerFromPlane(options, io, (plane) => plane.rearm(runId, expectation), (inspection) => inspectionText(inspection, `run ${inspection.runId} rearmed: its dispatch is due now`), undefined, 'write');
+    const expectation = {
+      expectedVersion: options.expectVersion,
+      expectedStatus: options.expectStatus as 'blocked',
+      expectedResult: options.expectResult as BlockingResult,
+    };
+    return await answerFromPlane(
+      options,
+      io,
+      (plane) => plane.rearm(runId, expectation),
+      (inspection) => inspectionText(inspection, `run ${inspection.runId} rearmed: its dispatch is due now`),
+      undefined,
+      'write',
+    );
   },
 );

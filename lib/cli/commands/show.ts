@@ -13,13 +13,20 @@ import { exitText, isoText, reasonText } from './list';
 
 /** An event's payload facts as `key=value` pairs, in the order the event gives them. */
 function detailText(event: RunEventView): string {
-  return Object.entries(event.detail).map(([key, value]) => `${key}=${value === null ? '-' : String(value)}`).join(' ');
+  return Object.entries(event.detail)
+    .map(([key, value]) => `${key}=${value === null ? '-' : String(value)}`)
+    .join(' ');
 }
 
 /** The run's events and its attempts' events as one story; a run event goes first at the same instant. */
 function eventsInTimeOrder(run: RunDetail): RunEventView[] {
-  const tagged = [...run.events.map((event) => ({ event, attempt: 0 })), ...run.attempts.flatMap((attempt) => attempt.events.map((event) => ({ event, attempt: 1 })))];
-  return tagged.sort((a, b) => a.event.createdAtMs - b.event.createdAtMs || a.attempt - b.attempt).map(({ event }) => event);
+  const tagged = [
+    ...run.events.map((event) => ({ event, attempt: 0 })),
+    ...run.attempts.flatMap((attempt) => attempt.events.map((event) => ({ event, attempt: 1 }))),
+  ];
+  return tagged
+    .sort((a, b) => a.event.createdAtMs - b.event.createdAtMs || a.attempt - b.attempt)
+    .map(({ event }) => event);
 }
 
 export function showText(run: RunDetail): string {
@@ -39,26 +46,41 @@ export function showText(run: RunDetail): string {
       ['cancel requested', timeText(run.cancelRequestedAtMs)],
     ]),
     `attempts (${run.attempts.length}${run.attemptsTruncated ? ', more not shown' : ''})`,
-    ...tableLines(['attempt', 'state', 'created', 'deadline', 'exit', 'ended by', 'containment'], run.attempts.map((attempt) => [
-      attempt.attemptId, attempt.status, isoText(attempt.createdAtMs), isoText(attempt.deadlineAtMs), exitText(attempt.exit), attempt.exit?.cause ?? null, attempt.containment,
-    ])),
+    ...tableLines(
+      ['attempt', 'state', 'created', 'deadline', 'exit', 'ended by', 'containment'],
+      run.attempts.map((attempt) => [
+        attempt.attemptId,
+        attempt.status,
+        isoText(attempt.createdAtMs),
+        isoText(attempt.deadlineAtMs),
+        exitText(attempt.exit),
+        attempt.exit?.cause ?? null,
+        attempt.containment,
+      ]),
+    ),
     `events in time order (${events.length}${run.eventsTruncated ? ', later run events not shown' : ''})`,
-    ...tableLines(['time', 'type', 'detail'], events.map((event) => [isoText(event.createdAtMs), event.type, detailText(event)])),
+    ...tableLines(
+      ['time', 'type', 'detail'],
+      events.map((event) => [isoText(event.createdAtMs), event.type, detailText(event)]),
+    ),
   ];
-  const dispatch = run.dispatch === null ? 'dispatch: none (no stop was claimed for this run)\n' : inspectionText(run.dispatch, 'dispatch');
+  const dispatch =
+    run.dispatch === null
+      ? 'dispatch: none (no stop was claimed for this run)\n'
+      : inspectionText(run.dispatch, 'dispatch');
   return `${lines.join('\n')}\n${dispatch}`;
 }
 
 export const showCommand = oneShotCommand<ManagementOptions & ControlPlaneOptions, [string]>(
   'show',
   'one run: state, times, exit status, attempts, events and cancellation dispatch (needs run.read)',
-  (command) => addControlPlaneOptions(addManagementOptions(command))
-    .argument('<run>', 'the run id'),
+  (command) => addControlPlaneOptions(addManagementOptions(command)).argument('<run>', 'the run id'),
   async (io, [runId], options) => {
     const target = controlPlaneTarget(options, io.env);
-    const run = target === null
-      ? await withManagementPlane(options, io, (plane) => plane.showRun(runId))
-      : await (await import('../cluster-runs')).showOnCluster(target, runId);
+    const run =
+      target === null
+        ? await withManagementPlane(options, io, (plane) => plane.showRun(runId))
+        : await (await import('../cluster-runs')).showOnCluster(target, runId);
     if (options.json === true) writeJson(io, run);
     else io.stdout.write(showText(run));
     return EXIT.ok;

@@ -31,10 +31,15 @@ export function statusText(summary: ProjectSummary): string {
 export const statusCommand = oneShotCommand<ManagementOptions>(
   'status',
   'one-shot project summary; exit 0 clear, 10 converging (jobs running or stops in flight), 20 attention required (needs run.read)',
-  (command) => addManagementOptions(command)
-    .option('--project <id>', 'the project to summarise (required)'),
+  (command) => addManagementOptions(command).option('--project <id>', 'the project to summarise (required)'),
   async (io, _arguments, options) => {
     const project = projectRequired(options);
-    return await answerFromPlane(options, io, (plane) => plane.summary(project), statusText, (summary) => ASSESSMENT_EXIT[summary.assessment]);
+    return await answerFromPlane(
+      options,
+      io,
+      (plane) => plane.summary(project),
+      statusText,
+      (summary) => ASSESSMENT_EXIT[summary.assessment],
+    );
   },
 );

@@ -41,26 +41,42 @@ interface MetricsServing {
 
 function parseMetricsPort(text: string): number {
   const port = Number(text);
-  if (!/^\d{1,5}$/.test(text) || port > 65_535) throw new PidfenceRangeError('--metrics-port must be a port number from 0 to 65535 (0: any free port).', 'ERR_PIDFENCE_INVALID_PORT');
+  if (!/^\d{1,5}$/.test(text) || port > 65_535)
+    throw new PidfenceRangeError(
+      '--metrics-port must be a port number from 0 to 65535 (0: any free port).',
+      'ERR_PIDFENCE_INVALID_PORT',
+    );
   return port;
 }
 
 /** Loads prom-client and the server only now; on a PostgreSQL store the status page is the control plane's. */
-async function serveMetrics(options: SuperviseOptions, port: number, target: ExecutionTarget, storeTarget: StoreTarget): Promise<MetricsServing> {
+async function serveMetrics(
+  options: SuperviseOptions,
+  port: number,
+  target: ExecutionTarget,
+  storeTarget: StoreTarget,
+): Promise<MetricsServing> {
   const { createMetrics } = await import('../../metrics/index');
   const { startLocalServer } = await import('../../web/local-server');
   const metrics = createMetrics({
-    projects: options.metricsProject, overdueAfterMs: OVERDUE_AFTER_DEFAULT_MS,
+    projects: options.metricsProject,
+    overdueAfterMs: OVERDUE_AFTER_DEFAULT_MS,
     readProject: (projectId) => readExportedSummary(target.managementStore, projectId, OVERDUE_AFTER_DEFAULT_MS),
   });
-  const server = await startLocalServer({ host: options.metricsHost, port, metrics, management: storeTarget.kind === 'sqlite' ? target.managementStore : null });
+  const server = await startLocalServer({
+    host: options.metricsHost,
+    port,
+    metrics,
+    management: storeTarget.kind === 'sqlite' ? target.managementStore : null,
+  });
   return { observer: metrics.observer, url: server.url, close: () => server.close() };
 }
 
 /** The checks that need no store connection; the store's own (schema, checksums) run on open. */
 function readinessRefusal(): string | null {
   const caps = capabilities();
-  if (caps.groupSignalMode === 'unsupported') return 'this kernel or build cannot prove process identities (native capabilities: group signal unsupported); nothing could be stopped safely.';
+  if (caps.groupSignalMode === 'unsupported')
+    return 'this kernel or build cannot prove process identities (native capabilities: group signal unsupported); nothing could be stopped safely.';
   // A missing or unwritable store directory is the store's own one-sentence refusal (exit 3) on open.
   return null;
 }
@@ -68,7 +84,7 @@ function readinessRefusal(): string | null {
 export const superviseCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
     addStoreOptions(program.command('supervise'))
-      .description('run the store\'s runner: deadlines, cancellations, receipts and recovery, until SIGTERM/SIGINT')
+      .description("run the store's runner: deadlines, cancellations, receipts and recovery, until SIGTERM/SIGINT")
       .option('--profile <name>', 'edge (5 s, 4 items) or standalone (1 s, 32 items)', 'standalone')
       .option('--grace <duration>', `TERM grace before KILL when a job is stopped: ${DURATION_HELP}`, '5s')
       .option('--metrics-port <n>', 'serve /metrics and the status page (/status) on this port (0: any free port)')
@@ -94,10 +110,12 @@ async function openSupervision(options: SuperviseOptions, io: CliIo): Promise<Su
   const metricsPort = options.metricsPort === undefined ? undefined : parseMetricsPort(options.metricsPort);
   const storeTarget = resolveStoreTarget(options.db, io.env);
   const refusal = readinessRefusal();
-  if (refusal !== null) throw new PidfenceError(`supervise refused to start: ${refusal}`, 'ERR_PIDFENCE_SUPERVISE_REFUSED');
+  if (refusal !== null)
+    throw new PidfenceError(`supervise refused to start: ${refusal}`, 'ERR_PIDFENCE_SUPERVISE_REFUSED');
   const target = await openExecutionTarget(storeTarget, io.env);
   try {
-    const serving = metricsPort === undefined ? undefined : await serveMetrics(options, metricsPort, target, storeTarget);
+    const serving =
+      metricsPort === undefined ? undefined : await serveMetrics(options, metricsPort, target, storeTarget);
     return { graceMs, storeTarget, target, serving };
   } catch (error) {
     await target.stores.close();
@@ -120,7 +138,9 @@ interface SuperviseState {
 
 function superviseState(): SuperviseState {
   let wake: () => void = () => undefined;
-  const stopped = new Promise<void>((resolve) => { wake = resolve; });
+  const stopped = new Promise<void>((resolve) => {
+    wake = resolve;
+  });
   return { completed: 0, fatal: null, stopped, wake: () => wake() };
 }
 
@@ -131,13 +151,17 @@ function superviseExecution(options: SuperviseOptions, io: CliIo, supervision: S
   const status = (report: ControlCycleReport | null) => {
     if (!tty) return;
     const active = report === null ? '-' : String(report.active);
-    io.stderr.write(`\rpidfence supervise [${options.profile}]: ${active} active on this page, ${state.completed} completed\x1b[K`);
+    io.stderr.write(
+      `\rpidfence supervise [${options.profile}]: ${active} active on this page, ${state.completed} completed\x1b[K`,
+    );
   };
   return createExecution({
     stores: target.stores,
     receiptDirectory: target.receiptDirectory,
     wakeDirectory: target.wakeDirectory,
-    onWakeRefused: (error) => { io.stderr.write(`pidfence: ${error.message} (${error.code})\n`); },
+    onWakeRefused: (error) => {
+      io.stderr.write(`pidfence: ${error.message} (${error.code})\n`);
+    },
     profile: profileOf(options.profile),
     graceMs: supervision.graceMs,
     runnerKind: 'supervise',
@@ -145,38 +169,74 @@ function superviseExecution(options: SuperviseOptions, io: CliIo, supervision: S
     env: io.env,
     keepAlive: true,
     onCycle: status,
-    onCompleted: () => { state.completed += 1; },
+    onCompleted: () => {
+      state.completed += 1;
+    },
     // Each stop it made, by run id and result (never a PID, command or handle).
     onStopped: (ref, result) => {
       if (options.json === true) writeJsonLine(io, { event: 'stopped', runId: ref.runId, result });
       else io.stdout.write(`pidfence supervise: stopped ${ref.runId} (${result})\n`);
     },
-    onFatal: (code) => { state.fatal = code; state.wake(); },
+    onFatal: (code) => {
+      state.fatal = code;
+      state.wake();
+    },
     ...(serving === undefined ? {} : { observer: serving.observer }),
   });
 }
 
 /** The start-up lines: what recovery found, where metrics are served, ready. --json: one document each (docs/decisions/0141). */
-function announceStart(options: SuperviseOptions, io: CliIo, supervision: Supervision, recovered: { completed: number; running: number; unproven: number }): void {
+function announceStart(
+  options: SuperviseOptions,
+  io: CliIo,
+  supervision: Supervision,
+  recovered: { completed: number; running: number; unproven: number },
+): void {
   const json = options.json === true;
   const { serving } = supervision;
-  if (json) writeJsonLine(io, { event: 'recovered', completed: recovered.completed, running: recovered.running, unproven: recovered.unproven });
-  else if ((io.stderr as NodeJS.WriteStream).isTTY === true) io.stderr.write(`pidfence supervise: recovered ${recovered.completed} finished, ${recovered.running} running, ${recovered.unproven} unproven\n`);
+  if (json)
+    writeJsonLine(io, {
+      event: 'recovered',
+      completed: recovered.completed,
+      running: recovered.running,
+      unproven: recovered.unproven,
+    });
+  else if ((io.stderr as NodeJS.WriteStream).isTTY === true)
+    io.stderr.write(
+      `pidfence supervise: recovered ${recovered.completed} finished, ${recovered.running} running, ${recovered.unproven} unproven\n`,
+    );
   if (serving !== undefined) {
     const status = supervision.storeTarget.kind === 'sqlite' ? `${serving.url}/status` : null;
     if (json) writeJsonLine(io, { event: 'serving', metrics: `${serving.url}/metrics`, status });
-    else io.stdout.write(`pidfence supervise: metrics on ${serving.url}/metrics${status === null ? '' : `, status page on ${status}`}\n`);
+    else
+      io.stdout.write(
+        `pidfence supervise: metrics on ${serving.url}/metrics${status === null ? '' : `, status page on ${status}`}\n`,
+      );
   }
   if (json) writeJsonLine(io, { event: 'ready', profile: options.profile });
   else io.stdout.write('pidfence supervise: ready\n');
 }
 
 /** The drain's last lines and the exit status: a fatal stop is the store's failure (exit 3). */
-function drainedExit(options: SuperviseOptions, io: CliIo, report: { kind: string; converged: number; remaining: number }, fatal: string | null): ExitCode {
+function drainedExit(
+  options: SuperviseOptions,
+  io: CliIo,
+  report: { kind: string; converged: number; remaining: number },
+  fatal: string | null,
+): ExitCode {
   const json = options.json === true;
   if ((io.stderr as NodeJS.WriteStream).isTTY === true) io.stderr.write('\n');
-  if (json) writeJsonLine(io, { event: 'drained', outcome: report.kind, converged: report.converged, remaining: report.remaining });
-  else io.stdout.write(`pidfence supervise: ${report.kind === 'drained' ? 'drained' : 'the drain timed out'} (${report.converged} converged, ${report.remaining} remaining)\n`);
+  if (json)
+    writeJsonLine(io, {
+      event: 'drained',
+      outcome: report.kind,
+      converged: report.converged,
+      remaining: report.remaining,
+    });
+  else
+    io.stdout.write(
+      `pidfence supervise: ${report.kind === 'drained' ? 'drained' : 'the drain timed out'} (${report.converged} converged, ${report.remaining} remaining)\n`,
+    );
   if (fatal !== null) {
     const message = `supervise stopped after repeated failures (${fatal}); check the store, then start it again.`;
     if (json) writeJsonError(io, fatal, errorCategory(fatal), message);
@@ -200,7 +260,11 @@ async function superviseAction(options: SuperviseOptions, io: CliIo): Promise<Ex
   // A signal held since start-up (docs/decisions/0162) wakes the drain at once; the first one gives
   // the signals back, so a second one ends the process as before.
   let release: (() => void) | undefined;
-  release = routeSignals(STOP_SIGNALS.supervise, () => { release?.(); release = undefined; state.wake(); });
+  release = routeSignals(STOP_SIGNALS.supervise, () => {
+    release?.();
+    release = undefined;
+    state.wake();
+  });
   app.start();
   announceStart(options, io, supervision, recovered);
   await state.stopped;

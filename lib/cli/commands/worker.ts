@@ -7,7 +7,13 @@ import type { Command } from 'commander';
 
 import { validateWorkerName, WORKER_ACTIONS, type WorkerAction, type WorkerActionOutcome } from '../../contract/index';
 import { writeAnswer, type CliCommand, type CliIo } from '../command';
-import { addControlPlaneOptions, askControlPlane, fleetControlPlane, withControlPlane, type ControlPlaneOptions } from '../control-plane-target';
+import {
+  addControlPlaneOptions,
+  askControlPlane,
+  fleetControlPlane,
+  withControlPlane,
+  type ControlPlaneOptions,
+} from '../control-plane-target';
 import { DURATION_HELP, parseDuration } from '../duration';
 import { EXIT, type ExitCode } from '../exit-codes';
 import { readTrustFiles, reloadOnHangup, untilSignal } from '../pem';
@@ -32,7 +38,8 @@ const ACT_TEXT: Readonly<Record<WorkerAction, string>> = {
   uncordon: 'take work again: ends a cordon or a drain',
   revoke: 'refuse every request of this name at once and end its sessions; it pulls no more work',
   reinstate: 'lift a revocation',
-  forget: 'declare the worker\'s host gone (like deleting a node): its unreachable runs end failed, cause forgotten, and a late report of it is refused',
+  forget:
+    "declare the worker's host gone (like deleting a node): its unreachable runs end failed, cause forgotten, and a late report of it is refused",
 };
 
 export function actText(outcome: WorkerActionOutcome): string {
@@ -45,13 +52,18 @@ export function actText(outcome: WorkerActionOutcome): string {
 
 function registerActs(worker: Command, io: CliIo, done: (code: ExitCode) => void): void {
   for (const action of WORKER_ACTIONS) {
-    addControlPlaneOptions(worker.command(action).description(`${ACT_TEXT[action]} (needs worker.manage on @cluster; audited)`), true)
+    addControlPlaneOptions(
+      worker.command(action).description(`${ACT_TEXT[action]} (needs worker.manage on @cluster; audited)`),
+      true,
+    )
       .argument('<name>', 'the worker: the subject CN of its certificate, as `pidfence workers` lists it')
       .option('--json', 'machine-readable output')
       .action(async (name: string, options: ControlPlaneOptions & { json?: boolean }) => {
         const target = fleetControlPlane(options, io.env);
         validateWorkerName(name);
-        const outcome = await withControlPlane(target, (client) => askControlPlane<WorkerActionOutcome>(client, 'POST', `/v1/workers/${encodeURIComponent(name)}/${action}`));
+        const outcome = await withControlPlane(target, (client) =>
+          askControlPlane<WorkerActionOutcome>(client, 'POST', `/v1/workers/${encodeURIComponent(name)}/${action}`),
+        );
         writeAnswer(io, options.json, outcome, actText);
         done(EXIT.ok);
       });
@@ -60,14 +72,22 @@ function registerActs(worker: Command, io: CliIo, done: (code: ExitCode) => void
 
 export const workerCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    const worker = program.command('worker').description('run a worker (pidfence worker --control-plane …), or act on one: cordon, drain, uncordon, revoke, reinstate');
-    worker.command('serve', { isDefault: true })
+    const worker = program
+      .command('worker')
+      .description(
+        'run a worker (pidfence worker --control-plane …), or act on one: cordon, drain, uncordon, revoke, reinstate',
+      );
+    worker
+      .command('serve', { isDefault: true })
       .description('pull jobs from the control plane and run them on this host, until SIGTERM/SIGINT (the default)')
       .requiredOption('--control-plane <url...>', 'https:// URL of each control-plane replica')
-      .requiredOption('--cert <file>', 'this worker\'s client certificate (PEM); its CN is the principal')
-      .requiredOption('--key <file>', 'this worker\'s key (PEM)')
-      .requiredOption('--ca <file>', 'the CA of the control plane\'s certificate (PEM)')
-      .option('--crl <file>', 'revocation lists the control plane\'s certificate is checked against (PEM; SIGHUP reloads)')
+      .requiredOption('--cert <file>', "this worker's client certificate (PEM); its CN is the principal")
+      .requiredOption('--key <file>', "this worker's key (PEM)")
+      .requiredOption('--ca <file>', "the CA of the control plane's certificate (PEM)")
+      .option(
+        '--crl <file>',
+        "revocation lists the control plane's certificate is checked against (PEM; SIGHUP reloads)",
+      )
       .option('--journal <file>', 'the local SQLite journal', './pidfence-worker.db')
       .option('--capacity <n>', 'jobs at once', '4')
       .option('--tick <duration>', `lease-control cadence: ${DURATION_HELP}`, '1s')
@@ -83,14 +103,25 @@ async function workerAction(options: WorkerCliOptions, io: CliIo): Promise<ExitC
   const readTls = () => readTrustFiles(options);
   const { startWorker } = await import('../../cluster/worker');
   const worker = await startWorker({
-    controlPlaneUrls: options.controlPlane, tls: readTls(), journalFile: options.journal, version: packageVersion(),
-    capacity: Number(options.capacity), tickMs: parseDuration(options.tick, '--tick'), graceMs: parseDuration(options.grace, '--grace'),
+    controlPlaneUrls: options.controlPlane,
+    tls: readTls(),
+    journalFile: options.journal,
+    version: packageVersion(),
+    capacity: Number(options.capacity),
+    tickMs: parseDuration(options.tick, '--tick'),
+    graceMs: parseDuration(options.grace, '--grace'),
     observe: ({ what }) => {
-      if (what === 'revoked') io.stdout.write('pidfence worker: the control plane refuses this worker as revoked; it pulls no more work and keeps the jobs it runs\n');
+      if (what === 'revoked')
+        io.stdout.write(
+          'pidfence worker: the control plane refuses this worker as revoked; it pulls no more work and keeps the jobs it runs\n',
+        );
     },
   });
   io.stdout.write('pidfence worker: ready\n');
-  const stopReloading = reloadOnHangup(() => worker.reloadTls(readTls()), (line) => io.stdout.write(`pidfence worker: ${line}\n`));
+  const stopReloading = reloadOnHangup(
+    () => worker.reloadTls(readTls()),
+    (line) => io.stdout.write(`pidfence worker: ${line}\n`),
+  );
   await untilSignal();
   stopReloading();
   await worker.close();

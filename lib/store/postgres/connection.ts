@@ -41,7 +41,8 @@ function urlParameter(connectionString: string, name: string): string | null {
  * forever, so zero and garbage fall back to the default.
  */
 export function connectTimeoutMs(connectionString: string, env: NodeJS.ProcessEnv = process.env): number {
-  const seconds = positiveSeconds(urlParameter(connectionString, 'connect_timeout')) ?? positiveSeconds(env.PGCONNECT_TIMEOUT);
+  const seconds =
+    positiveSeconds(urlParameter(connectionString, 'connect_timeout')) ?? positiveSeconds(env.PGCONNECT_TIMEOUT);
   return seconds === undefined ? CONNECT_TIMEOUT_DEFAULT_MS : Math.max(CONNECT_TIMEOUT_MIN_MS, seconds * 1_000);
 }
 

@@ -63,7 +63,11 @@ const CLAIM_KINDS: ReadonlySet<string> = new Set(['leased', 'not_due', 'dispatch
 function claimOutcomeOf(operation: string, outcome: WireOutcome | undefined, token: string): ClaimOutcome {
   if (outcome === undefined) throw storeInvariant('postgres', operation, 'the dispatch function returned no row');
   if (outcome.kind === 'claimed') return { kind: 'claimed', record: validateDispatchRecord(outcome.record), token };
-  if (outcome.kind === 'not_eligible') return { kind: 'not_eligible', reason: outcome.reason as Extract<ClaimOutcome, { kind: 'not_eligible' }>['reason'] };
+  if (outcome.kind === 'not_eligible')
+    return {
+      kind: 'not_eligible',
+      reason: outcome.reason as Extract<ClaimOutcome, { kind: 'not_eligible' }>['reason'],
+    };
   if (CLAIM_KINDS.has(outcome.kind)) return { kind: outcome.kind } as ClaimOutcome;
   throw storeInvariant('postgres', operation, 'pidfence_claim answered an outcome that does not exist');
 }
@@ -72,21 +76,42 @@ function claimOutcomeOf(operation: string, outcome: WireOutcome | undefined, tok
 function recordResultValues(command: RecordResultCommand): unknown[] {
   const settled = classifyResult(command.result);
   return [
-    command.runId, command.attemptId, command.owner, leaseTokenDigest(command.token), command.expectedVersion, settled.status, command.result,
+    command.runId,
+    command.attemptId,
+    command.owner,
+    leaseTokenDigest(command.token),
+    command.expectedVersion,
+    settled.status,
+    command.result,
     // The validator guarantees retryDelayMs for exactly the retryable results.
-    settled.retryable ? command.retryDelayMs ?? 0 : null, settled.status === 'blocked', command.eventId, settled.eventType,
+    settled.retryable ? (command.retryDelayMs ?? 0) : null,
+    settled.status === 'blocked',
+    command.eventId,
+    settled.eventType,
   ];
 }
 
-function recordOutcomeOf(operation: string, outcome: WireOutcome | undefined, command: RecordResultCommand): RecordResultOutcome {
+function recordOutcomeOf(
+  operation: string,
+  outcome: WireOutcome | undefined,
+  command: RecordResultCommand,
+): RecordResultOutcome {
   if (outcome?.kind === 'stale_fence') return { kind: 'stale_fence' };
   if (outcome?.kind !== 'recorded' || outcome.seq === undefined || outcome.nowMs === undefined) {
     throw storeInvariant('postgres', operation, 'pidfence_record_result answered an outcome that does not exist');
   }
   const record = validateDispatchRecord(outcome.record);
   const event: RunEvent<DispatchEventPayload> = {
-    id: command.eventId, runId: command.runId, seq: outcome.seq, type: classifyResult(command.result).eventType, createdAtMs: outcome.nowMs,
-    payload: buildDispatchEventPayload({ attemptId: record.attemptId, dispatchCount: record.dispatchCount, result: command.result }),
+    id: command.eventId,
+    runId: command.runId,
+    seq: outcome.seq,
+    type: classifyResult(command.result).eventType,
+    createdAtMs: outcome.nowMs,
+    payload: buildDispatchEventPayload({
+      attemptId: record.attemptId,
+      dispatchCount: record.dispatchCount,
+      result: command.result,
+    }),
   };
   return { kind: 'recorded', record, event };
 }
@@ -107,7 +132,12 @@ export class PostgresDispatchRepository implements DispatchRepository {
   async claim(command: ClaimCommand): Promise<ClaimOutcome> {
     const valid = validateClaimCommand(command);
     const [row] = await this.#rows('claim', 'claimCall', [
-      valid.runId, valid.attemptId, valid.cancelRequestedAtMs, valid.owner, leaseTokenDigest(valid.token), valid.leaseDurationMs,
+      valid.runId,
+      valid.attemptId,
+      valid.cancelRequestedAtMs,
+      valid.owner,
+      leaseTokenDigest(valid.token),
+      valid.leaseDurationMs,
     ]);
     return claimOutcomeOf('claim', row?.outcome, valid.token);
   }
@@ -122,8 +152,12 @@ export class PostgresDispatchRepository implements DispatchRepository {
     const first = commands[0] as ClaimCommand;
     const ordered = [...commands].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
     const rows = await this.#rows('claimPage', 'claimPageCall', [
-      ordered.map((c) => c.runId), ordered.map((c) => c.attemptId), ordered.map((c) => c.cancelRequestedAtMs),
-      first.owner, ordered.map((c) => leaseTokenDigest(c.token)), first.leaseDurationMs,
+      ordered.map((c) => c.runId),
+      ordered.map((c) => c.attemptId),
+      ordered.map((c) => c.cancelRequestedAtMs),
+      first.owner,
+      ordered.map((c) => leaseTokenDigest(c.token)),
+      first.leaseDurationMs,
     ]);
     const byRun = new Map(rows.map((row) => [row.runId, row.outcome]));
     return commands.map((c) => claimOutcomeOf('claimPage', byRun.get(c.runId), c.token));
@@ -139,13 +173,27 @@ export class PostgresDispatchRepository implements DispatchRepository {
     const rows = await inOneStatement<DueItem & { outcome: WireOutcome | null }>(this.#pool, 'claimDuePage', {
       name: this.#prepared ? 'pidfence_claimDuePageCall_v1' : undefined,
       text: SQL.claimDuePageCall,
-      values: [cursor.atMs, cursor.runId, tokens.length, runnerId, owner, tokens.map(leaseTokenDigest), leaseDurationMs],
+      values: [
+        cursor.atMs,
+        cursor.runId,
+        tokens.length,
+        runnerId,
+        owner,
+        tokens.map(leaseTokenDigest),
+        leaseDurationMs,
+      ],
     });
     const page = duePageOf(rows, tokens.length);
     return {
       items: page.items.map((item, i) => {
         const outcome = rows[i]?.outcome ?? null;
-        return { item, outcome: outcome === null ? { kind: 'passed_over' as const } : claimOutcomeOf('claimDuePage', outcome, tokens[i] as string) };
+        return {
+          item,
+          outcome:
+            outcome === null
+              ? { kind: 'passed_over' as const }
+              : claimOutcomeOf('claimDuePage', outcome, tokens[i] as string),
+        };
       }),
       next: page.next,
     };
@@ -170,13 +218,25 @@ export class PostgresDispatchRepository implements DispatchRepository {
     const ordered = [...valid].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
     const columns = ordered.map(recordResultValues);
     const column = (i: number) => columns.map((values) => values[i]);
-    const rows = await this.#rows('recordResults', 'recordResultsCall', Array.from({ length: 11 }, (_, i) => column(i)));
+    const rows = await this.#rows(
+      'recordResults',
+      'recordResultsCall',
+      Array.from({ length: 11 }, (_, i) => column(i)),
+    );
     const byRun = new Map(rows.map((row) => [row.runId, row.outcome]));
     return valid.map((command) => recordOutcomeOf('recordResults', byRun.get(command.runId), command));
   }
 
-  #rows(operation: string, name: 'claimCall' | 'claimPageCall' | 'recordResultCall' | 'recordResultsCall', values: readonly unknown[]): Promise<Array<{ runId?: string; outcome: WireOutcome }>> {
-    const statement: OneStatement = { name: this.#prepared ? `pidfence_${name}_v2` : undefined, text: SQL[name], values };
+  #rows(
+    operation: string,
+    name: 'claimCall' | 'claimPageCall' | 'recordResultCall' | 'recordResultsCall',
+    values: readonly unknown[],
+  ): Promise<Array<{ runId?: string; outcome: WireOutcome }>> {
+    const statement: OneStatement = {
+      name: this.#prepared ? `pidfence_${name}_v2` : undefined,
+      text: SQL[name],
+      values,
+    };
     return inOneStatement<{ runId?: string; outcome: WireOutcome }>(this.#pool, operation, statement);
   }
 
@@ -185,7 +245,9 @@ export class PostgresDispatchRepository implements DispatchRepository {
     const cursor = after ?? FIRST_DUE_CURSOR;
     // One round trip, parsed once per connection (docs/decisions/0024).
     const rows = await readInOneStatement<DueItem>(this.#pool, 'duePage', {
-      name: this.#prepared ? 'pidfence_duePage_v1' : undefined, text: SQL.duePage, values: [cursor.atMs, cursor.runId, limit, runnerId],
+      name: this.#prepared ? 'pidfence_duePage_v1' : undefined,
+      text: SQL.duePage,
+      values: [cursor.atMs, cursor.runId, limit, runnerId],
     });
     return duePageOf(rows, limit);
   }

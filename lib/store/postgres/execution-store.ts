@@ -56,25 +56,40 @@ export class PostgresExecutionStore implements ExecutionStore {
 
   /** The database clock now (design/postgres §D3), one round trip. */
   async storeNowMs(): Promise<number> {
-    const [row] = await readInOneStatement<{ nowMs: number }>(this.#pool, 'storeNowMs', { name: 'pidfence_store_now', text: SQL.now, values: [] });
+    const [row] = await readInOneStatement<{ nowMs: number }>(this.#pool, 'storeNowMs', {
+      name: 'pidfence_store_now',
+      text: SQL.now,
+      values: [],
+    });
     return validateEpochMs(row?.nowMs, 'nowMs');
   }
 
-  async activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor; readonly runnerId?: string }): Promise<Page<ActiveAttempt, ActiveCursor>> {
+  async activeAttemptsPage(query: {
+    readonly limit: number;
+    readonly after?: ActiveCursor;
+    readonly runnerId?: string;
+  }): Promise<Page<ActiveAttempt, ActiveCursor>> {
     const { limit, after, runnerId } = validateActivePageQuery(query);
-    const [sql, params] = runnerId === null
-      ? [EXECUTION_SQL.activeAttemptsPage, [after?.runId ?? '', limit]]
-      : [EXECUTION_SQL.ownedAttemptsPage, [after?.runId ?? '', limit, runnerId]];
+    const [sql, params] =
+      runnerId === null
+        ? [EXECUTION_SQL.activeAttemptsPage, [after?.runId ?? '', limit]]
+        : [EXECUTION_SQL.ownedAttemptsPage, [after?.runId ?? '', limit, runnerId]];
     const rows = await inTransaction(this.#pool, 'activeAttemptsPage', (tx) => tx.rows(sql, params));
     return activePageOf(rows, limit);
   }
 
-  async dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor; readonly runnerId?: string }): Promise<Page<DueDeadline, DeadlineCursor>> {
+  async dueDeadlinesPage(query: {
+    readonly limit: number;
+    readonly after?: DeadlineCursor;
+    readonly runnerId?: string;
+  }): Promise<Page<DueDeadline, DeadlineCursor>> {
     const { limit, after, runnerId } = validateDeadlinePageQuery(query);
     const keyset = deadlineKeyset(after);
     const params: unknown[] = [keyset.afterDueAtMs, keyset.afterRunId, keyset.afterAttemptId, limit];
     const sql = runnerId === null ? EXECUTION_SQL.dueDeadlinesPage : EXECUTION_SQL.ownedDueDeadlinesPage;
-    const rows = await inTransaction(this.#pool, 'dueDeadlinesPage', (tx) => tx.rows(sql, runnerId === null ? params : [...params, runnerId]));
+    const rows = await inTransaction(this.#pool, 'dueDeadlinesPage', (tx) =>
+      tx.rows(sql, runnerId === null ? params : [...params, runnerId]),
+    );
     return deadlinePageOf(rows, limit);
   }
 
@@ -86,7 +101,9 @@ export class PostgresExecutionStore implements ExecutionStore {
 
   async attemptByReceiptDigest(digest: string): Promise<{ readonly runId: string; readonly attemptId: string } | null> {
     const valid = validateDigest(digest, 'receipt token digest');
-    const [row] = await inTransaction(this.#pool, 'attemptByReceiptDigest', (tx) => tx.rows(EXECUTION_SQL.attemptByReceiptDigest, [valid]));
+    const [row] = await inTransaction(this.#pool, 'attemptByReceiptDigest', (tx) =>
+      tx.rows(EXECUTION_SQL.attemptByReceiptDigest, [valid]),
+    );
     return row === undefined ? null : validateStoredAttemptRef(row);
   }
 
@@ -98,7 +115,8 @@ export class PostgresExecutionStore implements ExecutionStore {
   /** Locks Run → Attempt (the order of every write transaction), then the CAS and both events at the run lock's time. */
   async #completeLocked(tx: Tx, valid: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
     const run = await lockRun(tx, valid.runId);
-    const [attemptRow] = run === undefined ? [] : await tx.rows(EXECUTION_SQL.lockAttemptRecord, [valid.runId, valid.attemptId]);
+    const [attemptRow] =
+      run === undefined ? [] : await tx.rows(EXECUTION_SQL.lockAttemptRecord, [valid.runId, valid.attemptId]);
     const attempt = attemptRow === undefined ? undefined : validateAttemptRecord(attemptRow);
     const refusal = completionRefusal(attempt, run);
     if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
@@ -106,39 +124,70 @@ export class PostgresExecutionStore implements ExecutionStore {
     if (ended === undefined) return { kind: 'already_terminal', attempt };
     // Attempt event first, then the run's terminal state and event (design/execution §2 order).
     const [next] = await tx.rows(EXECUTION_SQL.nextAttemptEventSeq, [valid.attemptId]);
-    await tx.rows(EXECUTION_SQL.insertAttemptEvent, [valid.runId, valid.attemptId, next === undefined ? 1 : validateCounter(next.seq, 'seq'), valid.attemptEventId, attemptTerminalPayload(valid), run.nowMs]);
+    await tx.rows(EXECUTION_SQL.insertAttemptEvent, [
+      valid.runId,
+      valid.attemptId,
+      next === undefined ? 1 : validateCounter(next.seq, 'seq'),
+      valid.attemptEventId,
+      attemptTerminalPayload(valid),
+      run.nowMs,
+    ]);
     await tx.rows(SQL.writeRunTerminal, [valid.runId, run.version, valid.status, run.nowMs]);
-    const appended = await appendRunEvent(tx, run, { type: 'run.terminal', eventId: valid.runEventId, payload: runTerminalPayload(valid) });
-    if (valid.journalReceipt) await tx.rows(EXECUTION_SQL.insertJournal, [valid.attemptId, 'delete', valid.runId, null]);
+    const appended = await appendRunEvent(tx, run, {
+      type: 'run.terminal',
+      eventId: valid.runEventId,
+      payload: runTerminalPayload(valid),
+    });
+    if (valid.journalReceipt)
+      await tx.rows(EXECUTION_SQL.insertJournal, [valid.attemptId, 'delete', valid.runId, null]);
     return { kind: 'completed', run: appended.run, attempt: validateAttemptRecord(ended) };
   }
 
-  async recordQuarantineIntent(command: { readonly runId: string; readonly attemptId: string; readonly reason: QuarantineReason }): Promise<void> {
+  async recordQuarantineIntent(command: {
+    readonly runId: string;
+    readonly attemptId: string;
+    readonly reason: QuarantineReason;
+  }): Promise<void> {
     const { runId, attemptId, reason } = validateQuarantineIntent(command);
-    await inTransaction(this.#pool, 'recordQuarantineIntent', (tx) => tx.rows(EXECUTION_SQL.insertJournal, [attemptId, 'quarantine', runId, reason]));
+    await inTransaction(this.#pool, 'recordQuarantineIntent', (tx) =>
+      tx.rows(EXECUTION_SQL.insertJournal, [attemptId, 'quarantine', runId, reason]),
+    );
   }
 
   async recordReceiptDeletion(command: { readonly runId: string; readonly attemptId: string }): Promise<void> {
     const { runId, attemptId } = validateAttemptRef(command);
-    await inTransaction(this.#pool, 'recordReceiptDeletion', (tx) => tx.rows(EXECUTION_SQL.insertJournal, [attemptId, 'delete', runId, null]));
+    await inTransaction(this.#pool, 'recordReceiptDeletion', (tx) =>
+      tx.rows(EXECUTION_SQL.insertJournal, [attemptId, 'delete', runId, null]),
+    );
   }
 
-  async openJournalPage(query: { readonly limit: number; readonly after?: JournalCursor }): Promise<Page<JournalEntry, JournalCursor>> {
+  async openJournalPage(query: {
+    readonly limit: number;
+    readonly after?: JournalCursor;
+  }): Promise<Page<JournalEntry, JournalCursor>> {
     const { limit, after } = validateJournalPageQuery(query);
     const keyset = journalKeyset(after);
     const rows = await inTransaction(this.#pool, 'openJournalPage', (tx) =>
-      tx.rows(EXECUTION_SQL.openJournalPage, [keyset.afterAtMs, keyset.afterAttemptId, keyset.afterAction, limit]));
+      tx.rows(EXECUTION_SQL.openJournalPage, [keyset.afterAtMs, keyset.afterAttemptId, keyset.afterAction, limit]),
+    );
     return journalPageOf(rows, limit);
   }
 
-  async closeJournalEntry(entry: { readonly attemptId: string; readonly action: 'delete' | 'quarantine' }): Promise<void> {
+  async closeJournalEntry(entry: {
+    readonly attemptId: string;
+    readonly action: 'delete' | 'quarantine';
+  }): Promise<void> {
     const { attemptId, action } = validateJournalEntryRef(entry);
-    await inTransaction(this.#pool, 'closeJournalEntry', (tx) => tx.rows(EXECUTION_SQL.closeJournal, [attemptId, action]));
+    await inTransaction(this.#pool, 'closeJournalEntry', (tx) =>
+      tx.rows(EXECUTION_SQL.closeJournal, [attemptId, action]),
+    );
   }
 
   async listAttemptEvents(runId: string, attemptId: string): Promise<AttemptEvent[]> {
     const ids = [validateId(runId, 'runId'), validateId(attemptId, 'attemptId')];
-    const rows = await inTransaction(this.#pool, 'listAttemptEvents', (tx) => tx.rows(EXECUTION_SQL.listAttemptEvents, ids));
+    const rows = await inTransaction(this.#pool, 'listAttemptEvents', (tx) =>
+      tx.rows(EXECUTION_SQL.listAttemptEvents, ids),
+    );
     return attemptEventsOf(rows);
   }
 }

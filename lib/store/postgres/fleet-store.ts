@@ -45,7 +45,11 @@ interface FleetRow {
 
 export type WorkerActResult =
   | { readonly kind: 'not_found' }
-  | { readonly kind: 'done'; readonly outcome: Omit<WorkerActionOutcome, 'stopsRequested'>; readonly heldRuns: readonly string[] };
+  | {
+      readonly kind: 'done';
+      readonly outcome: Omit<WorkerActionOutcome, 'stopsRequested'>;
+      readonly heldRuns: readonly string[];
+    };
 
 function holdOf(row: HoldRow | undefined): WorkerHold {
   return row === undefined ? ACTIVE : { admission: row.admission, revoked: row.revoked };
@@ -72,8 +76,21 @@ function viewOf(row: FleetRow): WorkerView {
  * so a new heartbeat source changes this function only.
  */
 export async function readWorkerFleet(pool: Pool, limit: number = WORKER_LIST_MAX): Promise<WorkerFleet> {
-  const rows = await readInOneStatement<FleetRow>(pool, 'readWorkerFleet', { name: undefined, text: FLEET_SQL.fleet, values: [limit + 1] });
-  const asOfMs = rows[0]?.nowMs ?? (await readInOneStatement<{ nowMs: number }>(pool, 'readWorkerFleet', { name: undefined, text: FLEET_SQL.nowMs, values: [] }))[0]?.nowMs ?? 0;
+  const rows = await readInOneStatement<FleetRow>(pool, 'readWorkerFleet', {
+    name: undefined,
+    text: FLEET_SQL.fleet,
+    values: [limit + 1],
+  });
+  const asOfMs =
+    rows[0]?.nowMs ??
+    (
+      await readInOneStatement<{ nowMs: number }>(pool, 'readWorkerFleet', {
+        name: undefined,
+        text: FLEET_SQL.nowMs,
+        values: [],
+      })
+    )[0]?.nowMs ??
+    0;
   return { asOfMs, workers: rows.slice(0, limit).map(viewOf), truncated: rows.length > limit };
 }
 
@@ -86,28 +103,52 @@ export class PostgresFleetStore {
 
   /** The hold of a worker name: one primary-key read as its own statement, no write. */
   async hold(name: string): Promise<WorkerHold> {
-    const [row] = await readInOneStatement<HoldRow>(this.#pool, 'workerHold', { name: 'pidfence_worker_hold', text: FLEET_SQL.hold, values: [name] });
+    const [row] = await readInOneStatement<HoldRow>(this.#pool, 'workerHold', {
+      name: 'pidfence_worker_hold',
+      text: FLEET_SQL.hold,
+      values: [name],
+    });
     return holdOf(row);
   }
 
   /** The hold once any operator's act in flight on this worker has committed (its row lock waited for). */
   async holdAfterActs(name: string): Promise<WorkerHold> {
-    const [row] = await inTransaction(this.#pool, 'workerHoldForShare', (tx) => tx.rows<HoldRow>(FLEET_SQL.holdForShare, [name]));
+    const [row] = await inTransaction(this.#pool, 'workerHoldForShare', (tx) =>
+      tx.rows<HoldRow>(FLEET_SQL.holdForShare, [name]),
+    );
     return holdOf(row);
   }
 
   /** A pull held back by a cordon still touches the session, as the pull would; false when it is closed. */
   async touchSession(name: string, sessionId: string): Promise<boolean> {
-    return (await inOneStatement(this.#pool, 'workerTouch', { name: undefined, text: FLEET_SQL.touchSession, values: [sessionId, name] })).length === 1;
+    return (
+      (
+        await inOneStatement(this.#pool, 'workerTouch', {
+          name: undefined,
+          text: FLEET_SQL.touchSession,
+          values: [sessionId, name],
+        })
+      ).length === 1
+    );
   }
 
   async ownsSession(name: string, sessionId: string): Promise<boolean> {
-    return (await readInOneStatement(this.#pool, 'workerSession', { name: undefined, text: FLEET_SQL.sessionOf, values: [sessionId, name] })).length === 1;
+    return (
+      (
+        await readInOneStatement(this.#pool, 'workerSession', {
+          name: undefined,
+          text: FLEET_SQL.sessionOf,
+          values: [sessionId, name],
+        })
+      ).length === 1
+    );
   }
 
   /** What the worker announced of itself; answers its hold. */
   async announce(name: string, announcement: WorkerAnnouncement): Promise<WorkerHold> {
-    const [row] = await inTransaction(this.#pool, 'workerAnnounce', (tx) => tx.rows<HoldRow>(FLEET_SQL.announce, [name, announcement.version, announcement.capacity]));
+    const [row] = await inTransaction(this.#pool, 'workerAnnounce', (tx) =>
+      tx.rows<HoldRow>(FLEET_SQL.announce, [name, announcement.version, announcement.capacity]),
+    );
     return holdOf(row);
   }
 
@@ -126,13 +167,22 @@ export class PostgresFleetStore {
       const before = holdOf(row);
       const after = heldAfter(before, action);
       const changed = after.admission !== before.admission || after.revoked !== before.revoked;
-      const [written] = changed ? await tx.rows<{ revision: number }>(FLEET_SQL.writeHold, [name, after.admission, after.revoked, row.nowMs]) : [row];
+      const [written] = changed
+        ? await tx.rows<{ revision: number }>(FLEET_SQL.writeHold, [name, after.admission, after.revoked, row.nowMs])
+        : [row];
       const revision = written?.revision ?? row.revision;
       if (action === 'revoke') await tx.rows(FLEET_SQL.endSessionsOf, [name, row.nowMs]);
-      const heldRuns = after.admission === 'draining' ? (await tx.rows<{ runId: string }>(FLEET_SQL.heldRunsOf, [name, DRAIN_RUNS_MAX])).map((held) => held.runId) : [];
+      const heldRuns =
+        after.admission === 'draining'
+          ? (await tx.rows<{ runId: string }>(FLEET_SQL.heldRunsOf, [name, DRAIN_RUNS_MAX])).map((held) => held.runId)
+          : [];
       const outcome = changed ? 'changed' : 'unchanged';
       await tx.rows(FLEET_SQL.insertAudit, [`wau-${randomUUID()}`, name, action, actor, outcome, revision, row.nowMs]);
-      return { kind: 'done', outcome: { name, action, outcome, state: workerStateOf(after, heldRuns.length), revision }, heldRuns };
+      return {
+        kind: 'done',
+        outcome: { name, action, outcome, state: workerStateOf(after, heldRuns.length), revision },
+        heldRuns,
+      };
     });
   }
 }

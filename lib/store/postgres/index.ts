@@ -24,7 +24,11 @@ export { PostgresFleetStore, readWorkerFleet, DRAIN_RUNS_MAX } from './fleet-sto
 export type { WorkerActResult } from './fleet-store';
 export type { RunnerStore } from '../runner-store';
 export type { ExecutionStore } from '../execution-store';
-export { openPostgresGrantAdministration, PostgresGrantAdministration, PostgresManagementStore } from './management-store';
+export {
+  openPostgresGrantAdministration,
+  PostgresGrantAdministration,
+  PostgresManagementStore,
+} from './management-store';
 export type { GrantAdministration, ManagementStore } from '../management-store';
 export type { PostgresRunStoreOptions } from './run-store';
 export { migratePostgres, MIGRATIONS_TABLE } from './migrate';
@@ -63,7 +67,10 @@ export interface PostgresStore {
 }
 
 /** Opens the store on the runtime role's pool or URL; no timer, listener or background work. */
-export async function openPostgresStore(target: PostgresTarget, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
+export async function openPostgresStore(
+  target: PostgresTarget,
+  options: PostgresStoreOptions = {},
+): Promise<PostgresStore> {
   const handle = poolFor(target, options.maxConnections);
   try {
     if (options.checkReadiness !== false) await postgresReadiness(handle.pool);

@@ -14,7 +14,17 @@ import {
   type RearmOutcome,
   type SummaryCounts,
 } from '../../contract/index';
-import type { BlockedPosition, BlockedRows, GrantAdministration, GrantChange, ManagementStore, RunDetailLimits, RunDetailRows, RunRow, RunRowsQuery } from '../management-store';
+import type {
+  BlockedPosition,
+  BlockedRows,
+  GrantAdministration,
+  GrantChange,
+  ManagementStore,
+  RunDetailLimits,
+  RunDetailRows,
+  RunRow,
+  RunRowsQuery,
+} from '../management-store';
 import { inspectionOf, rearmRefusal, runRowsParams, summaryCountsOf } from '../management-sql';
 import { poolFor, type PostgresTarget } from './connection';
 import { MANAGEMENT_SQL } from './management-statements';
@@ -58,28 +68,54 @@ export class PostgresManagementStore implements ManagementStore {
     const permitted = record !== undefined && (await held(tx, command.subject, record.projectId, 'run.stop'));
     const refusal = rearmRefusal(record, permitted, command);
     if (refusal !== null || record === undefined) return refusal ?? { kind: 'not_found' };
-    const [updated] = await tx.rows(MANAGEMENT_SQL.rearm, [command.runId, command.expectedVersion, command.expectedResult, run.nowMs]);
+    const [updated] = await tx.rows(MANAGEMENT_SQL.rearm, [
+      command.runId,
+      command.expectedVersion,
+      command.expectedResult,
+      run.nowMs,
+    ]);
     if (updated === undefined) return { kind: 'stale_version', version: record.version };
     const inspection = inspectionOf(updated);
     const { event } = await appendRunEvent(tx, run, {
       type: 'run.cancel_dispatch_rearmed',
       eventId: command.eventId,
-      payload: buildDispatchEventPayload({ attemptId: inspection.attemptId, dispatchCount: inspection.dispatchCount, result: command.expectedResult }),
+      payload: buildDispatchEventPayload({
+        attemptId: inspection.attemptId,
+        dispatchCount: inspection.dispatchCount,
+        result: command.expectedResult,
+      }),
     });
-    await tx.rows(MANAGEMENT_SQL.insertAudit, [command.auditId, command.runId, record.projectId, command.actor ?? command.subject, command.expectedVersion, command.expectedResult, run.nowMs]);
+    await tx.rows(MANAGEMENT_SQL.insertAudit, [
+      command.auditId,
+      command.runId,
+      record.projectId,
+      command.actor ?? command.subject,
+      command.expectedVersion,
+      command.expectedResult,
+      run.nowMs,
+    ]);
     return { kind: 'rearmed', inspection, event };
   }
 
   async summaryCounts(subject: string | null, projectId: string, overdueAfterMs: number): Promise<SummaryCounts> {
-    const [row] = await inTransaction(this.#pool, 'summary', (tx) => tx.rows(MANAGEMENT_SQL.summary, [subject, projectId, overdueAfterMs]));
+    const [row] = await inTransaction(this.#pool, 'summary', (tx) =>
+      tx.rows(MANAGEMENT_SQL.summary, [subject, projectId, overdueAfterMs]),
+    );
     return summaryCountsOf('postgres', row);
   }
 
   async blockedRows(projectId: string, position: BlockedPosition, limit: number): Promise<BlockedRows> {
     return inTransaction(this.#pool, 'blockedPage', async (tx) => {
-      const asOfMs = position.kind === 'first' ? ((await tx.rows<{ nowMs: number }>(SQL.now, []))[0]?.nowMs ?? 0) : position.asOfMs;
+      const asOfMs =
+        position.kind === 'first' ? ((await tx.rows<{ nowMs: number }>(SQL.now, []))[0]?.nowMs ?? 0) : position.asOfMs;
       const after = position.kind === 'first' ? { blockedAtMs: -1, runId: '' } : position.after;
-      const rows = await tx.rows<BlockedItem>(MANAGEMENT_SQL.blockedPage, [projectId, asOfMs, after.blockedAtMs, after.runId, limit]);
+      const rows = await tx.rows<BlockedItem>(MANAGEMENT_SQL.blockedPage, [
+        projectId,
+        asOfMs,
+        after.blockedAtMs,
+        after.runId,
+        limit,
+      ]);
       return { asOfMs, rows: rows.map((item) => ({ runId: item.runId, blockedAtMs: item.blockedAtMs })) };
     });
   }
@@ -87,9 +123,11 @@ export class PostgresManagementStore implements ManagementStore {
   async runRows(query: RunRowsQuery): Promise<readonly RunRow[]> {
     const { projectId, beforeAtMs, beforeRunId, limit } = runRowsParams(query);
     const page = [projectId, beforeAtMs, beforeRunId, limit];
-    return inTransaction(this.#pool, 'runRows', (tx) => (query.status === null
-      ? tx.rows<RunRow & QueryRow>(MANAGEMENT_SQL.runPageAll, page)
-      : tx.rows<RunRow & QueryRow>(MANAGEMENT_SQL.runPageByStatus, [...page, query.status])));
+    return inTransaction(this.#pool, 'runRows', (tx) =>
+      query.status === null
+        ? tx.rows<RunRow & QueryRow>(MANAGEMENT_SQL.runPageAll, page)
+        : tx.rows<RunRow & QueryRow>(MANAGEMENT_SQL.runPageByStatus, [...page, query.status]),
+    );
   }
 
   async runDetail(runId: string, limits: RunDetailLimits): Promise<RunDetailRows | null> {
@@ -99,9 +137,18 @@ export class PostgresManagementStore implements ManagementStore {
       const [dispatch] = await tx.rows(MANAGEMENT_SQL.inspect, [runId]);
       return {
         run,
-        attempts: await tx.rows<RunDetailRows['attempts'][number] & QueryRow>(MANAGEMENT_SQL.runAttempts, [runId, limits.attempts]),
-        attemptEvents: await tx.rows<RunDetailRows['attemptEvents'][number] & QueryRow>(MANAGEMENT_SQL.runAttemptEvents, [runId, limits.attemptEvents]),
-        events: await tx.rows<RunDetailRows['events'][number] & QueryRow>(MANAGEMENT_SQL.runEvents, [runId, limits.events]),
+        attempts: await tx.rows<RunDetailRows['attempts'][number] & QueryRow>(MANAGEMENT_SQL.runAttempts, [
+          runId,
+          limits.attempts,
+        ]),
+        attemptEvents: await tx.rows<RunDetailRows['attemptEvents'][number] & QueryRow>(
+          MANAGEMENT_SQL.runAttemptEvents,
+          [runId, limits.attemptEvents],
+        ),
+        events: await tx.rows<RunDetailRows['events'][number] & QueryRow>(MANAGEMENT_SQL.runEvents, [
+          runId,
+          limits.events,
+        ]),
         dispatch: dispatch === undefined ? null : inspectionOf(dispatch),
       };
     });
@@ -121,22 +168,32 @@ export class PostgresGrantAdministration implements GrantAdministration {
   }
 
   async countGrants(): Promise<number> {
-    const [row] = await inTransaction(this.#pool, 'countGrants', (tx) => tx.rows<{ n: number }>(MANAGEMENT_SQL.countGrants, []));
+    const [row] = await inTransaction(this.#pool, 'countGrants', (tx) =>
+      tx.rows<{ n: number }>(MANAGEMENT_SQL.countGrants, []),
+    );
     return row?.n ?? 0;
   }
 
   async writeGrant(change: GrantChange, grantedBy: string): Promise<'granted' | 'exists'> {
-    const rows = await inTransaction(this.#pool, 'writeGrant', (tx) => tx.rows(MANAGEMENT_SQL.insertGrant, [change.subject, change.projectId, change.permission, grantedBy]));
+    const rows = await inTransaction(this.#pool, 'writeGrant', (tx) =>
+      tx.rows(MANAGEMENT_SQL.insertGrant, [change.subject, change.projectId, change.permission, grantedBy]),
+    );
     return rows.length === 1 ? 'granted' : 'exists';
   }
 
   async revokeGrant(change: GrantChange): Promise<'revoked' | 'absent'> {
-    const rows = await inTransaction(this.#pool, 'revokeGrant', (tx) => tx.rows(MANAGEMENT_SQL.deleteGrant, [change.subject, change.projectId, change.permission]));
+    const rows = await inTransaction(this.#pool, 'revokeGrant', (tx) =>
+      tx.rows(MANAGEMENT_SQL.deleteGrant, [change.subject, change.projectId, change.permission]),
+    );
     return rows.length === 1 ? 'revoked' : 'absent';
   }
 
-  async listGrants(subject: string): Promise<ReadonlyArray<{ readonly projectId: string; readonly permission: Permission }>> {
-    return inTransaction(this.#pool, 'listGrants', (tx) => tx.rows<{ projectId: string; permission: Permission }>(MANAGEMENT_SQL.listGrants, [subject]));
+  async listGrants(
+    subject: string,
+  ): Promise<ReadonlyArray<{ readonly projectId: string; readonly permission: Permission }>> {
+    return inTransaction(this.#pool, 'listGrants', (tx) =>
+      tx.rows<{ projectId: string; permission: Permission }>(MANAGEMENT_SQL.listGrants, [subject]),
+    );
   }
 
   /** The owner's login role: who writes the grants (docs/decisions/0044). */
@@ -147,14 +204,20 @@ export class PostgresGrantAdministration implements GrantAdministration {
 
 /** The login role of the pool's connections (session_user, not a SET ROLE): the authenticated principal. */
 export async function sessionUserOf(pool: Pool): Promise<string> {
-  const [row] = await inTransaction(pool, 'sessionUser', (tx) => tx.rows<{ name: string }>('SELECT session_user AS name', []));
+  const [row] = await inTransaction(pool, 'sessionUser', (tx) =>
+    tx.rows<{ name: string }>('SELECT session_user AS name', []),
+  );
   return row?.name ?? '';
 }
 
 /** Grant writes as the migration owner, on the owner's pool or URL; close() ends a pool made here. */
-export function openPostgresGrantAdministration(ownerTarget: PostgresTarget): PostgresGrantAdministration & { close(): Promise<void> } {
+export function openPostgresGrantAdministration(
+  ownerTarget: PostgresTarget,
+): PostgresGrantAdministration & { close(): Promise<void> } {
   const handle = poolFor(ownerTarget, 1);
-  const administration = new PostgresGrantAdministration(handle.pool) as PostgresGrantAdministration & { close(): Promise<void> };
+  const administration = new PostgresGrantAdministration(handle.pool) as PostgresGrantAdministration & {
+    close(): Promise<void>;
+  };
   administration.close = () => handle.release();
   return administration;
 }

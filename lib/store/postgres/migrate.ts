@@ -1,6 +1,12 @@
 // Numbered SQL migrations for PostgreSQL, applied by the migration owner (design/postgres §D5-D6; design/architecture §5):
 // one transaction under an advisory lock, each file recorded with its sha256 (lib/store/migrations.ts).
-import { loadMigrations, migrationsDirectory, pendingMigrations, type AppliedMigration, type MigrationFile } from '../migrations';
+import {
+  loadMigrations,
+  migrationsDirectory,
+  pendingMigrations,
+  type AppliedMigration,
+  type MigrationFile,
+} from '../migrations';
 import { withPool, type PostgresTarget } from './connection';
 import { inTransaction, type Tx } from './transaction';
 
@@ -34,14 +40,21 @@ export async function appliedMigrations(tx: Tx): Promise<AppliedMigration[]> {
  */
 export async function migratePostgres(target: PostgresTarget): Promise<string[]> {
   const files = postgresMigrations();
-  return withPool(target, (pool) => inTransaction(pool, 'migrate', async (tx) => {
-    await tx.rows(MIGRATION_LOCK, []);
-    await tx.exec(CREATE_MIGRATIONS_TABLE);
-    const pending = pendingMigrations(await appliedMigrations(tx), files);
-    for (const file of pending) {
-      await tx.exec(file.sql);
-      await tx.rows(RECORD_APPLIED, [file.version, file.name, file.checksum]);
-    }
-    return pending.map((file) => file.name);
-  }, MIGRATION_LIMITS));
+  return withPool(target, (pool) =>
+    inTransaction(
+      pool,
+      'migrate',
+      async (tx) => {
+        await tx.rows(MIGRATION_LOCK, []);
+        await tx.exec(CREATE_MIGRATIONS_TABLE);
+        const pending = pendingMigrations(await appliedMigrations(tx), files);
+        for (const file of pending) {
+          await tx.exec(file.sql);
+          await tx.rows(RECORD_APPLIED, [file.version, file.name, file.checksum]);
+        }
+        return pending.map((file) => file.name);
+      },
+      MIGRATION_LIMITS,
+    ),
+  );
 }

@@ -36,7 +36,8 @@ const ROLE_FACTS = `SELECT current_schema() AS schema,
       WHERE c.oid = to_regclass(format('%I.%I', current_schema(), '${MIGRATIONS_TABLE}'))) IS TRUE AS "ownsSchema"`;
 
 /** How to give a role its runtime privileges, from the CLI and from a program. */
-const grantRuntimeHint = (role: string): string => `run \`pidfence grant-runtime ${role} --db <migration-owner-url>\` (grantRuntime('${role}') from a program)`;
+const grantRuntimeHint = (role: string): string =>
+  `run \`pidfence grant-runtime ${role} --db <migration-owner-url>\` (grantRuntime('${role}') from a program)`;
 
 /** A readiness sentence names a few privileges, not a catalogue: the rest follow from the same fix. */
 const LISTED_MAX = 4;
@@ -50,59 +51,88 @@ function notReady(message: string, code: string): PidfenceError {
  * found or throws a PidfenceError: ERR_PIDFENCE_MIGRATION_PENDING / _CHECKSUM / _UNKNOWN,
  * ERR_PIDFENCE_PG_ROLE_MISSING, ERR_PIDFENCE_PG_PRIVILEGE_MISSING, ERR_PIDFENCE_PG_PRIVILEGE_EXCESS.
  */
-export async function postgresReadiness(target: PostgresTarget, options: ReadinessOptions = {}): Promise<PostgresReadiness> {
+export async function postgresReadiness(
+  target: PostgresTarget,
+  options: ReadinessOptions = {},
+): Promise<PostgresReadiness> {
   const files = postgresMigrations();
-  return withPool(target, (pool) => inTransaction(pool, 'readiness', async (tx) => {
-    const role = options.runtimeRole === undefined
-      ? ((await tx.rows<{ name: string }>('SELECT current_user AS name', []))[0]?.name ?? '')
-      : validateRoleName(options.runtimeRole);
-    if ((await tx.rows(ROLE_EXISTS, [role])).length === 0) {
-      throw notReady(`the runtime role ${role} does not exist; create it (LOGIN, no other attributes) and run grantRuntime() as the migration owner.`, 'ERR_PIDFENCE_PG_ROLE_MISSING');
-    }
-    const [facts] = await tx.rows<{ schema: string; hasMigrations: boolean; bypasses: boolean; canCreate: boolean; ownsSchema: boolean }>(ROLE_FACTS, [role]);
-    if (facts === undefined) throw storeInvariant('postgres', 'readiness', 'the role facts query returned no row');
-    const pending = pendingMigrations(facts.hasMigrations ? await appliedMigrations(tx) : [], files);
-    if (pending.length > 0) {
-      throw notReady(
-        `schema ${facts.schema} lacks ${pending.length} pidfence migration(s) (first: ${pending[0]?.name}); run migratePostgres() as the migration owner, then grantRuntime().`,
-        'ERR_PIDFENCE_MIGRATION_PENDING',
+  return withPool(target, (pool) =>
+    inTransaction(pool, 'readiness', async (tx) => {
+      const role =
+        options.runtimeRole === undefined
+          ? ((await tx.rows<{ name: string }>('SELECT current_user AS name', []))[0]?.name ?? '')
+          : validateRoleName(options.runtimeRole);
+      if ((await tx.rows(ROLE_EXISTS, [role])).length === 0) {
+        throw notReady(
+          `the runtime role ${role} does not exist; create it (LOGIN, no other attributes) and run grantRuntime() as the migration owner.`,
+          'ERR_PIDFENCE_PG_ROLE_MISSING',
+        );
+      }
+      const [facts] = await tx.rows<{
+        schema: string;
+        hasMigrations: boolean;
+        bypasses: boolean;
+        canCreate: boolean;
+        ownsSchema: boolean;
+      }>(ROLE_FACTS, [role]);
+      if (facts === undefined) throw storeInvariant('postgres', 'readiness', 'the role facts query returned no row');
+      const pending = pendingMigrations(facts.hasMigrations ? await appliedMigrations(tx) : [], files);
+      if (pending.length > 0) {
+        throw notReady(
+          `schema ${facts.schema} lacks ${pending.length} pidfence migration(s) (first: ${pending[0]?.name}); run migratePostgres() as the migration owner, then grantRuntime().`,
+          'ERR_PIDFENCE_MIGRATION_PENDING',
+        );
+      }
+      const tables = Object.keys(RUNTIME_PRIVILEGES);
+      const rows = await tx.rows<{ table: string; privilege: TablePrivilege; granted: boolean }>(PRIVILEGE_ROWS, [
+        role,
+        tables,
+        TABLE_PRIVILEGES,
+      ]);
+      const missing = rows.filter(
+        (row) => !row.granted && (RUNTIME_PRIVILEGES[row.table] ?? []).includes(row.privilege),
       );
-    }
-    const tables = Object.keys(RUNTIME_PRIVILEGES);
-    const rows = await tx.rows<{ table: string; privilege: TablePrivilege; granted: boolean }>(PRIVILEGE_ROWS, [role, tables, TABLE_PRIVILEGES]);
-    const missing = rows.filter((row) => !row.granted && (RUNTIME_PRIVILEGES[row.table] ?? []).includes(row.privilege));
-    const excess = rows.filter((row) => row.granted && !(RUNTIME_PRIVILEGES[row.table] ?? []).includes(row.privilege));
-    const listed = (found: typeof rows): string => {
-      const named = found.slice(0, LISTED_MAX).map((row) => `${row.privilege} on ${row.table}`).join(', ');
-      return found.length > LISTED_MAX ? `${named} and ${found.length - LISTED_MAX} more` : named;
-    };
-    if (missing.length > 0) {
-      throw notReady(`the runtime role ${role} lacks ${listed(missing)}; ${grantRuntimeHint(role)}.`, 'ERR_PIDFENCE_PG_PRIVILEGE_MISSING');
-    }
-    if (facts.bypasses) {
-      throw notReady(
-        `${role} is a superuser (or bypasses row security); pidfence does not run with such a role. Connect with the runtime role's URL, made with \`pidfence grant-runtime <role> --db <owner-url>\`.`,
-        'ERR_PIDFENCE_STORE_SUPERUSER',
+      const excess = rows.filter(
+        (row) => row.granted && !(RUNTIME_PRIVILEGES[row.table] ?? []).includes(row.privilege),
       );
-    }
-    // The migration owner's URL where the runtime role's belongs: no grant fixes that, the URL does (docs/decisions/0228).
-    if (facts.ownsSchema) {
-      throw notReady(
-        `${role} owns the pidfence tables: it is the migration owner, for migrate, grant-runtime and grant only. Connect with the runtime role's URL, made ready with \`pidfence grant-runtime <role> --db <migration-owner-url>\`.`,
-        'ERR_PIDFENCE_STORE_OWNER',
-      );
-    }
-    const extra = [
-      ...(facts.canCreate ? [`CREATE on schema ${facts.schema}`] : []),
-      ...(excess.length > 0 ? [listed(excess)] : []),
-    ];
-    if (extra.length > 0) {
-      throw notReady(
-        `the runtime role ${role} holds more than its runtime privileges: ${extra.join('; ')}. Connect as a plain LOGIN role, ` +
-          `revoke the rest (\`pidfence grant-runtime ${role} --db <migration-owner-url>\` revokes direct table grants; check role memberships and schema grants) and check again.`,
-        'ERR_PIDFENCE_PG_PRIVILEGE_EXCESS',
-      );
-    }
-    return { schemaVersion: files.length, schema: facts.schema, runtimeRole: role };
-  }));
+      const listed = (found: typeof rows): string => {
+        const named = found
+          .slice(0, LISTED_MAX)
+          .map((row) => `${row.privilege} on ${row.table}`)
+          .join(', ');
+        return found.length > LISTED_MAX ? `${named} and ${found.length - LISTED_MAX} more` : named;
+      };
+      if (missing.length > 0) {
+        throw notReady(
+          `the runtime role ${role} lacks ${listed(missing)}; ${grantRuntimeHint(role)}.`,
+          'ERR_PIDFENCE_PG_PRIVILEGE_MISSING',
+        );
+      }
+      if (facts.bypasses) {
+        throw notReady(
+          `${role} is a superuser (or bypasses row security); pidfence does not run with such a role. Connect with the runtime role's URL, made with \`pidfence grant-runtime <role> --db <owner-url>\`.`,
+          'ERR_PIDFENCE_STORE_SUPERUSER',
+        );
+      }
+      // The migration owner's URL where the runtime role's belongs: no grant fixes that, the URL does (docs/decisions/0228).
+      if (facts.ownsSchema) {
+        throw notReady(
+          `${role} owns the pidfence tables: it is the migration owner, for migrate, grant-runtime and grant only. Connect with the runtime role's URL, made ready with \`pidfence grant-runtime <role> --db <migration-owner-url>\`.`,
+          'ERR_PIDFENCE_STORE_OWNER',
+        );
+      }
+      const extra = [
+        ...(facts.canCreate ? [`CREATE on schema ${facts.schema}`] : []),
+        ...(excess.length > 0 ? [listed(excess)] : []),
+      ];
+      if (extra.length > 0) {
+        throw notReady(
+          `the runtime role ${role} holds more than its runtime privileges: ${extra.join('; ')}. Connect as a plain LOGIN role, ` +
+            `revoke the rest (\`pidfence grant-runtime ${role} --db <migration-owner-url>\` revokes direct table grants; check role memberships and schema grants) and check again.`,
+          'ERR_PIDFENCE_PG_PRIVILEGE_EXCESS',
+        );
+      }
+      return { schemaVersion: files.length, schema: facts.schema, runtimeRole: role };
+    }),
+  );
 }

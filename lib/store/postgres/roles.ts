@@ -56,7 +56,10 @@ const ROLE_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;
 
 export function validateRoleName(role: unknown): string {
   if (typeof role !== 'string' || !ROLE_NAME.test(role)) {
-    throw new PidfenceTypeError('runtimeRole must be a PostgreSQL role name: a letter or _ then up to 62 letters, digits, _ or $.', 'ERR_PIDFENCE_INVALID_ROLE');
+    throw new PidfenceTypeError(
+      'runtimeRole must be a PostgreSQL role name: a letter or _ then up to 62 letters, digits, _ or $.',
+      'ERR_PIDFENCE_INVALID_ROLE',
+    );
   }
   return role;
 }
@@ -86,13 +89,15 @@ export async function grantRuntime(target: PostgresTarget, runtimeRole: string):
 const UNDEFINED_OBJECT = '42704';
 
 async function grantRuntimeTo(target: PostgresTarget, role: string): Promise<void> {
-  await withPool(target, (pool) => inTransaction(pool, 'grantRuntime', async (tx) => {
-    const [schema] = await tx.rows<{ name: string }>('SELECT current_schema() AS name', []);
-    await tx.exec(`GRANT USAGE ON SCHEMA ${escapeIdentifier(schema?.name ?? 'public')} TO ${role}`);
-    for (const [table, privileges] of Object.entries(RUNTIME_PRIVILEGES)) {
-      await tx.exec(`REVOKE ALL ON TABLE ${escapeIdentifier(table)} FROM ${role}`);
-      await tx.exec(`GRANT ${privileges.join(', ')} ON TABLE ${escapeIdentifier(table)} TO ${role}`);
-    }
-    for (const signature of RUNTIME_FUNCTIONS) await tx.exec(`GRANT EXECUTE ON FUNCTION ${signature} TO ${role}`);
-  }));
+  await withPool(target, (pool) =>
+    inTransaction(pool, 'grantRuntime', async (tx) => {
+      const [schema] = await tx.rows<{ name: string }>('SELECT current_schema() AS name', []);
+      await tx.exec(`GRANT USAGE ON SCHEMA ${escapeIdentifier(schema?.name ?? 'public')} TO ${role}`);
+      for (const [table, privileges] of Object.entries(RUNTIME_PRIVILEGES)) {
+        await tx.exec(`REVOKE ALL ON TABLE ${escapeIdentifier(table)} FROM ${role}`);
+        await tx.exec(`GRANT ${privileges.join(', ')} ON TABLE ${escapeIdentifier(table)} TO ${role}`);
+      }
+      for (const signature of RUNTIME_FUNCTIONS) await tx.exec(`GRANT EXECUTE ON FUNCTION ${signature} TO ${role}`);
+    }),
+  );
 }

@@ -1,6 +1,13 @@
 // Appending a RunEvent inside an open PostgreSQL transaction (design/dispatch §2.4 steps 2-3): CAS on the
 // run version read under the run lock reserves the next sequence, then the event row is written.
-import { validateCounter, validateEpochMs, validateRunRecord, type RunEvent, type RunEventType, type RunRecord } from '../../contract/index';
+import {
+  validateCounter,
+  validateEpochMs,
+  validateRunRecord,
+  type RunEvent,
+  type RunEventType,
+  type RunRecord,
+} from '../../contract/index';
 import { storeInvariant } from '../store-errors';
 import { SQL } from './statements';
 import type { Tx } from './transaction';
@@ -27,12 +34,31 @@ export interface EventAppend<P> {
   readonly payload: P;
 }
 
-export async function appendRunEvent<P>(tx: Tx, run: LockedRun, append: EventAppend<P>): Promise<{ readonly event: RunEvent<P>; readonly run: RunRecord }> {
+export async function appendRunEvent<P>(
+  tx: Tx,
+  run: LockedRun,
+  append: EventAppend<P>,
+): Promise<{ readonly event: RunEvent<P>; readonly run: RunRecord }> {
   const [reserved] = await tx.rows(SQL.reserveEventSeq, [run.runId, run.version, run.nowMs]);
   // Impossible under the run lock: the version was read under it in this transaction.
-  if (reserved === undefined) throw storeInvariant('postgres', 'the event append', 'the run version changed under its own row lock');
+  if (reserved === undefined)
+    throw storeInvariant('postgres', 'the event append', 'the run version changed under its own row lock');
   const { seq, ...after } = reserved;
-  const event = { id: append.eventId, runId: run.runId, seq: validateCounter(seq, 'seq'), type: append.type, payload: append.payload, createdAtMs: run.nowMs };
-  await tx.rows(SQL.insertEvent, [run.runId, event.seq, append.eventId, append.type, JSON.stringify(append.payload), run.nowMs]);
+  const event = {
+    id: append.eventId,
+    runId: run.runId,
+    seq: validateCounter(seq, 'seq'),
+    type: append.type,
+    payload: append.payload,
+    createdAtMs: run.nowMs,
+  };
+  await tx.rows(SQL.insertEvent, [
+    run.runId,
+    event.seq,
+    append.eventId,
+    append.type,
+    JSON.stringify(append.payload),
+    run.nowMs,
+  ]);
   return { event, run: validateRunRecord(after) };
 }

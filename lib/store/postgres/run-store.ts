@@ -61,7 +61,12 @@ export class PostgresRunStore implements RunStore {
   async createRun(command: CreateRunCommand): Promise<CreateRunOutcome> {
     const valid = validateCreateRunCommand(command);
     return inTransaction(this.#pool, 'createRun', async (tx) => {
-      const [run] = await tx.rows(SQL.insertRun, [valid.runId, valid.projectId, valid.owner ?? 'runtime', valid.name ?? null]);
+      const [run] = await tx.rows(SQL.insertRun, [
+        valid.runId,
+        valid.projectId,
+        valid.owner ?? 'runtime',
+        valid.name ?? null,
+      ]);
       return run === undefined ? { kind: 'exists' } : { kind: 'created', run: validateRunRecord(run) };
     });
   }
@@ -75,7 +80,14 @@ export class PostgresRunStore implements RunStore {
       if ((await tx.rows(SQL.selectAttemptById, [valid.attemptId])).length > 0) return { kind: 'exists' };
       if ((await tx.rows(SQL.selectActiveAttempt, [valid.runId])).length > 0) return { kind: 'active_attempt_exists' };
       const deadlineAtMs = valid.timeoutMs === undefined ? null : run.nowMs + valid.timeoutMs;
-      const [attempt] = await tx.rows(SQL.insertAttempt, [valid.runId, valid.attemptId, deadlineAtMs, valid.receiptTokenDigest ?? null, run.nowMs, valid.runnerId ?? null]);
+      const [attempt] = await tx.rows(SQL.insertAttempt, [
+        valid.runId,
+        valid.attemptId,
+        deadlineAtMs,
+        valid.receiptTokenDigest ?? null,
+        run.nowMs,
+        valid.runnerId ?? null,
+      ]);
       await tx.rows(SQL.markRunRunning, [valid.runId, run.nowMs]);
       await tx.rows(SQL.insertPendingDispatch, [valid.runId, run.nowMs]);
       return { kind: 'created', attempt: validateAttemptRecord(attempt) };
@@ -85,7 +97,14 @@ export class PostgresRunStore implements RunStore {
   async advanceAttempt(command: AdvanceAttemptCommand): Promise<AdvanceAttemptOutcome> {
     const valid = validateAdvanceAttemptCommand(command);
     return inTransaction(this.#pool, 'advanceAttempt', async (tx) => {
-      const [attempt] = await tx.rows(SQL.advanceAttempt, [valid.runId, valid.attemptId, valid.from, valid.to, valid.pid ?? null, valid.handle ?? null]);
+      const [attempt] = await tx.rows(SQL.advanceAttempt, [
+        valid.runId,
+        valid.attemptId,
+        valid.from,
+        valid.to,
+        valid.pid ?? null,
+        valid.handle ?? null,
+      ]);
       return attempt === undefined ? { kind: 'stale' } : { kind: 'advanced', attempt: validateAttemptRecord(attempt) };
     });
   }
@@ -108,7 +127,11 @@ export class PostgresRunStore implements RunStore {
       if (!isActive(run)) return { kind: 'run_terminal' };
       if (run.cancelRequestedAtMs !== null) return { kind: 'already_requested', run: lockedRecord(run) };
       await tx.rows(SQL.writeCancelIntent, [valid.runId, run.version, valid.reason, run.nowMs]);
-      const appended = await appendRunEvent(tx, run, { type: 'run.cancel_requested', eventId: valid.eventId, payload: { reason: valid.reason } });
+      const appended = await appendRunEvent(tx, run, {
+        type: 'run.cancel_requested',
+        eventId: valid.eventId,
+        payload: { reason: valid.reason },
+      });
       await tx.rows(SQL.insertPendingDispatch, [valid.runId, run.nowMs]);
       return { kind: 'requested', run: appended.run, event: appended.event };
     });
@@ -121,11 +144,16 @@ export class PostgresRunStore implements RunStore {
       if (run === undefined) return { kind: 'run_missing' };
       if (!isActive(run)) return { kind: 'already_terminal', run: lockedRecord(run) };
       if (valid.attemptId !== undefined) {
-        if ((await tx.rows(SQL.selectAttempt, [valid.runId, valid.attemptId])).length === 0) return { kind: 'attempt_missing' };
+        if ((await tx.rows(SQL.selectAttempt, [valid.runId, valid.attemptId])).length === 0)
+          return { kind: 'attempt_missing' };
         await tx.rows(SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
       }
       await tx.rows(SQL.writeRunTerminal, [valid.runId, run.version, valid.status, run.nowMs]);
-      const appended = await appendRunEvent(tx, run, { type: 'run.terminal', eventId: valid.eventId, payload: { status: valid.status } });
+      const appended = await appendRunEvent(tx, run, {
+        type: 'run.terminal',
+        eventId: valid.eventId,
+        payload: { status: valid.status },
+      });
       return { kind: 'terminal', run: appended.run, event: appended.event };
     });
   }
@@ -142,16 +170,25 @@ export class PostgresRunStore implements RunStore {
     return attempt === undefined ? null : validateAttemptRecord(attempt);
   }
 
-  async getAttempts(refs: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }>): Promise<Array<AttemptRecord | null>> {
+  async getAttempts(
+    refs: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }>,
+  ): Promise<Array<AttemptRecord | null>> {
     const valid = validateAttemptRefs(refs);
     // One round trip (docs/decisions/0024): a single statement reads one snapshot on its own.
-    const rows = (await readInOneStatement(this.#pool, 'getAttempts', {
-      name: undefined, text: SQL.selectAttempts, values: [valid.map((ref) => ref.runId), valid.map((ref) => ref.attemptId)],
-    })).map((row) => validateAttemptRecord(row));
+    const rows = (
+      await readInOneStatement(this.#pool, 'getAttempts', {
+        name: undefined,
+        text: SQL.selectAttempts,
+        values: [valid.map((ref) => ref.runId), valid.map((ref) => ref.attemptId)],
+      })
+    ).map((row) => validateAttemptRecord(row));
     return valid.map((ref) => rows.find((row) => row.runId === ref.runId && row.attemptId === ref.attemptId) ?? null);
   }
 
-  async listEvents(runId: string, page: { readonly afterSeq?: number; readonly limit?: number } = {}): Promise<RunEvent[]> {
+  async listEvents(
+    runId: string,
+    page: { readonly afterSeq?: number; readonly limit?: number } = {},
+  ): Promise<RunEvent[]> {
     const id = validateId(runId, 'runId');
     const { afterSeq, limit } = validateEventPage(page);
     const rows = await inTransaction(this.#pool, 'listEvents', (tx) => tx.rows(SQL.listEvents, [id, afterSeq, limit]));

@@ -23,9 +23,12 @@ const RUN_COLUMNS = `id AS "runId", project_id AS "projectId", owner, status, ve
 export const ATTEMPT_COLUMNS = `id AS "attemptId", run_id AS "runId", status, pid, handle, deadline_at_ms AS "deadlineAtMs",
   receipt_token_digest AS "receiptTokenDigest", created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs"`;
 
-const DUE_PAGE = duePageSql('postgres', '',
+const DUE_PAGE = duePageSql(
+  'postgres',
+  '',
   { nowMs: DB_NOW_MS, afterAtMs: '$1::bigint', afterRunId: '$2::text', limit: '$3', runnerId: '$4::text' },
-  { runId: '"runId"', attemptId: '"attemptId"', cancelRequestedAtMs: '"cancelRequestedAtMs"', atMs: '"atMs"' });
+  { runId: '"runId"', attemptId: '"attemptId"', cancelRequestedAtMs: '"cancelRequestedAtMs"', atMs: '"atMs"' },
+);
 
 export const SQL = {
   /** The transaction's clock, for the transactions that take no run lock first. */
@@ -44,7 +47,8 @@ export const SQL = {
   /** One round trip each (docs/decisions/0021, 0231): the whole transaction runs in the server. */
   claimCall: 'SELECT pidfence_claim($1, $2, $3, $4, $5, $6) AS outcome',
   /** docs/decisions/0024: the arrays come sorted by run id, one element per item. */
-  claimPageCall: 'SELECT "runId", outcome FROM pidfence_claim_page($1::text[], $2::text[], $3::bigint[], $4, $5::text[], $6)',
+  claimPageCall:
+    'SELECT "runId", outcome FROM pidfence_claim_page($1::text[], $2::text[], $3::bigint[], $4, $5::text[], $6)',
   recordResultCall: 'SELECT pidfence_record_result($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) AS outcome',
   /** docs/decisions/0024: the arrays come sorted by run id, one element per command. */
   recordResultsCall: `SELECT "runId", outcome FROM pidfence_record_results($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[],

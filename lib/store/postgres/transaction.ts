@@ -38,8 +38,10 @@ export function clientTimeoutMs(limits: TransactionLimits): number {
 const DEFAULT_LIMITS: TransactionLimits = { statementTimeout: STATEMENT_TIMEOUT };
 
 function beginWith(limits: TransactionLimits): string {
-  return `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = '${limits.statementTimeout}'; `
-    + `SET LOCAL lock_timeout = '${LOCK_TIMEOUT}'; SET LOCAL idle_in_transaction_session_timeout = '${IDLE_IN_TRANSACTION_TIMEOUT}'`;
+  return (
+    `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = '${limits.statementTimeout}'; ` +
+    `SET LOCAL lock_timeout = '${LOCK_TIMEOUT}'; SET LOCAL idle_in_transaction_session_timeout = '${IDLE_IN_TRANSACTION_TIMEOUT}'`
+  );
 }
 
 const BEGIN = beginWith(DEFAULT_LIMITS);
@@ -60,7 +62,10 @@ const raisedCommits = new WeakMap<PoolClient, boolean>();
 
 async function checkDurableCommits(client: PoolClient): Promise<void> {
   if (raisedCommits.has(client)) return;
-  const result = await client.query({ text: RAISE_SYNCHRONOUS_COMMIT, query_timeout: clientTimeoutMs(DEFAULT_LIMITS) } as QueryConfigWithTimeout);
+  const result = await client.query({
+    text: RAISE_SYNCHRONOUS_COMMIT,
+    query_timeout: clientTimeoutMs(DEFAULT_LIMITS),
+  } as QueryConfigWithTimeout);
   raisedCommits.set(client, result.rows.length > 0);
 }
 
@@ -70,7 +75,10 @@ const INT8_OID = 20;
 function parseInt8(text: string): number {
   const value = Number(text);
   if (!Number.isSafeInteger(value)) {
-    throw new PidfenceError('a bigint column holds a value beyond 2^53; the database was written outside pidfence.', 'ERR_PIDFENCE_INVALID_RECORD');
+    throw new PidfenceError(
+      'a bigint column holds a value beyond 2^53; the database was written outside pidfence.',
+      'ERR_PIDFENCE_INVALID_RECORD',
+    );
   }
   return value;
 }
@@ -78,7 +86,9 @@ function parseInt8(text: string): number {
 /** Passed with every query, so a caller's pool keeps its own (or the global) parsers untouched. */
 export const TYPES: CustomTypesConfig = {
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === INT8_OID && format !== 'binary' ? parseInt8 : pgTypes.getTypeParser(oid, format ?? 'text')) as CustomTypesConfig['getTypeParser'],
+    oid === INT8_OID && format !== 'binary'
+      ? parseInt8
+      : pgTypes.getTypeParser(oid, format ?? 'text')) as CustomTypesConfig['getTypeParser'],
 };
 
 /** A statement runner bound to one checked-out connection inside an open transaction. */
@@ -105,13 +115,20 @@ export type StoreErrorCode =
 const ADVICE: Readonly<Record<StoreErrorCode, string>> = {
   ERR_PIDFENCE_STORE_LOCK_TIMEOUT: `waited longer than the ${LOCK_TIMEOUT} lock timeout for a row another transaction holds; the transaction was rolled back and nothing was written. Retry; if it keeps happening, look for long transactions on the pidfence tables.`,
   ERR_PIDFENCE_STORE_STATEMENT_TIMEOUT: `ran longer than the ${STATEMENT_TIMEOUT} statement timeout; the transaction was rolled back and nothing was written. Check the server's load and the pidfence indexes.`,
-  ERR_PIDFENCE_STORE_CONFLICT: 'hit a serialization failure or deadlock; the transaction was rolled back and nothing was written. Retry.',
-  ERR_PIDFENCE_STORE_UNAVAILABLE: 'lost or could not get its database connection; nothing was committed. Check that the server is up and reachable, then retry.',
-  ERR_PIDFENCE_STORE_COMMIT_UNKNOWN: 'lost the connection while committing: the change may or may not be durable. Read the record again before retrying; the fences make a retry safe.',
-  ERR_PIDFENCE_STORE_PRIVILEGE: 'was refused by the database for lack of a privilege; nothing was written. Run postgresReadiness() and grantRuntime() as the migration owner.',
-  ERR_PIDFENCE_STORE_AUTH: 'was refused at login: the user name or password in the URL is wrong, or pg_hba.conf does not admit this user from here. Check the URL (or PGPASSWORD / ~/.pgpass) and the server\'s pg_hba.conf.',
-  ERR_PIDFENCE_STORE_NO_DATABASE: 'cannot find the database named in the URL on this server. Create it (createdb, as the owner) or fix the name in the URL.',
-  ERR_PIDFENCE_STORE_SCHEMA: 'found the pidfence schema missing or different; nothing was written. Run migratePostgres() as the migration owner, then postgresReadiness().',
+  ERR_PIDFENCE_STORE_CONFLICT:
+    'hit a serialization failure or deadlock; the transaction was rolled back and nothing was written. Retry.',
+  ERR_PIDFENCE_STORE_UNAVAILABLE:
+    'lost or could not get its database connection; nothing was committed. Check that the server is up and reachable, then retry.',
+  ERR_PIDFENCE_STORE_COMMIT_UNKNOWN:
+    'lost the connection while committing: the change may or may not be durable. Read the record again before retrying; the fences make a retry safe.',
+  ERR_PIDFENCE_STORE_PRIVILEGE:
+    'was refused by the database for lack of a privilege; nothing was written. Run postgresReadiness() and grantRuntime() as the migration owner.',
+  ERR_PIDFENCE_STORE_AUTH:
+    "was refused at login: the user name or password in the URL is wrong, or pg_hba.conf does not admit this user from here. Check the URL (or PGPASSWORD / ~/.pgpass) and the server's pg_hba.conf.",
+  ERR_PIDFENCE_STORE_NO_DATABASE:
+    'cannot find the database named in the URL on this server. Create it (createdb, as the owner) or fix the name in the URL.',
+  ERR_PIDFENCE_STORE_SCHEMA:
+    'found the pidfence schema missing or different; nothing was written. Run migratePostgres() as the migration owner, then postgresReadiness().',
 };
 
 /** SQLSTATE → code. Class 08 and the 57P0x shutdown/termination states mean the session is gone. */
@@ -119,7 +136,8 @@ function codeForSqlState(sqlState: string): StoreErrorCode | undefined {
   if (sqlState === '55P03') return 'ERR_PIDFENCE_STORE_LOCK_TIMEOUT';
   if (sqlState === '57014') return 'ERR_PIDFENCE_STORE_STATEMENT_TIMEOUT';
   if (sqlState === '40001' || sqlState === '40P01') return 'ERR_PIDFENCE_STORE_CONFLICT';
-  if (sqlState.startsWith('08') || /^57P0[1-4]$/.test(sqlState) || sqlState === '25P03') return 'ERR_PIDFENCE_STORE_UNAVAILABLE';
+  if (sqlState.startsWith('08') || /^57P0[1-4]$/.test(sqlState) || sqlState === '25P03')
+    return 'ERR_PIDFENCE_STORE_UNAVAILABLE';
   if (sqlState === '42501') return 'ERR_PIDFENCE_STORE_PRIVILEGE';
   // Class 28: invalid authorization (28000: no role or no pg_hba entry; 28P01: wrong password).
   if (sqlState.startsWith('28')) return 'ERR_PIDFENCE_STORE_AUTH';
@@ -129,7 +147,10 @@ function codeForSqlState(sqlState: string): StoreErrorCode | undefined {
 }
 
 function storeError(code: StoreErrorCode, operation: string, errno: string, cause?: unknown): PidfenceError {
-  return new PidfenceError(`the postgres store ${ADVICE[code]} (during ${operation}, ${errno})`, code, { errno, cause });
+  return new PidfenceError(`the postgres store ${ADVICE[code]} (during ${operation}, ${errno})`, code, {
+    errno,
+    cause,
+  });
 }
 
 /**
@@ -143,16 +164,24 @@ export function pgFailure(operation: string, error: unknown): Error {
   const code = typeof fields.code === 'string' ? fields.code : undefined;
   if (code !== undefined && typeof fields.severity === 'string') {
     const mapped = codeForSqlState(code);
-    return mapped === undefined ? storeFailure('postgres', operation, error) : storeError(mapped, operation, code, error);
+    return mapped === undefined
+      ? storeFailure('postgres', operation, error)
+      : storeError(mapped, operation, code, error);
   }
-  return storeError('ERR_PIDFENCE_STORE_UNAVAILABLE', operation, code ?? driverTimeout(error) ?? 'CONNECTION_LOST', error);
+  return storeError(
+    'ERR_PIDFENCE_STORE_UNAVAILABLE',
+    operation,
+    code ?? driverTimeout(error) ?? 'CONNECTION_LOST',
+    error,
+  );
 }
 
 /** pg's own timeouts carry no code, only these fixed messages (client.js); name them for the reader. */
 function driverTimeout(error: unknown): string | undefined {
   const message = (error as { message?: unknown } | null)?.message;
   if (message === 'Query read timeout') return 'CLIENT_QUERY_TIMEOUT';
-  if (message === 'timeout expired' || message === 'Connection terminated due to connection timeout') return 'CONNECT_TIMEOUT';
+  if (message === 'timeout expired' || message === 'Connection terminated due to connection timeout')
+    return 'CONNECT_TIMEOUT';
   return undefined;
 }
 
@@ -160,7 +189,14 @@ function txOf(client: PoolClient, operation: string, timeoutMs: number): Tx {
   return {
     rows: async <R extends QueryResultRow>(text: string, values: readonly unknown[]): Promise<R[]> => {
       try {
-        return (await client.query<R>({ text, values: values as unknown[], types: TYPES, query_timeout: timeoutMs } as QueryConfigWithTimeout)).rows;
+        return (
+          await client.query<R>({
+            text,
+            values: values as unknown[],
+            types: TYPES,
+            query_timeout: timeoutMs,
+          } as QueryConfigWithTimeout)
+        ).rows;
       } catch (error) {
         throw pgFailure(operation, error);
       }
@@ -216,7 +252,8 @@ export async function inTransaction<T>(
   client.on('error', ignore);
   let broken: Error | undefined;
   const timeoutMs = clientTimeoutMs(limits);
-  const control = (text: string): Promise<unknown> => client.query({ text, query_timeout: timeoutMs } as QueryConfigWithTimeout);
+  const control = (text: string): Promise<unknown> =>
+    client.query({ text, query_timeout: timeoutMs } as QueryConfigWithTimeout);
   try {
     try {
       const begin = limits === DEFAULT_LIMITS ? BEGIN : beginWith(limits);
@@ -248,7 +285,9 @@ export async function inTransaction<T>(
       const failure = pgFailure(operation, error);
       broken = failure;
       // A server-side refusal at COMMIT (e.g. a deferred check) rolled back; a lost socket leaves it unknown.
-      throw (failure as PidfenceError).code === 'ERR_PIDFENCE_STORE_UNAVAILABLE' ? storeError('ERR_PIDFENCE_STORE_COMMIT_UNKNOWN', operation, 'CONNECTION_LOST') : failure;
+      throw (failure as PidfenceError).code === 'ERR_PIDFENCE_STORE_UNAVAILABLE'
+        ? storeError('ERR_PIDFENCE_STORE_COMMIT_UNKNOWN', operation, 'CONNECTION_LOST')
+        : failure;
     }
     return result;
   } finally {
@@ -268,13 +307,23 @@ export interface OneStatement {
  * Sends one statement as its own implicit transaction, in one round trip. A lost connection is
  * handed to `lost`, which says what it means for this kind of statement.
  */
-async function sendOne<R extends QueryResultRow>(pool: Pool, operation: string, statement: OneStatement, lost: (failure: PidfenceError) => Error): Promise<R[]> {
+async function sendOne<R extends QueryResultRow>(
+  pool: Pool,
+  operation: string,
+  statement: OneStatement,
+  lost: (failure: PidfenceError) => Error,
+): Promise<R[]> {
   const client = await checkout(pool, operation);
   client.on('error', ignore);
   let broken: Error | undefined;
   try {
     // The client-side bound applies here too: a silent server must not hold the call forever.
-    const config = { text: statement.text, values: statement.values as unknown[], types: TYPES, query_timeout: clientTimeoutMs(DEFAULT_LIMITS) } as QueryConfigWithTimeout;
+    const config = {
+      text: statement.text,
+      values: statement.values as unknown[],
+      types: TYPES,
+      query_timeout: clientTimeoutMs(DEFAULT_LIMITS),
+    } as QueryConfigWithTimeout;
     return (await client.query<R>(statement.name === undefined ? config : { ...config, name: statement.name })).rows;
   } catch (error) {
     const failure = pgFailure(operation, error) as PidfenceError;
@@ -292,8 +341,14 @@ async function sendOne<R extends QueryResultRow>(pool: Pool, operation: string, 
  * (docs/decisions/0021). A lost connection after the statement was sent may have committed, so it is
  * COMMIT_UNKNOWN; a connection that could not be had is UNAVAILABLE (nothing was sent).
  */
-export function inOneStatement<R extends QueryResultRow>(pool: Pool, operation: string, statement: OneStatement): Promise<R[]> {
-  return sendOne<R>(pool, operation, statement, (failure) => storeError('ERR_PIDFENCE_STORE_COMMIT_UNKNOWN', operation, failure.errno ?? 'CONNECTION_LOST'));
+export function inOneStatement<R extends QueryResultRow>(
+  pool: Pool,
+  operation: string,
+  statement: OneStatement,
+): Promise<R[]> {
+  return sendOne<R>(pool, operation, statement, (failure) =>
+    storeError('ERR_PIDFENCE_STORE_COMMIT_UNKNOWN', operation, failure.errno ?? 'CONNECTION_LOST'),
+  );
 }
 
 /**
@@ -302,6 +357,10 @@ export function inOneStatement<R extends QueryResultRow>(pool: Pool, operation: 
  * has nothing to bound; the client-side timeout still bounds a silent server. A read has nothing to
  * commit, so a lost connection is UNAVAILABLE, never COMMIT_UNKNOWN.
  */
-export function readInOneStatement<R extends QueryResultRow>(pool: Pool, operation: string, statement: OneStatement): Promise<R[]> {
+export function readInOneStatement<R extends QueryResultRow>(
+  pool: Pool,
+  operation: string,
+  statement: OneStatement,
+): Promise<R[]> {
   return sendOne<R>(pool, operation, statement, (failure) => failure);
 }

@@ -15,7 +15,10 @@ export type Clock = () => number;
 export function readClock(clock: Clock): number {
   const now = clock();
   if (!Number.isInteger(now) || now < 0 || now > EPOCH_MS_MAX) {
-    throw new PidfenceError('the store clock returned something other than integer epoch milliseconds; inject a clock like () => Date.now().', 'ERR_PIDFENCE_BAD_CLOCK');
+    throw new PidfenceError(
+      'the store clock returned something other than integer epoch milliseconds; inject a clock like () => Date.now().',
+      'ERR_PIDFENCE_BAD_CLOCK',
+    );
   }
   return now;
 }
@@ -39,7 +42,8 @@ const HIGH_WATER_SQL = `SELECT MAX(t) AS high FROM (
 )`;
 
 const OFFSET_SQL = 'SELECT anchor_wall_ms - anchor_boot_ms AS offset FROM store_clock_anchors WHERE boot_id = ?';
-const INSERT_ANCHOR_SQL = 'INSERT INTO store_clock_anchors (boot_id, anchor_wall_ms, anchor_boot_ms, created_wall_ms) VALUES (?, ?, ?, ?)';
+const INSERT_ANCHOR_SQL =
+  'INSERT INTO store_clock_anchors (boot_id, anchor_wall_ms, anchor_boot_ms, created_wall_ms) VALUES (?, ?, ?, ?)';
 
 function isMissingTable(error: unknown): boolean {
   return error instanceof Error && /no such table: store_clock_anchors/.test(error.message);
@@ -53,7 +57,10 @@ export class BootAnchoredClock {
   /** The offset of this process's boot, once read or written (the boot cannot change under us). */
   #offset: { readonly bootId: string; readonly offsetMs: number } | undefined;
 
-  constructor(database: SqliteDatabase, options: { readonly boot?: () => BootReading | null; readonly wall?: () => number } = {}) {
+  constructor(
+    database: SqliteDatabase,
+    options: { readonly boot?: () => BootReading | null; readonly wall?: () => number } = {},
+  ) {
     this.#database = driverOf(database);
     this.#boot = options.boot ?? bootNow;
     this.#wall = options.wall ?? Date.now;
@@ -94,7 +101,9 @@ export class BootAnchoredClock {
     if (this.#database.readonly) return this.storeTimeOf(reading.bootId, 0);
     let offsetMs: number;
     try {
-      offsetMs = this.#database.inTransaction ? this.#anchor(reading) : this.#database.transaction(() => this.#anchor(reading)).immediate();
+      offsetMs = this.#database.inTransaction
+        ? this.#anchor(reading)
+        : this.#database.transaction(() => this.#anchor(reading)).immediate();
     } catch (error) {
       if (isMissingTable(error)) return null;
       throw error;

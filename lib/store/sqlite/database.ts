@@ -8,7 +8,13 @@ import Database from 'better-sqlite3';
 import { PidfenceError } from '../../base/errors';
 import { isDiskFull, storeFull } from './disk-reserve';
 import { driverOf } from './driver';
-import { loadMigrations, migrationsDirectory, pendingMigrations, type AppliedMigration, type MigrationFile } from '../migrations';
+import {
+  loadMigrations,
+  migrationsDirectory,
+  pendingMigrations,
+  type AppliedMigration,
+  type MigrationFile,
+} from '../migrations';
 
 /**
  * An open pidfence SQLite database. At run time it is better-sqlite3's `Database`; its declared type
@@ -50,7 +56,10 @@ export interface SqliteOpenOptions {
 export const SQLITE_FILE_MODE = 0o600;
 
 function storeUnavailable(message: string, errno?: string, cause?: unknown): PidfenceError {
-  return new PidfenceError(message, 'ERR_PIDFENCE_STORE_UNAVAILABLE', { ...(errno === undefined ? {} : { errno }), cause });
+  return new PidfenceError(message, 'ERR_PIDFENCE_STORE_UNAVAILABLE', {
+    ...(errno === undefined ? {} : { errno }),
+    cause,
+  });
 }
 
 function errnoOf(error: unknown): string | undefined {
@@ -74,21 +83,33 @@ function sqliteFilePrepare(filename: string, create: boolean): boolean {
   try {
     size = statSync(filename).size;
   } catch (error) {
-    if (errnoOf(error) !== 'ENOENT') throw storeUnavailable(`cannot read ${filename} (${errnoOf(error) ?? 'UNKNOWN'}); check its permissions, or pass another --db.`, errnoOf(error), error);
+    if (errnoOf(error) !== 'ENOENT')
+      throw storeUnavailable(
+        `cannot read ${filename} (${errnoOf(error) ?? 'UNKNOWN'}); check its permissions, or pass another --db.`,
+        errnoOf(error),
+        error,
+      );
   }
   if (size === 0) {
-    throw storeUnavailable(`${filename} is an empty file, not a pidfence database; remove it (pidfence creates a new one) or pass another --db.`);
+    throw storeUnavailable(
+      `${filename} is an empty file, not a pidfence database; remove it (pidfence creates a new one) or pass another --db.`,
+    );
   }
   if (size !== undefined) return false;
-  if (!create) throw storeUnavailable(`no pidfence database at ${filename}; pass --db <file|postgres-url> or set PIDFENCE_DB.`);
+  if (!create)
+    throw storeUnavailable(`no pidfence database at ${filename}; pass --db <file|postgres-url> or set PIDFENCE_DB.`);
   const directory = path.dirname(filename);
   try {
     accessSync(directory, fsConstants.W_OK);
   } catch (error) {
     const errno = errnoOf(error);
-    throw storeUnavailable(errno === 'ENOENT'
-      ? `the directory ${directory} does not exist; create it, or pass --db with a file in an existing directory.`
-      : `cannot create a database in ${directory} (${errno ?? 'UNKNOWN'}): the directory is not writable for this user; pass --db with a writable location.`, errno, error);
+    throw storeUnavailable(
+      errno === 'ENOENT'
+        ? `the directory ${directory} does not exist; create it, or pass --db with a file in an existing directory.`
+        : `cannot create a database in ${directory} (${errno ?? 'UNKNOWN'}): the directory is not writable for this user; pass --db with a writable location.`,
+      errno,
+      error,
+    );
   }
   try {
     closeSync(openSync(filename, 'wx', SQLITE_FILE_MODE));
@@ -96,8 +117,13 @@ function sqliteFilePrepare(filename: string, create: boolean): boolean {
   } catch (error) {
     // Another process created it between the stat and here: open theirs.
     if (errnoOf(error) === 'EEXIST') return false;
-    if (errnoOf(error) === 'ENOSPC' || errnoOf(error) === 'EDQUOT') throw storeFull(filename, 'no database could be created there, and nothing was started', error);
-    throw storeUnavailable(`cannot create ${filename} (${errnoOf(error) ?? 'UNKNOWN'}); pass --db with a writable location.`, errnoOf(error), error);
+    if (errnoOf(error) === 'ENOSPC' || errnoOf(error) === 'EDQUOT')
+      throw storeFull(filename, 'no database could be created there, and nothing was started', error);
+    throw storeUnavailable(
+      `cannot create ${filename} (${errnoOf(error) ?? 'UNKNOWN'}); pass --db with a writable location.`,
+      errnoOf(error),
+      error,
+    );
   }
 }
 
@@ -111,12 +137,22 @@ export function removeUnfinishedDatabase(filename: string): void {
 
 /** SQLite's own refusals at open, as sentences; anything else stays the driver's error for the caller to wrap. */
 function sqliteOpenFailure(filename: string, error: unknown): unknown {
-  if (isDiskFull(error, filename)) return storeFull(filename, 'the store could not be opened, and nothing was changed', error);
+  if (isDiskFull(error, filename))
+    return storeFull(filename, 'the store could not be opened, and nothing was changed', error);
   const code = errnoOf(error);
-  if (code === 'SQLITE_NOTADB') return new PidfenceError(`${filename} is not a SQLite database; pass the right --db, or move the file away so pidfence can create one.`, 'ERR_PIDFENCE_STORE_CORRUPT', { errno: code, cause: error });
+  if (code === 'SQLITE_NOTADB')
+    return new PidfenceError(
+      `${filename} is not a SQLite database; pass the right --db, or move the file away so pidfence can create one.`,
+      'ERR_PIDFENCE_STORE_CORRUPT',
+      { errno: code, cause: error },
+    );
   if (code === 'SQLITE_CORRUPT') return corrupt(filename, code, error);
   if (code === 'SQLITE_CANTOPEN' || code === 'SQLITE_READONLY' || code === 'SQLITE_PERM') {
-    return storeUnavailable(`cannot open ${filename} for writing (${code}); check the file's and its directory's permissions, or pass another --db.`, code, error);
+    return storeUnavailable(
+      `cannot open ${filename} for writing (${code}); check the file's and its directory's permissions, or pass another --db.`,
+      code,
+      error,
+    );
   }
   return error;
 }
@@ -170,7 +206,11 @@ function openReadOnly(filename: string, driverOptions: Database.Options): Databa
   try {
     accessSync(filename, fsConstants.R_OK);
   } catch (error) {
-    throw storeUnavailable(`cannot read ${filename} (${errnoOf(error) ?? 'UNKNOWN'}): this user may not read it; check its permissions, or pass another --db.`, errnoOf(error), error);
+    throw storeUnavailable(
+      `cannot read ${filename} (${errnoOf(error) ?? 'UNKNOWN'}): this user may not read it; check its permissions, or pass another --db.`,
+      errnoOf(error),
+      error,
+    );
   }
   if (!inUse(filename)) {
     const image = readFileSync(filename);
@@ -184,7 +224,11 @@ function openReadOnly(filename: string, driverOptions: Database.Options): Databa
     return database;
   } catch (error) {
     database?.close();
-    throw storeUnavailable(`cannot read ${filename} read-only (${errnoOf(error) ?? 'UNKNOWN'}): its changes in ${filename}-wal need a writable -shm; copy the file and its -wal to a writable directory and pass --db with the copy.`, errnoOf(error), error);
+    throw storeUnavailable(
+      `cannot read ${filename} read-only (${errnoOf(error) ?? 'UNKNOWN'}): its changes in ${filename}-wal need a writable -shm; copy the file and its -wal to a writable directory and pass --db with the copy.`,
+      errnoOf(error),
+      error,
+    );
   }
 }
 
@@ -193,8 +237,12 @@ export function openSqliteDatabase(filename: string, options: SqliteOpenOptions 
   return openSqliteDatabaseCreating(filename, options).database;
 }
 
-export function openSqliteDatabaseCreating(filename: string, options: SqliteOpenOptions = {}): { readonly database: SqliteDatabase; readonly created: boolean } {
-  const created = isFileName(filename) && sqliteFilePrepare(filename, options.create !== false && options.readonly !== true);
+export function openSqliteDatabaseCreating(
+  filename: string,
+  options: SqliteOpenOptions = {},
+): { readonly database: SqliteDatabase; readonly created: boolean } {
+  const created =
+    isFileName(filename) && sqliteFilePrepare(filename, options.create !== false && options.readonly !== true);
   try {
     return { database: openPrepared(filename, options), created };
   } catch (error) {
@@ -207,7 +255,8 @@ function openPrepared(filename: string, options: SqliteOpenOptions): SqliteDatab
   const driverOptions: Database.Options = options.verbose ? { verbose: (sql) => options.verbose?.(String(sql)) } : {};
   let database: Database.Database;
   try {
-    database = options.readonly === true ? openReadOnly(filename, driverOptions) : new Database(filename, driverOptions);
+    database =
+      options.readonly === true ? openReadOnly(filename, driverOptions) : new Database(filename, driverOptions);
   } catch (error) {
     throw error instanceof PidfenceError ? error : sqliteOpenFailure(filename, error);
   }
@@ -232,7 +281,9 @@ function packageMigrations(): readonly MigrationFile[] {
 }
 
 function appliedMigrations(database: SqliteDatabase): AppliedMigration[] {
-  return driverOf(database).prepare<[], AppliedMigration>('SELECT version, name, checksum FROM pidfence_migrations ORDER BY version').all();
+  return driverOf(database)
+    .prepare<[], AppliedMigration>('SELECT version, name, checksum FROM pidfence_migrations ORDER BY version')
+    .all();
 }
 
 /**
@@ -249,7 +300,9 @@ export function migrateSqliteDatabase(
   const migrate = driver.transaction(() => {
     driver.exec(MIGRATIONS_TABLE);
     const pending = pendingMigrations(appliedMigrations(database), files);
-    const record = driver.prepare('INSERT INTO pidfence_migrations (version, name, checksum, applied_at_ms) VALUES (?, ?, ?, ?)');
+    const record = driver.prepare(
+      'INSERT INTO pidfence_migrations (version, name, checksum, applied_at_ms) VALUES (?, ?, ?, ?)',
+    );
     for (const file of pending) {
       driver.exec(file.sql);
       record.run(file.version, file.name, file.checksum, clock());
@@ -262,7 +315,9 @@ export function migrateSqliteDatabase(
 /** Readiness: every migration applied, none changed since. Throws a PidfenceError that says what to do. */
 export function checkSqliteReadiness(database: SqliteDatabase): void {
   const files = packageMigrations();
-  const hasTable = driverOf(database).prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'pidfence_migrations'").get();
+  const hasTable = driverOf(database)
+    .prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'pidfence_migrations'")
+    .get();
   const pending = pendingMigrations(hasTable ? appliedMigrations(database) : [], files);
   if (pending.length > 0) {
     throw new PidfenceError(

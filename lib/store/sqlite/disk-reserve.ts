@@ -3,7 +3,17 @@
 // stop path finds the disk full, so the intent to stop a job (and the writes that stop and end it)
 // can still be committed before any signal. Also: what "the disk is full" looks like from SQLite,
 // and the one error that says so, naming the store and its filesystem.
-import { closeSync, constants as fsConstants, openSync, realpathSync, readFileSync, rmSync, statfsSync, statSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants as fsConstants,
+  openSync,
+  realpathSync,
+  readFileSync,
+  rmSync,
+  statfsSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
 import { randomFillSync } from 'node:crypto';
 import path from 'node:path';
 
@@ -45,7 +55,9 @@ export function mountPointOf(file: string): string {
   try {
     for (const line of readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
       // Field 5 is the mount point, with spaces and such escaped as octal.
-      const point = (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
+      const point = (line.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_, octal: string) =>
+        String.fromCharCode(parseInt(octal, 8)),
+      );
       const inside = point === '/' || directory === point || directory.startsWith(`${point}/`);
       if (inside && point.length > best.length) best = point;
     }
@@ -94,7 +106,8 @@ function writeReserve(target: string): void {
   const fd = openSync(target, fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_WRONLY, 0o600);
   try {
     const chunk = randomFillSync(Buffer.alloc(WRITE_CHUNK_BYTES));
-    for (let written = 0; written < DISK_RESERVE_BYTES; written += WRITE_CHUNK_BYTES) writeSync(fd, chunk, 0, Math.min(WRITE_CHUNK_BYTES, DISK_RESERVE_BYTES - written));
+    for (let written = 0; written < DISK_RESERVE_BYTES; written += WRITE_CHUNK_BYTES)
+      writeSync(fd, chunk, 0, Math.min(WRITE_CHUNK_BYTES, DISK_RESERVE_BYTES - written));
   } finally {
     closeSync(fd);
   }

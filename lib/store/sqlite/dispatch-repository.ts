@@ -65,14 +65,26 @@ export class SqliteDispatchRepository implements DispatchRepository {
    */
   async claimDuePage(command: ClaimDuePageCommand): Promise<ClaimedDuePage> {
     const { owner, leaseDurationMs, tokens, after, runnerId } = validateClaimDuePageCommand(command);
-    const seen = this.#boundary.read('claimDuePage', () => this.#duePageAt(this.#boundary.now(), tokens.length, after, runnerId));
+    const seen = this.#boundary.read('claimDuePage', () =>
+      this.#duePageAt(this.#boundary.now(), tokens.length, after, runnerId),
+    );
     if (seen.items.length === 0) return { items: [], next: seen.next };
     return this.#boundary.write('claimDuePage', (nowMs) => {
       const page = this.#duePageAt(nowMs, tokens.length, after, runnerId);
       return {
         items: page.items.map((item, i) => ({
           item,
-          outcome: this.#claimLocked({ runId: item.runId, attemptId: item.attemptId, cancelRequestedAtMs: item.cancelRequestedAtMs, owner, token: tokens[i] as string, leaseDurationMs }, nowMs),
+          outcome: this.#claimLocked(
+            {
+              runId: item.runId,
+              attemptId: item.attemptId,
+              cancelRequestedAtMs: item.cancelRequestedAtMs,
+              owner,
+              token: tokens[i] as string,
+              leaseDurationMs,
+            },
+            nowMs,
+          ),
         })),
         next: page.next,
       };
@@ -87,7 +99,9 @@ export class SqliteDispatchRepository implements DispatchRepository {
   /** docs/decisions/0023: every settle of the page under one BEGIN IMMEDIATE, each with its own fence. */
   async recordResults(commands: readonly RecordResultCommand[]): Promise<RecordResultOutcome[]> {
     const valid = validateRecordResultsCommand(commands);
-    return this.#boundary.write('recordResults', (nowMs) => valid.map((command) => this.#recordResultLocked(command, nowMs)));
+    return this.#boundary.write('recordResults', (nowMs) =>
+      valid.map((command) => this.#recordResultLocked(command, nowMs)),
+    );
   }
 
   async duePage(query: DuePageQuery = {}): Promise<DuePage> {
@@ -97,7 +111,13 @@ export class SqliteDispatchRepository implements DispatchRepository {
 
   #duePageAt(nowMs: number, limit: number, after: DueCursor | null, runnerId: string | null): DuePage {
     const cursor = after ?? FIRST_DUE_CURSOR;
-    const rows = this.#statements.duePage.all({ afterAtMs: cursor.atMs, afterRunId: cursor.runId, nowMs, limit, runnerId }) as DueRow[];
+    const rows = this.#statements.duePage.all({
+      afterAtMs: cursor.atMs,
+      afterRunId: cursor.runId,
+      nowMs,
+      limit,
+      runnerId,
+    }) as DueRow[];
     return duePageOf(rows, limit);
   }
 
@@ -115,11 +135,13 @@ export class SqliteDispatchRepository implements DispatchRepository {
     if (plan.kind === 'refuse') return plan.outcome;
     const lease = { ...plan.lease, runId: command.runId, attemptId: command.attemptId };
     // planClaim refuses a missing run, so an insert always has the run's project.
-    const written = plan.kind === 'insert'
-      ? this.#statements.insertLeasedDispatch.get({ ...lease, projectId: run?.projectId ?? null })
-      : this.#statements.leaseDispatch.get({ ...lease, version: plan.version });
+    const written =
+      plan.kind === 'insert'
+        ? this.#statements.insertLeasedDispatch.get({ ...lease, projectId: run?.projectId ?? null })
+        : this.#statements.leaseDispatch.get({ ...lease, version: plan.version });
     // Impossible under BEGIN IMMEDIATE: the row was read (or found absent) in this transaction.
-    if (written === undefined) throw storeInvariant('sqlite', 'claim', 'the lease CAS lost inside its own write transaction');
+    if (written === undefined)
+      throw storeInvariant('sqlite', 'claim', 'the lease CAS lost inside its own write transaction');
     return { kind: 'claimed', record: validateDispatchRecord(written), token: command.token };
   }
 
@@ -145,7 +167,11 @@ export class SqliteDispatchRepository implements DispatchRepository {
       version: selectHeldRunVersion(this.#statements, command.runId, 'recordResult'),
       type: settlement.eventType,
       eventId: command.eventId,
-      payload: buildDispatchEventPayload({ attemptId: record.attemptId, dispatchCount: record.dispatchCount, result: command.result }),
+      payload: buildDispatchEventPayload({
+        attemptId: record.attemptId,
+        dispatchCount: record.dispatchCount,
+        result: command.result,
+      }),
       nowMs: settlement.nowMs,
     });
     return { kind: 'recorded', record, event };

@@ -9,6 +9,10 @@ export type SqliteDriver = Database.Database;
  * The driver of a database that openSqliteDatabase opened: it is one at run time. The parameter is
  * SqliteDatabase's shape, named structurally: database.ts imports this file, so this one imports nothing back.
  */
-export function driverOf(database: { readonly name: string; readonly inTransaction: boolean; close(): unknown }): SqliteDriver {
+export function driverOf(database: {
+  readonly name: string;
+  readonly inTransaction: boolean;
+  close(): unknown;
+}): SqliteDriver {
   return database as SqliteDriver;
 }

@@ -74,30 +74,54 @@ export class SqliteExecutionStore implements ExecutionStore {
     return anchored === null ? null : this.#read('storeTimeOfBoot', () => anchored.storeTimeOf(bootId, bootMs));
   }
 
-  async activeAttemptsPage(query: { readonly limit: number; readonly after?: ActiveCursor; readonly runnerId?: string }): Promise<Page<ActiveAttempt, ActiveCursor>> {
+  async activeAttemptsPage(query: {
+    readonly limit: number;
+    readonly after?: ActiveCursor;
+    readonly runnerId?: string;
+  }): Promise<Page<ActiveAttempt, ActiveCursor>> {
     const { limit, after, runnerId } = validateActivePageQuery(query);
     const params = { afterRunId: after?.runId ?? '', limit };
-    return this.#read('activeAttemptsPage', () => activePageOf(runnerId === null
-      ? this.#sql.activeAttemptsPage.all(params)
-      : this.#sql.ownedAttemptsPage.all({ ...params, runnerId }), limit));
+    return this.#read('activeAttemptsPage', () =>
+      activePageOf(
+        runnerId === null
+          ? this.#sql.activeAttemptsPage.all(params)
+          : this.#sql.ownedAttemptsPage.all({ ...params, runnerId }),
+        limit,
+      ),
+    );
   }
 
-  async dueDeadlinesPage(query: { readonly limit: number; readonly after?: DeadlineCursor; readonly runnerId?: string }): Promise<Page<DueDeadline, DeadlineCursor>> {
+  async dueDeadlinesPage(query: {
+    readonly limit: number;
+    readonly after?: DeadlineCursor;
+    readonly runnerId?: string;
+  }): Promise<Page<DueDeadline, DeadlineCursor>> {
     const { limit, after, runnerId } = validateDeadlinePageQuery(query);
     return this.#read('dueDeadlinesPage', () => {
       const params = { nowMs: this.#boundary.now(), ...deadlineKeyset(after), limit };
-      return deadlinePageOf(runnerId === null ? this.#sql.dueDeadlinesPage.all(params) : this.#sql.ownedDueDeadlinesPage.all({ ...params, runnerId }), limit);
+      return deadlinePageOf(
+        runnerId === null
+          ? this.#sql.dueDeadlinesPage.all(params)
+          : this.#sql.ownedDueDeadlinesPage.all({ ...params, runnerId }),
+        limit,
+      );
     });
   }
 
   async nextDueInMs(runnerId: string): Promise<number | null> {
     const valid = validateId(runnerId, 'runnerId');
-    return this.#read('nextDueInMs', () => dueDelayOf(this.#sql.nextDueInMs.get({ nowMs: this.#boundary.now(), runnerId: valid })));
+    return this.#read('nextDueInMs', () =>
+      dueDelayOf(this.#sql.nextDueInMs.get({ nowMs: this.#boundary.now(), runnerId: valid })),
+    );
   }
 
   async attemptByReceiptDigest(digest: string): Promise<{ readonly runId: string; readonly attemptId: string } | null> {
     const valid = validateDigest(digest, 'receipt token digest');
-    return this.#read('attemptByReceiptDigest', () => validatedRow(this.#sql.attemptByReceiptDigest.get(valid), validateStoredAttemptRef)) ?? null;
+    return (
+      this.#read('attemptByReceiptDigest', () =>
+        validatedRow(this.#sql.attemptByReceiptDigest.get(valid), validateStoredAttemptRef),
+      ) ?? null
+    );
   }
 
   async completeAttempt(command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
@@ -107,40 +131,76 @@ export class SqliteExecutionStore implements ExecutionStore {
       const run = selectRun(this.#run, valid.runId);
       const refusal = completionRefusal(attempt, run);
       if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
-      const ended = validatedRow(this.#run.endAttempt.get({ runId: valid.runId, attemptId: valid.attemptId, status: valid.status, nowMs }), validateAttemptRecord);
+      const ended = validatedRow(
+        this.#run.endAttempt.get({ runId: valid.runId, attemptId: valid.attemptId, status: valid.status, nowMs }),
+        validateAttemptRecord,
+      );
       if (ended === undefined) return { kind: 'already_terminal', attempt };
       // Attempt event first, then the run's terminal state and event (design/execution §2 order).
       const seq = counterColumn(this.#sql.nextAttemptEventSeq.get(valid.attemptId), 'seq');
-      if (seq === undefined) throw storeInvariant('sqlite', 'completeAttempt', 'the next attempt event sequence has no row');
+      if (seq === undefined)
+        throw storeInvariant('sqlite', 'completeAttempt', 'the next attempt event sequence has no row');
       this.#sql.insertAttemptEvent.run({
-        runId: valid.runId, attemptId: valid.attemptId, seq, eventId: valid.attemptEventId,
-        payload: attemptTerminalPayload(valid), nowMs,
+        runId: valid.runId,
+        attemptId: valid.attemptId,
+        seq,
+        eventId: valid.attemptEventId,
+        payload: attemptTerminalPayload(valid),
+        nowMs,
       });
       this.#run.writeRunTerminal.run({ runId: valid.runId, version: run.version, status: valid.status, nowMs });
       appendRunEvent(this.#run, {
-        runId: valid.runId, version: run.version, type: 'run.terminal', eventId: valid.runEventId, payload: runTerminalPayload(valid), nowMs,
+        runId: valid.runId,
+        version: run.version,
+        type: 'run.terminal',
+        eventId: valid.runEventId,
+        payload: runTerminalPayload(valid),
+        nowMs,
       });
-      if (valid.journalReceipt) this.#sql.insertJournal.run({ attemptId: valid.attemptId, action: 'delete', runId: valid.runId, reason: null, nowMs });
+      if (valid.journalReceipt)
+        this.#sql.insertJournal.run({
+          attemptId: valid.attemptId,
+          action: 'delete',
+          runId: valid.runId,
+          reason: null,
+          nowMs,
+        });
       return { kind: 'completed', run: selectHeldRun(this.#run, valid.runId, 'completeAttempt'), attempt: ended };
     });
   }
 
-  async recordQuarantineIntent(command: { readonly runId: string; readonly attemptId: string; readonly reason: QuarantineReason }): Promise<void> {
+  async recordQuarantineIntent(command: {
+    readonly runId: string;
+    readonly attemptId: string;
+    readonly reason: QuarantineReason;
+  }): Promise<void> {
     const { runId, attemptId, reason } = validateQuarantineIntent(command);
-    this.#write('recordQuarantineIntent', (nowMs) => this.#sql.insertJournal.run({ attemptId, action: 'quarantine', runId, reason, nowMs }));
+    this.#write('recordQuarantineIntent', (nowMs) =>
+      this.#sql.insertJournal.run({ attemptId, action: 'quarantine', runId, reason, nowMs }),
+    );
   }
 
   async recordReceiptDeletion(command: { readonly runId: string; readonly attemptId: string }): Promise<void> {
     const { runId, attemptId } = validateAttemptRef(command);
-    this.#write('recordReceiptDeletion', (nowMs) => this.#sql.insertJournal.run({ attemptId, action: 'delete', runId, reason: null, nowMs }));
+    this.#write('recordReceiptDeletion', (nowMs) =>
+      this.#sql.insertJournal.run({ attemptId, action: 'delete', runId, reason: null, nowMs }),
+    );
   }
 
-  async openJournalPage(query: { readonly limit: number; readonly after?: JournalCursor }): Promise<Page<JournalEntry, JournalCursor>> {
+  async openJournalPage(query: {
+    readonly limit: number;
+    readonly after?: JournalCursor;
+  }): Promise<Page<JournalEntry, JournalCursor>> {
     const { limit, after } = validateJournalPageQuery(query);
-    return this.#read('openJournalPage', () => journalPageOf(this.#sql.openJournalPage.all({ ...journalKeyset(after), limit }), limit));
+    return this.#read('openJournalPage', () =>
+      journalPageOf(this.#sql.openJournalPage.all({ ...journalKeyset(after), limit }), limit),
+    );
   }
 
-  async closeJournalEntry(entry: { readonly attemptId: string; readonly action: 'delete' | 'quarantine' }): Promise<void> {
+  async closeJournalEntry(entry: {
+    readonly attemptId: string;
+    readonly action: 'delete' | 'quarantine';
+  }): Promise<void> {
     const { attemptId, action } = validateJournalEntryRef(entry);
     this.#write('closeJournalEntry', (nowMs) => this.#sql.closeJournal.run({ attemptId, action, nowMs }));
   }

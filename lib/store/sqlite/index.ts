@@ -1,7 +1,14 @@
 // pidfence/sqlite: the edge/standalone store (design/architecture §7): open a WAL database, apply the numbered
 // migrations, check readiness, and hand out the dispatch repository and the run store.
 import { readClock, storeClockOf, type Clock } from './clock';
-import { checkSqliteReadiness, migrateSqliteDatabase, openSqliteDatabaseCreating, removeUnfinishedDatabase, type SqliteDatabase, type SqliteOpenOptions } from './database';
+import {
+  checkSqliteReadiness,
+  migrateSqliteDatabase,
+  openSqliteDatabaseCreating,
+  removeUnfinishedDatabase,
+  type SqliteDatabase,
+  type SqliteOpenOptions,
+} from './database';
 import { isDiskFull, storeFull } from './disk-reserve';
 import { SqliteDispatchRepository } from './dispatch-repository';
 import { SqliteExecutionStore } from './execution-store';
@@ -10,7 +17,12 @@ import { SqliteRunStore } from './run-store';
 import { SqliteRunnerStore } from './runner-store';
 import { keepDiskReserve } from './transaction';
 
-export { checkSqliteReadiness, migrateSqliteDatabase, openSqliteDatabase, SQLITE_BUSY_TIMEOUT_DEFAULT_MS } from './database';
+export {
+  checkSqliteReadiness,
+  migrateSqliteDatabase,
+  openSqliteDatabase,
+  SQLITE_BUSY_TIMEOUT_DEFAULT_MS,
+} from './database';
 export type { SqliteDatabase, SqliteOpenOptions, SqliteSynchronous } from './database';
 export { SqliteDispatchRepository } from './dispatch-repository';
 export { SqliteRunStore } from './run-store';
@@ -60,7 +72,8 @@ export function openSqliteStore(filename: string, options: SqliteStoreOptions = 
     // Migration rows record when people applied them: the wall clock.
     // A read-only store (docs/decisions/0226) is read as it is: no migration, no clock anchor written.
     const writable = options.readonly !== true;
-    if (options.migrate !== false && writable) migrateSqliteDatabase(database, () => readClock(options.clock ?? Date.now));
+    if (options.migrate !== false && writable)
+      migrateSqliteDatabase(database, () => readClock(options.clock ?? Date.now));
     checkSqliteReadiness(database);
     // The first process of a boot writes its anchor here, not inside a later read (docs/decisions/0160).
     if (options.clock === undefined && writable) storeClockOf(database).prepare();
@@ -71,12 +84,17 @@ export function openSqliteStore(filename: string, options: SqliteStoreOptions = 
       runStore: new SqliteRunStore(database, clock),
       executionStore: new SqliteExecutionStore(database, clock),
       runnerStore: new SqliteRunnerStore(database, clock),
-      managementStore: new SqliteManagementStore(database, { ...clock, ...(options.ownerSubject === undefined ? {} : { ownerSubject: options.ownerSubject }) }),
+      managementStore: new SqliteManagementStore(database, {
+        ...clock,
+        ...(options.ownerSubject === undefined ? {} : { ownerSubject: options.ownerSubject }),
+      }),
       close: () => database.close(),
     };
   } catch (error) {
     database.close();
     if (created) removeUnfinishedDatabase(filename);
-    throw isDiskFull(error, filename) ? storeFull(filename, 'the store could not be opened, and nothing was changed', error) : error;
+    throw isDiskFull(error, filename)
+      ? storeFull(filename, 'the store could not be opened, and nothing was changed', error)
+      : error;
   }
 }

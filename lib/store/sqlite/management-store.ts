@@ -9,7 +9,17 @@ import {
   type RearmOutcome,
   type SummaryCounts,
 } from '../../contract/index';
-import type { BlockedPosition, BlockedRows, GrantAdministration, GrantChange, ManagementStore, RunDetailLimits, RunDetailRows, RunRow, RunRowsQuery } from '../management-store';
+import type {
+  BlockedPosition,
+  BlockedRows,
+  GrantAdministration,
+  GrantChange,
+  ManagementStore,
+  RunDetailLimits,
+  RunDetailRows,
+  RunRow,
+  RunRowsQuery,
+} from '../management-store';
 import { inspectionOf, rearmRefusal, runRowsParams, summaryCountsOf } from '../management-sql';
 import { boundaryOf, type SqliteBoundary } from './transaction';
 import type { Clock } from './clock';
@@ -63,7 +73,12 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
     const permitted = record !== undefined && this.#held(command.subject, record.projectId, 'run.stop');
     const refusal = rearmRefusal(record, permitted, command);
     if (refusal !== null || record === undefined) return refusal ?? { kind: 'not_found' };
-    const updated = this.#sql.rearm.get({ runId: command.runId, expectedVersion: command.expectedVersion, expectedResult: command.expectedResult, nowMs }) as Record<string, unknown> | undefined;
+    const updated = this.#sql.rearm.get({
+      runId: command.runId,
+      expectedVersion: command.expectedVersion,
+      expectedResult: command.expectedResult,
+      nowMs,
+    }) as Record<string, unknown> | undefined;
     if (updated === undefined) return { kind: 'stale_version', version: record.version };
     const inspection = inspectionOf(updated);
     const event = appendRunEvent(this.#statements, {
@@ -71,19 +86,31 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
       version: selectHeldRunVersion(this.#statements, command.runId, 'rearm'),
       type: 'run.cancel_dispatch_rearmed',
       eventId: command.eventId,
-      payload: buildDispatchEventPayload({ attemptId: inspection.attemptId, dispatchCount: inspection.dispatchCount, result: command.expectedResult }),
+      payload: buildDispatchEventPayload({
+        attemptId: inspection.attemptId,
+        dispatchCount: inspection.dispatchCount,
+        result: command.expectedResult,
+      }),
       nowMs,
     });
     this.#sql.insertAudit.run({
-      id: command.auditId, runId: command.runId, projectId: record.projectId, actor: command.actor ?? command.subject,
-      expectedVersion: command.expectedVersion, expectedResult: command.expectedResult, nowMs,
+      id: command.auditId,
+      runId: command.runId,
+      projectId: record.projectId,
+      actor: command.actor ?? command.subject,
+      expectedVersion: command.expectedVersion,
+      expectedResult: command.expectedResult,
+      nowMs,
     });
     return { kind: 'rearmed', inspection, event };
   }
 
   async summaryCounts(subject: string | null, projectId: string, overdueAfterMs: number): Promise<SummaryCounts> {
     return this.#guard('summary', () => {
-      const counts = summaryCountsOf('sqlite', this.#sql.summary.get({ subject, projectId, overdueAfterMs, nowMs: this.#boundary.now() }));
+      const counts = summaryCountsOf(
+        'sqlite',
+        this.#sql.summary.get({ subject, projectId, overdueAfterMs, nowMs: this.#boundary.now() }),
+      );
       return subject !== null && subject === this.#ownerSubject ? { ...counts, permitted: true } : counts;
     });
   }
@@ -92,7 +119,13 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
     return this.#guard('blockedPage', () => {
       const asOfMs = position.kind === 'first' ? this.#boundary.now() : position.asOfMs;
       const after = position.kind === 'first' ? { blockedAtMs: -1, runId: '' } : position.after;
-      const rows = this.#sql.blockedPage.all({ projectId, asOfMs, afterAtMs: after.blockedAtMs, afterRunId: after.runId, limit }) as Array<{ runId: string; blockedAtMs: number }>;
+      const rows = this.#sql.blockedPage.all({
+        projectId,
+        asOfMs,
+        afterAtMs: after.blockedAtMs,
+        afterRunId: after.runId,
+        limit,
+      }) as Array<{ runId: string; blockedAtMs: number }>;
       return { asOfMs, rows: rows.map((row) => ({ runId: row.runId, blockedAtMs: row.blockedAtMs })) };
     });
   }
@@ -100,7 +133,11 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
   async runRows(query: RunRowsQuery): Promise<readonly RunRow[]> {
     return this.#guard('runRows', () => {
       const params = runRowsParams(query);
-      return (query.status === null ? this.#sql.runPageAll.all(params) : this.#sql.runPageByStatus.all({ ...params, status: query.status })) as RunRow[];
+      return (
+        query.status === null
+          ? this.#sql.runPageAll.all(params)
+          : this.#sql.runPageByStatus.all({ ...params, status: query.status })
+      ) as RunRow[];
     });
   }
 
@@ -113,7 +150,10 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
       return {
         run,
         attempts: this.#sql.runAttempts.all({ runId, limit: limits.attempts }) as RunDetailRows['attempts'],
-        attemptEvents: this.#sql.runAttemptEvents.all({ runId, limit: limits.attemptEvents }) as RunDetailRows['attemptEvents'],
+        attemptEvents: this.#sql.runAttemptEvents.all({
+          runId,
+          limit: limits.attemptEvents,
+        }) as RunDetailRows['attemptEvents'],
         events: this.#sql.runEvents.all({ runId, limit: limits.events }) as RunDetailRows['events'],
         dispatch: dispatch === undefined ? null : inspectionOf(dispatch),
       };
@@ -127,14 +167,23 @@ export class SqliteManagementStore implements ManagementStore, GrantAdministrati
   }
 
   async writeGrant(change: GrantChange, grantedBy: string): Promise<'granted' | 'exists'> {
-    return this.#boundary.write('writeGrant', (nowMs) => (this.#sql.insertGrant.run({ ...change, grantedBy, nowMs }).changes === 1 ? 'granted' : 'exists'));
+    return this.#boundary.write('writeGrant', (nowMs) =>
+      this.#sql.insertGrant.run({ ...change, grantedBy, nowMs }).changes === 1 ? 'granted' : 'exists',
+    );
   }
 
   async revokeGrant(change: GrantChange): Promise<'revoked' | 'absent'> {
-    return this.#boundary.write('revokeGrant', () => (this.#sql.deleteGrant.run({ ...change }).changes === 1 ? 'revoked' : 'absent'));
+    return this.#boundary.write('revokeGrant', () =>
+      this.#sql.deleteGrant.run({ ...change }).changes === 1 ? 'revoked' : 'absent',
+    );
   }
 
-  async listGrants(subject: string): Promise<ReadonlyArray<{ readonly projectId: string; readonly permission: Permission }>> {
-    return this.#guard('listGrants', () => this.#sql.listGrants.all(subject) as Array<{ projectId: string; permission: Permission }>);
+  async listGrants(
+    subject: string,
+  ): Promise<ReadonlyArray<{ readonly projectId: string; readonly permission: Permission }>> {
+    return this.#guard(
+      'listGrants',
+      () => this.#sql.listGrants.all(subject) as Array<{ projectId: string; permission: Permission }>,
+    );
   }
 }

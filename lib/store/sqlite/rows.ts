@@ -44,13 +44,25 @@ export function selectHeldRunVersion(statements: PreparedStatements, runId: stri
   return version;
 }
 
-const validateAttemptStatusRow = storedRecordValidator<{ readonly status: AttemptStatus }>('attempt status', { status: enumField(ATTEMPT_STATUSES) }, () => undefined);
+const validateAttemptStatusRow = storedRecordValidator<{ readonly status: AttemptStatus }>(
+  'attempt status',
+  { status: enumField(ATTEMPT_STATUSES) },
+  () => undefined,
+);
 
-export function selectAttemptStatus(statements: PreparedStatements, runId: string, attemptId: string): AttemptStatus | undefined {
+export function selectAttemptStatus(
+  statements: PreparedStatements,
+  runId: string,
+  attemptId: string,
+): AttemptStatus | undefined {
   return validatedRow(statements.selectAttemptStatus.get(runId, attemptId), validateAttemptStatusRow)?.status;
 }
 
-export function selectAttempt(statements: PreparedStatements, runId: string, attemptId: string): AttemptRecord | undefined {
+export function selectAttempt(
+  statements: PreparedStatements,
+  runId: string,
+  attemptId: string,
+): AttemptRecord | undefined {
   return validatedRow(statements.selectAttempt.get(runId, attemptId), validateAttemptRecord);
 }
 

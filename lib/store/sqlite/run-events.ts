@@ -16,9 +16,13 @@ export interface EventAppend<P> {
 }
 
 export function appendRunEvent<P>(statements: PreparedStatements, append: EventAppend<P>): RunEvent<P> {
-  const seq = counterColumn(statements.reserveEventSeq.get({ runId: append.runId, version: append.version, nowMs: append.nowMs }), 'seq');
+  const seq = counterColumn(
+    statements.reserveEventSeq.get({ runId: append.runId, version: append.version, nowMs: append.nowMs }),
+    'seq',
+  );
   // Impossible under BEGIN IMMEDIATE: the version was read in this transaction.
-  if (seq === undefined) throw storeInvariant('sqlite', 'the event append', 'the run version changed inside its own write transaction');
+  if (seq === undefined)
+    throw storeInvariant('sqlite', 'the event append', 'the run version changed inside its own write transaction');
   statements.insertEvent.run({
     runId: append.runId,
     seq,
@@ -27,5 +31,12 @@ export function appendRunEvent<P>(statements: PreparedStatements, append: EventA
     payload: JSON.stringify(append.payload),
     nowMs: append.nowMs,
   });
-  return { id: append.eventId, runId: append.runId, seq, type: append.type, payload: append.payload, createdAtMs: append.nowMs };
+  return {
+    id: append.eventId,
+    runId: append.runId,
+    seq,
+    type: append.type,
+    payload: append.payload,
+    createdAtMs: append.nowMs,
+  };
 }

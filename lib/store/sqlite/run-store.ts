@@ -62,7 +62,16 @@ export class SqliteRunStore implements RunStore {
   async createRun(command: CreateRunCommand): Promise<CreateRunOutcome> {
     const valid = validateCreateRunCommand(command);
     return this.#write('createRun', (nowMs) => {
-      const run = validatedRow(this.#statements.insertRun.get({ runId: valid.runId, projectId: valid.projectId, owner: valid.owner ?? 'runtime', name: valid.name ?? null, nowMs }), validateRunRecord);
+      const run = validatedRow(
+        this.#statements.insertRun.get({
+          runId: valid.runId,
+          projectId: valid.projectId,
+          owner: valid.owner ?? 'runtime',
+          name: valid.name ?? null,
+          nowMs,
+        }),
+        validateRunRecord,
+      );
       return run === undefined ? { kind: 'exists' } : { kind: 'created', run };
     });
   }
@@ -75,14 +84,16 @@ export class SqliteRunStore implements RunStore {
       if (!isActive(run)) return { kind: 'run_terminal' };
       if (this.#statements.selectAttemptById.get(valid.attemptId) !== undefined) return { kind: 'exists' };
       if (this.#statements.selectActiveAttempt.get(valid.runId) !== undefined) return { kind: 'active_attempt_exists' };
-      const attempt = validateAttemptRecord(this.#statements.insertAttempt.get({
-        runId: valid.runId,
-        attemptId: valid.attemptId,
-        deadlineAtMs: valid.timeoutMs === undefined ? null : nowMs + valid.timeoutMs,
-        receiptTokenDigest: valid.receiptTokenDigest ?? null,
-        runnerId: valid.runnerId ?? null,
-        nowMs,
-      }));
+      const attempt = validateAttemptRecord(
+        this.#statements.insertAttempt.get({
+          runId: valid.runId,
+          attemptId: valid.attemptId,
+          deadlineAtMs: valid.timeoutMs === undefined ? null : nowMs + valid.timeoutMs,
+          receiptTokenDigest: valid.receiptTokenDigest ?? null,
+          runnerId: valid.runnerId ?? null,
+          nowMs,
+        }),
+      );
       this.#statements.markRunRunning.run({ runId: valid.runId, nowMs });
       this.#statements.insertPendingDispatch.run({ runId: valid.runId, nowMs });
       return { kind: 'created', attempt };
@@ -92,18 +103,25 @@ export class SqliteRunStore implements RunStore {
   async advanceAttempt(command: AdvanceAttemptCommand): Promise<AdvanceAttemptOutcome> {
     const valid = validateAdvanceAttemptCommand(command);
     // `running` with its handle is what `run` then reports as started: synced (docs/decisions/0010).
-    return this.#write('advanceAttempt', (nowMs) => {
-      const attempt = validatedRow(this.#statements.advanceAttempt.get({
-        runId: valid.runId,
-        attemptId: valid.attemptId,
-        from: valid.from,
-        to: valid.to,
-        pid: valid.pid ?? null,
-        handle: valid.handle ?? null,
-        nowMs,
-      }), validateAttemptRecord);
-      return attempt === undefined ? { kind: 'stale' } : { kind: 'advanced', attempt };
-    }, { synced: valid.to === 'running' });
+    return this.#write(
+      'advanceAttempt',
+      (nowMs) => {
+        const attempt = validatedRow(
+          this.#statements.advanceAttempt.get({
+            runId: valid.runId,
+            attemptId: valid.attemptId,
+            from: valid.from,
+            to: valid.to,
+            pid: valid.pid ?? null,
+            handle: valid.handle ?? null,
+            nowMs,
+          }),
+          validateAttemptRecord,
+        );
+        return attempt === undefined ? { kind: 'stale' } : { kind: 'advanced', attempt };
+      },
+      { synced: valid.to === 'running' },
+    );
   }
 
   async endAttempt(command: EndAttemptCommand): Promise<EndAttemptOutcome> {
@@ -123,7 +141,12 @@ export class SqliteRunStore implements RunStore {
       if (run.cancelRequestedAtMs !== null) return { kind: 'already_requested', run };
       this.#statements.writeCancelIntent.run({ runId: valid.runId, version: run.version, reason: valid.reason, nowMs });
       const event = appendRunEvent(this.#statements, {
-        runId: valid.runId, version: run.version, type: 'run.cancel_requested', eventId: valid.eventId, payload: { reason: valid.reason }, nowMs,
+        runId: valid.runId,
+        version: run.version,
+        type: 'run.cancel_requested',
+        eventId: valid.eventId,
+        payload: { reason: valid.reason },
+        nowMs,
       });
       this.#statements.insertPendingDispatch.run({ runId: valid.runId, nowMs });
       return { kind: 'requested', run: selectHeldRun(this.#statements, valid.runId, 'requestCancellation'), event };
@@ -137,12 +160,23 @@ export class SqliteRunStore implements RunStore {
       if (run === undefined) return { kind: 'run_missing' };
       if (!isActive(run)) return { kind: 'already_terminal', run };
       if (valid.attemptId !== undefined) {
-        if (this.#statements.selectAttempt.get(valid.runId, valid.attemptId) === undefined) return { kind: 'attempt_missing' };
-        this.#statements.endAttempt.get({ runId: valid.runId, attemptId: valid.attemptId, status: valid.status, nowMs });
+        if (this.#statements.selectAttempt.get(valid.runId, valid.attemptId) === undefined)
+          return { kind: 'attempt_missing' };
+        this.#statements.endAttempt.get({
+          runId: valid.runId,
+          attemptId: valid.attemptId,
+          status: valid.status,
+          nowMs,
+        });
       }
       this.#statements.writeRunTerminal.run({ runId: valid.runId, version: run.version, status: valid.status, nowMs });
       const event = appendRunEvent(this.#statements, {
-        runId: valid.runId, version: run.version, type: 'run.terminal', eventId: valid.eventId, payload: { status: valid.status }, nowMs,
+        runId: valid.runId,
+        version: run.version,
+        type: 'run.terminal',
+        eventId: valid.eventId,
+        payload: { status: valid.status },
+        nowMs,
       });
       return { kind: 'terminal', run: selectHeldRun(this.#statements, valid.runId, 'markTerminal'), event };
     });
@@ -158,14 +192,23 @@ export class SqliteRunStore implements RunStore {
     return this.#boundary.read('getAttempt', () => selectAttempt(this.#statements, ...ids)) ?? null;
   }
 
-  async getAttempts(refs: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }>): Promise<Array<AttemptRecord | null>> {
+  async getAttempts(
+    refs: ReadonlyArray<{ readonly runId: string; readonly attemptId: string }>,
+  ): Promise<Array<AttemptRecord | null>> {
     const valid = validateAttemptRefs(refs);
-    return this.#boundary.read('getAttempts', () => valid.map((ref) => selectAttempt(this.#statements, ref.runId, ref.attemptId) ?? null));
+    return this.#boundary.read('getAttempts', () =>
+      valid.map((ref) => selectAttempt(this.#statements, ref.runId, ref.attemptId) ?? null),
+    );
   }
 
-  async listEvents(runId: string, page: { readonly afterSeq?: number; readonly limit?: number } = {}): Promise<RunEvent[]> {
+  async listEvents(
+    runId: string,
+    page: { readonly afterSeq?: number; readonly limit?: number } = {},
+  ): Promise<RunEvent[]> {
     const id = validateId(runId, 'runId');
     const { afterSeq, limit } = validateEventPage(page);
-    return this.#boundary.read('listEvents', () => this.#statements.listEvents.all({ runId: id, afterSeq, limit }).map(runEventOf));
+    return this.#boundary.read('listEvents', () =>
+      this.#statements.listEvents.all({ runId: id, afterSeq, limit }).map(runEventOf),
+    );
   }
 }

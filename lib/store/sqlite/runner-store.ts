@@ -20,7 +20,6 @@ import type { SqliteDatabase } from './database';
 import { RUNNER_SQL } from './runner-statements';
 import type { Prepared } from './statements';
 
-
 type OwnerRow = Parameters<typeof runnerOf>[0] & { readonly attemptId: string };
 
 export class SqliteRunnerStore implements RunnerStore {
@@ -44,7 +43,9 @@ export class SqliteRunnerStore implements RunnerStore {
     const valid = validateRegisterRunner(command);
     // A `cancel` that takes over an orphan registers to stop it: the stop path, which may spend the
     // disk reserve (docs/decisions/0191); a runner that starts jobs may not.
-    this.#write('registerRunner', (nowMs) => this.#sql.registerRunner.run({ ...valid, nowMs }), { reserve: valid.kind === 'cancel' });
+    this.#write('registerRunner', (nowMs) => this.#sql.registerRunner.run({ ...valid, nowMs }), {
+      reserve: valid.kind === 'cancel',
+    });
   }
 
   async endRunner(runnerId: string): Promise<void> {
@@ -52,27 +53,52 @@ export class SqliteRunnerStore implements RunnerStore {
     this.#write('endRunner', (nowMs) => this.#sql.endRunner.run({ runnerId: id, nowMs }));
   }
 
-  async activeAttemptOwner(runId: string): Promise<{ readonly attemptId: string; readonly runner: RunnerRecord | null } | null> {
+  async activeAttemptOwner(
+    runId: string,
+  ): Promise<{ readonly attemptId: string; readonly runner: RunnerRecord | null } | null> {
     const id = validateId(runId, 'runId');
-    const row = this.#read('activeAttemptOwner', () => this.#sql.activeAttemptOwner.get({ runId: id })) as OwnerRow | undefined;
+    const row = this.#read('activeAttemptOwner', () => this.#sql.activeAttemptOwner.get({ runId: id })) as
+      OwnerRow | undefined;
     return row === undefined ? null : { attemptId: row.attemptId, runner: runnerOf(row) };
   }
 
-  async adoptionCandidates(query: { readonly hostId: string; readonly excludeRunnerId: string; readonly limit: number }): Promise<RunnerRecord[]> {
+  async adoptionCandidates(query: {
+    readonly hostId: string;
+    readonly excludeRunnerId: string;
+    readonly limit: number;
+  }): Promise<RunnerRecord[]> {
     const valid = validateCandidatesQuery(query);
-    const rows = this.#read('adoptionCandidates', () => this.#sql.adoptionCandidates.all(valid)) as Array<Parameters<typeof runnerOf>[0]>;
+    const rows = this.#read('adoptionCandidates', () => this.#sql.adoptionCandidates.all(valid)) as Array<
+      Parameters<typeof runnerOf>[0]
+    >;
     return rows.map(runnerOf).filter((runner): runner is RunnerRecord => runner !== null);
   }
 
   async adoptAttempts(command: AdoptCommand): Promise<number> {
     const valid = validateAdoptCommand(command);
     return this.#write('adoptAttempts', (nowMs) => {
-      const owned = this.#sql.ownedActiveAttempts.all({ runnerId: valid.fromRunnerId, runId: valid.runId ?? null, limit: ADOPTION_BATCH_MAX }) as Array<{ runId: string; attemptId: string }>;
+      const owned = this.#sql.ownedActiveAttempts.all({
+        runnerId: valid.fromRunnerId,
+        runId: valid.runId ?? null,
+        limit: ADOPTION_BATCH_MAX,
+      }) as Array<{ runId: string; attemptId: string }>;
       let adopted = 0;
       for (const { runId, attemptId } of owned) {
-        const moved = this.#sql.transferAttempt.run({ runId, attemptId, fromRunnerId: valid.fromRunnerId, toRunnerId: valid.toRunnerId, nowMs });
+        const moved = this.#sql.transferAttempt.run({
+          runId,
+          attemptId,
+          fromRunnerId: valid.fromRunnerId,
+          toRunnerId: valid.toRunnerId,
+          nowMs,
+        });
         if (moved.changes !== 1) continue;
-        this.#sql.insertAdoptionEvent.run({ runId, attemptId, eventId: `evt-${randomUUID()}`, payload: adoptionPayload(valid.proof), nowMs });
+        this.#sql.insertAdoptionEvent.run({
+          runId,
+          attemptId,
+          eventId: `evt-${randomUUID()}`,
+          payload: adoptionPayload(valid.proof),
+          nowMs,
+        });
         adopted += 1;
       }
       return adopted;

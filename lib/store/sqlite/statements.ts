@@ -49,9 +49,12 @@ export const SQL = {
     RETURNING ${RECORD_COLUMNS}`,
 
   /** The bounded due query over one index (docs/decisions/0022). */
-  duePage: duePageSql('sqlite', 'INDEXED BY cancellation_dispatches_due',
+  duePage: duePageSql(
+    'sqlite',
+    'INDEXED BY cancellation_dispatches_due',
     { nowMs: ':nowMs', afterAtMs: ':afterAtMs', afterRunId: ':afterRunId', limit: ':limit', runnerId: ':runnerId' },
-    { runId: 'runId', attemptId: 'attemptId', cancelRequestedAtMs: 'cancelRequestedAtMs', atMs: 'atMs' }),
+    { runId: 'runId', attemptId: 'attemptId', cancelRequestedAtMs: 'cancelRequestedAtMs', atMs: 'atMs' },
+  ),
   /** design/dispatch §2.2 step 3 at cancel time (and for an attempt created after it). */
   insertPendingDispatch: insertPendingDispatchSql({ runId: ':runId', nowMs: ':nowMs' }),
 
@@ -116,7 +119,10 @@ export type PreparedStatements = Prepared<typeof SQL>;
  * that read, not the store's whole SQL (docs/decisions/0261). The connection's boundary keeps one
  * such set per SQL constant, shared by the five SQLite classes.
  */
-export function lazyPreparedSet<S extends Readonly<Record<string, string>>>(database: Database.Database, sql: S): Prepared<S> {
+export function lazyPreparedSet<S extends Readonly<Record<string, string>>>(
+  database: Database.Database,
+  sql: S,
+): Prepared<S> {
   const prepared = {} as Record<string, Database.Statement>;
   for (const [name, text] of Object.entries(sql)) {
     Object.defineProperty(prepared, name, {

@@ -51,7 +51,7 @@ export function keepDiskReserve(database: SqliteDatabase, write: boolean): DiskR
 }
 
 function reserveOf(database: SqliteDatabase): DiskReserveKeeper | null {
-  return reserves.has(database) ? reserves.get(database) ?? null : keepDiskReserve(database, false);
+  return reserves.has(database) ? (reserves.get(database) ?? null) : keepDiskReserve(database, false);
 }
 
 /** What a write may do beyond the defaults of its operation's name (durability.ts). */
@@ -167,7 +167,12 @@ export class SqliteBoundary {
       return this.#looked(attempt());
     } catch (error) {
       const reserve = reserveOf(this.database);
-      const spend = !nested && reserve !== null && isDiskFull(error, reserve.file) && (options.reserve ?? STOP_PATH_WRITES.has(operation)) && reserve.release();
+      const spend =
+        !nested &&
+        reserve !== null &&
+        isDiskFull(error, reserve.file) &&
+        (options.reserve ?? STOP_PATH_WRITES.has(operation)) &&
+        reserve.release();
       if (!spend) throw this.#failure(operation, error);
     }
     try {
@@ -186,7 +191,8 @@ export class SqliteBoundary {
   /** A full disk in its own words (which store, which filesystem); anything else as the store's failure. */
   #failure(operation: string, error: unknown): Error {
     const reserve = reserveOf(this.database);
-    if (reserve !== null && isDiskFull(error, reserve.file)) return storeFull(reserve.file, `${operation} could not be written and nothing was changed`, error);
+    if (reserve !== null && isDiskFull(error, reserve.file))
+      return storeFull(reserve.file, `${operation} could not be written and nothing was changed`, error);
     return storeFailure('sqlite', operation, error);
   }
 }
