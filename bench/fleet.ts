@@ -39,7 +39,7 @@ import { withBenchDatabase } from './lib/dispatch-postgres';
 import { machineHeader } from './lib/machine';
 import { quantile } from './lib/stats';
 import { renderGrid } from './lib/table';
-import { tallyWire, wireSince } from './lib/wire-tally';
+import { tallyWire, wireSince } from '../test/helpers/wire-tally';
 
 const CLI = path.resolve(__dirname, '..', 'lib', 'cli', 'main.js');
 const PER_WORKER = 50;
