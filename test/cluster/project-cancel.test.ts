@@ -9,6 +9,7 @@ import test from 'ava';
 import { ControlPlaneClient } from '../../lib/cluster/client';
 import { startControlPlane, type ControlPlane } from '../../lib/cluster/control-plane';
 import { PostgresGrantAdministration, PostgresRunStore } from '../../lib/store/postgres/index';
+import { PROJECT_CANCEL_LIMIT } from '../../lib/store/postgres/run-store';
 import { makeCertificates, type Certificates } from '../helpers/certificates';
 import type { MigratedDatabase } from '../helpers/pg-store';
 import { until } from '../helpers/wait';
@@ -173,7 +174,11 @@ test.serial(
     t.deepEqual(reply, { status: 200, body: { requested: 498, cancelledQueued: 99, more: false } });
     const all = [...seeded.running, ...seeded.queued];
     t.is(await writingTransactions(database, all), 1, 'every intent, event and dispatch row in one transaction');
-    t.deepEqual(await snapshot(database, untouched), before, 'runs cancelled before, ended or elsewhere are not touched');
+    t.deepEqual(
+      await snapshot(database, untouched),
+      before,
+      'runs cancelled before, ended or elsewhere are not touched',
+    );
     for (const runId of all) t.is(await cancelEvents(world, runId), 1, `${runId}: one run.cancel_requested`);
 
     // Run by run, the single cancel's trace: the intent, its event, the pending dispatch; a queued job ended.
@@ -184,7 +189,10 @@ test.serial(
       dispatch: [{ status: 'pending', version: 0, dispatch_count: 0, due_at_cancel: true, written_at_cancel: true }],
     });
     t.like(await trace(world, database, queuedRef), { status: 'cancelled', dispatch: [] });
-    const [runningTrace, queuedTrace] = [await trace(world, database, runningRef), await trace(world, database, queuedRef)];
+    const [runningTrace, queuedTrace] = [
+      await trace(world, database, runningRef),
+      await trace(world, database, queuedRef),
+    ];
     for (const runId of seeded.running) t.deepEqual(await trace(world, database, runId), runningTrace, runId);
     for (const runId of seeded.queued) t.deepEqual(await trace(world, database, runId), queuedTrace, runId);
 
@@ -197,24 +205,51 @@ test.serial(
   },
 );
 
-test.serial('the store sends a project cancel of 500 runs as one statement in one round trip, no BEGIN or COMMIT', async (t) => {
-  const { database, world } = await ready;
-  const seeded = await seed(world, 'proj-wire', 450, 50);
-  const pool = new Pool({ connectionString: database.runtimeUrl, max: 1 });
-  t.teardown(() => pool.end());
-  const wire = tallyWire(pool);
-  const store = new PostgresRunStore(pool);
-  // The connection's once-only durability check (lib/store/postgres/transaction.ts) is not the cancel's.
-  await store.getRun(seeded.running[0] as string);
-  const before = { ...wire };
-  t.deepEqual(await store.requestProjectCancellation({ projectId: 'proj-wire', reason: 'user' }), {
-    requested: 500,
-    cancelledQueued: 50,
-    more: false,
-  });
-  t.deepEqual(wireSince(before, wire), { roundTrips: 1, statements: 1, transactionControl: 0 });
-  t.is(await writingTransactions(database, [...seeded.running, ...seeded.queued]), 1);
-});
+test.serial(
+  'the store sends a project cancel of 500 runs as one statement in one round trip, no BEGIN or COMMIT',
+  async (t) => {
+    const { database, world } = await ready;
+    const seeded = await seed(world, 'proj-wire', 450, 50);
+    const pool = new Pool({ connectionString: database.runtimeUrl, max: 1 });
+    t.teardown(() => pool.end());
+    const wire = tallyWire(pool);
+    const store = new PostgresRunStore(pool);
+    // The connection's once-only durability check (lib/store/postgres/transaction.ts) is not the cancel's.
+    await store.getRun(seeded.running[0] as string);
+    const before = { ...wire };
+    t.deepEqual(await store.requestProjectCancellation({ projectId: 'proj-wire', reason: 'user' }), {
+      requested: 500,
+      cancelledQueued: 50,
+      more: false,
+    });
+    t.deepEqual(wireSince(before, wire), { roundTrips: 1, statements: 1, transactionControl: 0 });
+    t.is(await writingTransactions(database, [...seeded.running, ...seeded.queued]), 1);
+  },
+);
+
+test.serial(
+  'a project larger than one statement’s page answers more: true, and each repeat takes the next runs',
+  async (t) => {
+    const { database, world } = await ready;
+    const projectId = 'proj-large';
+    // Owner-seeded: running runs without an attempt (no dispatch to write), one more than a page holds.
+    await database.owner.query(
+      `INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
+     SELECT $1 || '-' || lpad(g::text, 5, '0'), $1, 'runtime', 'running', 0, NULL, NULL, 1, 1, 1 FROM generate_series(0, $2::int) AS g`,
+      [projectId, PROJECT_CANCEL_LIMIT],
+    );
+    const cancel = () => world.runStore.requestProjectCancellation({ projectId, reason: 'user' });
+    t.deepEqual(await cancel(), { requested: PROJECT_CANCEL_LIMIT, cancelledQueued: 0, more: true });
+    t.deepEqual(await cancel(), { requested: 1, cancelledQueued: 0, more: false });
+    t.deepEqual(await cancel(), { requested: 0, cancelledQueued: 0, more: false });
+    const { rows } = await database.owner.query<{ runs: number; events: number }>(
+      `SELECT count(*)::int AS runs, (SELECT count(*)::int FROM run_events WHERE run_id LIKE $1 || '-%') AS events
+     FROM runs WHERE project_id = $1 AND cancel_requested_at_ms IS NOT NULL`,
+      [projectId],
+    );
+    t.deepEqual(rows[0], { runs: PROJECT_CANCEL_LIMIT + 1, events: PROJECT_CANCEL_LIMIT + 1 });
+  },
+);
 
 /**
  * Holds whichever transaction appends an event of `runId` for `seconds`, with that run locked: a

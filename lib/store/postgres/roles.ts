@@ -50,6 +50,7 @@ export const RUNTIME_FUNCTIONS: readonly string[] = Object.freeze([
   'pidfence_record_results(text[], text[], text[], text[], bigint[], text[], text[], bigint[], boolean[], text[], text[])',
   'pidfence_lease_tick(text, text, text[], text[], bigint[], bigint)',
   'pidfence_lapsed_leases(integer)',
+  'pidfence_insert_pending_dispatches(text[], bigint)',
   'pidfence_cancel_project(text, text, integer)',
 ]);
 

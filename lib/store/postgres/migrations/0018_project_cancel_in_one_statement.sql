@@ -8,6 +8,24 @@
 -- fires 0016's trigger, so each run's NOTIFY wakes the lease page that waits on it, at commit.
 -- Locks: the page's Runs in run-id order, then (through the pending dispatch) Dispatch rows, the
 -- order of design/postgres §D7-D8.
+
+-- design/dispatch §2.2 step 3 for a set of runs, as lib/store/dispatch-sql.ts insertPendingDispatchSql
+-- writes it for one: the pending dispatch of each cancelled runtime run's active attempt.
+CREATE FUNCTION pidfence_insert_pending_dispatches(p_run_ids text[], p_now bigint) RETURNS void LANGUAGE sql AS $$
+  INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count,
+      next_attempt_at_ms, lease_owner, lease_token_digest, lease_expires_at_ms, last_result, last_dispatched_at_ms,
+      blocked_at_ms, created_at_ms, updated_at_ms)
+    SELECT r.id, r.project_id, a.id, 'pending', 0, 0, r.cancel_requested_at_ms, NULL, NULL, NULL, NULL, NULL, NULL, p_now, p_now
+    FROM runs AS r
+    JOIN attempts AS a ON a.run_id = r.id AND a.status IN ('claimed', 'starting', 'running')
+    WHERE r.id = ANY (p_run_ids) AND r.owner = 'runtime' AND r.status IN ('queued', 'running') AND r.cancel_requested_at_ms IS NOT NULL
+    ORDER BY r.id
+    ON CONFLICT (run_id) DO UPDATE SET attempt_id = excluded.attempt_id, version = cancellation_dispatches.version + 1,
+      updated_at_ms = excluded.updated_at_ms
+    WHERE cancellation_dispatches.status = 'pending' AND cancellation_dispatches.dispatch_count = 0
+      AND cancellation_dispatches.attempt_id <> excluded.attempt_id
+$$;
+
 CREATE FUNCTION pidfence_cancel_project(p_project_id text, p_reason text, p_limit integer) RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -40,19 +58,7 @@ BEGIN
       RETURNING run_events.run_id
   )
   SELECT COALESCE(array_agg(a.run_id ORDER BY a.run_id), ARRAY[]::text[]) INTO v_requested FROM appended AS a;
-  -- design/dispatch §2.2 step 3, as lib/store/dispatch-sql.ts insertPendingDispatchSql writes it for one run.
-  INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count,
-      next_attempt_at_ms, lease_owner, lease_token_digest, lease_expires_at_ms, last_result, last_dispatched_at_ms,
-      blocked_at_ms, created_at_ms, updated_at_ms)
-    SELECT r.id, r.project_id, a.id, 'pending', 0, 0, r.cancel_requested_at_ms, NULL, NULL, NULL, NULL, NULL, NULL, v_now, v_now
-    FROM runs AS r
-    JOIN attempts AS a ON a.run_id = r.id AND a.status IN ('claimed', 'starting', 'running')
-    WHERE r.id = ANY (v_requested) AND r.owner = 'runtime' AND r.status IN ('queued', 'running') AND r.cancel_requested_at_ms IS NOT NULL
-    ORDER BY r.id
-    ON CONFLICT (run_id) DO UPDATE SET attempt_id = excluded.attempt_id, version = cancellation_dispatches.version + 1,
-      updated_at_ms = excluded.updated_at_ms
-    WHERE cancellation_dispatches.status = 'pending' AND cancellation_dispatches.dispatch_count = 0
-      AND cancellation_dispatches.attempt_id <> excluded.attempt_id;
+  PERFORM pidfence_insert_pending_dispatches(v_requested, v_now);
   -- A job no worker pulled yet ends at once (nothing runs, nothing to stop), as cancelIfQueued ends one.
   WITH ended AS (
     UPDATE runs AS r SET status = 'cancelled', version = r.version + 1, next_event_seq = r.next_event_seq + 1,
@@ -73,4 +79,5 @@ BEGIN
 END
 $$;
 
-REVOKE EXECUTE ON FUNCTION pidfence_cancel_project(text, text, integer) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION pidfence_insert_pending_dispatches(text[], bigint), pidfence_cancel_project(text, text, integer)
+  FROM PUBLIC;
