@@ -44,8 +44,8 @@ import { inOneStatement, inTransaction, readInOneStatement, type Tx } from './tr
 
 /**
  * The runs one project-wide cancel statement takes (docs/decisions/0320): the issue's 5,000 in one
- * statement, which holds their run locks for about a second on a loaded 2-core machine (bench/
- * project-cancel.ts), well inside the 5 s statement timeout. `more` asks the caller to repeat.
+ * statement, which holds their run locks for one to two seconds on a loaded 2-core machine, well
+ * inside the 5 s statement timeout. `more` asks the caller to repeat.
  */
 export const PROJECT_CANCEL_LIMIT = 5_000;
 
