@@ -179,6 +179,7 @@ test.serial(
         '0016_worker_liveness_and_lease_page',
         '0017_unreachable_runs',
         '0018_project_cancel_in_one_statement',
+        '0019_one_cancel_intent_rule',
       ],
     );
     const last = files[files.length - 1];
@@ -743,7 +744,9 @@ test.serial(
         'pidfence_notify_cancel',
         'pidfence_record_result',
         'pidfence_record_results',
+        'pidfence_request_cancel',
         'pidfence_set_limits',
+        'pidfence_write_cancel_intents',
       ],
     );
     for (const row of rows) {

@@ -36,7 +36,7 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly TablePrivilege
 });
 
 /**
- * The dispatch functions of migrations 0007, 0012, 0013, 0016 and 0018 (docs/decisions/0021, 0024, 0231): SECURITY
+ * The dispatch functions of migrations 0007, 0012, 0013, 0016, 0018 and 0019 (docs/decisions/0021, 0024, 0231, 0340): SECURITY
  * INVOKER, so they act with the table privileges above; the runtime role gains only EXECUTE on them.
  */
 export const RUNTIME_FUNCTIONS: readonly string[] = Object.freeze([
@@ -52,6 +52,8 @@ export const RUNTIME_FUNCTIONS: readonly string[] = Object.freeze([
   'pidfence_lapsed_leases(integer)',
   'pidfence_insert_pending_dispatches(text[], bigint)',
   'pidfence_cancel_project(text, text, integer)',
+  'pidfence_write_cancel_intents(text[], text[], text, bigint)',
+  'pidfence_request_cancel(text, text, text)',
 ]);
 
 const ROLE_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;

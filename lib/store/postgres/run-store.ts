@@ -33,6 +33,7 @@ import {
   runIsActive,
   validateAttemptRecord,
   validateCounter,
+  validateEpochMs,
   validateRunEvent,
   validateRunRecord,
 } from '../../contract/index';
@@ -131,22 +132,34 @@ export class PostgresRunStore implements RunStore {
     });
   }
 
+  /**
+   * One round trip in its transaction: migration 0019's pidfence_request_cancel, the project cancel's
+   * intent rule for a page of one run (docs/decisions/0340). A queued run stays queued here.
+   */
   async requestCancellation(command: RequestCancellationCommand): Promise<RequestCancellationOutcome> {
     const valid = validateRequestCancellationCommand(command);
-    return inTransaction(this.#pool, 'requestCancellation', async (tx) => {
-      const run = await this.#lockRun(tx, valid.runId);
-      if (run === undefined) return { kind: 'run_missing' };
-      if (!isActive(run)) return { kind: 'run_terminal' };
-      if (run.cancelRequestedAtMs !== null) return { kind: 'already_requested', run: lockedRecord(run) };
-      await tx.rows(SQL.writeCancelIntent, [valid.runId, run.version, valid.reason, run.nowMs]);
-      const appended = await appendRunEvent(tx, run, {
-        type: 'run.cancel_requested',
-        eventId: valid.eventId,
-        payload: { reason: valid.reason },
-      });
-      await tx.rows(SQL.insertPendingDispatch, [valid.runId, run.nowMs]);
-      return { kind: 'requested', run: appended.run, event: appended.event };
-    });
+    const [row] = await inTransaction(this.#pool, 'requestCancellation', (tx) =>
+      tx.rows<{ kind: unknown; seq: unknown; nowMs: unknown }>(SQL.requestCancelCall, [
+        valid.runId,
+        valid.reason,
+        valid.eventId,
+      ]),
+    );
+    if (row === undefined) throw storeInvariant('postgres', 'the cancel request', 'the statement answered no outcome');
+    const { kind, seq, nowMs, ...run } = row;
+    if (kind === 'run_missing' || kind === 'run_terminal') return { kind };
+    if (kind === 'already_requested') return { kind, run: validateRunRecord(run) };
+    if (kind !== 'requested')
+      throw storeInvariant('postgres', 'the cancel request', 'the statement answered an unknown outcome');
+    const event = {
+      id: valid.eventId,
+      runId: valid.runId,
+      seq: validateCounter(seq, 'seq'),
+      type: 'run.cancel_requested' as const,
+      payload: { reason: valid.reason },
+      createdAtMs: validateEpochMs(nowMs, 'nowMs'),
+    };
+    return { kind, run: validateRunRecord(run), event };
   }
 
   /**

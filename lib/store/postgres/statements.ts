@@ -2,7 +2,7 @@
 // the fences in the SQL itself (design/dispatch §2.2 step 6, §2.4) and transaction_timestamp() as the only
 // clock (design/postgres §D3). Row locks are always taken Run → Attempt → Dispatch (design/postgres §D7-D8).
 
-import { duePageSql, insertPendingDispatchSql } from '../dispatch-sql';
+import { duePageSql } from '../dispatch-sql';
 
 /**
  * Database time in epoch ms. transaction_timestamp() is fixed for the whole transaction, so every
@@ -70,8 +70,11 @@ export const SQL = {
       ARRAY(SELECT "runId" FROM due ORDER BY "atMs", "runId"), ARRAY(SELECT "attemptId" FROM due ORDER BY "atMs", "runId"),
       ARRAY(SELECT "cancelRequestedAtMs" FROM due ORDER BY "atMs", "runId"), $5, $6::text[], $7))
     SELECT due.*, claimed.outcome FROM due LEFT JOIN claimed USING ("runId") ORDER BY due."atMs", due."runId"`,
-  /** design/dispatch §2.2 step 3 at cancel time (and for an attempt created after it). $1 runId, $2 nowMs. */
-  insertPendingDispatch: insertPendingDispatchSql({ runId: '$1', nowMs: '$2' }),
+  /**
+   * design/dispatch §2.2 step 3 for an attempt created after the cancel: migration 0018's set rule with
+   * one run, the rule's one PostgreSQL home (docs/decisions/0340). $1 runId, $2 nowMs.
+   */
+  insertPendingDispatch: 'SELECT pidfence_insert_pending_dispatches(ARRAY[$1::text], $2::bigint)',
 
   // ---- runs, attempts, events (the run store and the result transaction) ----
   selectRun: `SELECT ${RUN_COLUMNS} FROM runs WHERE id = $1`,
@@ -81,9 +84,13 @@ export const SQL = {
     ON CONFLICT DO NOTHING
     RETURNING ${RUN_COLUMNS}`,
   markRunRunning: `UPDATE runs SET status = 'running', updated_at_ms = $2 WHERE id = $1 AND status = 'queued'`,
-  /** Run fields change under the same version CAS that reserves the event sequence. */
-  writeCancelIntent: `UPDATE runs SET cancel_requested_at_ms = $4, cancel_reason = $3, updated_at_ms = $4
-    WHERE id = $1 AND version = $2 AND cancel_requested_at_ms IS NULL`,
+  /**
+   * The single cancel, a page of one of the project cancel's intent rule (migration 0019, docs/decisions/0340):
+   * $1 runId, $2 reason, $3 eventId. One row: the outcome's kind, the event's seq (requested only), the
+   * transaction's time and the run's columns as the outcome leaves them (NULL for run_missing and run_terminal).
+   */
+  requestCancelCall: `SELECT c.kind, c.seq, c.now_ms AS "nowMs", ${RUN_COLUMNS}
+    FROM pidfence_request_cancel($1, $2, $3) AS c, LATERAL (SELECT (c.run).*) AS r`,
   /**
    * A project-wide cancel of up to $3 active runs in one statement (migration 0018, docs/decisions/0320):
    * $1 projectId, $2 reason. Answers {requested, cancelledQueued, more}.
