@@ -16,6 +16,7 @@ import {
   type DueCursor,
   type DueItem,
   type RecordResultCommand,
+  type RequestCancellationOutcome,
 } from '../../lib/contract/index';
 import { uniqueId } from '../helpers/unique-id';
 import type { ContractStore, ContractStoreFactory } from '../helpers/stores';
@@ -47,6 +48,18 @@ async function dueItemOf(store: ContractStore, runId: string): Promise<DueItem |
 
 function cancelledRunIn(store: ContractStore, projectId = 'project-a'): Promise<CancelledRun> {
   return cancelledRun(store.runStore, { projectId });
+}
+
+/** An `external` run (pidfence does not run it) with an attempt, cancelled through the run store. */
+async function cancelledExternalRunIn(
+  store: ContractStore,
+): Promise<{ runId: string; attemptId: string; cancelled: RequestCancellationOutcome }> {
+  const runId = uniqueId('run');
+  const attemptId = `${runId}-a1`;
+  await store.runStore.createRun({ runId, projectId: 'p', owner: 'external' });
+  await store.runStore.createAttempt({ runId, attemptId });
+  const cancelled = await store.runStore.requestCancellation({ runId, reason: 'policy', eventId: uniqueId('evt') });
+  return { runId, attemptId, cancelled };
 }
 
 /** A fresh runner of this store: a due page for it sees only the runs created for it. */
@@ -433,17 +446,10 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
         'cancel_not_requested',
       );
 
-      const external = uniqueId('run');
-      await store.runStore.createRun({ runId: external, projectId: 'p', owner: 'external' });
-      await store.runStore.createAttempt({ runId: external, attemptId: `${external}-a1` });
-      const cancelled = await store.runStore.requestCancellation({
-        runId: external,
-        reason: 'policy',
-        eventId: uniqueId('evt'),
-      });
-      const at = cancelled.kind === 'requested' ? (cancelled.run.cancelRequestedAtMs ?? 0) : 0;
+      const external = await cancelledExternalRunIn(store);
+      const at = external.cancelled.kind === 'requested' ? (external.cancelled.run.cancelRequestedAtMs ?? 0) : 0;
       await expect(
-        claimOf({ runId: external, attemptId: `${external}-a1`, cancelRequestedAtMs: at }, 'w'),
+        claimOf({ runId: external.runId, attemptId: external.attemptId, cancelRequestedAtMs: at }, 'w'),
         'run_not_runtime',
       );
 
@@ -603,14 +609,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
     const quiet = uniqueId('run');
     await store.runStore.createRun({ runId: quiet, projectId: 'p' });
     await store.runStore.createAttempt({ runId: quiet, attemptId: `${quiet}-a1` });
-    const external = uniqueId('run');
-    await store.runStore.createRun({ runId: external, projectId: 'p', owner: 'external' });
-    await store.runStore.createAttempt({ runId: external, attemptId: `${external}-a1` });
-    const cancelled = await store.runStore.requestCancellation({
-      runId: external,
-      reason: 'policy',
-      eventId: uniqueId('evt'),
-    });
+    const external = await cancelledExternalRunIn(store);
     const mismatched = await cancelledRunIn(store);
     const noAttempt = await cancelledRunIn(store);
     return [
@@ -624,9 +623,10 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
       terminal,
       { runId: quiet, attemptId: `${quiet}-a1`, cancelRequestedAtMs: 0 },
       {
-        runId: external,
-        attemptId: `${external}-a1`,
-        cancelRequestedAtMs: cancelled.kind === 'requested' ? (cancelled.run.cancelRequestedAtMs ?? 0) : 0,
+        runId: external.runId,
+        attemptId: external.attemptId,
+        cancelRequestedAtMs:
+          external.cancelled.kind === 'requested' ? (external.cancelled.run.cancelRequestedAtMs ?? 0) : 0,
       },
       { ...mismatched, cancelRequestedAtMs: mismatched.cancelRequestedAtMs + 1 },
       { ...noAttempt, attemptId: 'attempt-missing' },
@@ -1012,6 +1012,97 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
         cancelRequestedAtMs: run.cancelRequestedAtMs,
       });
       t.is((await store.runStore.listEvents(run.runId)).length, 1);
+    },
+  );
+
+  storeTest(
+    'requestCancellation answers each outcome with what it wrote: the run and event as stored, an existing intent, an ended or missing run writing nothing (docs/decisions/0340)',
+    async (t, store) => {
+      const runId = uniqueId('run');
+      await store.runStore.createRun({ runId, projectId: 'p' });
+      await store.runStore.createAttempt({ runId, attemptId: `${runId}-a1` });
+      const before = await store.runStore.getRun(runId);
+      const eventId = uniqueId('evt');
+      const requested = await store.runStore.requestCancellation({ runId, reason: 'timeout', eventId });
+      const stored = await store.runStore.getRun(runId);
+      if (requested.kind !== 'requested' || before === null || stored === null)
+        return t.fail(`expected requested on a stored run, got ${requested.kind}`);
+      t.deepEqual(requested.run, stored, 'the answered run is the stored row');
+      t.like(stored, {
+        status: 'running',
+        cancelReason: 'timeout',
+        version: before.version + 1,
+        nextEventSeq: before.nextEventSeq + 1,
+        updatedAtMs: stored.cancelRequestedAtMs,
+      });
+      t.deepEqual(requested.event, {
+        id: eventId,
+        runId,
+        seq: before.nextEventSeq,
+        type: 'run.cancel_requested',
+        payload: { reason: 'timeout' },
+        createdAtMs: stored.cancelRequestedAtMs,
+      });
+      t.deepEqual(await store.runStore.listEvents(runId), [requested.event], 'the answered event is the stored one');
+      t.like(await store.repository.getRecord(runId), {
+        status: 'pending',
+        attemptId: `${runId}-a1`,
+        version: 0,
+        nextAttemptAtMs: stored.cancelRequestedAtMs,
+        createdAtMs: stored.cancelRequestedAtMs,
+      });
+
+      await store.advanceTime(20);
+      t.deepEqual(
+        await store.runStore.requestCancellation({ runId, reason: 'user', eventId: uniqueId('evt') }),
+        { kind: 'already_requested', run: stored },
+        'an existing intent answers the run as it is, unchanged',
+      );
+      t.deepEqual(await store.runStore.getRun(runId), stored);
+
+      const ended = uniqueId('run');
+      await store.runStore.createRun({ runId: ended, projectId: 'p' });
+      await store.runStore.markTerminal({ runId: ended, status: 'failed', eventId: uniqueId('evt') });
+      const endedBefore = await snapshot(store, ended);
+      t.deepEqual(
+        await store.runStore.requestCancellation({ runId: ended, reason: 'user', eventId: uniqueId('evt') }),
+        { kind: 'run_terminal' },
+      );
+      t.deepEqual(await snapshot(store, ended), endedBefore, 'an ended run is not touched');
+      const missing = uniqueId('run-missing');
+      t.deepEqual(await store.runStore.requestCancellation({ runId: missing, reason: 'user', eventId: 'evt-m' }), {
+        kind: 'run_missing',
+      });
+      t.is(await store.runStore.getRun(missing), null);
+    },
+  );
+
+  storeTest(
+    'requestCancellation leaves a queued run queued, and an external run gets its intent but no dispatch (docs/decisions/0340)',
+    async (t, store) => {
+      const queued = uniqueId('run');
+      await store.runStore.createRun({ runId: queued, projectId: 'p' });
+      const cancelled = await store.runStore.requestCancellation({
+        runId: queued,
+        reason: 'user',
+        eventId: uniqueId('evt'),
+      });
+      t.is(cancelled.kind, 'requested');
+      t.like(await store.runStore.getRun(queued), { status: 'queued', cancelReason: 'user' });
+      t.deepEqual(
+        (await store.runStore.listEvents(queued)).map((event) => event.type),
+        ['run.cancel_requested'],
+        'the store writes no end: the cluster route ends a queued run itself',
+      );
+
+      const external = await cancelledExternalRunIn(store);
+      t.is(external.cancelled.kind, 'requested');
+      t.like(await store.runStore.getRun(external.runId), {
+        owner: 'external',
+        status: 'running',
+        cancelReason: 'policy',
+      });
+      t.is(await store.repository.getRecord(external.runId), null, 'pidfence dispatches only to runs it runs');
     },
   );
 
