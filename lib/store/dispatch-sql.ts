@@ -13,6 +13,8 @@ export const DUE_AT = 'COALESCE(d.next_attempt_at_ms, d.lease_expires_at_ms)';
  * due at the cancel-request time. Written by the cancel request and by an attempt created after it,
  * in their transaction. A row that exists is kept, except a pending row never claimed whose attempt
  * was replaced: it moves to the new attempt, as if it were written now (nothing was ever sent).
+ * SQLite's text only: PostgreSQL's one home is migration 0018's set function, which states this rule
+ * for a set of runs (docs/decisions/0340).
  */
 export function insertPendingDispatchSql(p: SqlParams<'runId' | 'nowMs'>): string {
   return `INSERT INTO cancellation_dispatches (run_id, project_id, attempt_id, status, version, dispatch_count,

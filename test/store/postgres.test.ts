@@ -24,6 +24,7 @@ import { registerDispatchContractSuite } from './dispatch-contract-suite';
 import { type ContractStore } from '../helpers/stores';
 import { cancelledRun } from '../helpers/cancelled-runs';
 import { crashPointAfterDispatchUpdate } from '../helpers/pg-crash-point';
+import { tallyWire, wireSince, type WireTally } from '../helpers/wire-tally';
 
 const ready = migratedDatabaseForFile(test, 'pgstore');
 
@@ -394,6 +395,32 @@ test.serial('gate 9: the due query is bound to its partial indexes', async (t) =
     await client.query('ROLLBACK');
   }
 });
+
+test.serial(
+  "the single cancel is one call of the project cancel's intent rule in its own transaction: BEGIN, one statement, COMMIT (docs/decisions/0340)",
+  async (t) => {
+    const db = await ready;
+    const pool = new Pool({ connectionString: db.runtimeUrl, max: 1 });
+    t.teardown(() => pool.end());
+    const wire = tallyWire(pool);
+    const runStore = new PostgresRunStore(pool);
+    const runId = `wire-cancel-${createLeaseToken().slice(0, 12)}`;
+    await runStore.createRun({ runId, projectId: 'p-wire' });
+    await runStore.createAttempt({ runId, attemptId: `${runId}-a1` });
+    const cancel = async (): Promise<{ kind: string; wire: WireTally }> => {
+      const before = { ...wire };
+      const outcome = await runStore.requestCancellation({
+        runId,
+        reason: 'user',
+        eventId: `evt-${runId}-${wire.roundTrips}`,
+      });
+      return { kind: outcome.kind, wire: wireSince(before, wire) };
+    };
+    const oneCall = { roundTrips: 3, statements: 1, transactionControl: 5 };
+    t.deepEqual(await cancel(), { kind: 'requested', wire: oneCall });
+    t.deepEqual(await cancel(), { kind: 'already_requested', wire: oneCall });
+  },
+);
 
 test.serial('bad input never reaches SQL: no connection is checked out and no query runs', async (t) => {
   const db = await ready;
