@@ -481,18 +481,16 @@ export class ClusterLeaseStore {
 
   /**
    * A cancelled job that no worker pulled yet ends `cancelled` at once (nothing runs, nothing to
-   * stop); a run that is already running is left to its worker's stop. `queued` is read under the
-   * run lock, which a pull takes first as well, so the two never both win.
+   * stop); a run that is already running is left to its worker's stop. One call of the project
+   * cancel's rule for a page of one (docs/decisions/0340): `queued` is read under the run lock, which
+   * a pull takes first as well, so the two never both win.
    */
   async cancelIfQueued(runId: string): Promise<boolean> {
     const id = validateId(runId, 'runId');
-    return inTransaction(this.#pool, 'cancelIfQueued', async (tx) => {
-      const [run] = await tx.rows<LockedRun>(SQL.lockRun, [id]);
-      if (run === undefined || run.status !== 'queued' || run.cancelRequestedAtMs === null) return false;
-      await tx.rows(SQL.writeRunTerminal, [id, run.version, 'cancelled', run.nowMs]);
-      await appendRunEvent(tx, run, { type: 'run.terminal', eventId: newId('evt'), payload: { status: 'cancelled' } });
-      return true;
-    });
+    const [row] = await inTransaction(this.#pool, 'cancelIfQueued', (tx) =>
+      tx.rows<{ ended: number }>(CLUSTER_SQL.endQueuedCancel, [id]),
+    );
+    return row?.ended === 1;
   }
 
   /**

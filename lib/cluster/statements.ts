@@ -6,6 +6,11 @@ const LEASE_COLUMNS = `run_id AS "runId", attempt_id AS "attemptId", session_id 
   expires_at_ms AS "expiresAtMs", released_at_ms AS "releasedAtMs", unreachable_at_ms AS "unreachableAtMs", forgotten_at_ms AS "forgottenAtMs"`;
 
 export const CLUSTER_SQL = {
+  /**
+   * A cancelled job that no worker pulled ends `cancelled`: migration 0019's rule with one run, the
+   * rule's one PostgreSQL home (docs/decisions/0340). $1 runId. Answers 1 when it ended, else 0.
+   */
+  endQueuedCancel: `SELECT pidfence_end_queued_cancels(ARRAY[$1::text], ${DB_NOW_MS}) AS ended`,
   /** A session lives for one worker lease ($3 ms) from its registration, then as long as it ticks (docs/decisions/0200). */
   insertSession: `INSERT INTO worker_sessions (id, principal, started_at_ms, last_seen_at_ms, ended_at_ms, expires_at_ms)
     VALUES ($1, $2, ${DB_NOW_MS}, ${DB_NOW_MS}, NULL, ${DB_NOW_MS} + $3::bigint)`,

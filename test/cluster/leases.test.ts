@@ -158,6 +158,15 @@ test.serial(
     t.true(await w.leases.cancelIfQueued(runId));
     t.is((await w.runStore.getRun(runId))?.status, 'cancelled');
     t.deepEqual(await w.eventTypes(runId), ['run.cancel_requested', 'run.terminal']);
+    t.false(await w.leases.cancelIfQueued(runId), 'an ended run ends once');
+    t.deepEqual(await w.eventTypes(runId), ['run.cancel_requested', 'run.terminal']);
+    t.false(await w.leases.cancelIfQueued(`run-${randomUUID()}`), 'no run, nothing to end');
+    const intentless = `run-${randomUUID()}`;
+    await w.leases.enqueueJob({ runId: intentless, projectId: 'project-c', argv: ['true'] });
+    t.false(await w.leases.cancelIfQueued(intentless), 'a queued run without intent stays queued');
+    t.is((await w.runStore.getRun(intentless))?.status, 'queued');
+    await w.cancel(intentless);
+    t.true(await w.leases.cancelIfQueued(intentless));
     const sessionId = await w.leases.registerSession('CN=worker-q');
     t.deepEqual(await w.leases.pull({ principal: 'CN=worker-q', sessionId }), { kind: 'none' });
     const { ref } = await w.assigned();

@@ -764,6 +764,7 @@ test.serial(
         'pidfence_claim_due_page',
         'pidfence_claim_page',
         'pidfence_dispatch_json',
+        'pidfence_end_queued_cancels',
         'pidfence_insert_pending_dispatches',
         'pidfence_lapsed_leases',
         'pidfence_lease_tick',

@@ -53,6 +53,7 @@ export const RUNTIME_FUNCTIONS: readonly string[] = Object.freeze([
   'pidfence_insert_pending_dispatches(text[], bigint)',
   'pidfence_cancel_project(text, text, integer)',
   'pidfence_write_cancel_intents(text[], text[], text, bigint)',
+  'pidfence_end_queued_cancels(text[], bigint)',
   'pidfence_request_cancel(text, text, text)',
 ]);
 

@@ -1,10 +1,12 @@
--- 0019: one plpgsql home for the cancel intent (docs/decisions/0340, as 0231 did for the claim). Migration
--- 0018's project cancel wrote the intent for a page of runs while PostgresRunStore.requestCancellation
--- spelled it again statement by statement; from here on both call pidfence_write_cancel_intents, and
--- the single cancel is a page of one. pidfence_cancel_project keeps its name, arguments, JSON outcome
--- and grants (CREATE OR REPLACE keeps a function's privileges); only the intent part moved. Each caller
--- keeps its own treatment of a queued run: the project cancel ends it in its statement, the single
--- cancel does not (the cluster's route ends it afterwards with ClusterLeaseStore.cancelIfQueued).
+-- 0019: one plpgsql home for the cancel intent and for a cancelled queued run's end (docs/decisions/0340,
+-- as 0231 did for the claim). Migration 0018's project cancel wrote both for a page of runs while
+-- PostgresRunStore.requestCancellation and ClusterLeaseStore.cancelIfQueued spelled them again statement
+-- by statement; from here on the project cancel calls pidfence_write_cancel_intents and
+-- pidfence_end_queued_cancels, and the two single paths call one each with a page of one run.
+-- pidfence_cancel_project keeps its name, arguments, JSON outcome and grants (CREATE OR REPLACE keeps a
+-- function's privileges). Each caller keeps its treatment of a queued run: the project cancel ends it in
+-- its statement, the store's single cancel does not (the cluster's route ends it afterwards, in
+-- cancelIfQueued's own transaction).
 
 -- design/execution §5, design/dispatch §2.2 step 3, for runs whose locks the caller holds (lock 1 of
 -- design/postgres §D7): each active run without intent gets the intent at p_now with its
@@ -34,6 +36,24 @@ BEGIN
   PERFORM pidfence_insert_pending_dispatches(v_written, p_now);
   RETURN v_written;
 END
+$$;
+
+-- A job no worker pulled yet ends at once (nothing runs, nothing to stop): each queued run with intent
+-- among runs whose locks the caller holds, or that the UPDATE locks (a pull locks the run first too, so
+-- the two never both win), ends `cancelled` with its `run.terminal` event. Answers how many ended.
+CREATE FUNCTION pidfence_end_queued_cancels(p_run_ids text[], p_now bigint) RETURNS integer LANGUAGE sql AS $$
+  WITH ended AS (
+    UPDATE runs AS r SET status = 'cancelled', version = r.version + 1, next_event_seq = r.next_event_seq + 1,
+        updated_at_ms = p_now
+      WHERE r.id = ANY (p_run_ids) AND r.status = 'queued' AND r.cancel_requested_at_ms IS NOT NULL
+      RETURNING r.id, r.next_event_seq - 1 AS seq
+  ), appended AS (
+    INSERT INTO run_events (run_id, seq, id, type, payload, created_at_ms)
+      SELECT e.id, e.seq, 'evt-' || gen_random_uuid(), 'run.terminal', '{"status":"cancelled"}'::json, p_now
+      FROM ended AS e
+      RETURNING run_events.run_id
+  )
+  SELECT count(*)::integer FROM appended
 $$;
 
 -- PostgresRunStore.requestCancellation: one run, any owner, a page of one. The outcome says why nothing
@@ -84,19 +104,7 @@ BEGIN
   v_ids := COALESCE(v_ids, ARRAY[]::text[]);
   v_requested := pidfence_write_cancel_intents(v_ids,
     ARRAY(SELECT 'evt-' || gen_random_uuid() FROM unnest(v_ids)), p_reason, v_now);
-  -- A job no worker pulled yet ends at once (nothing runs, nothing to stop), as cancelIfQueued ends one.
-  WITH ended AS (
-    UPDATE runs AS r SET status = 'cancelled', version = r.version + 1, next_event_seq = r.next_event_seq + 1,
-        updated_at_ms = v_now
-      WHERE r.id = ANY (v_ids) AND r.status = 'queued' AND r.cancel_requested_at_ms IS NOT NULL
-      RETURNING r.id, r.next_event_seq - 1 AS seq
-  ), appended AS (
-    INSERT INTO run_events (run_id, seq, id, type, payload, created_at_ms)
-      SELECT e.id, e.seq, 'evt-' || gen_random_uuid(), 'run.terminal', '{"status":"cancelled"}'::json, v_now
-      FROM ended AS e
-      RETURNING run_events.run_id
-  )
-  SELECT count(*) INTO v_ended FROM appended;
+  v_ended := pidfence_end_queued_cancels(v_ids, v_now);
   RETURN json_build_object('requested', cardinality(v_requested), 'cancelledQueued', v_ended,
     'more', EXISTS (SELECT 1 FROM runs AS r
       WHERE r.project_id = p_project_id AND r.owner = 'runtime' AND r.status IN ('queued', 'running')
@@ -105,4 +113,4 @@ END
 $$;
 
 REVOKE EXECUTE ON FUNCTION pidfence_write_cancel_intents(text[], text[], text, bigint),
-  pidfence_request_cancel(text, text, text) FROM PUBLIC;
+  pidfence_end_queued_cancels(text[], bigint), pidfence_request_cancel(text, text, text) FROM PUBLIC;
