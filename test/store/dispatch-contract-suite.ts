@@ -469,7 +469,7 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   );
 
   storeTest(
-    'the cancel request writes the pending dispatch of the active attempt, due at the cancel time; an attempt created after the cancel gets it then (docs/decisions/0022)',
+    'the cancel request writes the pending dispatch of the active attempt, due at the cancel time; an attempt created after the cancel gets it then, and the cancel leaves its run queued (docs/decisions/0022, 0340)',
     async (t, store) => {
       const { LEASE_MS } = durationsOf(store);
       const run = await cancelledRunIn(store);
@@ -492,6 +492,12 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
         eventId: uniqueId('evt'),
       });
       t.is(await store.repository.getRecord(queued), null, 'no attempt, nothing to dispatch to');
+      t.like(await store.runStore.getRun(queued), { status: 'queued', cancelReason: 'user' });
+      t.deepEqual(
+        (await store.runStore.listEvents(queued)).map((event) => event.type),
+        ['run.cancel_requested'],
+        'the store does not end a queued run: the cluster route ends one itself (docs/decisions/0340)',
+      );
       t.is((await store.runStore.createAttempt({ runId: queued, attemptId: `${queued}-a1` })).kind, 'created');
       const at = cancelled.kind === 'requested' ? cancelled.run.cancelRequestedAtMs : -1;
       t.like(await store.repository.getRecord(queued), {
@@ -1078,23 +1084,8 @@ export function registerDispatchContractSuite(factory: ContractStoreFactory): vo
   );
 
   storeTest(
-    'requestCancellation leaves a queued run queued, and an external run gets its intent but no dispatch (docs/decisions/0340)',
+    'requestCancellation gives an external run its intent but no dispatch (docs/decisions/0340)',
     async (t, store) => {
-      const queued = uniqueId('run');
-      await store.runStore.createRun({ runId: queued, projectId: 'p' });
-      const cancelled = await store.runStore.requestCancellation({
-        runId: queued,
-        reason: 'user',
-        eventId: uniqueId('evt'),
-      });
-      t.is(cancelled.kind, 'requested');
-      t.like(await store.runStore.getRun(queued), { status: 'queued', cancelReason: 'user' });
-      t.deepEqual(
-        (await store.runStore.listEvents(queued)).map((event) => event.type),
-        ['run.cancel_requested'],
-        'the store writes no end: the cluster route ends a queued run itself',
-      );
-
       const external = await cancelledExternalRunIn(store);
       t.is(external.cancelled.kind, 'requested');
       t.like(await store.runStore.getRun(external.runId), {
