@@ -7,7 +7,7 @@ const LEASE_COLUMNS = `run_id AS "runId", attempt_id AS "attemptId", session_id 
 
 export const CLUSTER_SQL = {
   /**
-   * A cancelled job that no worker pulled ends `cancelled`: migration 0019's rule with one run, the
+   * A cancelled job that no worker pulled ends `cancelled`: migration 0020's rule with one run, the
    * rule's one PostgreSQL home (docs/decisions/0340). $1 runId. Answers 1 when it ended, else 0.
    */
   endQueuedCancel: `SELECT pidfence_end_queued_cancels(ARRAY[$1::text], ${DB_NOW_MS}) AS ended`,

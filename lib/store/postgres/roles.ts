@@ -36,7 +36,7 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly TablePrivilege
 });
 
 /**
- * The dispatch functions of migrations 0007, 0012, 0013, 0016, 0018 and 0019 (docs/decisions/0021, 0024, 0231, 0340): SECURITY
+ * The dispatch functions of migrations 0007, 0012, 0013, 0016, 0018 and 0020 (docs/decisions/0021, 0024, 0231, 0340): SECURITY
  * INVOKER, so they act with the table privileges above; the runtime role gains only EXECUTE on them.
  */
 export const RUNTIME_FUNCTIONS: readonly string[] = Object.freeze([

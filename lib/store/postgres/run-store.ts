@@ -133,7 +133,7 @@ export class PostgresRunStore implements RunStore {
   }
 
   /**
-   * One statement in its own transaction: migration 0019's pidfence_request_cancel, the project
+   * One statement in its own transaction: migration 0020's pidfence_request_cancel, the project
    * cancel's intent rule for a page of one run (docs/decisions/0340). A queued run stays queued here.
    */
   async requestCancellation(command: RequestCancellationCommand): Promise<RequestCancellationOutcome> {

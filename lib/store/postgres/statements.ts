@@ -85,7 +85,7 @@ export const SQL = {
     RETURNING ${RUN_COLUMNS}`,
   markRunRunning: `UPDATE runs SET status = 'running', updated_at_ms = $2 WHERE id = $1 AND status = 'queued'`,
   /**
-   * The single cancel, a page of one of the project cancel's intent rule (migration 0019, docs/decisions/0340):
+   * The single cancel, a page of one of the project cancel's intent rule (migration 0020, docs/decisions/0340):
    * $1 runId, $2 reason, $3 eventId. One row: the outcome's kind, the event's seq (requested only), the
    * transaction's time and the run's columns as the outcome leaves them (NULL for run_missing and run_terminal).
    */

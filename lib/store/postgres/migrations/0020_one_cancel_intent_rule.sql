@@ -1,4 +1,4 @@
--- 0019: one plpgsql home for the cancel intent and for a cancelled queued run's end (docs/decisions/0340,
+-- 0020: one plpgsql home for the cancel intent and for a cancelled queued run's end (docs/decisions/0340,
 -- as 0231 did for the claim). Migration 0018's project cancel wrote both for a page of runs while
 -- PostgresRunStore.requestCancellation and ClusterLeaseStore.cancelIfQueued spelled them again statement
 -- by statement; from here on the project cancel calls pidfence_write_cancel_intents and
