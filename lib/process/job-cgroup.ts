@@ -2,7 +2,15 @@
 // cgroup v2 subtree (found, or named by --cgroup / PIDFENCE_CGROUP), one child cgroup per attempt,
 // and the stop that reaches every member: freeze, TERM each proved member, thaw, the grace,
 // cgroup.kill, `populated 0` by notification. Without a usable subtree: group containment.
-import { accessSync, constants as fsConstants, mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
+import {
+  accessSync,
+  constants as fsConstants,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+  statSync,
+} from 'node:fs';
 import path from 'node:path';
 
 import { PidfenceError } from '../base/errors';
@@ -11,11 +19,13 @@ import {
   cgroupFreeze,
   cgroupKill,
   cgroupRead,
+  cgroupRemove,
   cgroupSignalMembers,
   cgroupWaitEmpty,
   validateCgroupSubtree,
   type JobCgroupRef,
 } from '../native/index';
+import { parseHandle } from './durable-handle';
 
 /** Names the subtree (an absolute directory in the cgroup2 mount), or `off` for group containment. */
 export const CGROUP_ENV = 'PIDFENCE_CGROUP';
@@ -181,4 +191,50 @@ export function jobCgroupPopulated(ref: JobCgroupRef): boolean | 'gone' | null {
   const now = cgroupRead(ref);
   if (now.kind === 'gone') return 'gone';
   return 'populated' in now ? now.populated : null;
+}
+
+/**
+ * Removes an ended attempt's job cgroup if it is still there and empty (docs/decisions/0300): found
+ * by the id its handle carries, never by name, so a directory re-created under the name is left
+ * alone; a populated cgroup (a `keep` job's leftovers) refuses the rmdir and stays. True: removed.
+ */
+export function removeEndedJobCgroup(handle: string): boolean {
+  let cgroupId: string | undefined;
+  try {
+    cgroupId = parseHandle(handle).cgroupId;
+  } catch {
+    return false;
+  }
+  if (cgroupId === undefined) return false;
+  let subtree: string | null;
+  try {
+    subtree = resolveCgroupSubtree();
+  } catch {
+    return false; // a subtree that cannot be used holds no job cgroup of ours
+  }
+  return subtree !== null && cgroupRemove({ subtree, id: cgroupId }).kind === 'ok';
+}
+
+/**
+ * Up to `limit` job cgroup names of the subtree after `after` (sorted), for the sweep of ended
+ * attempts' cgroups (docs/decisions/0300); [] without a subtree.
+ */
+export function jobCgroupNames(after: string | null, limit: number): { subtree: string | null; names: string[] } {
+  let subtree: string | null;
+  try {
+    subtree = resolveCgroupSubtree();
+  } catch {
+    return { subtree: null, names: [] };
+  }
+  if (subtree === null) return { subtree, names: [] };
+  let names: string[];
+  try {
+    names = readdirSync(subtree, { withFileTypes: true })
+      .filter((entry) => entry.isDirectory())
+      .map((entry) => entry.name);
+  } catch {
+    return { subtree, names: [] };
+  }
+  names.sort();
+  return { subtree, names: names.filter((name) => after === null || name > after).slice(0, limit) };
 }
