@@ -13,6 +13,8 @@ export {
 } from './durable-handle';
 export { ownPidNamespace, pidNamespaceMatches } from './pid-namespace';
 export {
+  CGROUP_ENV,
+  CGROUP_OFF,
   createJobCgroup,
   discardJobCgroup,
   jobCgroupNames,

@@ -9,6 +9,7 @@ import {
   readdirSync,
   readFileSync,
   rmdirSync,
+  statfsSync,
   statSync,
 } from 'node:fs';
 import path from 'node:path';
@@ -72,30 +73,60 @@ function writableDirectory(directory: string): boolean {
   }
 }
 
-function unavailable(): PidfenceError {
+/** statfs f_type of a cgroup v2 filesystem (linux/magic.h CGROUP2_SUPER_MAGIC). */
+const CGROUP2_SUPER_MAGIC = 0x63677270;
+
+function namedSubtreeRefused(message: string, code: string): PidfenceError {
   return new PidfenceError(
-    `the cgroup subtree ${CGROUP_ENV}/--cgroup names is not a writable cgroup v2 directory; name a delegated cgroup2 directory, or '${CGROUP_OFF}' for group containment.`,
-    'ERR_PIDFENCE_CGROUP_UNAVAILABLE',
+    `${message}; name a delegated cgroup2 directory with --cgroup or ${CGROUP_ENV}, or '${CGROUP_OFF}' for group containment.`,
+    code,
   );
+}
+
+/**
+ * A subtree named by --cgroup or PIDFENCE_CGROUP (docs/decisions/0301): an absolute, existing,
+ * writable directory of a cgroup v2 filesystem. Each refusal has its own code; nothing is created.
+ */
+export function validateNamedSubtree(named: string): string {
+  if (!named.startsWith('/'))
+    throw namedSubtreeRefused(`the cgroup subtree '${named}' is a relative path`, 'ERR_PIDFENCE_INVALID_CGROUP');
+  const subtree = validateCgroupSubtree(named);
+  let isDirectory = false;
+  try {
+    isDirectory = statSync(subtree).isDirectory();
+  } catch {
+    // missing: said below
+  }
+  if (!isDirectory)
+    throw namedSubtreeRefused(
+      `the cgroup subtree ${subtree} does not exist (mkdir it first)`,
+      'ERR_PIDFENCE_CGROUP_MISSING',
+    );
+  if (statfsSync(subtree).type !== CGROUP2_SUPER_MAGIC)
+    throw namedSubtreeRefused(
+      `${subtree} is not in a cgroup v2 filesystem (cgroup2 is mounted at ${cgroup2Mount() ?? 'no mount point'})`,
+      'ERR_PIDFENCE_CGROUP_NOT_CGROUP2',
+    );
+  if (!writableDirectory(subtree))
+    throw namedSubtreeRefused(`the cgroup subtree ${subtree} is not writable`, 'ERR_PIDFENCE_CGROUP_UNAVAILABLE');
+  return subtree;
 }
 
 let chosen: string | null | undefined;
 
 /**
  * The subtree this process creates and finds job cgroups in, or null (group containment). Named:
- * `setting` (the --cgroup option) or PIDFENCE_CGROUP, a directory that must be usable, or `off`.
- * Found: as root with cgroup2 mounted, `pidfence` under this process's own cgroup, a child that
- * holds no process itself (cgroup v2's no-internal-process rule then holds for any controllers).
+ * `setting` (the --cgroup option, which wins) or PIDFENCE_CGROUP, a directory that must be usable,
+ * or `off`. Found: as root with cgroup2 mounted, `pidfence` under this process's own cgroup, a
+ * child that holds no process itself (cgroup v2's no-internal-process rule then holds for any
+ * controllers). The first answer is kept for the life of the process: later calls without a
+ * setting get it, so a --cgroup given once also names the subtree a stop looks in.
  */
 export function resolveCgroupSubtree(setting?: string): string | null {
+  if (setting === undefined && chosen !== undefined) return chosen;
   const named = setting ?? process.env[CGROUP_ENV];
-  if (named === undefined && chosen !== undefined) return chosen;
   if (named === CGROUP_OFF) return (chosen = null);
-  if (named !== undefined && named !== '') {
-    const subtree = validateCgroupSubtree(named);
-    if (!writableDirectory(subtree)) throw unavailable();
-    return (chosen = subtree);
-  }
+  if (named !== undefined && named !== '') return (chosen = validateNamedSubtree(named));
   const mount = cgroup2Mount();
   const own = ownCgroupPath();
   if (process.getuid?.() !== 0 || mount === null || own === null) return (chosen = null);
