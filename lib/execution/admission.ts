@@ -155,6 +155,7 @@ export class Admission {
       receiptTokenDigest: receiptTokenDigest(token),
       ...(request.timeoutMs === undefined ? {} : { timeoutMs: request.timeoutMs }),
       ...(this.#runnerId === undefined ? {} : { runnerId: this.#runnerId }),
+      ...(request.leftovers === undefined ? {} : { leftovers: request.leftovers }),
     });
     if (attempt.kind !== 'created')
       throw new PidfenceError(

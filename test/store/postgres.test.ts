@@ -178,6 +178,7 @@ test.serial(
         '0015_single_row_is_a_page_of_one',
         '0016_worker_liveness_and_lease_page',
         '0017_unreachable_runs',
+        '0018_attempt_leftovers',
       ],
     );
     const last = files[files.length - 1];
