@@ -10,7 +10,12 @@ import type { Environment } from '../base/environment';
 import { PidfenceError, PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 import { validateId, validateRunName, type AttemptActiveStatus } from '../contract/index';
 import { launcherPath } from '../native/index';
-import { LocalProcessController, type GroupLeaderSpawnOptions, type HeldGroups } from '../process/index';
+import {
+  LocalProcessController,
+  removeEndedJobCgroup,
+  type GroupLeaderSpawnOptions,
+  type HeldGroups,
+} from '../process/index';
 import type { RunStore } from '../store/run-store';
 import { ensureLogDirectory, validateJobLogSettings, type JobLogSettings } from './job-log';
 import { validateJobArgv, validateLeftoverGraceMs, validateLeftoverPolicy, type LeftoverPolicy } from './launch-order';
@@ -199,11 +204,16 @@ export class Admission {
     } catch (error) {
       // The store lost the handle: the only proof of this process is in memory. Stop it through the
       // verified controller before reporting, so no unprovable process is left behind.
-      await new LocalProcessController(this.#held === undefined ? {} : { heldGroups: this.#held }).requestTermination({
+      const stopped = await new LocalProcessController(
+        this.#held === undefined ? {} : { heldGroups: this.#held },
+      ).requestTermination({
         attemptPid: launched.pid,
         handle: launched.handle,
         graceMs: ADMISSION_UNDO_GRACE_MS,
       });
+      // The stop may have ended the launcher before it removed the job's cgroup, and the attempt
+      // never got the handle that names it, so no later end or sweep can (docs/decisions/0300).
+      if (stopped.exitObserved) removeEndedJobCgroup(launched.handle);
       this.#held?.release(launched.handle);
       throw error;
     }

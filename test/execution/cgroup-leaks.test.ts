@@ -19,6 +19,7 @@ import { reapGroupAtEnd } from '../helpers/job-groups';
 import { killMarkedAtEnd, MARK_ENV, markedProcesses, uniqueMark } from '../helpers/marked-processes';
 import { until } from '../helpers/wait';
 import { cancel, cliProcess, grantCancelOnSqlite, sqliteJobGroup } from './cli-runs';
+import { diskErrorWhile, openWorld } from './world';
 
 const skip = cgroupUnavailable();
 const cgroupTest = skip === null ? test.serial : test.skip;
@@ -123,6 +124,46 @@ cgroupTest(
   },
 );
 
+/** PIDFENCE_CGROUP for this process (the in-process runner), put back when the test ends. */
+function inProcessSubtree(t: ExecutionContext, subtree: string): void {
+  process.env.PIDFENCE_CGROUP = subtree;
+  forgetCgroupSubtree();
+  t.teardown(() => {
+    delete process.env.PIDFENCE_CGROUP;
+    forgetCgroupSubtree();
+  });
+}
+
+cgroupTest(
+  'a start undone because the store could not keep its handle leaves no job cgroup (its attempt never names it)',
+  async (t) => {
+    const subtree = testSubtree(t, 'leak-undo');
+    inProcessSubtree(t, subtree);
+    const world = openWorld(t, {
+      wrap: (store) => ({
+        runStore: diskErrorWhile(
+          store.runStore,
+          'advanceAttempt',
+          (command: { to: string }) => command.to === 'running',
+        ),
+      }),
+    });
+    const mark = uniqueMark('cgroup-undo');
+    killMarkedAtEnd(t, mark);
+    await t.throwsAsync(
+      world.app.admit({
+        projectId: 'p1',
+        command: 'sleep',
+        args: ['30'],
+        env: { ...process.env, [MARK_ENV]: mark },
+      }),
+      { message: /disk I\/O error/ },
+    );
+    t.deepEqual(markedProcesses(mark), []);
+    t.deepEqual(jobCgroups(subtree), []);
+  },
+);
+
 cgroupTest(
   "a `keep` job's cgroup stays while its leftover lives; once empty, the next runner's start-up sweep removes it, and no other directory",
   async (t) => {
@@ -130,12 +171,7 @@ cgroupTest(
     const db = storeFile(t);
     const mark = uniqueMark('cgroup-keep');
     killMarkedAtEnd(t, mark);
-    process.env.PIDFENCE_CGROUP = subtree;
-    forgetCgroupSubtree();
-    t.teardown(() => {
-      delete process.env.PIDFENCE_CGROUP;
-      forgetCgroupSubtree();
-    });
+    inProcessSubtree(t, subtree);
     const { store, stores } = storesOf(db);
     const first = createExecution({ stores, receiptDirectory: path.join(path.dirname(db), 'receipts') });
     const admitted = await first.admit({
