@@ -11,12 +11,13 @@ import test, { type ExecutionContext } from 'ava';
 
 import { createExecution } from '../../lib/execution/index';
 import { signalVerified } from '../../lib/native/index';
-import { handleExpectedIdentity, parseHandle } from '../../lib/process/index';
+import { formatHandle, handleExpectedIdentity, handleFromIdentity, parseHandle } from '../../lib/process/index';
 import { forgetCgroupSubtree } from '../../lib/process/job-cgroup';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
-import { cgroupPids, cgroupUnavailable, testSubtree } from '../helpers/cgroup';
+import { cgroupPids, cgroupUnavailable, makeCgroup, testSubtree } from '../helpers/cgroup';
 import { reapGroupAtEnd } from '../helpers/job-groups';
 import { killMarkedAtEnd, MARK_ENV, markedProcesses, uniqueMark } from '../helpers/marked-processes';
+import { spawnJob } from '../helpers/processes';
 import { until } from '../helpers/wait';
 import { cancel, cliProcess, grantCancelOnSqlite, sqliteJobGroup } from './cli-runs';
 import { diskErrorWhile, openWorld } from './world';
@@ -164,8 +165,30 @@ cgroupTest(
   },
 );
 
+/** A running attempt of the store whose handle names an empty cgroup of the subtree: never swept. */
+async function activeAttemptWithEmptyCgroup(t: ExecutionContext, db: string, subtree: string): Promise<string> {
+  const job = spawnJob(t, 'sleep', ['30']);
+  const { store } = storesOf(db);
+  try {
+    await store.runStore.createRun({ runId: 'run-active', projectId: 'default' });
+    await store.runStore.createAttempt({ runId: 'run-active', attemptId: 'run-active-a1' });
+    const { id } = makeCgroup(subtree, 'run-active-a1');
+    await store.runStore.advanceAttempt({
+      runId: 'run-active',
+      attemptId: 'run-active-a1',
+      from: 'claimed',
+      to: 'running',
+      pid: job.identity.pid,
+      handle: formatHandle(handleFromIdentity(job.identity, { cgroupId: id })),
+    });
+  } finally {
+    store.close();
+  }
+  return 'run-active-a1';
+}
+
 cgroupTest(
-  "a `keep` job's cgroup stays while its leftover lives; once empty, the next runner's start-up sweep removes it, and no other directory",
+  "a `keep` job's cgroup stays while its leftover lives; once empty, the next runner's start-up sweep removes it, and no other directory (not an active attempt's)",
   async (t) => {
     const subtree = testSubtree(t, 'leak-keep');
     const db = storeFile(t);
@@ -193,6 +216,7 @@ cgroupTest(
     writeFileSync(path.join(directory, 'cgroup.kill'), '1');
     await until(() => markedProcesses(mark).length === 0, { what: 'the leftover gone' });
     mkdirSync(path.join(subtree, 'not-an-attempt-a1'));
+    const active = await activeAttemptWithEmptyCgroup(t, db, subtree);
     const second = createExecution({
       stores: storesOf(db).stores,
       receiptDirectory: path.join(path.dirname(db), 'receipts'),
@@ -200,6 +224,10 @@ cgroupTest(
     second.start();
     await until(() => !jobCgroups(subtree).includes(admitted.attemptId), { what: 'the sweep removed it' });
     await second.drain();
-    t.deepEqual(jobCgroups(subtree), ['not-an-attempt-a1'], 'what is no ended attempt of the store stays');
+    t.deepEqual(
+      jobCgroups(subtree).sort(),
+      ['not-an-attempt-a1', active],
+      "what is no ended attempt of the store stays, also an active attempt's empty cgroup",
+    );
   },
 );
