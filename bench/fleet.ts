@@ -39,7 +39,7 @@ import { withBenchDatabase } from './lib/dispatch-postgres';
 import { machineHeader } from './lib/machine';
 import { quantile } from './lib/stats';
 import { renderGrid } from './lib/table';
-import { tallyWire, wireSince } from './lib/wire-tally';
+import { tallyWire, wireSince } from '../test/helpers/wire-tally';
 
 const CLI = path.resolve(__dirname, '..', 'lib', 'cli', 'main.js');
 const PER_WORKER = 50;
@@ -155,6 +155,14 @@ async function commitsSoFar(pool: Pool): Promise<number> {
   return Number(rows[0]?.commits ?? 0);
 }
 
+/** When the jobs `from`..`to - 1` handled TERM, from their markers' mtimes, after `sentAtMs` (epoch ms). */
+function termAfter(marker: (i: number) => string, from: number, to: number, sentAtMs: number): string {
+  const after: number[] = [];
+  for (let i = from; i < to; i++) if (existsSync(marker(i))) after.push(statSync(marker(i)).mtimeMs - sentAtMs);
+  const s = (ms: number): string => (ms / 1000).toFixed(1);
+  return `project-wide cancel → TERM at the job (${after.length} of ${to - from}): p50 ${s(quantile(after, 0.5))} s, p99 ${s(quantile(after, 0.99))} s, last ${s(Math.max(...after))} s after the request was sent`;
+}
+
 export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<string[]> {
   const certs = makeCertificates();
   const scratch = mkdtempSync(path.join(tmpdir(), 'pidfence-fleet-'));
@@ -251,6 +259,7 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
       `cancel → TERM at the job (${latencies.length} of ${CANCELS}): p50 ${quantile(latencies, 0.5)} ms, p99 ${quantile(latencies, 0.99)} ms, max ${Math.max(...latencies)} ms`,
     );
     const projectStart = performance.now();
+    const projectSent = Date.now();
     await operator.send('POST', '/v1/projects/fleet/cancel', undefined, OPERATOR_TIMEOUT_MS);
     const recorded = (performance.now() - projectStart) / 1000;
     const left = async (): Promise<number> =>
@@ -265,6 +274,7 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
       await new Promise((r) => setTimeout(r, 100));
     lines.push(
       `project-wide cancel of the other ${E2E_JOBS - CANCELS} runs: every run ended (its job gone, reported) in ${((performance.now() - projectStart) / 1000).toFixed(1)} s (the cancel request itself ${recorded.toFixed(1)} s); ${await left()} left`,
+      termAfter(marker, CANCELS, E2E_JOBS, projectSent),
     );
   } finally {
     operator.close();

@@ -21,7 +21,7 @@ import { makeCertificates } from '../test/helpers/certificates';
 import { withBenchDatabase } from './lib/dispatch-postgres';
 import { machineHeader } from './lib/machine';
 import { quantile } from './lib/stats';
-import { tallyWire, wireSince, type WireTally } from './lib/wire-tally';
+import { tallyWire, wireSince, type WireTally } from '../test/helpers/wire-tally';
 
 const RUNS = Number(process.env.PIDFENCE_BENCH_RUNS ?? 1_000);
 const COST_RUNS = 50;

@@ -10,30 +10,13 @@
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <utility>
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
+#include "pidfd_abi.h"
 
 namespace pidfence {
 namespace {
-
-// struct pidfd_info, PIDFD_INFO_SIZE_VER0 (Linux 6.13); the installed headers predate it.
-struct PidfdInfo {
-  uint64_t mask;
-  uint64_t cgroupid;
-  uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
-  int32_t exit_code;
-};
-static_assert(sizeof(PidfdInfo) == 64, "PIDFD_INFO_SIZE_VER0 is 64 bytes");
-constexpr unsigned long kPidfdGetInfo = _IOWR(0xFF, 11, PidfdInfo);
-constexpr uint64_t kPidfdInfoCgroupId = 1u << 2;
 
 CgroupResult result_of(CgroupOutcome outcome) { return CgroupResult{outcome, 0}; }
 CgroupResult failed_with(int error) { return CgroupResult{CgroupOutcome::failed, error}; }
@@ -86,8 +69,12 @@ CgroupResult write_file(int dir, const char* file, const char* text) {
   return result_of(CgroupOutcome::ok);
 }
 
-// Is `pidfd`'s process in cgroup `id`? The kernel answers from the pidfd itself.
-CgroupResult member_proved(int pidfd, uint64_t id, bool* member) {
+// ENOTTY / EINVAL: a kernel before 6.13. ENOSYS: an emulator that does not pass the ioctl on
+// (qemu-user) or a seccomp filter. Each means: no PIDFD_GET_INFO here, prove another way.
+bool info_unavailable(int error) { return error == ENOTTY || error == EINVAL || error == ENOSYS; }
+
+// Is `pidfd`'s process in cgroup `id`? The kernel answers from the pidfd itself (Linux 6.13).
+CgroupResult member_proved_by_info(int pidfd, uint64_t id, bool* member) {
   PidfdInfo info{};
   info.mask = kPidfdInfoCgroupId;
   if (ioctl(pidfd, kPidfdGetInfo, &info) != 0) {
@@ -95,23 +82,99 @@ CgroupResult member_proved(int pidfd, uint64_t id, bool* member) {
       *member = false;
       return result_of(CgroupOutcome::ok);
     }
-    return errno == ENOTTY || errno == EINVAL ? result_of(CgroupOutcome::unsupported) : failed_with(errno);
+    return info_unavailable(errno) ? result_of(CgroupOutcome::unsupported) : failed_with(errno);
   }
   *member = (info.mask & kPidfdInfoCgroupId) != 0 && info.cgroupid == id;
   return result_of(CgroupOutcome::ok);
 }
 
-CgroupResult signal_member(pid_t pid, uint64_t id, int signo, uint32_t* signalled) {
-  UniquePidfd pidfd(static_cast<int>(syscall(SYS_pidfd_open, pid, 0u)));
-  if (!pidfd.valid()) return errno == ESRCH ? result_of(CgroupOutcome::ok) : failed_with(errno);
-  bool member = false;
-  const CgroupResult proof = member_proved(pidfd.get(), id, &member);
-  if (proof.outcome != CgroupOutcome::ok || !member) return proof;
-  if (syscall(SYS_pidfd_send_signal, pidfd.get(), signo, nullptr, 0u) != 0) {
+// Calls visit(pid) for each PID in `dir`'s cgroup.procs, read from its start, until visit answers
+// anything but ok. A number may straddle two reads: `pid` carries the digits so far.
+template <typename Visit>
+CgroupResult procs_each(int dir, Visit visit) {
+  UniquePidfd fd(openat(dir, "cgroup.procs", O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return errno_result(errno);
+  char chunk[4096];
+  pid_t pid = 0;
+  for (;;) {
+    const ssize_t got = read(fd.get(), chunk, sizeof chunk);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return errno_result(errno);
+    for (ssize_t i = 0; i < got; ++i) {
+      if (chunk[i] >= '0' && chunk[i] <= '9') {
+        pid = pid * 10 + (chunk[i] - '0');
+        continue;
+      }
+      if (pid > 0) {
+        const CgroupResult step = visit(pid);
+        if (step.outcome != CgroupOutcome::ok) return step;
+      }
+      pid = 0;
+    }
+    if (got == 0) break;
+  }
+  return pid > 0 ? visit(pid) : result_of(CgroupOutcome::ok);
+}
+
+// Members waiting for the listing proof: their PIDs and pidfds, opened before the listing is read
+// again. A batch bounds both the descriptors held and the re-reads (one per batch).
+constexpr size_t kListingBatch = 64;
+
+struct MemberSignal {
+  int dir;
+  uint64_t id;
+  int signo;
+  CgroupProof proof;  // the strong proof until it answers unsupported, then listing
+  uint32_t signalled;
+  pid_t pids[kListingBatch];
+  UniquePidfd pidfds[kListingBatch];
+  bool listed[kListingBatch];
+  size_t pending;
+};
+
+CgroupResult signal_proved(MemberSignal* call, int pidfd) {
+  if (sys_pidfd_send_signal(pidfd, call->signo, 0) != 0) {
     return errno == ESRCH ? result_of(CgroupOutcome::ok) : failed_with(errno);
   }
-  ++*signalled;
+  ++call->signalled;
   return result_of(CgroupOutcome::ok);
+}
+
+// The proof where PIDFD_GET_INFO is missing: a pending PID is listed in cgroup.procs read after its
+// pidfd was opened, and the pidfd's process has still not exited after that read. A PID is not
+// reused before its process is reaped, so the PID listed was this process's: it was a member.
+CgroupResult pending_signalled(MemberSignal* call) {
+  for (size_t i = 0; i < call->pending; ++i) call->listed[i] = false;
+  const CgroupResult read = procs_each(call->dir, [call](pid_t listed_pid) {
+    for (size_t i = 0; i < call->pending; ++i) call->listed[i] = call->listed[i] || call->pids[i] == listed_pid;
+    return result_of(CgroupOutcome::ok);
+  });
+  CgroupResult result = read;
+  for (size_t i = 0; i < call->pending && result.outcome == CgroupOutcome::ok; ++i) {
+    bool exited = true;
+    const int error = pidfd_poll_exited(call->pidfds[i].get(), &exited);
+    if (error != 0) result = failed_with(error);
+    else if (call->listed[i] && !exited) result = signal_proved(call, call->pidfds[i].get());
+  }
+  for (size_t i = 0; i < call->pending; ++i) call->pidfds[i].reset();
+  call->pending = 0;
+  return result;
+}
+
+CgroupResult member_seen(MemberSignal* call, pid_t pid) {
+  UniquePidfd pidfd(sys_pidfd_open(pid));
+  if (!pidfd.valid()) return errno == ESRCH ? result_of(CgroupOutcome::ok) : failed_with(errno);
+  if (call->proof == CgroupProof::pidfd_info) {
+    bool member = false;
+    const CgroupResult proof = member_proved_by_info(pidfd.get(), call->id, &member);
+    if (proof.outcome == CgroupOutcome::ok) return member ? signal_proved(call, pidfd.get()) : proof;
+    if (proof.outcome != CgroupOutcome::unsupported) return proof;
+    call->proof = CgroupProof::listing;
+  }
+  call->pids[call->pending] = pid;
+  call->pidfds[call->pending] = std::move(pidfd);
+  ++call->pending;
+  return call->pending == kListingBatch ? pending_signalled(call) : result_of(CgroupOutcome::ok);
 }
 
 }  // namespace
@@ -155,32 +218,17 @@ CgroupResult job_cgroup_freeze(int dir, bool frozen) { return write_file(dir, "c
 
 CgroupResult job_cgroup_kill(int dir) { return write_file(dir, "cgroup.kill", "1"); }
 
-CgroupResult job_cgroup_signal_members(int dir, uint64_t id, int signo, uint32_t* signalled) {
-  *signalled = 0;
-  UniquePidfd fd(openat(dir, "cgroup.procs", O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return errno_result(errno);
-  char chunk[4096];
-  pid_t pid = 0;
-  for (;;) {
-    const ssize_t got = read(fd.get(), chunk, sizeof chunk);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) return errno_result(errno);
-    // A number may straddle two reads: `pid` carries the digits so far.
-    for (ssize_t i = 0; i < got; ++i) {
-      if (chunk[i] >= '0' && chunk[i] <= '9') {
-        pid = pid * 10 + (chunk[i] - '0');
-        continue;
-      }
-      if (pid > 0) {
-        const CgroupResult step = signal_member(pid, id, signo, signalled);
-        if (step.outcome != CgroupOutcome::ok) return step;
-      }
-      pid = 0;
-    }
-    if (got == 0) break;
-  }
-  if (pid > 0) return signal_member(pid, id, signo, signalled);
-  return result_of(CgroupOutcome::ok);
+CgroupResult job_cgroup_signal_members(int dir, uint64_t id, int signo, CgroupProof* proof, uint32_t* signalled) {
+  MemberSignal call{};
+  call.dir = dir;
+  call.id = id;
+  call.signo = signo;
+  call.proof = *proof;
+  CgroupResult result = procs_each(dir, [&call](pid_t pid) { return member_seen(&call, pid); });
+  if (result.outcome == CgroupOutcome::ok && call.pending > 0) result = pending_signalled(&call);
+  *proof = call.proof;
+  *signalled = call.signalled;
+  return result;
 }
 
 CgroupResult job_cgroup_remove(const char* subtree, uint64_t id) {

@@ -15,7 +15,7 @@ enum class CgroupOutcome {
   ok,
   gone,         // no cgroup with this id under the subtree (removed: it was empty then)
   busy,         // rmdir of a populated cgroup
-  unsupported,  // this kernel lacks the file or the proof (cgroup.kill before 5.14, no PIDFD_GET_INFO)
+  unsupported,  // this kernel lacks the file (cgroup.kill before 5.14, cgroup.freeze before 5.2)
   failed,       // an unexpected errno
 };
 
@@ -35,9 +35,16 @@ CgroupResult job_cgroup_open(const char* subtree, uint64_t id, UniquePidfd* out)
 
 CgroupResult job_cgroup_events(int dir, CgroupEvents* out);
 CgroupResult job_cgroup_freeze(int dir, bool frozen);
-// cgroup.procs, each member opened as a pidfd and proved to be in cgroup `id` (PIDFD_GET_INFO)
-// before `signo` goes through that pidfd. *signalled counts the processes reached.
-CgroupResult job_cgroup_signal_members(int dir, uint64_t id, int signo, uint32_t* signalled);
+// How a member was proved to be in the cgroup before it was signalled through its pidfd.
+enum class CgroupProof {
+  pidfd_info,  // PIDFD_GET_INFO's cgroupid of the pidfd (Linux 6.13); listing where it is missing
+  listing,     // listed in cgroup.procs after the pidfd was opened, and not exited after that read
+};
+
+// cgroup.procs, each member opened as a pidfd and proved to be in cgroup `id` before `signo` goes
+// through that pidfd. *proof is the proof to try first; on return, the one that was used last.
+// *signalled counts the processes reached.
+CgroupResult job_cgroup_signal_members(int dir, uint64_t id, int signo, CgroupProof* proof, uint32_t* signalled);
 CgroupResult job_cgroup_kill(int dir);
 // rmdir of the child of `subtree` whose inode is `id` (busy while populated).
 CgroupResult job_cgroup_remove(const char* subtree, uint64_t id);

@@ -73,18 +73,33 @@ Napi::Value cgroup_freeze(const Napi::CallbackInfo& info) {
   return cgroup_object(info.Env(), job_cgroup_freeze(dir.get(), info[2].As<Napi::Boolean>().Value()));
 }
 
+// info[3]: the proof to try first, "auto" (PIDFD_GET_INFO where the kernel has it) or "listing".
+// A stack buffer, never std::string: no allocation on the signalling path.
+bool args_proof(const Napi::Value& value, CgroupProof* proof) {
+  char name[16];
+  size_t length = 0;
+  if (!value.IsString() || napi_get_value_string_utf8(value.Env(), value, name, sizeof name, &length) != napi_ok) return false;
+  if (std::strcmp(name, "auto") == 0) *proof = CgroupProof::pidfd_info;
+  else if (std::strcmp(name, "listing") == 0) *proof = CgroupProof::listing;
+  else return false;
+  return true;
+}
+
 Napi::Value cgroup_signal_members(const Napi::CallbackInfo& info) {
+  constexpr const char* kUsage = "cgroupSignalMembers(subtree, id, signo, proof)";
   uint64_t id = 0;
   UniquePidfd dir;
   Napi::Value failure;
-  if (!info[2].IsNumber()) return args_type_error(info.Env(), "cgroupSignalMembers(subtree, id, signo)");
+  CgroupProof proof = CgroupProof::pidfd_info;
+  if (!info[2].IsNumber() || !args_proof(info[3], &proof)) return args_type_error(info.Env(), kUsage);
   const int signo = info[2].As<Napi::Number>().Int32Value();
   if (signo < 1 || signo > 64) return args_type_error(info.Env(), "cgroupSignalMembers: signo out of range");
-  if (!cgroup_opened(info, "cgroupSignalMembers(subtree, id, signo)", &id, &dir, &failure)) return failure;
+  if (!cgroup_opened(info, kUsage, &id, &dir, &failure)) return failure;
   uint32_t signalled = 0;
-  const CgroupResult result = job_cgroup_signal_members(dir.get(), id, signo, &signalled);
+  const CgroupResult result = job_cgroup_signal_members(dir.get(), id, signo, &proof, &signalled);
   Napi::Object out = cgroup_object(info.Env(), result);
   out.Set("signalled", Napi::Number::New(info.Env(), signalled));
+  out.Set("proof", proof == CgroupProof::listing ? "listing" : "pidfd-info");
   return out;
 }
 

@@ -1,55 +1,19 @@
-// The proof-then-signal sequence. Raw syscall(2) instead of glibc's pidfd_* wrappers so the
-// prebuilt binary also loads on glibc < 2.36 (routers run old distributions).
+// The proof-then-signal sequence (the kernel ABI it speaks: pidfd_abi.h).
 #include "pidfd.h"
 
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <poll.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/vfs.h>
-#include <unistd.h>
 #include <utility>
 
+#include "pidfd_abi.h"
 #include "proc_stat.h"
-
-// Installed kernel headers may predate these (6.1 lacks them): define them ourselves.
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434  // same number on x86_64 and arm64
-#endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
-#ifndef PIDFD_SIGNAL_PROCESS_GROUP
-#define PIDFD_SIGNAL_PROCESS_GROUP (1u << 2)  // Linux 6.9
-#endif
-#ifndef PIDFS_MAGIC
-#define PIDFS_MAGIC 0x50494446  // Linux 6.9: pidfds get their own inodes
-#endif
 
 namespace pidfence {
 namespace {
-
-// struct pidfd_info as of Linux 6.13 (PIDFD_INFO_SIZE_VER0, 64 bytes). Only used to probe.
-struct PidfdInfoVer0 {
-  uint64_t mask;
-  uint64_t cgroupid;
-  uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
-  int32_t exit_code;
-};
-static_assert(sizeof(PidfdInfoVer0) == 64, "PIDFD_INFO_SIZE_VER0 is 64 bytes");
-constexpr unsigned long kPidfdGetInfo = _IOWR(0xFF, 11, PidfdInfoVer0);
-constexpr uint64_t kPidfdInfoPid = 1u << 0;
-
-int sys_pidfd_open(pid_t pid) {
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0u));
-}
-
-int sys_pidfd_send_signal(int fd, int signo, unsigned flags) {
-  return static_cast<int>(syscall(SYS_pidfd_send_signal, fd, signo, nullptr, flags));
-}
 
 Result result_of(Outcome outcome) { return Result{outcome, Mismatch::none, SignalMode::none, 0}; }
 Result failed_with(int error) { return Result{Outcome::failed, Mismatch::none, SignalMode::none, error}; }
@@ -68,7 +32,7 @@ Capabilities capabilities_probe() {
   // ESRCH (we are not a group leader) still means the kernel understood the flag.
   caps.process_group_flag =
       sys_pidfd_send_signal(fd, 0, PIDFD_SIGNAL_PROCESS_GROUP) == 0 || errno != EINVAL;
-  PidfdInfoVer0 info{};
+  PidfdInfo info{};
   info.mask = kPidfdInfoPid;
   caps.pidfd_get_info = ioctl(fd, kPidfdGetInfo, &info) == 0;
   struct statfs fs {};
@@ -77,18 +41,11 @@ Capabilities capabilities_probe() {
   return caps;
 }
 
-// Readable means the process has exited (zombie or reaped); a pidfd polls readable as
-// soon as the thread group is gone.
 Result pidfd_unreaped(int fd) {
-  struct pollfd entry {};
-  entry.fd = fd;
-  entry.events = POLLIN;
-  int rc;
-  do {
-    rc = poll(&entry, 1, 0);
-  } while (rc < 0 && errno == EINTR);
-  if (rc < 0) return failed_with(errno);
-  return rc == 0 ? result_of(Outcome::verified) : result_of(Outcome::already_exited);
+  bool exited = false;
+  const int error = pidfd_poll_exited(fd, &exited);
+  if (error != 0) return failed_with(error);
+  return exited ? result_of(Outcome::already_exited) : result_of(Outcome::verified);
 }
 
 // The closing step of every proof, shared by capture, open and the group fallback: whatever

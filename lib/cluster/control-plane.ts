@@ -48,7 +48,6 @@ import {
 import { CancelWakeups } from './cancel-wakeups';
 import { ClusterLeaseStore, type LeaseRef, type WorkerCaller } from './lease-store';
 import { SessionActivity } from './session-activity';
-import { CLUSTER_SQL } from './statements';
 import { STATUS_ROOT, answerStatusPage } from '../web/status-page';
 import { answerWorkersPage, WORKERS_PATH } from '../web/workers-page';
 import { FleetControl, type FleetObserver } from './fleet';
@@ -340,56 +339,20 @@ async function answerLeasePage(
 }
 
 /**
- * A project-wide cancel (docs/decisions/0203): the caller needs run.stop on the project, as for one
- * run; every run of it not yet ended gets its durable cancel intent, a queued one ends cancelled at
- * once, a running one is stopped by its worker's next page. Bounded per request: `more` asks again.
+ * A project-wide cancel (docs/decisions/0203, 0320): the caller needs run.stop on the project, as for
+ * one run; every run of it not yet ended gets its durable cancel intent and a queued one ends
+ * cancelled, in one statement (migration 0018); a running one is stopped by its worker's waiting
+ * page, woken by the intent's NOTIFY. Bounded per request: `more` asks the caller to repeat.
  */
 async function cancelProject(
-  services: Services,
+  { managementStore, runStore }: Services,
   subject: string,
   projectText: string,
 ): Promise<{ requested: number; cancelledQueued: number; more: boolean }> {
-  const { managementStore, pool } = services;
   const projectId = validateId(projectText, 'projectId');
   await authorize(managementStore, principalOf(subject), projectId, 'run.stop');
-  const counts = { requested: 0, cancelledQueued: 0 };
-  let after = '';
-  for (let pages = 0; pages < PROJECT_CANCEL_PAGES; pages++) {
-    const { rows } = await pool.query<{ runId: string }>(CLUSTER_SQL.activeRunsOfProject, [
-      projectId,
-      after,
-      PROJECT_CANCEL_PAGE,
-    ]);
-    // The single cancel's own store calls (one home for the rule), a few runs at a time.
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: PROJECT_CANCEL_LANES }, async () => {
-        while (next < rows.length) await cancelOne(services, (rows[next++] as { runId: string }).runId, counts);
-      }),
-    );
-    if (rows.length < PROJECT_CANCEL_PAGE) return { ...counts, more: false };
-    after = (rows[rows.length - 1] as { runId: string }).runId;
-  }
-  return { ...counts, more: true };
+  return runStore.requestProjectCancellation({ projectId, reason: 'user' });
 }
-
-/** One run's cancel intent; a run still queued ends cancelled at once, as POST /v1/runs/:id/cancel does. */
-async function cancelOne(
-  { runStore, leases }: Services,
-  runId: string,
-  counts: { requested: number; cancelledQueued: number },
-): Promise<void> {
-  const outcome = await runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
-  if (outcome.kind === 'requested') counts.requested++;
-  const queued =
-    (outcome.kind === 'requested' || outcome.kind === 'already_requested') && outcome.run.status === 'queued';
-  if (queued && (await leases.cancelIfQueued(runId))) counts.cancelledQueued++;
-}
-
-const PROJECT_CANCEL_PAGE = 500;
-const PROJECT_CANCEL_PAGES = 20;
-/** Cancels in flight at once: half a replica's default pool, so worker pages keep connections. */
-const PROJECT_CANCEL_LANES = 4;
 
 /**
  * The cluster views say `unreachable` for a running run whose worker stopped renewing (docs/decisions/

@@ -93,8 +93,5 @@ export const CLUSTER_SQL = {
   lockWorkerRow: `SELECT ${DB_NOW_MS} AS "nowMs" FROM cluster_workers WHERE name = $1 FOR UPDATE`,
   lockAttemptFacts: `SELECT status, deadline_at_ms AS "deadlineAtMs" FROM attempts WHERE run_id = $1 AND id = $2 FOR NO KEY UPDATE`,
   markAttemptRunning: `UPDATE attempts SET status = 'running', updated_at_ms = $3 WHERE run_id = $1 AND id = $2 AND status = 'claimed'`,
-  /** A project's runs not yet ended, a keyset page by id (a project-wide cancel walks them). */
-  activeRunsOfProject: `SELECT id AS "runId" FROM runs
-    WHERE project_id = $1 AND owner = 'runtime' AND status IN ('queued', 'running') AND id > $2 ORDER BY id LIMIT $3`,
   selectLease: `SELECT ${LEASE_COLUMNS} FROM run_dispatch_leases WHERE run_id = $1`,
 } as const;

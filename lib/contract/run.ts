@@ -128,6 +128,19 @@ export interface RequestCancellationCommand {
   readonly eventId: string;
 }
 
+/** A project-wide cancel (docs/decisions/0203, 0320): every active runtime run of the project, a bounded page at a time. */
+export interface ProjectCancellationCommand {
+  readonly projectId: string;
+  readonly reason: CancelReason;
+}
+
+/** New intents written, queued runs ended `cancelled`, and whether a repeat has more to do. */
+export interface ProjectCancellationOutcome {
+  readonly requested: number;
+  readonly cancelledQueued: number;
+  readonly more: boolean;
+}
+
 export interface MarkTerminalCommand {
   readonly runId: string;
   readonly status: RunTerminalStatus;
@@ -293,6 +306,14 @@ export function validateRequestCancellationCommand(value: unknown): RequestCance
     runId: validateId(input.runId, 'runId'),
     reason: validateEnum(input.reason, 'reason', CANCEL_REASONS, 'ERR_PIDFENCE_INVALID_CANCEL_REASON'),
     eventId: validateId(input.eventId, 'eventId'),
+  };
+}
+
+export function validateProjectCancellationCommand(value: unknown): ProjectCancellationCommand {
+  const input = validateExactShape(value, 'project-cancellation command', ['projectId', 'reason']);
+  return {
+    projectId: validateId(input.projectId, 'projectId'),
+    reason: validateEnum(input.reason, 'reason', CANCEL_REASONS, 'ERR_PIDFENCE_INVALID_CANCEL_REASON'),
   };
 }
 

@@ -156,7 +156,15 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     ...(options.onStopping === undefined ? {} : { onStopping: options.onStopping }),
   });
   const notices = new CompletionNotices();
-  const processor = new CompletionProcessor({ runStore, executionStore, receiptDirectory, heldGroups, observer });
+  // A `claimed` attempt not being started by this runner's admission never ran a job (docs/decisions/0310).
+  const processor = new CompletionProcessor({
+    runStore,
+    executionStore,
+    receiptDirectory,
+    heldGroups,
+    observer,
+    admitting: (attemptId) => admission.admitting(attemptId),
+  });
   const completeFirst = async (ref: AttemptRef): Promise<boolean> => {
     const outcome = await processor.process(ref);
     if (outcome.kind === 'completed') completed(ref, outcome);

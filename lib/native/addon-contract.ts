@@ -58,8 +58,11 @@ export interface RawBuildInfo {
 }
 
 export type RawCgroupResult = { kind: 'ok' | 'gone' | 'busy' | 'unsupported' } | RawErrnoResult;
-export type RawCgroupRead = { kind: 'ok'; populated: boolean; frozen: boolean } | { kind: 'gone' | 'busy' | 'unsupported' } | RawErrnoResult;
-export type RawCgroupSignal = RawCgroupResult & { signalled: number };
+export type RawCgroupRead =
+  { kind: 'ok'; populated: boolean; frozen: boolean } | { kind: 'gone' | 'busy' | 'unsupported' } | RawErrnoResult;
+export type RawCgroupSignal = RawCgroupResult & { signalled: number; proof: CgroupMemberProof };
+/** How members were proved to be in the cgroup (docs/decisions/0180). */
+export type CgroupMemberProof = 'pidfd-info' | 'listing';
 export type RawCgroupWatch = { kind: 'watching'; id: number } | Exclude<RawCgroupResult, { kind: 'ok' }>;
 
 export interface NativeAddon {
@@ -91,7 +94,7 @@ export interface NativeAddon {
   exitWatchCancel(id: number): boolean;
   cgroupRead(subtree: string, id: string): RawCgroupRead;
   cgroupFreeze(subtree: string, id: string, frozen: boolean): RawCgroupResult;
-  cgroupSignalMembers(subtree: string, id: string, signo: number): RawCgroupSignal;
+  cgroupSignalMembers(subtree: string, id: string, signo: number, proof: 'auto' | 'listing'): RawCgroupSignal;
   cgroupKill(subtree: string, id: string): RawCgroupResult;
   cgroupRemove(subtree: string, id: string): RawCgroupResult;
   cgroupWatchStart(subtree: string, id: string, callback: (kind: 'changed' | 'error') => void): RawCgroupWatch;

@@ -25,7 +25,11 @@ export function bootClockMs(): number | null {
   const result = getAddon()?.bootClockMs();
   if (result === undefined) return null;
   if (result.kind === 'error') {
-    throw new PidfenceError(`reading CLOCK_BOOTTIME failed with ${result.errno}; this kernel lacks the boot clock.`, 'ERR_PIDFENCE_SYSCALL', { errno: result.errno });
+    throw new PidfenceError(
+      `reading CLOCK_BOOTTIME failed with ${result.errno}; this kernel lacks the boot clock.`,
+      'ERR_PIDFENCE_SYSCALL',
+      { errno: result.errno },
+    );
   }
   return result.ms;
 }

@@ -78,16 +78,18 @@ export type SignalOutcome =
   | { readonly kind: 'error'; readonly errno: string };
 
 export type WaitExitOutcome =
-  | { readonly kind: 'exited' }
-  | { readonly kind: 'timeout' }
-  | Exclude<SignalOutcome, { kind: 'signalled' }>;
+  { readonly kind: 'exited' } | { readonly kind: 'timeout' } | Exclude<SignalOutcome, { kind: 'signalled' }>;
 
 function forcedFallback(): boolean {
   return process.env[FORCE_GROUP_FALLBACK_ENV] === '1';
 }
 
 function syscallError(what: string, errno: string): PidfenceError {
-  return new PidfenceError(`${what} failed with ${errno}; check that /proc is mounted and readable.`, 'ERR_PIDFENCE_SYSCALL', { errno });
+  return new PidfenceError(
+    `${what} failed with ${errno}; check that /proc is mounted and readable.`,
+    'ERR_PIDFENCE_SYSCALL',
+    { errno },
+  );
 }
 
 function unsupportedReason(): string {
@@ -101,7 +103,14 @@ export function readProcessStat(pid: number): ProcessStat | null {
   const result = requireAddon().readProcessStat(checkedPid);
   if (result.kind === 'gone') return null;
   if (result.kind === 'error') throw syscallError('reading /proc/<pid>/stat', result.errno);
-  return { pid: result.pid, state: result.state, ppid: result.ppid, pgid: result.pgid, sid: result.sid, startTicks: result.startTicks };
+  return {
+    pid: result.pid,
+    state: result.state,
+    ppid: result.ppid,
+    pgid: result.pgid,
+    sid: result.sid,
+    startTicks: result.startTicks,
+  };
 }
 
 /** The boot id UUID (read once by the addon, then cached). */
@@ -146,7 +155,14 @@ export function captureIdentity(pid: number): ProcessIdentity | null {
 export function capabilities(): Capabilities {
   const addon = getAddon();
   if (!addon) {
-    return { pidfdOpen: false, pidfdSendSignal: false, processGroupFlag: false, pidfdGetInfo: false, pidfsIdentity: false, groupSignalMode: 'unsupported' };
+    return {
+      pidfdOpen: false,
+      pidfdSendSignal: false,
+      processGroupFlag: false,
+      pidfdGetInfo: false,
+      pidfsIdentity: false,
+      groupSignalMode: 'unsupported',
+    };
   }
   const raw = addon.capabilities();
   const groupSignalMode: GroupSignalMode = !(raw.pidfdOpen && raw.pidfdSendSignal)
@@ -174,7 +190,11 @@ function invalidOutcome(error: unknown): SignalOutcome {
  * A malformed `expected` answers `invalid` (it is data, often from storage); a bad signal or
  * options object is a programming error and throws.
  */
-export function signalVerified(expected: ExpectedIdentity, signal: string | number, options?: SignalOptions): SignalOutcome {
+export function signalVerified(
+  expected: ExpectedIdentity,
+  signal: string | number,
+  options?: SignalOptions,
+): SignalOutcome {
   const signo = validateSignal(signal);
   const { group, forceGroupFallback } = validateSignalOptions(options);
   let identity: ExpectedIdentity;
@@ -186,15 +206,17 @@ export function signalVerified(expected: ExpectedIdentity, signal: string | numb
   if (group && notGroupLeader(identity)) return NOT_GROUP_LEADER;
   const addon = getAddon();
   if (!addon) return { kind: 'unsupported', reason: unsupportedReason() };
-  const verdict = decodeVerdict(addon.signalVerified(
-    identity.pid,
-    identity.bootId,
-    identity.startTicks,
-    identity.pidfsIno ?? '',
-    signo,
-    group,
-    forceGroupFallback || forcedFallback(),
-  ));
+  const verdict = decodeVerdict(
+    addon.signalVerified(
+      identity.pid,
+      identity.bootId,
+      identity.startTicks,
+      identity.pidfsIno ?? '',
+      signo,
+      group,
+      forceGroupFallback || forcedFallback(),
+    ),
+  );
   return verdict.kind === 'unsupported' ? { kind: 'unsupported', reason: unsupportedReason() } : verdict;
 }
 
@@ -214,10 +236,17 @@ export function waitExit(expected: ExpectedIdentity, timeoutMs: number): Promise
   if (!addon) return Promise.resolve({ kind: 'unsupported', reason: unsupportedReason() });
   return new Promise<WaitExitOutcome>((resolve) => {
     let timer: NodeJS.Timeout | undefined = undefined;
-    const started = addon.exitWatchStart(identity.pid, identity.bootId, identity.startTicks, identity.pidfsIno ?? '', (status) => {
-      if (timer) clearTimeout(timer);
-      resolve(status === 'exited' ? { kind: 'exited' } : { kind: 'error', errno: 'EIO' });
-    }, false);
+    const started = addon.exitWatchStart(
+      identity.pid,
+      identity.bootId,
+      identity.startTicks,
+      identity.pidfsIno ?? '',
+      (status) => {
+        if (timer) clearTimeout(timer);
+        resolve(status === 'exited' ? { kind: 'exited' } : { kind: 'error', errno: 'EIO' });
+      },
+      false,
+    );
     if (started.kind !== 'watching') {
       resolve(started.kind === 'unsupported' ? { kind: 'unsupported', reason: unsupportedReason() } : started);
       return;
@@ -249,8 +278,7 @@ export interface GroupHold {
 }
 
 export type GroupHoldOutcome =
-  | { readonly kind: 'held'; readonly hold: GroupHold }
-  | Exclude<SignalOutcome, { kind: 'signalled' }>;
+  { readonly kind: 'held'; readonly hold: GroupHold } | Exclude<SignalOutcome, { kind: 'signalled' }>;
 
 /**
  * Proves `expected` (as signalVerified does with `group: true`) and keeps its pidfd as a
@@ -267,11 +295,21 @@ export function acquireGroupHold(expected: ExpectedIdentity): GroupHoldOutcome {
   if (notGroupLeader(identity)) return NOT_GROUP_LEADER;
   const addon = getAddon();
   if (!addon || !addon.capabilities().processGroupFlag || forcedFallback()) {
-    return { kind: 'unsupported', reason: addon ? 'the kernel lacks PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+)' : unsupportedReason() };
+    return {
+      kind: 'unsupported',
+      reason: addon ? 'the kernel lacks PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9+)' : unsupportedReason(),
+    };
   }
   let leaderExited!: () => void;
   const exited = new Promise<void>((resolve) => (leaderExited = resolve));
-  const started = addon.exitWatchStart(identity.pid, identity.bootId, identity.startTicks, identity.pidfsIno ?? '', () => leaderExited(), true);
+  const started = addon.exitWatchStart(
+    identity.pid,
+    identity.bootId,
+    identity.startTicks,
+    identity.pidfsIno ?? '',
+    () => leaderExited(),
+    true,
+  );
   if (started.kind !== 'watching') {
     return started.kind === 'unsupported' ? { kind: 'unsupported', reason: unsupportedReason() } : started;
   }
@@ -280,7 +318,8 @@ export function acquireGroupHold(expected: ExpectedIdentity): GroupHoldOutcome {
     exited,
     signalGroup(signal) {
       const signo = validateSignal(signal);
-      if (!held) throw new PidfenceError('this GroupHold was released; acquire a new one.', 'ERR_PIDFENCE_HOLD_RELEASED');
+      if (!held)
+        throw new PidfenceError('this GroupHold was released; acquire a new one.', 'ERR_PIDFENCE_HOLD_RELEASED');
       const result = addon.exitWatchGroupSignal(started.id, signo);
       switch (result.kind) {
         case 'signalled':

@@ -2,7 +2,7 @@
 // subtree it lives in and its id (the directory's inode, PIDFD_GET_INFO's cgroupid); the addon
 // finds it again by that id each time, so a cgroup re-created under the same name is never touched.
 import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
-import type { RawCgroupResult } from './addon-contract';
+import type { CgroupMemberProof, RawCgroupResult } from './addon-contract';
 import { getAddon } from './loader';
 import { validateCgroupId, validateSignal, validateTimeoutMs } from './validate';
 
@@ -24,12 +24,17 @@ export type CgroupStep =
   | { readonly kind: 'unsupported' }
   | { readonly kind: 'error'; readonly errno: string };
 
-export type CgroupRead = { readonly kind: 'ok'; readonly populated: boolean; readonly frozen: boolean } | Exclude<CgroupStep, { kind: 'ok' }>;
+export type CgroupRead =
+  { readonly kind: 'ok'; readonly populated: boolean; readonly frozen: boolean } | Exclude<CgroupStep, { kind: 'ok' }>;
 
 export function validateCgroupSubtree(value: unknown): string {
-  if (typeof value !== 'string') throw new PidfenceTypeError('a cgroup subtree is an absolute path (a string).', 'ERR_PIDFENCE_INVALID_CGROUP');
+  if (typeof value !== 'string')
+    throw new PidfenceTypeError('a cgroup subtree is an absolute path (a string).', 'ERR_PIDFENCE_INVALID_CGROUP');
   if (!value.startsWith('/') || value.includes('\0') || Buffer.byteLength(value) > CGROUP_SUBTREE_MAX_BYTES) {
-    throw new PidfenceRangeError(`a cgroup subtree is an absolute path of at most ${CGROUP_SUBTREE_MAX_BYTES} bytes without NUL; give the directory in the cgroup2 mount.`, 'ERR_PIDFENCE_INVALID_CGROUP');
+    throw new PidfenceRangeError(
+      `a cgroup subtree is an absolute path of at most ${CGROUP_SUBTREE_MAX_BYTES} bytes without NUL; give the directory in the cgroup2 mount.`,
+      'ERR_PIDFENCE_INVALID_CGROUP',
+    );
   }
   return value;
 }
@@ -59,15 +64,38 @@ export function cgroupFreeze(ref: JobCgroupRef, frozen: boolean): CgroupStep {
   return addon ? step(addon.cgroupFreeze(subtree, id, frozen === true)) : NO_ADDON;
 }
 
-/** Signals each member proved (through its own pidfd) to be in the cgroup; counts the processes reached. */
-export function cgroupSignalMembers(ref: JobCgroupRef, signal: string | number): CgroupStep & { readonly signalled: number } {
+/**
+ * Signals each member proved, through its own pidfd, to be in the cgroup; counts the processes
+ * reached. `proof: 'listing'` skips PIDFD_GET_INFO (the proof used where a kernel or an emulator
+ * lacks it; docs/decisions/0180), so both proofs can be exercised on one machine.
+ */
+export function cgroupSignalMembers(
+  ref: JobCgroupRef,
+  signal: string | number,
+  options: { readonly proof?: 'auto' | 'listing' } = {},
+): CgroupStep & { readonly signalled: number; readonly proof: CgroupMemberProof } {
   const { subtree, id } = checked(ref);
   const signo = validateSignal(signal);
-  if (signo === 0) throw new PidfenceRangeError('cgroupSignalMembers needs a real signal, not 0.', 'ERR_PIDFENCE_INVALID_SIGNAL');
+  if (signo === 0) {
+    throw new PidfenceRangeError('cgroupSignalMembers needs a real signal, not 0.', 'ERR_PIDFENCE_INVALID_SIGNAL');
+  }
+  const proof = validateMemberProof(options);
   const addon = getAddon();
-  if (!addon) return { ...NO_ADDON, signalled: 0 };
-  const raw = addon.cgroupSignalMembers(subtree, id, signo);
-  return { ...step(raw), signalled: raw.signalled };
+  if (!addon) return { ...NO_ADDON, signalled: 0, proof: 'listing' };
+  const raw = addon.cgroupSignalMembers(subtree, id, signo, proof);
+  return { ...step(raw), signalled: raw.signalled, proof: raw.proof };
+}
+
+function validateMemberProof(options: unknown): 'auto' | 'listing' {
+  const known = typeof options === 'object' && options !== null && Object.keys(options).every((key) => key === 'proof');
+  const proof = known ? ((options as { proof?: unknown }).proof ?? 'auto') : null;
+  if (proof !== 'auto' && proof !== 'listing') {
+    throw new PidfenceTypeError(
+      "cgroupSignalMembers options are { proof: 'auto' | 'listing' }; leave them out for the strongest proof.",
+      'ERR_PIDFENCE_INVALID_OPTIONS',
+    );
+  }
+  return proof;
 }
 
 export function cgroupKill(ref: JobCgroupRef): CgroupStep {

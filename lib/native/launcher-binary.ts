@@ -36,8 +36,8 @@ export function launcherPath(): string {
   const file = process.platform === 'linux' ? candidates.find(isExecutable) : undefined;
   if (file === undefined) {
     throw new PidfenceError(
-      `pidfence cannot start jobs here: no native launcher for ${process.platform}-${process.arch} (looked for ${candidates.map((c) => path.relative(packageRoot, c)).join(' and ')}). `
-        + 'Reinstall pidfence, or build it from source with `npm run build:native` (needs a C compiler).',
+      `pidfence cannot start jobs here: no native launcher for ${process.platform}-${process.arch} (looked for ${candidates.map((c) => path.relative(packageRoot, c)).join(' and ')}). ` +
+        'Reinstall pidfence, or build it from source with `npm run build:native` (needs a C compiler).',
       'ERR_PIDFENCE_LAUNCHER_UNAVAILABLE',
     );
   }

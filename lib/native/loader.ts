@@ -64,7 +64,10 @@ export function runtimeLibc(): 'glibc' | 'musl' {
   }
 }
 
-const fixed = (status: AddonStatus): (() => AddonStatus) => () => status;
+const fixed =
+  (status: AddonStatus): (() => AddonStatus) =>
+  () =>
+    status;
 
 /** A status whose staleness is read from the digest once, when first asked. */
 function loadedStatus(source: AddonSource, addon: NativeAddon, digest: () => string | null): () => AddonStatus {

@@ -31,7 +31,10 @@ const EXPECTED_KEYS = new Set(['pid', 'bootId', 'startTicks', 'pidfsIno', 'pgid'
 
 export function validatePid(value: unknown, what = 'pid'): number {
   if (typeof value !== 'number') {
-    throw new PidfenceTypeError(`${what} must be a number (an integer from 1 to ${PID_MAX}).`, 'ERR_PIDFENCE_INVALID_PID');
+    throw new PidfenceTypeError(
+      `${what} must be a number (an integer from 1 to ${PID_MAX}).`,
+      'ERR_PIDFENCE_INVALID_PID',
+    );
   }
   if (!Number.isInteger(value) || value < 1 || value > PID_MAX) {
     throw new PidfenceRangeError(`${what} must be an integer from 1 to ${PID_MAX}.`, 'ERR_PIDFENCE_INVALID_PID');
@@ -41,10 +44,16 @@ export function validatePid(value: unknown, what = 'pid'): number {
 
 export function validateBootId(value: unknown): string {
   if (typeof value !== 'string') {
-    throw new PidfenceTypeError('bootId must be a string: the lowercase UUID from captureIdentity().', 'ERR_PIDFENCE_INVALID_BOOT_ID');
+    throw new PidfenceTypeError(
+      'bootId must be a string: the lowercase UUID from captureIdentity().',
+      'ERR_PIDFENCE_INVALID_BOOT_ID',
+    );
   }
   if (!UUID_LOWER.test(value)) {
-    throw new PidfenceRangeError('bootId must be a lowercase UUID (36 characters), as captureIdentity() returns it.', 'ERR_PIDFENCE_INVALID_BOOT_ID');
+    throw new PidfenceRangeError(
+      'bootId must be a lowercase UUID (36 characters), as captureIdentity() returns it.',
+      'ERR_PIDFENCE_INVALID_BOOT_ID',
+    );
   }
   return value;
 }
@@ -55,7 +64,10 @@ function validateU64Decimal(value: unknown, what: string, code: string): string 
   }
   // BigInt only for 20-digit values: shorter ones cannot exceed 2^64-1 (this runs per signal).
   if (!DECIMAL_U64_SHAPE.test(value) || (value.length === U64_MAX_TEXT_LENGTH && BigInt(value) > U64_MAX)) {
-    throw new PidfenceRangeError(`${what} must be a decimal string of at most ${U64_DECIMAL_MAX_DIGITS} digits without leading zeros.`, code);
+    throw new PidfenceRangeError(
+      `${what} must be a decimal string of at most ${U64_DECIMAL_MAX_DIGITS} digits without leading zeros.`,
+      code,
+    );
   }
   return value;
 }
@@ -95,12 +107,18 @@ export function validateExpectedIdentity(value: unknown): ExpectedIdentity {
 
 function validateExpectedIdentityFresh(value: unknown): ExpectedIdentity {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new PidfenceTypeError('expected must be an identity object as captureIdentity() returns it.', 'ERR_PIDFENCE_INVALID_IDENTITY');
+    throw new PidfenceTypeError(
+      'expected must be an identity object as captureIdentity() returns it.',
+      'ERR_PIDFENCE_INVALID_IDENTITY',
+    );
   }
   for (const key in value) {
     if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
     if (!EXPECTED_KEYS.has(key)) {
-      throw new PidfenceTypeError(`expected has an unknown key "${key.slice(0, 32)}"; pass only pid, bootId, startTicks, pidfsIno, pgid.`, 'ERR_PIDFENCE_INVALID_IDENTITY');
+      throw new PidfenceTypeError(
+        `expected has an unknown key "${key.slice(0, 32)}"; pass only pid, bootId, startTicks, pidfsIno, pgid.`,
+        'ERR_PIDFENCE_INVALID_IDENTITY',
+      );
     }
   }
   const record = value as Record<string, unknown>;
@@ -122,12 +140,18 @@ export function validateSignal(value: unknown): number {
   if (typeof value === 'string') {
     const number = Object.prototype.hasOwnProperty.call(signalNumbers, value) ? signalNumbers[value] : undefined;
     if (number === undefined) {
-      throw new PidfenceRangeError('signal must be a known signal name such as "SIGTERM", or its number.', 'ERR_PIDFENCE_INVALID_SIGNAL');
+      throw new PidfenceRangeError(
+        'signal must be a known signal name such as "SIGTERM", or its number.',
+        'ERR_PIDFENCE_INVALID_SIGNAL',
+      );
     }
     return number;
   }
   if (typeof value !== 'number') {
-    throw new PidfenceTypeError('signal must be a signal name such as "SIGTERM" or a signal number.', 'ERR_PIDFENCE_INVALID_SIGNAL');
+    throw new PidfenceTypeError(
+      'signal must be a signal name such as "SIGTERM" or a signal number.',
+      'ERR_PIDFENCE_INVALID_SIGNAL',
+    );
   }
   if (value !== 0 && !Object.values(signalNumbers).includes(value)) {
     throw new PidfenceRangeError('signal must be 0 or a known signal number.', 'ERR_PIDFENCE_INVALID_SIGNAL');
@@ -153,7 +177,10 @@ export function validateSignalOptions(value: unknown): Required<SignalOptions> {
     if (!Object.prototype.hasOwnProperty.call(value, key)) continue;
     const option = (value as Record<string, unknown>)[key];
     if (!SIGNAL_OPTION_KEYS.has(key)) {
-      throw new PidfenceTypeError(`unknown option "${key.slice(0, 32)}"; known: group, forceGroupFallback.`, 'ERR_PIDFENCE_INVALID_OPTIONS');
+      throw new PidfenceTypeError(
+        `unknown option "${key.slice(0, 32)}"; known: group, forceGroupFallback.`,
+        'ERR_PIDFENCE_INVALID_OPTIONS',
+      );
     }
     if (option !== undefined && typeof option !== 'boolean') {
       throw new PidfenceTypeError(`option ${key} must be a boolean.`, 'ERR_PIDFENCE_INVALID_OPTIONS');
@@ -168,7 +195,10 @@ export function validateTimeoutMs(value: unknown): number {
     throw new PidfenceTypeError('timeoutMs must be a number of milliseconds.', 'ERR_PIDFENCE_INVALID_TIMEOUT');
   }
   if (!Number.isInteger(value) || value < 0 || value > WAIT_EXIT_MAX_MS) {
-    throw new PidfenceRangeError(`timeoutMs must be an integer from 0 to ${WAIT_EXIT_MAX_MS}.`, 'ERR_PIDFENCE_INVALID_TIMEOUT');
+    throw new PidfenceRangeError(
+      `timeoutMs must be an integer from 0 to ${WAIT_EXIT_MAX_MS}.`,
+      'ERR_PIDFENCE_INVALID_TIMEOUT',
+    );
   }
   return value;
 }

@@ -6,7 +6,13 @@ import type { RawMismatchReason, RawSignalMode, RawVerdict } from './addon-contr
 
 // Must match the enum order in native/pidfd.h.
 const OUTCOMES = ['verified', 'signalled', 'already_exited', 'identity_mismatch', 'unsupported', 'error'] as const;
-const MISMATCHES: ReadonlyArray<RawMismatchReason | null> = [null, 'boot_id', 'start_ticks', 'pidfs_ino', 'not_group_leader'];
+const MISMATCHES: ReadonlyArray<RawMismatchReason | null> = [
+  null,
+  'boot_id',
+  'start_ticks',
+  'pidfs_ino',
+  'not_group_leader',
+];
 const MODES: ReadonlyArray<RawSignalMode | null> = [null, 'pidfd', 'pidfd-process-group', 'pgid-after-pidfd-check'];
 
 const errnoNames = new Map<number, string>(Object.entries(osConstants.errno).map(([name, number]) => [number, name]));

@@ -16,7 +16,9 @@ function filesUnder(dir: string): string[] {
   if (!existsSync(absolute)) return [];
   return readdirSync(absolute, { withFileTypes: true, recursive: true })
     .filter((entry) => entry.isFile())
-    .map((entry) => path.relative(ROOT, path.join(entry.parentPath ?? (entry as unknown as { path: string }).path, entry.name)));
+    .map((entry) =>
+      path.relative(ROOT, path.join(entry.parentPath ?? (entry as unknown as { path: string }).path, entry.name)),
+    );
 }
 
 interface Line {
@@ -74,11 +76,17 @@ test('every design citation in lib/ names an existing page and heading', (t) => 
   t.true(LIB.length > 50, 'lib/ was found');
   const problems = linesOf(LIB).flatMap((line) => unresolved(line, true));
   t.deepEqual(problems, []);
-  t.true(linesOf(LIB).some((line) => /design\/dispatch §2\.3/.test(line.text)), 'lib/ cites the design pages at all');
+  t.true(
+    linesOf(LIB).some((line) => /design\/dispatch §2\.3/.test(line.text)),
+    'lib/ cites the design pages at all',
+  );
 });
 
 test('every design citation in docs/ and README names an existing page and heading', (t) => {
-  t.deepEqual(linesOf(DOCS).flatMap((line) => unresolved(line, false)), []);
+  t.deepEqual(
+    linesOf(DOCS).flatMap((line) => unresolved(line, false)),
+    [],
+  );
 });
 
 test('the citation check itself: a missing heading, a missing page and a pageless section are caught', (t) => {
@@ -110,9 +118,16 @@ test('the gate titles docs/gates.md quotes still exist in test/ (gate titles are
     .filter((file) => file.endsWith('.ts'))
     .map((file) => readFileSync(path.join(ROOT, file), 'utf8'))
     .join('\n');
-  const quoted = [...readFileSync(path.join(ROOT, 'docs', 'gates.md'), 'utf8').matchAll(/"((?:pg |cluster |lifecycle )?gate [^"…]*)/g)]
+  const quoted = [
+    ...readFileSync(path.join(ROOT, 'docs', 'gates.md'), 'utf8').matchAll(
+      /"((?:pg |cluster |lifecycle )?gate [^"…]*)/g,
+    ),
+  ]
     .map((m) => (m[1] ?? '').trim())
     .filter((title) => /^(?:pg |cluster |lifecycle )?gate \S+:/.test(title) && !/: $/.test(title) && !/:$/.test(title));
   t.true(quoted.length > 20, 'docs/gates.md quotes gate titles');
-  t.deepEqual(quoted.filter((title) => !tests.includes(title)), []);
+  t.deepEqual(
+    quoted.filter((title) => !tests.includes(title)),
+    [],
+  );
 });

@@ -56,7 +56,11 @@ const badIdentities: Array<[string, () => unknown, string]> = [
   ['start ticks as a number', () => ({ ...valid, startTicks: 12 }), 'ERR_PIDFENCE_INVALID_START_TICKS'],
   ['start ticks with a leading zero', () => ({ ...valid, startTicks: '012' }), 'ERR_PIDFENCE_INVALID_START_TICKS'],
   ['start ticks of 21 digits', () => ({ ...valid, startTicks: '1'.repeat(21) }), 'ERR_PIDFENCE_INVALID_START_TICKS'],
-  ['start ticks above 2^64-1', () => ({ ...valid, startTicks: '18446744073709551616' }), 'ERR_PIDFENCE_INVALID_START_TICKS'],
+  [
+    'start ticks above 2^64-1',
+    () => ({ ...valid, startTicks: '18446744073709551616' }),
+    'ERR_PIDFENCE_INVALID_START_TICKS',
+  ],
   ['negative start ticks', () => ({ ...valid, startTicks: '-1' }), 'ERR_PIDFENCE_INVALID_START_TICKS'],
   ['a non-decimal pidfs inode', () => ({ ...valid, pidfsIno: '0x10' }), 'ERR_PIDFENCE_INVALID_PIDFS_INO'],
   ['a pgid that is not a pid', () => ({ ...valid, pgid: -3 }), 'ERR_PIDFENCE_INVALID_PID'],
@@ -76,13 +80,33 @@ for (const [what, make, code] of badIdentities) {
 const badArguments: Array<[string, () => unknown, typeof PidfenceTypeError | typeof PidfenceRangeError, string]> = [
   ['an unknown signal name', () => signalVerified(valid, 'SIGNOPE'), PidfenceRangeError, 'ERR_PIDFENCE_INVALID_SIGNAL'],
   ['a signal number out of range', () => signalVerified(valid, 99), PidfenceRangeError, 'ERR_PIDFENCE_INVALID_SIGNAL'],
-  ['a signal of the wrong type', () => signalVerified(valid, true as never), PidfenceTypeError, 'ERR_PIDFENCE_INVALID_SIGNAL'],
-  ['an unknown option', () => signalVerified(valid, 0, { grup: true } as never), PidfenceTypeError, 'ERR_PIDFENCE_INVALID_OPTIONS'],
-  ['a non-boolean option', () => signalVerified(valid, 0, { group: 'yes' } as never), PidfenceTypeError, 'ERR_PIDFENCE_INVALID_OPTIONS'],
+  [
+    'a signal of the wrong type',
+    () => signalVerified(valid, true as never),
+    PidfenceTypeError,
+    'ERR_PIDFENCE_INVALID_SIGNAL',
+  ],
+  [
+    'an unknown option',
+    () => signalVerified(valid, 0, { grup: true } as never),
+    PidfenceTypeError,
+    'ERR_PIDFENCE_INVALID_OPTIONS',
+  ],
+  [
+    'a non-boolean option',
+    () => signalVerified(valid, 0, { group: 'yes' } as never),
+    PidfenceTypeError,
+    'ERR_PIDFENCE_INVALID_OPTIONS',
+  ],
   ['a negative timeout', () => waitExit(valid, -1), PidfenceRangeError, 'ERR_PIDFENCE_INVALID_TIMEOUT'],
   ['a fractional timeout', () => waitExit(valid, 1.5), PidfenceRangeError, 'ERR_PIDFENCE_INVALID_TIMEOUT'],
   ['a timeout beyond setTimeout', () => waitExit(valid, 2 ** 31), PidfenceRangeError, 'ERR_PIDFENCE_INVALID_TIMEOUT'],
-  ['a timeout of the wrong type', () => waitExit(valid, '5' as never), PidfenceTypeError, 'ERR_PIDFENCE_INVALID_TIMEOUT'],
+  [
+    'a timeout of the wrong type',
+    () => waitExit(valid, '5' as never),
+    PidfenceTypeError,
+    'ERR_PIDFENCE_INVALID_TIMEOUT',
+  ],
 ];
 
 for (const [what, call, errorClass, code] of badArguments) {
@@ -99,12 +123,15 @@ test.serial('the counters are live: a valid call does reach the addon', (t) => {
   t.deepEqual(nativeCalls.splice(0), ['readProcessStat']);
 });
 
-test.serial('a frozen identity is validated too (then remembered): a bad frozen one answers invalid every time', (t) => {
-  const bad = Object.freeze({ ...valid, startTicks: '012' });
-  for (let i = 0; i < 2; i++) {
-    const outcome = signalVerified(bad as never, 0);
-    t.is(outcome.kind, 'invalid');
-    t.is(outcome.kind === 'invalid' ? outcome.code : '', 'ERR_PIDFENCE_INVALID_START_TICKS');
-  }
-  t.deepEqual(nativeCalls, []);
-});
+test.serial(
+  'a frozen identity is validated too (then remembered): a bad frozen one answers invalid every time',
+  (t) => {
+    const bad = Object.freeze({ ...valid, startTicks: '012' });
+    for (let i = 0; i < 2; i++) {
+      const outcome = signalVerified(bad as never, 0);
+      t.is(outcome.kind, 'invalid');
+      t.is(outcome.kind === 'invalid' ? outcome.code : '', 'ERR_PIDFENCE_INVALID_START_TICKS');
+    }
+    t.deepEqual(nativeCalls, []);
+  },
+);

@@ -8,7 +8,10 @@ import { delay } from '../helpers/wait';
 
 test('a held group is signalled through its pidfd after the leader was reaped', async (t) => {
   // The leader is `sleep` (exec'd by sh); the member ignores nothing and logs USR1.
-  const job = spawnJob(t, 'sh', ['-c', `sh -c 'trap "echo member-USR1" USR1; echo "member $$"; while :; do sleep 0.05; done' & exec sleep 3600`]);
+  const job = spawnJob(t, 'sh', [
+    '-c',
+    `sh -c 'trap "echo member-USR1" USR1; echo "member $$"; while :; do sleep 0.05; done' & exec sleep 3600`,
+  ]);
   const memberPid = Number((await job.waitForLine(/^member /)).split(' ')[1]);
   const member = captureIdentity(memberPid)!;
   t.teardown(() => void signalVerified(member, 'SIGKILL'));
@@ -48,7 +51,7 @@ test('gate 8: a process that does not lead its group gets no hold: identity_mism
   const job = await spawnRecorder(t);
   const member = captureIdentity(job.memberPid);
   if (member === null) return t.fail('the member exited');
-  t.not(member.pgid, member.pid, 'the member is in the leader\'s group, not its own');
+  t.not(member.pgid, member.pid, "the member is in the leader's group, not its own");
   // With pgid the identity itself says so; without it only the kernel-side check can tell.
   const { pgid: _pgid, ...withoutPgid } = member;
   for (const expected of [member, withoutPgid]) {

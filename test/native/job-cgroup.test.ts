@@ -6,7 +6,16 @@ import path from 'node:path';
 
 import test from 'ava';
 
-import { cgroupFreeze, cgroupKill, cgroupRead, cgroupRemove, cgroupSignalMembers, cgroupWaitEmpty, validateCgroupSubtree } from '../../lib/native/index';
+import {
+  capabilities,
+  cgroupFreeze,
+  cgroupKill,
+  cgroupRead,
+  cgroupRemove,
+  cgroupSignalMembers,
+  cgroupWaitEmpty,
+  validateCgroupSubtree,
+} from '../../lib/native/index';
 import { stopJobCgroup } from '../../lib/process/job-cgroup';
 import { cgroupPids, cgroupUnavailable, makeCgroup, spawnInCgroup, testSubtree } from '../helpers/cgroup';
 import { killMarkedAtEnd, markedProcesses, uniqueMark } from '../helpers/marked-processes';
@@ -21,54 +30,102 @@ if (skip !== null) {
   });
 }
 
-const ESCAPES = 'setsid sleep 1000 & ( setsid sh -c "sleep 1000 & exit 0" & ); perl -e "setpgrp(0, 0); sleep 1000" & nohup sleep 1000 >/dev/null 2>&1 & sleep 1000';
+const ESCAPES =
+  'setsid sleep 1000 & ( setsid sh -c "sleep 1000 & exit 0" & ); perl -e "setpgrp(0, 0); sleep 1000" & nohup sleep 1000 >/dev/null 2>&1 & sleep 1000';
 
-cgroupTest('job cgroup: every escape pattern is a member; TERM reaches each through its proved pidfd; populated 0 comes by notification', async (t) => {
-  const subtree = testSubtree(t, 'core');
-  const { directory, id } = makeCgroup(subtree, 'job');
-  const mark = uniqueMark('cgroup-core');
-  killMarkedAtEnd(t, mark);
-  spawnInCgroup(directory, ESCAPES, mark);
-  await until(() => markedProcesses(mark).length >= 6, { timeoutMs: 10_000, what: 'the job and its escapees' });
-  const ref = { subtree, id };
-  t.like(cgroupRead(ref), { kind: 'ok', populated: true, frozen: false });
-  t.is(cgroupFreeze(ref, true).kind, 'ok');
-  await until(() => { const now = cgroupRead(ref); return now.kind === 'ok' && now.frozen; }, { what: 'frozen 1' });
-  const members = cgroupPids(directory).length;
-  const term = cgroupSignalMembers(ref, 'SIGTERM');
-  t.like(term, { kind: 'ok', signalled: members });
-  t.is(cgroupFreeze(ref, false).kind, 'ok');
-  t.is(await cgroupWaitEmpty(ref, 10_000), 'empty');
-  t.deepEqual(markedProcesses(mark), [], 'no escapee lives on');
-  t.is(cgroupRemove(ref).kind, 'ok');
-  t.is(cgroupRead(ref).kind, 'gone');
-});
+for (const proof of ['auto', 'listing'] as const) {
+  cgroupTest(
+    `job cgroup (proof ${proof}): every escape pattern is a member; TERM reaches each through its proved pidfd; populated 0 comes by notification`,
+    async (t) => {
+      const subtree = testSubtree(t, `core-${proof}`);
+      const { directory, id } = makeCgroup(subtree, 'job');
+      const mark = uniqueMark(`cgroup-core-${proof}`);
+      killMarkedAtEnd(t, mark);
+      spawnInCgroup(directory, ESCAPES, mark);
+      await until(() => markedProcesses(mark).length >= 6, { timeoutMs: 10_000, what: 'the job and its escapees' });
+      const ref = { subtree, id };
+      t.like(cgroupRead(ref), { kind: 'ok', populated: true, frozen: false });
+      t.is(cgroupFreeze(ref, true).kind, 'ok');
+      await until(
+        () => {
+          const now = cgroupRead(ref);
+          return now.kind === 'ok' && now.frozen;
+        },
+        { what: 'frozen 1' },
+      );
+      const members = cgroupPids(directory).length;
+      const term = cgroupSignalMembers(ref, 'SIGTERM', { proof });
+      t.like(term, { kind: 'ok', signalled: members });
+      // Where the kernel answers PIDFD_GET_INFO the strong proof is used; without it (before 6.13, or
+      // qemu-user, which answers ENOSYS) the listing proof; 'listing' forces the second one here.
+      t.is(term.proof, proof === 'auto' && capabilities().pidfdGetInfo ? 'pidfd-info' : 'listing');
+      t.is(cgroupFreeze(ref, false).kind, 'ok');
+      t.is(await cgroupWaitEmpty(ref, 10_000), 'empty');
+      t.deepEqual(markedProcesses(mark), [], 'no escapee lives on');
+      t.is(cgroupRemove(ref).kind, 'ok');
+      t.is(cgroupRead(ref).kind, 'gone');
+    },
+  );
+}
 
-cgroupTest('job cgroup: re-created under the same name it is another cgroup: every call answers gone and its process is not touched', async (t) => {
-  const subtree = testSubtree(t, 'recreated');
-  const first = makeCgroup(subtree, 'job');
-  const parked = makeCgroup(subtree, 'parked');
-  const mark = uniqueMark('cgroup-recreated');
-  killMarkedAtEnd(t, mark);
-  spawnInCgroup(first.directory, 'exec sleep 1000', mark);
-  await until(() => cgroupPids(first.directory).length === 1, { what: 'the job in its cgroup' });
-  // Someone else moves the job out, removes its cgroup and makes a new one of the same name.
-  writeFileSync(path.join(parked.directory, 'cgroup.procs'), String(cgroupPids(first.directory)[0]));
-  await cgroupRemoveDirectory(first.directory);
-  const second = makeCgroup(subtree, 'job');
-  t.not(second.id, first.id, 'a new id for the same name');
-  const innocent = uniqueMark('cgroup-innocent');
-  killMarkedAtEnd(t, innocent);
-  spawnInCgroup(second.directory, 'exec sleep 1000', innocent);
-  await until(() => cgroupPids(second.directory).length === 1, { what: 'a process in the new cgroup' });
-  const old = { subtree, id: first.id };
-  for (const step of [cgroupRead(old), cgroupFreeze(old, true), cgroupSignalMembers(old, 'SIGKILL'), cgroupKill(old), cgroupRemove(old)]) t.is(step.kind, 'gone');
-  t.is(await cgroupWaitEmpty(old, 1_000), 'empty', 'a removed cgroup was empty when it was removed');
-  t.deepEqual(await stopJobCgroup(old, 100, 1_000), { kind: 'gone' });
-  await delay(100);
-  t.is(markedProcesses(innocent).length, 1, 'the process in the re-created cgroup lives');
-  t.is(markedProcesses(mark).length, 1, 'and so does the moved job: nothing was signalled');
-});
+cgroupTest(
+  'job cgroup (proof listing): more members than one batch of pidfds are all reached, and a process outside is not',
+  async (t) => {
+    const subtree = testSubtree(t, 'batch');
+    const { directory, id } = makeCgroup(subtree, 'job');
+    const outside = makeCgroup(subtree, 'outside');
+    const mark = uniqueMark('cgroup-batch');
+    const innocent = uniqueMark('cgroup-batch-innocent');
+    killMarkedAtEnd(t, mark);
+    killMarkedAtEnd(t, innocent);
+    spawnInCgroup(outside.directory, 'exec sleep 1000', innocent);
+    spawnInCgroup(directory, 'i=0; while [ $i -lt 150 ]; do sleep 1000 & i=$((i+1)); done; exec sleep 1000', mark);
+    await until(() => cgroupPids(directory).length >= 151, { timeoutMs: 20_000, what: '151 members' });
+    await until(() => cgroupPids(outside.directory).length === 1, { what: 'the process outside' });
+    await until(() => cgroupPids(directory).length === 151, { what: 'the loop done' });
+    const ref = { subtree, id };
+    const term = cgroupSignalMembers(ref, 'SIGTERM', { proof: 'listing' });
+    t.like(term, { kind: 'ok', signalled: 151, proof: 'listing' });
+    t.is(await cgroupWaitEmpty(ref, 10_000), 'empty');
+    t.is(markedProcesses(innocent).length, 1, 'the process in the sibling cgroup lives');
+  },
+);
+
+cgroupTest(
+  'job cgroup: re-created under the same name it is another cgroup: every call answers gone and its process is not touched',
+  async (t) => {
+    const subtree = testSubtree(t, 'recreated');
+    const first = makeCgroup(subtree, 'job');
+    const parked = makeCgroup(subtree, 'parked');
+    const mark = uniqueMark('cgroup-recreated');
+    killMarkedAtEnd(t, mark);
+    spawnInCgroup(first.directory, 'exec sleep 1000', mark);
+    await until(() => cgroupPids(first.directory).length === 1, { what: 'the job in its cgroup' });
+    // Someone else moves the job out, removes its cgroup and makes a new one of the same name.
+    writeFileSync(path.join(parked.directory, 'cgroup.procs'), String(cgroupPids(first.directory)[0]));
+    await cgroupRemoveDirectory(first.directory);
+    const second = makeCgroup(subtree, 'job');
+    t.not(second.id, first.id, 'a new id for the same name');
+    const innocent = uniqueMark('cgroup-innocent');
+    killMarkedAtEnd(t, innocent);
+    spawnInCgroup(second.directory, 'exec sleep 1000', innocent);
+    await until(() => cgroupPids(second.directory).length === 1, { what: 'a process in the new cgroup' });
+    const old = { subtree, id: first.id };
+    for (const step of [
+      cgroupRead(old),
+      cgroupFreeze(old, true),
+      cgroupSignalMembers(old, 'SIGKILL'),
+      cgroupKill(old),
+      cgroupRemove(old),
+    ])
+      t.is(step.kind, 'gone');
+    t.is(await cgroupWaitEmpty(old, 1_000), 'empty', 'a removed cgroup was empty when it was removed');
+    t.deepEqual(await stopJobCgroup(old, 100, 1_000), { kind: 'gone' });
+    await delay(100);
+    t.is(markedProcesses(innocent).length, 1, 'the process in the re-created cgroup lives');
+    t.is(markedProcesses(mark).length, 1, 'and so does the moved job: nothing was signalled');
+  },
+);
 
 async function cgroupRemoveDirectory(directory: string): Promise<void> {
   const { rmdirSync } = await import('node:fs');
@@ -76,23 +133,40 @@ async function cgroupRemoveDirectory(directory: string): Promise<void> {
   rmdirSync(directory);
 }
 
-cgroupTest('stopJobCgroup: TERM-ignoring members and a fork storm end by cgroup.kill after the grace, 0 survivors', async (t) => {
-  const subtree = testSubtree(t, 'storm');
-  const { directory, id } = makeCgroup(subtree, 'job');
-  const mark = uniqueMark('cgroup-storm');
-  killMarkedAtEnd(t, mark);
-  spawnInCgroup(directory, `trap "" TERM; setsid sh -c 'trap "" TERM; while :; do sleep 1000 & done' & while :; do (trap "" TERM; sleep 1000) & sleep 0.01; done`, mark);
-  await until(() => cgroupPids(directory).length >= 20, { timeoutMs: 10_000, what: 'the storm under way' });
-  const stopped = await stopJobCgroup({ subtree, id }, 200, 10_000);
-  t.is(stopped.kind, 'empty');
-  t.like(stopped, { escalated: true });
-  t.deepEqual(markedProcesses(mark), [], '0 survivors');
-  t.deepEqual(cgroupPids(directory), []);
-});
+cgroupTest(
+  'stopJobCgroup: TERM-ignoring members and a fork storm end by cgroup.kill after the grace, 0 survivors',
+  async (t) => {
+    const subtree = testSubtree(t, 'storm');
+    const { directory, id } = makeCgroup(subtree, 'job');
+    const mark = uniqueMark('cgroup-storm');
+    killMarkedAtEnd(t, mark);
+    spawnInCgroup(
+      directory,
+      `trap "" TERM; setsid sh -c 'trap "" TERM; while :; do sleep 1000 & done' & while :; do (trap "" TERM; sleep 1000) & sleep 0.01; done`,
+      mark,
+    );
+    await until(() => cgroupPids(directory).length >= 20, { timeoutMs: 10_000, what: 'the storm under way' });
+    const stopped = await stopJobCgroup({ subtree, id }, 200, 10_000);
+    t.is(stopped.kind, 'empty');
+    t.like(stopped, { escalated: true });
+    t.deepEqual(markedProcesses(mark), [], '0 survivors');
+    t.deepEqual(cgroupPids(directory), []);
+  },
+);
 
 test('bad input: a subtree that is not an absolute path, or an id that is not a u64, is a typed error and touches nothing', (t) => {
   t.throws(() => validateCgroupSubtree('relative/path'), { code: 'ERR_PIDFENCE_INVALID_CGROUP' });
   t.throws(() => validateCgroupSubtree(42), { code: 'ERR_PIDFENCE_INVALID_CGROUP' });
   t.throws(() => cgroupRead({ subtree: '/sys/fs/cgroup', id: '-1' }), { code: 'ERR_PIDFENCE_INVALID_CGROUP_ID' });
-  t.throws(() => cgroupSignalMembers({ subtree: '/sys/fs/cgroup', id: '1' }, 0), { code: 'ERR_PIDFENCE_INVALID_SIGNAL' });
+  t.throws(() => cgroupSignalMembers({ subtree: '/sys/fs/cgroup', id: '1' }, 0), {
+    code: 'ERR_PIDFENCE_INVALID_SIGNAL',
+  });
+  const unknownProof = { proof: 'guess' } as unknown as { proof: 'auto' };
+  t.throws(() => cgroupSignalMembers({ subtree: '/sys/fs/cgroup', id: '1' }, 'SIGTERM', unknownProof), {
+    code: 'ERR_PIDFENCE_INVALID_OPTIONS',
+  });
+  const unknownKey = { proof: 'auto', fast: true } as unknown as { proof: 'auto' };
+  t.throws(() => cgroupSignalMembers({ subtree: '/sys/fs/cgroup', id: '1' }, 'SIGTERM', unknownKey), {
+    code: 'ERR_PIDFENCE_INVALID_OPTIONS',
+  });
 });

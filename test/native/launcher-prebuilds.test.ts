@@ -49,13 +49,16 @@ test('the launcher this host uses reports the current source digest, and the loa
   t.is(execFileSync(launcherPath(), ['--source-digest'], { encoding: 'utf8' }).trim(), digest, rebuild);
 });
 
-test('the addon\'s source digest leaves the launcher out: its sources and binding.gyp target do not change it', (t) => {
+test("the addon's source digest leaves the launcher out: its sources and binding.gyp target do not change it", (t) => {
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- a file found by a path computed at run time
   const { nativeSourceFiles, nativeSourceDigest } = require(path.join(root, 'native', 'tools', 'source-digest.js')) as {
     nativeSourceFiles(root: string): string[];
     nativeSourceDigest(root: string): string;
   };
-  t.deepEqual(nativeSourceFiles(root).filter((file) => file.includes('launcher')), []);
+  t.deepEqual(
+    nativeSourceFiles(root).filter((file) => file.includes('launcher')),
+    [],
+  );
   const gyp = fs.readFileSync(path.join(root, 'binding.gyp'), 'utf8');
   t.true(gyp.includes('"target_name": "pidfence-launcher"'));
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- a file found by a path computed at run time
@@ -63,8 +66,15 @@ test('the addon\'s source digest leaves the launcher out: its sources and bindin
   t.teardown(() => fs.rmSync(copy, { recursive: true, force: true }));
   fs.mkdirSync(path.join(copy, 'native'));
   for (const file of nativeSourceFiles(root)) fs.copyFileSync(path.join(root, file), path.join(copy, file));
-  fs.writeFileSync(path.join(copy, 'binding.gyp'), gyp.replace(/"native\/launcher\/order\.c",/, '"native/launcher/order.c", "native/launcher/extra.c",'));
-  t.is(nativeSourceDigest(copy), nativeSourceDigest(root), 'a change inside the launcher target leaves the addon digest alone');
+  fs.writeFileSync(
+    path.join(copy, 'binding.gyp'),
+    gyp.replace(/"native\/launcher\/order\.c",/, '"native/launcher/order.c", "native/launcher/extra.c",'),
+  );
+  t.is(
+    nativeSourceDigest(copy),
+    nativeSourceDigest(root),
+    'a change inside the launcher target leaves the addon digest alone',
+  );
 });
 
 test('without a prebuild or a local build, finding the launcher throws ERR_PIDFENCE_LAUNCHER_UNAVAILABLE with what to do', (t) => {
@@ -74,7 +84,10 @@ test('without a prebuild or a local build, finding the launcher throws ERR_PIDFE
   fs.cpSync(path.join(root, 'dist', 'lib'), path.join(copy, 'dist', 'lib'), { recursive: true });
   const entry = path.join(copy, 'dist', 'lib', 'native', 'launcher-binary.js');
   const script = `try { require(${JSON.stringify(entry)}).launcherPath(); } catch (e) { process.stdout.write(JSON.stringify({ code: e.code, message: e.message })); }`;
-  const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })) as { code: string; message: string };
+  const out = JSON.parse(execFileSync(process.execPath, ['-e', script], { encoding: 'utf8' })) as {
+    code: string;
+    message: string;
+  };
   t.is(out.code, 'ERR_PIDFENCE_LAUNCHER_UNAVAILABLE');
   t.regex(out.message, /no native launcher .*Reinstall pidfence, or build it from source with `npm run build:native`/);
 });

@@ -27,7 +27,10 @@ test('with PIDFENCE_NO_ADDON=1 the package imports and signalling answers unsupp
       process.stdout.write(JSON.stringify({ ...out, wait, capture }));
     });
   `;
-  const result = spawnSync(process.execPath, ['-e', script], { env: { ...process.env, PIDFENCE_NO_ADDON: '1' }, encoding: 'utf8' });
+  const result = spawnSync(process.execPath, ['-e', script], {
+    env: { ...process.env, PIDFENCE_NO_ADDON: '1' },
+    encoding: 'utf8',
+  });
   t.is(result.status, 0, result.stderr);
   const out = JSON.parse(result.stdout);
   t.deepEqual(out.status, { loaded: false, reason: 'disabled by PIDFENCE_NO_ADDON=1' });

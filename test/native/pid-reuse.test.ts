@@ -67,9 +67,16 @@ test('gate 8: a reused PID, even within the same clock tick, is an identity_mism
       reuses++;
       t.is(successor.pid, original.pid);
       t.not(successor.pidfsIno, original.pidfsIno, 'pidfs inodes never repeat within a boot');
-      t.deepEqual(signalVerified(original, 'SIGKILL', { group: true }), { kind: 'identity_mismatch', reason: 'pidfs_ino' });
+      t.deepEqual(signalVerified(original, 'SIGKILL', { group: true }), {
+        kind: 'identity_mismatch',
+        reason: 'pidfs_ino',
+      });
       t.deepEqual(signalVerified(original, 'SIGTERM'), { kind: 'identity_mismatch', reason: 'pidfs_ino' });
-      t.is(signalVerified(successor, 0, { group: true }).kind, 'signalled', 'the successor survived: it received nothing');
+      t.is(
+        signalVerified(successor, 0, { group: true }).kind,
+        'signalled',
+        'the successor survived: it received nothing',
+      );
       // The same old process as a handle without its inode, as a caller that dropped it (or a
       // store row written without one) would hand it over. On a pidfs kernel it is refused
       // before start ticks are looked at, so even a same-tick reuse, where start ticks match
@@ -80,10 +87,16 @@ test('gate 8: a reused PID, even within the same clock tick, is an identity_mism
       const refusal = signalVerified(startTicksOnly, 'SIGKILL', { group: true });
       if (refusal.kind === 'signalled') innocentsSignalled++;
       t.deepEqual(refusal, { kind: 'identity_mismatch', reason: 'pidfs_ino' });
-      t.is(signalVerified(successor, 0, { group: true }).kind, 'signalled', 'the successor survived the inode-less handle');
+      t.is(
+        signalVerified(successor, 0, { group: true }).kind,
+        'signalled',
+        'the successor survived the inode-less handle',
+      );
     });
   }
-  t.log(`${reuses} of ${trials} forced reuses took the PID, ${sameTick} within the same clock tick; ${innocentsSignalled} innocents signalled through an inode-less handle`);
+  t.log(
+    `${reuses} of ${trials} forced reuses took the PID, ${sameTick} within the same clock tick; ${innocentsSignalled} innocents signalled through an inode-less handle`,
+  );
   t.is(innocentsSignalled, 0, 'an inode-less handle of this boot signals no successor');
   t.true(reuses >= trials / 2, 'PID reuse could be forced');
   t.true(sameTick >= 1, 'at least one reuse fell within the same clock tick');

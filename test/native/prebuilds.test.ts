@@ -30,7 +30,11 @@ for (const platformArch of shipped) {
     const dir = path.join(root, 'prebuilds', platformArch);
     const files = ['pidfence.glibc.node', 'pidfence.musl.node']; // docs/decisions/0081
     // Beside them, the launcher (docs/decisions/0151; its own test is launcher-prebuilds.test.ts).
-    t.deepEqual(fs.existsSync(dir) ? fs.readdirSync(dir).sort() : [], ['pidfence-launcher', ...files], 'run `npm run prebuilds:all`');
+    t.deepEqual(
+      fs.existsSync(dir) ? fs.readdirSync(dir).sort() : [],
+      ['pidfence-launcher', ...files],
+      'run `npm run prebuilds:all`',
+    );
     // Byte search rather than loading: works for the arm64 and musl files on a glibc x64 host too.
     for (const file of files) {
       const bytes = fs.readFileSync(path.join(dir, file));

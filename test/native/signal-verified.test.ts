@@ -6,7 +6,14 @@ import * as path from 'node:path';
 
 import test from 'ava';
 
-import { capabilities, captureIdentity, readProcessStat, signalVerified, waitExit, type SignalOutcome } from '../../lib/native/index';
+import {
+  capabilities,
+  captureIdentity,
+  readProcessStat,
+  signalVerified,
+  waitExit,
+  type SignalOutcome,
+} from '../../lib/native/index';
 import { receivedSignals, spawnJob, spawnRecorder } from '../helpers/processes';
 import { delay } from '../helpers/wait';
 
@@ -55,9 +62,24 @@ test('signal 0 is a pure proof: signalled, nothing delivered', async (t) => {
 
 const mismatches = [
   // Without the inode; on a pidfs kernel that alone refuses it (see the test below).
-  { name: 'wrong start ticks', reason: capabilities().pidfsIdentity ? 'pidfs_ino' : 'start_ticks', change: (id: { startTicks: string }) => ({ startTicks: String(BigInt(id.startTicks) + 1n) }), dropIno: true },
-  { name: 'wrong boot id', reason: 'boot_id', change: () => ({ bootId: '00000000-0000-4000-8000-000000000000' }), dropIno: false },
-  { name: 'wrong pidfs inode', reason: 'pidfs_ino', change: (id: { pidfsIno?: string }) => ({ pidfsIno: String(BigInt(id.pidfsIno ?? '1') + 1n) }), dropIno: false },
+  {
+    name: 'wrong start ticks',
+    reason: capabilities().pidfsIdentity ? 'pidfs_ino' : 'start_ticks',
+    change: (id: { startTicks: string }) => ({ startTicks: String(BigInt(id.startTicks) + 1n) }),
+    dropIno: true,
+  },
+  {
+    name: 'wrong boot id',
+    reason: 'boot_id',
+    change: () => ({ bootId: '00000000-0000-4000-8000-000000000000' }),
+    dropIno: false,
+  },
+  {
+    name: 'wrong pidfs inode',
+    reason: 'pidfs_ino',
+    change: (id: { pidfsIno?: string }) => ({ pidfsIno: String(BigInt(id.pidfsIno ?? '1') + 1n) }),
+    dropIno: false,
+  },
 ] as const;
 
 for (const mismatch of mismatches) {
@@ -67,11 +89,18 @@ for (const mismatch of mismatches) {
     const base = mismatch.dropIno ? withoutIno : { ...withoutIno, ...(pidfsIno === undefined ? {} : { pidfsIno }) };
     const expected = { ...base, ...mismatch.change(job.identity) };
     for (const signal of ['SIGUSR1', 'SIGTERM', 'SIGKILL'] as const) {
-      t.deepEqual(signalVerified(expected, signal, { group: true }), { kind: 'identity_mismatch', reason: mismatch.reason });
+      t.deepEqual(signalVerified(expected, signal, { group: true }), {
+        kind: 'identity_mismatch',
+        reason: mismatch.reason,
+      });
     }
     await delay(SETTLE_MS);
     t.deepEqual(receivedSignals(job), []);
-    t.deepEqual(signalVerified(job.identity, 0, { group: true }).kind, 'signalled', 'the job is alive: the refusal was not an exit');
+    t.deepEqual(
+      signalVerified(job.identity, 0, { group: true }).kind,
+      'signalled',
+      'the job is alive: the refusal was not an exit',
+    );
   });
 }
 
@@ -80,13 +109,19 @@ test('gate 8: on a pidfs kernel, a handle of this boot without its inode → ide
   const job = await spawnRecorder(t);
   const { pidfsIno: _ino, ...withoutIno } = job.identity;
   for (const signal of ['SIGUSR1', 'SIGTERM', 'SIGKILL'] as const) {
-    t.deepEqual(signalVerified(withoutIno, signal, { group: true }), { kind: 'identity_mismatch', reason: 'pidfs_ino' });
+    t.deepEqual(signalVerified(withoutIno, signal, { group: true }), {
+      kind: 'identity_mismatch',
+      reason: 'pidfs_ino',
+    });
     t.deepEqual(signalVerified(withoutIno, signal), { kind: 'identity_mismatch', reason: 'pidfs_ino' });
   }
   t.deepEqual(await waitExit(withoutIno, 5000), { kind: 'identity_mismatch', reason: 'pidfs_ino' });
   await delay(SETTLE_MS);
   t.deepEqual(receivedSignals(job), []);
-  t.deepEqual(signalVerified(job.identity, 'SIGUSR1', { group: true }), { kind: 'signalled', mode: 'pidfd-process-group' });
+  t.deepEqual(signalVerified(job.identity, 'SIGUSR1', { group: true }), {
+    kind: 'signalled',
+    mode: 'pidfd-process-group',
+  });
   await job.waitForLine(/^leader-USR1$/);
   await job.waitForLine(/^member-USR1$/);
 });
@@ -100,9 +135,18 @@ test('a non-leader with group: true → identity_mismatch (not_group_leader) and
   const { pgid, pidfsIno, ...viaProc } = member!;
   t.is(pgid, job.identity.pid);
   const viaInode = { ...viaProc, pidfsIno: pidfsIno! };
-  t.deepEqual(signalVerified(member!, 'SIGUSR1', { group: true }), { kind: 'identity_mismatch', reason: 'not_group_leader' });
-  t.deepEqual(signalVerified(viaInode, 'SIGUSR1', { group: true }), { kind: 'identity_mismatch', reason: 'not_group_leader' });
-  t.deepEqual(signalVerified(viaProc, 'SIGUSR1', { group: true }), { kind: 'identity_mismatch', reason: inodeLessReason('not_group_leader') });
+  t.deepEqual(signalVerified(member!, 'SIGUSR1', { group: true }), {
+    kind: 'identity_mismatch',
+    reason: 'not_group_leader',
+  });
+  t.deepEqual(signalVerified(viaInode, 'SIGUSR1', { group: true }), {
+    kind: 'identity_mismatch',
+    reason: 'not_group_leader',
+  });
+  t.deepEqual(signalVerified(viaProc, 'SIGUSR1', { group: true }), {
+    kind: 'identity_mismatch',
+    reason: inodeLessReason('not_group_leader'),
+  });
   await delay(SETTLE_MS);
   t.deepEqual(receivedSignals(job), []);
 });
@@ -113,7 +157,10 @@ test('a zombie (exited, not yet reaped) → already_exited', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pidfence-zombie-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const go = path.join(dir, 'go');
-  const job = spawnJob(t, 'sh', ['-c', `sh -c 'while [ ! -e "$1" ]; do sleep 0.02; done' _ ${go} & echo "zombie $!"; exec sleep 3600`]);
+  const job = spawnJob(t, 'sh', [
+    '-c',
+    `sh -c 'while [ ! -e "$1" ]; do sleep 0.02; done' _ ${go} & echo "zombie $!"; exec sleep 3600`,
+  ]);
   const zombiePid = Number((await job.waitForLine(/^zombie /)).split(' ')[1]);
   const zombie = captureIdentity(zombiePid);
   t.truthy(zombie, 'captured while it still ran');

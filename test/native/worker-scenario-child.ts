@@ -4,7 +4,13 @@
 import { spawn } from 'node:child_process';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 
-import { captureIdentity, acquireGroupHold, signalVerified, waitExit, type ProcessIdentity } from '../../lib/native/index';
+import {
+  captureIdentity,
+  acquireGroupHold,
+  signalVerified,
+  waitExit,
+  type ProcessIdentity,
+} from '../../lib/native/index';
 
 export const SCENARIOS = ['concurrent-wait', 'terminate-pending-wait', 'terminate-holding'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
@@ -33,8 +39,7 @@ async function racingWaits(identity: ProcessIdentity): Promise<string[]> {
 async function workerMain({ scenario, identity }: WorkerInput): Promise<void> {
   const port = parentPort!;
   switch (scenario) {
-    case 'concurrent-wait':
-    {
+    case 'concurrent-wait': {
       port.postMessage({ racing: await racingWaits(identity) });
       const final = waitExit(identity, 10_000);
       port.postMessage('waiting');
@@ -90,7 +95,8 @@ async function trial(scenario: Scenario): Promise<void> {
       if ((await nextMessage()) !== 'waiting') fail('the worker did not start its last wait');
       const workerFinal = nextMessage();
       const mainFinal = waitExit(identity, 10_000);
-      if (signalVerified(identity, 'SIGKILL', { group: true }).kind !== 'signalled') fail('the job could not be stopped');
+      if (signalVerified(identity, 'SIGKILL', { group: true }).kind !== 'signalled')
+        fail('the job could not be stopped');
       const finals = [(await mainFinal).kind, ((await workerFinal) as { final: string }).final];
       if (finals.some((outcome) => outcome !== 'exited')) fail(`final waits: ${finals.join(',')}`);
     } else {

@@ -178,7 +178,8 @@ test.serial(
         '0015_single_row_is_a_page_of_one',
         '0016_worker_liveness_and_lease_page',
         '0017_unreachable_runs',
-        '0018_attempt_leftovers',
+        '0018_project_cancel_in_one_statement',
+        '0019_attempt_leftovers',
       ],
     );
     const last = files[files.length - 1];
@@ -731,10 +732,12 @@ test.serial(
     t.deepEqual(
       rows.map((row) => row.name),
       [
+        'pidfence_cancel_project',
         'pidfence_claim',
         'pidfence_claim_due_page',
         'pidfence_claim_page',
         'pidfence_dispatch_json',
+        'pidfence_insert_pending_dispatches',
         'pidfence_lapsed_leases',
         'pidfence_lease_tick',
         'pidfence_lock_page',

@@ -36,7 +36,7 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly TablePrivilege
 });
 
 /**
- * The dispatch functions of migrations 0007, 0012 and 0013 (docs/decisions/0021, 0024, 0231): SECURITY
+ * The dispatch functions of migrations 0007, 0012, 0013, 0016 and 0018 (docs/decisions/0021, 0024, 0231): SECURITY
  * INVOKER, so they act with the table privileges above; the runtime role gains only EXECUTE on them.
  */
 export const RUNTIME_FUNCTIONS: readonly string[] = Object.freeze([
@@ -50,6 +50,8 @@ export const RUNTIME_FUNCTIONS: readonly string[] = Object.freeze([
   'pidfence_record_results(text[], text[], text[], text[], bigint[], text[], text[], bigint[], boolean[], text[], text[])',
   'pidfence_lease_tick(text, text, text[], text[], bigint[], bigint)',
   'pidfence_lapsed_leases(integer)',
+  'pidfence_insert_pending_dispatches(text[], bigint)',
+  'pidfence_cancel_project(text, text, integer)',
 ]);
 
 const ROLE_NAME = /^[A-Za-z_][A-Za-z0-9_$]{0,62}$/;

@@ -84,6 +84,11 @@ export const SQL = {
   /** Run fields change under the same version CAS that reserves the event sequence. */
   writeCancelIntent: `UPDATE runs SET cancel_requested_at_ms = $4, cancel_reason = $3, updated_at_ms = $4
     WHERE id = $1 AND version = $2 AND cancel_requested_at_ms IS NULL`,
+  /**
+   * A project-wide cancel of up to $3 active runs in one statement (migration 0018, docs/decisions/0320):
+   * $1 projectId, $2 reason. Answers {requested, cancelledQueued, more}.
+   */
+  cancelProjectCall: 'SELECT pidfence_cancel_project($1, $2, $3) AS outcome',
   writeRunTerminal: `UPDATE runs SET status = $3, updated_at_ms = $4
     WHERE id = $1 AND version = $2 AND status IN ('queued', 'running')`,
   /** design/dispatch §2.4 step 2: CAS on the run version read under the lock reserves the next event sequence. */

@@ -1,4 +1,4 @@
-// What a pg pool's connections say on the wire, for benchmarks that count database cost: one
+// What a pg pool's connections say on the wire, for benchmarks and tests that count database cost: one
 // ReadyForQuery ends each round trip, one CommandComplete each statement the server ran, told apart
 // by its command tag into transaction control (BEGIN, COMMIT, ROLLBACK, SET) and the rest.
 import type { EventEmitter } from 'node:events';

@@ -1,0 +1,348 @@
+// A project-wide cancel in one statement (docs/decisions/0320, 0203) on a real PostgreSQL, through the
+// control plane over HTTPS and through the store: every active run of the project gets what the single
+// cancel writes (intent, one `run.cancel_requested`, the pending dispatch; a queued run ends
+// `cancelled`), all in one transaction and one round trip; a repeat changes nothing; a single cancel
+// racing it, in either order, still leaves one event; refused and malformed requests change nothing.
+import { Pool } from 'pg';
+import test from 'ava';
+
+import { ControlPlaneClient } from '../../lib/cluster/client';
+import { startControlPlane, type ControlPlane } from '../../lib/cluster/control-plane';
+import { PostgresGrantAdministration, PostgresRunStore } from '../../lib/store/postgres/index';
+import { PROJECT_CANCEL_LIMIT } from '../../lib/store/postgres/run-store';
+import { makeCertificates, type Certificates } from '../helpers/certificates';
+import type { MigratedDatabase } from '../helpers/pg-store';
+import { until } from '../helpers/wait';
+import { tallyWire, wireSince } from '../helpers/wire-tally';
+import { clusterFixture, type ClusterWorld } from './world';
+
+// Leases outlive the seeding: a lapsed session's runs would be marked unreachable (docs/decisions/0270).
+const ready = clusterFixture('cluster_project_cancel', 600_000);
+const OPERATOR = 'operator-pc';
+let certificates: Certificates | undefined;
+let plane: ControlPlane | undefined;
+const clients: ControlPlaneClient[] = [];
+test.after.always(async () => {
+  for (const client of clients) client.close();
+  await plane?.close();
+  certificates?.remove();
+});
+
+/** One replica for the file, and a client with the certificate of `subject`. */
+async function clientOf(subject: string): Promise<ControlPlaneClient> {
+  const { database } = await ready;
+  certificates ??= makeCertificates();
+  plane ??= await startControlPlane({
+    databaseUrl: database.runtimeUrl,
+    tls: { cert: certificates.server.cert, key: certificates.server.key, ca: certificates.ca.cert },
+  });
+  const pem = certificates.client(subject);
+  const client = new ControlPlaneClient(plane.url, { cert: pem.cert, key: pem.key, ca: certificates.ca.cert });
+  clients.push(client);
+  return client;
+}
+
+/** run.stop, and run.read: the single cancel answers a run its caller cannot read as not found. */
+async function grantStop(database: MigratedDatabase, projectId: string): Promise<void> {
+  for (const permission of ['run.read', 'run.stop'] as const)
+    await new PostgresGrantAdministration(database.owner).writeGrant(
+      { subject: OPERATOR, projectId, permission },
+      'test-owner',
+    );
+}
+
+/** Runs `work` for each item, four at a time (the world's pool has four connections). */
+async function inLanes<T>(items: readonly T[], work: (item: T) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      while (next < items.length) await work(items[next++] as T);
+    }),
+  );
+}
+
+interface Seeded {
+  readonly running: string[];
+  readonly queued: string[];
+}
+
+/**
+ * `running` jobs pulled by a worker (a running run with an active attempt), then `queued` jobs nobody
+ * pulled. A pull takes the oldest waiting job: pull every running run before queued ones are added, and
+ * leave none behind but in the file's last test.
+ */
+async function seed(world: ClusterWorld, projectId: string, running: number, queued: number): Promise<Seeded> {
+  const ids = (kind: string, count: number): string[] =>
+    Array.from({ length: count }, (_, i) => `${projectId}-${kind}-${String(i).padStart(4, '0')}`);
+  const seeded = { running: ids('r', running), queued: ids('q', queued) };
+  const enqueue = (runId: string) => world.leases.enqueueJob({ runId, projectId, argv: ['sleep', '30'] });
+  await inLanes(seeded.running, enqueue);
+  const principal = `worker-${projectId}`;
+  const caller = { principal, sessionId: await world.leases.registerSession(principal) };
+  const pulled = new Set<string>();
+  while (seeded.running.some((runId) => !pulled.has(runId))) {
+    const page = await world.leases.pullPage(caller, 64);
+    if (page.kind !== 'assigned') throw new Error(`pull found ${page.kind}`);
+    for (const assignment of page.assignments) pulled.add(assignment.runId);
+  }
+  await inLanes(seeded.queued, enqueue);
+  return seeded;
+}
+
+/** Every row a cancel may write for `runIds`: runs, their events and their dispatch rows. */
+async function snapshot(database: MigratedDatabase, runIds: readonly string[]): Promise<unknown> {
+  const { rows } = await database.owner.query(
+    `SELECT (SELECT json_agg(r ORDER BY r.id) FROM runs AS r WHERE r.id = ANY ($1)) AS runs,
+       (SELECT json_agg(e ORDER BY e.run_id, e.seq) FROM run_events AS e WHERE e.run_id = ANY ($1)) AS events,
+       (SELECT json_agg(d ORDER BY d.run_id) FROM cancellation_dispatches AS d WHERE d.run_id = ANY ($1)) AS dispatches`,
+    [runIds],
+  );
+  return rows[0];
+}
+
+/** How many transactions last wrote these runs, their cancel events and their dispatch rows. */
+async function writingTransactions(database: MigratedDatabase, runIds: readonly string[]): Promise<number> {
+  const { rows } = await database.owner.query<{ n: number }>(
+    `SELECT count(DISTINCT x)::int AS n FROM (
+       SELECT xmin::text AS x FROM runs WHERE id = ANY ($1)
+       UNION ALL SELECT xmin::text FROM run_events WHERE run_id = ANY ($1) AND type IN ('run.cancel_requested', 'run.terminal')
+       UNION ALL SELECT xmin::text FROM cancellation_dispatches WHERE run_id = ANY ($1)) AS written`,
+    [runIds],
+  );
+  return rows[0]?.n ?? -1;
+}
+
+/** What a cancel left on one run, in a form two runs cancelled by the two paths can be compared by. */
+async function trace(world: ClusterWorld, database: MigratedDatabase, runId: string): Promise<unknown> {
+  const run = await world.runStore.getRun(runId);
+  const listed = await world.runStore.listEvents(runId);
+  // The cancel's event is written at the intent's time; a queued run's end follows it (the single
+  // path ends it in a second transaction, the project cancel in the same one).
+  const events = listed.map((event) => ({
+    type: event.type,
+    seq: event.seq,
+    payload: event.payload,
+    ...(event.type === 'run.cancel_requested' ? { atCancel: event.createdAtMs === run?.cancelRequestedAtMs } : {}),
+  }));
+  const { rows } = await database.owner.query(
+    `SELECT d.status, d.version::int, d.dispatch_count::int, d.next_attempt_at_ms = r.cancel_requested_at_ms AS due_at_cancel,
+       d.created_at_ms = r.cancel_requested_at_ms AS written_at_cancel, d.lease_owner, d.last_result,
+       d.attempt_id = a.id AS bound_to_active_attempt
+     FROM cancellation_dispatches AS d JOIN runs AS r ON r.id = d.run_id
+     LEFT JOIN attempts AS a ON a.run_id = d.run_id AND a.status IN ('claimed', 'starting', 'running')
+     WHERE d.run_id = $1`,
+    [runId],
+  );
+  return {
+    status: run?.status,
+    version: run?.version,
+    nextEventSeq: run?.nextEventSeq,
+    reason: run?.cancelReason,
+    updatedAtLastEvent: run?.updatedAtMs === listed[listed.length - 1]?.createdAtMs,
+    events,
+    dispatch: rows,
+  };
+}
+
+const cancelEvents = async (world: ClusterWorld, runId: string): Promise<number> =>
+  (await world.runStore.listEvents(runId)).filter((event) => event.type === 'run.cancel_requested').length;
+
+test.serial(
+  'a project cancel of 500 runs writes every run what the single cancel writes, in one transaction; a repeat changes nothing',
+  async (t) => {
+    const { database, world } = await ready;
+    const project = 'proj-all';
+    await grantStop(database, project);
+    // The single cancel's references (another project; seeded first: a pull takes the oldest waiting
+    // job), and what the project cancel must not touch: a run of the project cancelled before, one
+    // that ended, and another project's runs.
+    const runningRef = (await seed(world, 'proj-ref', 1, 0)).running[0] as string;
+    const { running } = await seed(world, project, 400, 0);
+    const queuedRef = (await seed(world, 'proj-ref', 0, 1)).queued[0] as string;
+    const seeded = { running, queued: (await seed(world, project, 0, 100)).queued };
+    await grantStop(database, 'proj-ref');
+    const operator = await clientOf(OPERATOR);
+    for (const runId of [runningRef, queuedRef])
+      t.like(await operator.send('POST', `/v1/runs/${runId}/cancel`), { status: 200, body: { result: 'requested' } });
+    const [pre, ended] = [seeded.running.shift() as string, seeded.queued.shift() as string];
+    for (const runId of [pre, ended])
+      t.like(await operator.send('POST', `/v1/runs/${runId}/cancel`), { status: 200, body: { result: 'requested' } });
+    const untouched = [pre, ended, runningRef, queuedRef];
+    const before = await snapshot(database, untouched);
+
+    const reply = await operator.send('POST', `/v1/projects/${project}/cancel`);
+    t.deepEqual(reply, { status: 200, body: { requested: 498, cancelledQueued: 99, more: false } });
+    const all = [...seeded.running, ...seeded.queued];
+    t.is(await writingTransactions(database, all), 1, 'every intent, event and dispatch row in one transaction');
+    t.deepEqual(
+      await snapshot(database, untouched),
+      before,
+      'runs cancelled before, ended or elsewhere are not touched',
+    );
+    for (const runId of all) t.is(await cancelEvents(world, runId), 1, `${runId}: one run.cancel_requested`);
+
+    // Run by run, the single cancel's trace: the intent, its event, the pending dispatch; a queued job ended.
+    t.like(await trace(world, database, runningRef), {
+      status: 'running',
+      reason: 'user',
+      updatedAtLastEvent: true,
+      dispatch: [{ status: 'pending', version: 0, dispatch_count: 0, due_at_cancel: true, written_at_cancel: true }],
+    });
+    t.like(await trace(world, database, queuedRef), { status: 'cancelled', dispatch: [] });
+    const [runningTrace, queuedTrace] = [
+      await trace(world, database, runningRef),
+      await trace(world, database, queuedRef),
+    ];
+    for (const runId of seeded.running) t.deepEqual(await trace(world, database, runId), runningTrace, runId);
+    for (const runId of seeded.queued) t.deepEqual(await trace(world, database, runId), queuedTrace, runId);
+
+    const after = await snapshot(database, [...all, ...untouched]);
+    t.deepEqual(await operator.send('POST', `/v1/projects/${project}/cancel`), {
+      status: 200,
+      body: { requested: 0, cancelledQueued: 0, more: false },
+    });
+    t.deepEqual(await snapshot(database, [...all, ...untouched]), after, 'a repeat writes nothing');
+  },
+);
+
+test.serial(
+  'the store sends a project cancel of 500 runs as one statement in one round trip, no BEGIN or COMMIT',
+  async (t) => {
+    const { database, world } = await ready;
+    const seeded = await seed(world, 'proj-wire', 450, 50);
+    const pool = new Pool({ connectionString: database.runtimeUrl, max: 1 });
+    t.teardown(() => pool.end());
+    const wire = tallyWire(pool);
+    const store = new PostgresRunStore(pool);
+    // The connection's once-only durability check (lib/store/postgres/transaction.ts) is not the cancel's.
+    await store.getRun(seeded.running[0] as string);
+    const before = { ...wire };
+    t.deepEqual(await store.requestProjectCancellation({ projectId: 'proj-wire', reason: 'user' }), {
+      requested: 500,
+      cancelledQueued: 50,
+      more: false,
+    });
+    t.deepEqual(wireSince(before, wire), { roundTrips: 1, statements: 1, transactionControl: 0 });
+    t.is(await writingTransactions(database, [...seeded.running, ...seeded.queued]), 1);
+  },
+);
+
+test.serial(
+  'a project larger than one statement’s page answers more: true, and each repeat takes the next runs',
+  async (t) => {
+    const { database, world } = await ready;
+    const projectId = 'proj-large';
+    // Owner-seeded: running runs without an attempt (no dispatch to write), one more than a page holds.
+    await database.owner.query(
+      `INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason, next_event_seq, created_at_ms, updated_at_ms)
+     SELECT $1 || '-' || lpad(g::text, 5, '0'), $1, 'runtime', 'running', 0, NULL, NULL, 1, 1, 1 FROM generate_series(0, $2::int) AS g`,
+      [projectId, PROJECT_CANCEL_LIMIT],
+    );
+    const cancel = () => world.runStore.requestProjectCancellation({ projectId, reason: 'user' });
+    t.deepEqual(await cancel(), { requested: PROJECT_CANCEL_LIMIT, cancelledQueued: 0, more: true });
+    t.deepEqual(await cancel(), { requested: 1, cancelledQueued: 0, more: false });
+    t.deepEqual(await cancel(), { requested: 0, cancelledQueued: 0, more: false });
+    const { rows } = await database.owner.query<{ runs: number; events: number }>(
+      `SELECT count(*)::int AS runs, (SELECT count(*)::int FROM run_events WHERE run_id LIKE $1 || '-%') AS events
+     FROM runs WHERE project_id = $1 AND cancel_requested_at_ms IS NOT NULL`,
+      [projectId],
+    );
+    t.deepEqual(rows[0], { runs: PROJECT_CANCEL_LIMIT + 1, events: PROJECT_CANCEL_LIMIT + 1 });
+  },
+);
+
+/**
+ * Holds whichever transaction appends an event of `runId` for `seconds`, with that run locked: a
+ * row trigger installed by the owner, removed by the returned function.
+ */
+async function slowEventOf(database: MigratedDatabase, runId: string, seconds: number): Promise<() => Promise<void>> {
+  const name = `slow_${runId.replace(/[^a-z0-9]/g, '_')}`;
+  await database.owner.query(`CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN PERFORM pg_sleep(${seconds}); RETURN NEW; END $$`);
+  await database.owner.query(
+    `CREATE TRIGGER ${name} BEFORE INSERT ON run_events FOR EACH ROW WHEN (NEW.run_id = '${runId}') EXECUTE FUNCTION ${name}()`,
+  );
+  return async () => {
+    await database.owner.query(`DROP TRIGGER ${name} ON run_events`);
+    await database.owner.query(`DROP FUNCTION ${name}()`);
+  };
+}
+
+const sleeping = async (database: MigratedDatabase): Promise<boolean> =>
+  (
+    await database.admin.query(
+      "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event = 'PgSleep'",
+    )
+  ).rows.length > 0;
+
+test.serial(
+  'a single cancel that waits on the project cancel’s lock finds the intent written: one event (already_requested)',
+  async (t) => {
+    const { database, world } = await ready;
+    const seeded = await seed(world, 'proj-race-a', 20, 0);
+    const raced = seeded.running[0] as string;
+    const restore = await slowEventOf(database, raced, 0.4);
+    t.teardown(restore);
+    const project = world.runStore.requestProjectCancellation({ projectId: 'proj-race-a', reason: 'user' });
+    await until(() => sleeping(database), { what: 'the project cancel holding the run locks' });
+    const single = await world.runStore.requestCancellation({ runId: raced, reason: 'user', eventId: 'evt-race-a' });
+    t.is(single.kind, 'already_requested');
+    t.like(await project, { requested: 20 });
+    for (const runId of seeded.running) t.is(await cancelEvents(world, runId), 1, runId);
+  },
+);
+
+test.serial(
+  'a project cancel that waits on a single cancel’s lock leaves that run out: one event (the single cancel’s)',
+  async (t) => {
+    const { database, world } = await ready;
+    const seeded = await seed(world, 'proj-race-b', 20, 0);
+    const raced = seeded.running[7] as string;
+    const restore = await slowEventOf(database, raced, 0.4);
+    t.teardown(restore);
+    const single = world.runStore.requestCancellation({ runId: raced, reason: 'user', eventId: 'evt-race-b' });
+    await until(() => sleeping(database), { what: 'the single cancel holding its run lock' });
+    const project = await world.runStore.requestProjectCancellation({ projectId: 'proj-race-b', reason: 'user' });
+    t.deepEqual(project, { requested: 19, cancelledQueued: 0, more: false });
+    t.is((await single).kind, 'requested');
+    for (const runId of seeded.running) t.is(await cancelEvents(world, runId), 1, runId);
+    t.deepEqual(
+      (await world.runStore.listEvents(raced)).map((event) => event.id),
+      ['evt-race-b'],
+    );
+  },
+);
+
+test.serial(
+  'refused and malformed project cancels are typed and change nothing: no grant, an unknown project, a bad id or reason',
+  async (t) => {
+    const { database, world } = await ready;
+    const project = 'proj-refused';
+    await grantStop(database, project);
+    const seeded = await seed(world, project, 3, 2);
+    const all = [...seeded.running, ...seeded.queued];
+    const before = await snapshot(database, all);
+    const stranger = await clientOf('operator-stranger');
+    const operator = await clientOf(OPERATOR);
+    t.like(await stranger.send('POST', `/v1/projects/${project}/cancel`), {
+      status: 403,
+      body: { code: 'ERR_PIDFENCE_NOT_PERMITTED' },
+    });
+    t.like(await operator.send('POST', '/v1/projects/no-such-project/cancel'), {
+      status: 403,
+      body: { code: 'ERR_PIDFENCE_NOT_PERMITTED' },
+    });
+    const malformed = await operator.send<{ code: string }>('POST', `/v1/projects/${'p'.repeat(300)}/cancel`);
+    t.is(malformed.status, 400);
+    t.regex(malformed.body.code, /^ERR_PIDFENCE_/);
+    const store = world.runStore;
+    const bad: Array<[unknown, string]> = [
+      [{ projectId: project, reason: 'whim' }, 'ERR_PIDFENCE_INVALID_CANCEL_REASON'],
+      [{ projectId: '', reason: 'user' }, 'ERR_PIDFENCE_INVALID_ID'],
+      [{ projectId: project, reason: 'user', limit: 5 }, 'ERR_PIDFENCE_INVALID_COMMAND'],
+    ];
+    for (const [command, code] of bad)
+      await t.throwsAsync(store.requestProjectCancellation(command as never), { code });
+    t.deepEqual(await snapshot(database, all), before);
+  },
+);
