@@ -1,4 +1,4 @@
--- 0018: what an attempt's launcher does with the processes its job leaves behind
+-- 0019: what an attempt's launcher does with the processes its job leaves behind
 -- (docs/decisions/0302): recorded so `pidfence show` can say that `keep` was chosen (the leftovers
 -- live on after the run's end). NULL: not stated, the default `stop`.
 
