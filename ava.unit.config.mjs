@@ -20,6 +20,7 @@ export const NEEDS_POSTGRES = [
   'cluster/leases',
   'cluster/metrics-and-status',
   'cluster/operator-cli',
+  'cluster/project-cancel',
   'cluster/replicas',
   'cluster/revocation',
   'cluster/stop-push',

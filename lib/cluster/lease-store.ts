@@ -326,7 +326,8 @@ export class ClusterLeaseStore {
     if (run === undefined) return null;
     const attemptId = newId('att');
     const deadlineAtMs = job.timeoutMs === null ? null : run.nowMs + job.timeoutMs;
-    await tx.rows(SQL.insertAttempt, [job.runId, attemptId, deadlineAtMs, null, run.nowMs, null]);
+    // A worker launches with leftovers stopped (the default, not stated: NULL; docs/decisions/0302).
+    await tx.rows(SQL.insertAttempt, [job.runId, attemptId, deadlineAtMs, null, run.nowMs, null, null]);
     await tx.rows(CLUSTER_SQL.markAttemptRunning, [job.runId, attemptId, run.nowMs]);
     await tx.rows(SQL.markRunRunning, [job.runId, run.nowMs]);
     const [lease] = await tx.rows<LeaseRow>(CLUSTER_SQL.grantLease, [

@@ -94,7 +94,16 @@ export interface CreateAttemptCommand {
   readonly receiptTokenDigest?: string;
   /** The runner that owns the attempt (docs/decisions/0070); absent for attempts no runner executes. */
   readonly runnerId?: string;
+  /**
+   * What its launcher does with processes the job leaves behind (docs/decisions/0302): recorded so
+   * `show` can say a `keep` was chosen; absent: not stated (the default, `stop`).
+   */
+  readonly leftovers?: AttemptLeftoverPolicy;
 }
+
+/** The leftover policies an attempt may record (the launcher's, lib/execution/launch-order.ts). */
+export const ATTEMPT_LEFTOVER_POLICIES = ['stop', 'keep'] as const;
+export type AttemptLeftoverPolicy = (typeof ATTEMPT_LEFTOVER_POLICIES)[number];
 
 export interface AdvanceAttemptCommand {
   readonly runId: string;
@@ -195,7 +204,7 @@ export function validateCreateAttemptCommand(value: unknown): CreateAttemptComma
     value,
     'create-attempt command',
     ['runId', 'attemptId'],
-    ['timeoutMs', 'receiptTokenDigest', 'runnerId'],
+    ['timeoutMs', 'receiptTokenDigest', 'runnerId', 'leftovers'],
   );
   let command: CreateAttemptCommand = {
     runId: validateId(input.runId, 'runId'),
@@ -217,6 +226,11 @@ export function validateCreateAttemptCommand(value: unknown): CreateAttemptComma
     command = { ...command, receiptTokenDigest: validateDigest(input.receiptTokenDigest, 'receiptTokenDigest') };
   }
   if (input.runnerId !== undefined) command = { ...command, runnerId: validateId(input.runnerId, 'runnerId') };
+  if (input.leftovers !== undefined)
+    command = {
+      ...command,
+      leftovers: validateEnum(input.leftovers, 'leftovers', ATTEMPT_LEFTOVER_POLICIES, 'ERR_PIDFENCE_INVALID_COMMAND'),
+    };
   return command;
 }
 

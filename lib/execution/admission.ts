@@ -11,7 +11,12 @@ import type { Environment } from '../base/environment';
 import { PidfenceError, PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 import { validateId, validateRunName, type AttemptActiveStatus } from '../contract/index';
 import { launcherPath } from '../native/index';
-import { LocalProcessController, type GroupLeaderSpawnOptions, type HeldGroups } from '../process/index';
+import {
+  LocalProcessController,
+  removeEndedJobCgroup,
+  type GroupLeaderSpawnOptions,
+  type HeldGroups,
+} from '../process/index';
 import type { RunStore } from '../store/run-store';
 import { ensureLogDirectory, validateJobLogSettings, type JobLogSettings } from './job-log';
 import { validateJobArgv, validateLeftoverGraceMs, validateLeftoverPolicy, type LeftoverPolicy } from './launch-order';
@@ -177,6 +182,7 @@ export class Admission {
       receiptTokenDigest: receiptTokenDigest(token),
       ...(request.timeoutMs === undefined ? {} : { timeoutMs: request.timeoutMs }),
       ...(this.#runnerId === undefined ? {} : { runnerId: this.#runnerId }),
+      ...(request.leftovers === undefined ? {} : { leftovers: request.leftovers }),
     });
     if (attempt.kind !== 'created')
       throw new PidfenceError(
@@ -221,11 +227,12 @@ export class Admission {
       // The store lost the handle: no job was started. The launcher, the only process, is stopped
       // through the verified controller before reporting, so nothing is left behind.
       launched.withholdOrder();
-      await new LocalProcessController(this.#held === undefined ? {} : { heldGroups: this.#held }).requestTermination({
-        attemptPid: pid,
-        handle,
-        graceMs: ADMISSION_UNDO_GRACE_MS,
-      });
+      const stopped = await new LocalProcessController(
+        this.#held === undefined ? {} : { heldGroups: this.#held },
+      ).requestTermination({ attemptPid: pid, handle, graceMs: ADMISSION_UNDO_GRACE_MS });
+      // The attempt never got the handle that names the job's cgroup, so no later end or sweep can
+      // remove it (docs/decisions/0300).
+      if (stopped.exitObserved) removeEndedJobCgroup(handle);
       this.#held?.release(handle);
       throw error;
     }

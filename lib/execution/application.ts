@@ -30,6 +30,7 @@ import type { RunnerStore } from '../store/runner-store';
 import type { RunnerKind } from '../contract/index';
 import { adoptGoneRunners, stopOrphanedRun, type OrphanStop } from './adoption';
 import { Admission, type AdmitOutcome, type AdmitRequest } from './admission';
+import { JobCgroupSweep } from './cgroup-sweep';
 import { CompletionProcessor, type CompletionOutcome } from './completion-processor';
 import { ControlLifecycle, type ControlCycleReport } from './control-lifecycle';
 import { DeadlineSource } from './deadlines';
@@ -239,6 +240,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
   const clearGoneSocket =
     wakeDirectory === undefined ? undefined : (gone: string) => removeStaleWakeSocket(wakeDirectory, gone);
   const adopt = () => adoptGoneRunners(runnerStore, runner, clearGoneSocket);
+  const cgroupSweep = new JobCgroupSweep(runStore);
   const lifecycle = new ControlLifecycle({
     profile,
     executionStore,
@@ -249,6 +251,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     deadlines: new DeadlineSource({ executionStore, runStore, pageSize: profile.pageSize, runnerId }),
     dispatch: supervisor,
     watched: () => admitted.values(),
+    sweepJobCgroups: () => cgroupSweep.sweepPage(),
     ...(options.adopt === true ? { adopt } : {}),
     ...(options.keepAlive === undefined ? {} : { keepAlive: options.keepAlive }),
     ...(options.diagnostics === undefined ? {} : { diagnostics: options.diagnostics }),

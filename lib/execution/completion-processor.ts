@@ -15,7 +15,7 @@ import {
 } from '../contract/index';
 import { observerOf, type DispatchObserver } from '../dispatch/index';
 import { bootNow } from '../native/index';
-import { groupLiveness, HeldGroups } from '../process/index';
+import { groupLiveness, HeldGroups, removeEndedJobCgroup } from '../process/index';
 import type { ExecutionStore } from '../store/execution-store';
 import type { RunStore } from '../store/run-store';
 import type { AttemptRef } from './notices';
@@ -115,13 +115,19 @@ export class CompletionProcessor {
   async process(ref: AttemptRef, options: { readonly allowNeverStarted?: boolean } = {}): Promise<CompletionOutcome> {
     const outcome = await this.#converge(ref, options);
     if (outcome.kind === 'completed' || outcome.kind === 'terminal' || outcome.kind === 'missing')
-      this.#releaseHold(ref);
+      this.#ended(ref, outcome.kind === 'completed');
     return outcome;
   }
 
-  #releaseHold(ref: AttemptRef): void {
+  /**
+   * The attempt has ended: its group hold is released and, when this call committed the end, its
+   * job cgroup is removed if empty (docs/decisions/0300). The launcher removes it too, but not when
+   * it was killed first; a `keep` job's populated cgroup stays for the cleanup sweep.
+   */
+  #ended(ref: AttemptRef, committedNow: boolean): void {
     const handle = this.#handles.get(ref.attemptId);
     if (handle !== undefined) this.#held.release(handle);
+    if (handle !== undefined && committedNow) removeEndedJobCgroup(handle);
     this.#handles.delete(ref.attemptId);
   }
 

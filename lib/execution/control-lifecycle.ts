@@ -73,6 +73,8 @@ export interface ControlLifecycleOptions {
   readonly watched?: () => Iterable<{ readonly runId: string; readonly attemptId: string }>;
   /** Every cleanup period: take over attempts of runners of this host proved gone. */
   readonly adopt?: () => Promise<number>;
+  /** Every cleanup period: one page of ended attempts' empty job cgroups removed (docs/decisions/0300). */
+  readonly sweepJobCgroups?: () => Promise<number>;
   readonly clock?: () => number;
   /** A cycle found the store full: told once per full spell (a notice for a person); the cycles go on. */
   readonly onStoreFull?: (error: PidfenceError) => void;
@@ -262,6 +264,7 @@ export class ControlLifecycle {
     if (now - this.#lastCleanupMs < this.#options.profile.cleanupPeriodMs) return 0;
     this.#lastCleanupMs = now;
     await this.#options.adopt?.();
+    await this.#options.sweepJobCgroups?.();
     return cleanupJournalPage(
       this.#options.executionStore,
       this.#options.receiptDirectory,

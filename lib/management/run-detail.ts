@@ -31,6 +31,11 @@ export interface AttemptView {
   readonly deadlineAtMs: number | null;
   /** cgroup: a stop reaches every process it started; group: its process group and what the launcher sees (docs/decisions/0180). */
   readonly containment: 'cgroup' | 'group' | null;
+  /**
+   * `keep`: processes the job leaves behind were left running when it ended, in its cgroup or
+   * wherever they went (docs/decisions/0302); `stop` (also when not recorded): they were stopped.
+   */
+  readonly leftovers: 'stop' | 'keep';
   /** How it ended; null while it is active. */
   readonly exit: RunExit | null;
   /** Its `attempt.terminal` and `attempt.adopted` events. */
@@ -94,6 +99,7 @@ function attemptViewOf(row: RunAttemptRow, events: readonly RunEventRow[]): Atte
     updatedAtMs: row.updatedAtMs,
     deadlineAtMs: row.deadlineAtMs,
     containment: row.containment,
+    leftovers: row.leftovers === 'keep' ? 'keep' : 'stop',
     exit: terminal === undefined ? null : runExitOf(terminal.payload),
     events: own.map(eventViewOf),
   };

@@ -64,6 +64,11 @@ export interface RunListItem {
   readonly endedAtMs: number | null;
   /** How its latest attempt ended; null while no attempt ended. */
   readonly exit: RunExit | null;
+  /**
+   * What a stop of its latest attempt reaches (docs/decisions/0180): `cgroup`, every process the job
+   * started; `group`, its process group and what its launcher sees; null while no attempt had a handle.
+   */
+  readonly containment: 'cgroup' | 'group' | null;
 }
 
 export interface RunListPage {
@@ -121,6 +126,7 @@ export function runListItemOf(row: RunRow): RunListItem {
     startedAtMs: row.startedAtMs,
     endedAtMs: row.endedAtMs,
     exit: row.terminal === null ? null : runExitOf(row.terminal),
+    containment: row.containment === 'cgroup' || row.containment === 'group' ? row.containment : null,
   };
 }
 

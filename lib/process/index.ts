@@ -12,7 +12,16 @@ export {
   type DurableProcessHandle,
 } from './durable-handle';
 export { ownPidNamespace, pidNamespaceMatches } from './pid-namespace';
-export { createJobCgroup, discardJobCgroup, resolveCgroupSubtree, type Containment } from './job-cgroup';
+export {
+  CGROUP_ENV,
+  CGROUP_OFF,
+  createJobCgroup,
+  discardJobCgroup,
+  jobCgroupNames,
+  removeEndedJobCgroup,
+  resolveCgroupSubtree,
+  type Containment,
+} from './job-cgroup';
 export { groupLiveness, type GroupLiveness } from './group-liveness';
 export { HeldGroups, type HoldResult } from './held-groups';
 export {

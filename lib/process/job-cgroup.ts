@@ -2,7 +2,16 @@
 // cgroup v2 subtree (found, or named by --cgroup / PIDFENCE_CGROUP), one child cgroup per attempt,
 // and the stop that reaches every member: freeze, TERM each proved member, thaw, the grace,
 // cgroup.kill, `populated 0` by notification. Without a usable subtree: group containment.
-import { accessSync, constants as fsConstants, mkdirSync, readFileSync, rmdirSync, statSync } from 'node:fs';
+import {
+  accessSync,
+  constants as fsConstants,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+  statfsSync,
+  statSync,
+} from 'node:fs';
 import path from 'node:path';
 
 import { PidfenceError } from '../base/errors';
@@ -11,11 +20,13 @@ import {
   cgroupFreeze,
   cgroupKill,
   cgroupRead,
+  cgroupRemove,
   cgroupSignalMembers,
   cgroupWaitEmpty,
   validateCgroupSubtree,
   type JobCgroupRef,
 } from '../native/index';
+import { parseHandle } from './durable-handle';
 
 /** Names the subtree (an absolute directory in the cgroup2 mount), or `off` for group containment. */
 export const CGROUP_ENV = 'PIDFENCE_CGROUP';
@@ -62,30 +73,60 @@ function writableDirectory(directory: string): boolean {
   }
 }
 
-function unavailable(): PidfenceError {
+/** statfs f_type of a cgroup v2 filesystem (linux/magic.h CGROUP2_SUPER_MAGIC). */
+const CGROUP2_SUPER_MAGIC = 0x63677270;
+
+function namedSubtreeRefused(message: string, code: string): PidfenceError {
   return new PidfenceError(
-    `the cgroup subtree ${CGROUP_ENV}/--cgroup names is not a writable cgroup v2 directory; name a delegated cgroup2 directory, or '${CGROUP_OFF}' for group containment.`,
-    'ERR_PIDFENCE_CGROUP_UNAVAILABLE',
+    `${message}; name a delegated cgroup2 directory with --cgroup or ${CGROUP_ENV}, or '${CGROUP_OFF}' for group containment.`,
+    code,
   );
+}
+
+/**
+ * A subtree named by --cgroup or PIDFENCE_CGROUP (docs/decisions/0301): an absolute, existing,
+ * writable directory of a cgroup v2 filesystem. Each refusal has its own code; nothing is created.
+ */
+export function validateNamedSubtree(named: string): string {
+  if (!named.startsWith('/'))
+    throw namedSubtreeRefused(`the cgroup subtree '${named}' is a relative path`, 'ERR_PIDFENCE_INVALID_CGROUP');
+  const subtree = validateCgroupSubtree(named);
+  let isDirectory = false;
+  try {
+    isDirectory = statSync(subtree).isDirectory();
+  } catch {
+    // missing: said below
+  }
+  if (!isDirectory)
+    throw namedSubtreeRefused(
+      `the cgroup subtree ${subtree} does not exist (mkdir it first)`,
+      'ERR_PIDFENCE_CGROUP_MISSING',
+    );
+  if (statfsSync(subtree).type !== CGROUP2_SUPER_MAGIC)
+    throw namedSubtreeRefused(
+      `${subtree} is not in a cgroup v2 filesystem (cgroup2 is mounted at ${cgroup2Mount() ?? 'no mount point'})`,
+      'ERR_PIDFENCE_CGROUP_NOT_CGROUP2',
+    );
+  if (!writableDirectory(subtree))
+    throw namedSubtreeRefused(`the cgroup subtree ${subtree} is not writable`, 'ERR_PIDFENCE_CGROUP_UNAVAILABLE');
+  return subtree;
 }
 
 let chosen: string | null | undefined;
 
 /**
  * The subtree this process creates and finds job cgroups in, or null (group containment). Named:
- * `setting` (the --cgroup option) or PIDFENCE_CGROUP, a directory that must be usable, or `off`.
- * Found: as root with cgroup2 mounted, `pidfence` under this process's own cgroup, a child that
- * holds no process itself (cgroup v2's no-internal-process rule then holds for any controllers).
+ * `setting` (the --cgroup option, which wins) or PIDFENCE_CGROUP, a directory that must be usable,
+ * or `off`. Found: as root with cgroup2 mounted, `pidfence` under this process's own cgroup, a
+ * child that holds no process itself (cgroup v2's no-internal-process rule then holds for any
+ * controllers). The first answer is kept for the life of the process: later calls without a
+ * setting get it, so a --cgroup given once also names the subtree a stop looks in.
  */
 export function resolveCgroupSubtree(setting?: string): string | null {
+  if (setting === undefined && chosen !== undefined) return chosen;
   const named = setting ?? process.env[CGROUP_ENV];
-  if (named === undefined && chosen !== undefined) return chosen;
   if (named === CGROUP_OFF) return (chosen = null);
-  if (named !== undefined && named !== '') {
-    const subtree = validateCgroupSubtree(named);
-    if (!writableDirectory(subtree)) throw unavailable();
-    return (chosen = subtree);
-  }
+  if (named !== undefined && named !== '') return (chosen = validateNamedSubtree(named));
   const mount = cgroup2Mount();
   const own = ownCgroupPath();
   if (process.getuid?.() !== 0 || mount === null || own === null) return (chosen = null);
@@ -181,4 +222,50 @@ export function jobCgroupPopulated(ref: JobCgroupRef): boolean | 'gone' | null {
   const now = cgroupRead(ref);
   if (now.kind === 'gone') return 'gone';
   return 'populated' in now ? now.populated : null;
+}
+
+/**
+ * Removes an ended attempt's job cgroup if it is still there and empty (docs/decisions/0300): found
+ * by the id its handle carries, never by name, so a directory re-created under the name is left
+ * alone; a populated cgroup (a `keep` job's leftovers) refuses the rmdir and stays. True: removed.
+ */
+export function removeEndedJobCgroup(handle: string): boolean {
+  let cgroupId: string | undefined;
+  try {
+    cgroupId = parseHandle(handle).cgroupId;
+  } catch {
+    return false;
+  }
+  if (cgroupId === undefined) return false;
+  let subtree: string | null;
+  try {
+    subtree = resolveCgroupSubtree();
+  } catch {
+    return false; // a subtree that cannot be used holds no job cgroup of ours
+  }
+  return subtree !== null && cgroupRemove({ subtree, id: cgroupId }).kind === 'ok';
+}
+
+/**
+ * Up to `limit` job cgroup names of the subtree after `after` (sorted), for the sweep of ended
+ * attempts' cgroups (docs/decisions/0300); [] without a subtree.
+ */
+export function jobCgroupNames(after: string | null, limit: number): { subtree: string | null; names: string[] } {
+  let subtree: string | null;
+  try {
+    subtree = resolveCgroupSubtree();
+  } catch {
+    return { subtree: null, names: [] };
+  }
+  if (subtree === null) return { subtree, names: [] };
+  let names: string[];
+  try {
+    names = readdirSync(subtree, { withFileTypes: true })
+      .filter((entry) => entry.isDirectory())
+      .map((entry) => entry.name);
+  } catch {
+    return { subtree, names: [] };
+  }
+  names.sort();
+  return { subtree, names: names.filter((name) => after === null || name > after).slice(0, limit) };
 }

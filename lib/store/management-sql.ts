@@ -105,17 +105,27 @@ export function blockedPageSql(
 }
 
 /**
+ * What a stop of an attempt reaches (docs/decisions/0180), from its handle's shape only: the handle
+ * itself never leaves the store. NULL before the attempt had a handle.
+ */
+function containmentOf(handle: string): string {
+  return `CASE WHEN ${handle} IS NULL THEN NULL WHEN ${handle} LIKE '%"cgroupId":%' THEN 'cgroup' ELSE 'group' END`;
+}
+
+/**
  * A run's columns for `list` and `show` (docs/decisions/0140), for `runs AS r`: the run's own
- * low-sensitivity columns and three correlated reads, each by a key — the first attempt's creation
- * (attempts' primary key), the `run.terminal` event (run_events' key) and the latest attempt's
- * `attempt.terminal` payload (attempt_events' key). No PID, handle, digest or runner column.
+ * low-sensitivity columns and four correlated reads, each by a key — the first attempt's creation
+ * (attempts' primary key), the `run.terminal` event (run_events' key), the latest attempt's
+ * `attempt.terminal` payload (attempt_events' key) and the latest attempt's containment. No PID, handle, digest or runner column.
  */
 const RUN_VIEW_COLUMNS = `r.id AS "runId", r.name AS "name", r.status AS "status", r.cancel_reason AS "cancelReason",
     r.cancel_requested_at_ms AS "cancelRequestedAtMs", r.created_at_ms AS "createdAtMs",
     (SELECT MIN(a.created_at_ms) FROM attempts a WHERE a.run_id = r.id) AS "startedAtMs",
     (SELECT e.created_at_ms FROM run_events e WHERE e.run_id = r.id AND e.type = 'run.terminal' ORDER BY e.seq LIMIT 1) AS "endedAtMs",
     (SELECT ae.payload FROM attempts a JOIN attempt_events ae ON ae.attempt_id = a.id
-      WHERE a.run_id = r.id AND ae.type = 'attempt.terminal' ORDER BY a.created_at_ms DESC, a.id DESC, ae.seq DESC LIMIT 1) AS "terminal"`;
+      WHERE a.run_id = r.id AND ae.type = 'attempt.terminal' ORDER BY a.created_at_ms DESC, a.id DESC, ae.seq DESC LIMIT 1) AS "terminal",
+    (SELECT ${containmentOf('a.handle')} FROM attempts a WHERE a.run_id = r.id
+      ORDER BY a.created_at_ms DESC, a.id DESC LIMIT 1) AS "containment"`;
 
 type RunPageParams = SqlParams<'projectId' | 'beforeAtMs' | 'beforeRunId' | 'limit'>;
 
@@ -142,9 +152,8 @@ export function runDetailSql(p: SqlParams<'runId'>): string {
 }
 
 export function runAttemptsSql(p: SqlParams<'runId' | 'limit'>): string {
-  // Containment from the handle's shape only (docs/decisions/0180): the handle itself never leaves the store.
   return `SELECT id AS "attemptId", status, deadline_at_ms AS "deadlineAtMs", created_at_ms AS "createdAtMs", updated_at_ms AS "updatedAtMs",
-    CASE WHEN handle IS NULL THEN NULL WHEN handle LIKE '%"cgroupId":%' THEN 'cgroup' ELSE 'group' END AS "containment"
+    ${containmentOf('handle')} AS "containment", leftovers
     FROM attempts WHERE run_id = ${p.runId} ORDER BY created_at_ms, id LIMIT ${p.limit}`;
 }
 

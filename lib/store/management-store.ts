@@ -51,6 +51,8 @@ export interface RunRow {
   readonly endedAtMs: number | null;
   /** Text on SQLite, parsed JSON on PostgreSQL; null while no attempt ended. */
   readonly terminal: unknown;
+  /** The latest attempt's containment (docs/decisions/0180); null while none had a handle. */
+  readonly containment: 'cgroup' | 'group' | null;
 }
 
 export interface RunAttemptRow {
@@ -61,6 +63,8 @@ export interface RunAttemptRow {
   readonly updatedAtMs: number;
   /** What a stop of it reaches (docs/decisions/0180): its own cgroup, or its process group; null before it had a handle. */
   readonly containment: 'cgroup' | 'group' | null;
+  /** What its launcher does with leftovers, as recorded (docs/decisions/0302); null: not stated (stop). */
+  readonly leftovers: 'stop' | 'keep' | null;
 }
 
 /** A run or attempt event as stored; `attemptId` is null for a run event. The payload as the driver gives it. */

@@ -148,6 +148,12 @@ function nameText(name: string | null): Html | string {
   return name === null ? NONE : name;
 }
 
+/** Whether what the job left behind was stopped, or kept running by its `keep` (docs/decisions/0302). */
+function leftoversText(run: RunDetail): string {
+  const latest = run.attempts[run.attempts.length - 1];
+  return latest?.leftovers === 'keep' ? 'keep (left running when the job ended)' : 'stop';
+}
+
 export function renderRun(run: RunDetail, subject: string | null): HtmlReply {
   const facts: Array<[string, Html | string | number]> = [
     ['name', nameText(run.name)],
@@ -158,6 +164,8 @@ export function renderRun(run: RunDetail, subject: string | null): HtmlReply {
     ['cancel requested', renderTime(run.cancelRequestedAtMs)],
     ['ended', renderTime(run.endedAtMs)],
     ['exit', exitText(run.exit)],
+    ['containment', run.containment ?? NONE],
+    ['leftovers', leftoversText(run)],
   ];
   const events = run.events.map(
     (event) =>
@@ -183,7 +191,7 @@ export function renderRunList(page: RunListPage, pageNumber: number, subject: st
   const base = `${projectPath(page.projectId)}/runs`;
   const rows = page.items.map(
     (item) =>
-      html`<tr data-row="run"><td><a href="${runPath(item.runId)}">${item.runId}</a></td><td data-name>${nameText(item.name)}</td><td data-status="${item.status}">${item.status}</td><td>${item.cancelReason === null ? NONE : item.cancelReason}</td><td>${renderTime(item.createdAtMs)}</td><td>${renderTime(item.endedAtMs)}</td><td>${exitText(item.exit)}</td></tr>`,
+      html`<tr data-row="run"><td><a href="${runPath(item.runId)}">${item.runId}</a></td><td data-name>${nameText(item.name)}</td><td data-status="${item.status}">${item.status}</td><td>${item.cancelReason === null ? NONE : item.cancelReason}</td><td>${renderTime(item.createdAtMs)}</td><td>${renderTime(item.endedAtMs)}</td><td>${exitText(item.exit)}</td><td data-containment>${item.containment ?? NONE}</td></tr>`,
   );
   const options = ['', ...RUN_STATUSES].map((state) =>
     (page.state ?? '') === state
@@ -201,7 +209,7 @@ export function renderRunList(page: RunListPage, pageNumber: number, subject: st
   const content = html`<h1>Runs of ${page.projectId}</h1>
 <form method="get" action="${base}"><label>State <select name="state">${options}</select></label> <button>Show</button></form>
 <p class="muted">Page <span data-fact="page">${pageNumber}</span>, newest first${page.state === null ? '' : html`, <span data-fact="state">${page.state}</span> only`}.</p>
-<table><thead><tr><th>run</th><th>name</th><th>state</th><th>stop asked by</th><th>created</th><th>ended</th><th>exit</th></tr></thead><tbody>${rows.length > 0 ? rows : html`<tr><td colspan="7" class="none">no runs</td></tr>`}</tbody></table>
+<table><thead><tr><th>run</th><th>name</th><th>state</th><th>stop asked by</th><th>created</th><th>ended</th><th>exit</th><th>containment</th></tr></thead><tbody>${rows.length > 0 ? rows : html`<tr><td colspan="8" class="none">no runs</td></tr>`}</tbody></table>
 <div class="pager">${first}${next}</div>`;
   return renderPage(200, `runs of ${page.projectId}`, nav(subject, page.projectId), content);
 }

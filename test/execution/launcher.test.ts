@@ -31,6 +31,7 @@ import {
 import { encodeLaunchOrder, ORDER_MAX_ARG_BYTES } from '../../lib/execution/launch-order';
 import { captureIdentity, launcherPath, signalVerified } from '../../lib/native/index';
 import { parseHandle } from '../../lib/process/index';
+import { cgroupUnavailable, testSubtree } from '../helpers/cgroup';
 import { groupMembers, reapGroupAtEnd } from '../helpers/job-groups';
 import { killMarkedAtEnd, MARK_ENV, markedProcesses, uniqueMark } from '../helpers/marked-processes';
 import { delay, until } from '../helpers/wait';
@@ -64,6 +65,9 @@ function launch(t: ExecutionContext, dir: string, script: string, extra: Partial
     command: 'sh',
     args: ['-c', script],
     env: { ...process.env, [MARK_ENV]: mark },
+    // A subtree of its own where cgroups can be used, removed when the test ends: a job these tests
+    // keep or kill leaves its cgroup behind, and no runner here removes it (docs/decisions/0300).
+    ...(cgroupUnavailable() === null ? { cgroupSubtree: testSubtree(t, 'launcher') } : {}),
     ...extra,
   });
   if (launched.handle === null) throw new Error('the launcher was not captured');

@@ -696,11 +696,12 @@ export function registerManagementSuite(factory: ManagementWorldFactory): void {
       cancelReason: 'user',
       exit: { cause: 'stopped', exitCode: null, signal: null },
     });
-    t.like(byId.get(running), { status: 'running', endedAtMs: null, exit: null });
-    t.like(byId.get(queued), { status: 'queued', startedAtMs: null, endedAtMs: null, exit: null });
+    t.like(byId.get(running), { status: 'running', endedAtMs: null, exit: null, containment: 'group' });
+    t.like(byId.get(queued), { status: 'queued', startedAtMs: null, endedAtMs: null, exit: null, containment: null });
     for (const item of page.items) {
       t.deepEqual(Object.keys(item).sort(), [
         'cancelReason',
+        'containment',
         'createdAtMs',
         'endedAtMs',
         'exit',

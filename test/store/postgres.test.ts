@@ -180,6 +180,7 @@ test.serial(
         '0016_worker_liveness_and_lease_page',
         '0017_unreachable_runs',
         '0018_project_cancel_in_one_statement',
+        '0019_attempt_leftovers',
         '0020_one_cancel_intent_rule',
       ],
     );

@@ -14,7 +14,7 @@ import { createExecution, type CompletionOutcome, type ExecutionApplication as E
 import { addStoreOptions, type CliCommand, type CliIo, type StoreOptions } from '../command';
 import { addControlPlaneOptions, controlPlaneTarget, type ControlPlaneOptions } from '../control-plane-target';
 import { capabilities } from '../../native/index';
-import { GRACE_MS_MAX } from '../../process/index';
+import { CGROUP_ENV, GRACE_MS_MAX, resolveCgroupSubtree } from '../../process/index';
 import { DURATION_HELP, parseDuration, parseDurationWithin } from '../duration';
 import { graceNotice, jobStartFailureMessage, stopHint } from '../job-messages';
 import { logDirectoryOf, openExecutionTarget, type ExecutionTarget } from '../execution-target';
@@ -32,6 +32,7 @@ interface RunOptions extends StoreOptions, ControlPlaneOptions, LogOptions {
   readonly detach?: boolean;
   readonly stopAfterDisconnect?: string;
   readonly name?: string;
+  readonly cgroup?: string;
 }
 
 /** The end line on stderr: how the run ended, and why a job that never started did not. */
@@ -160,6 +161,8 @@ async function runAction(
   io: CliIo,
 ): Promise<ExitCode | number> {
   const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, '--timeout');
+  // Before the store is opened: a subtree that cannot be used changes nothing (docs/decisions/0301).
+  resolveCgroupSubtree(options.cgroup);
   const graceMs = parseDurationWithin(options.grace, '--grace', GRACE_MS_MAX);
   const name = options.name === undefined ? null : validateRunName(options.name);
   const storeTarget = resolveStoreTarget(options.db, io.env);
@@ -206,6 +209,11 @@ async function runSomewhere(
       );
     return runAction(command, args, options, io);
   }
+  if (options.cgroup !== undefined)
+    throw new PidfenceRangeError(
+      "--cgroup is the worker's on a cluster (its PIDFENCE_CGROUP); drop it here.",
+      'ERR_PIDFENCE_USAGE',
+    );
   if (self.getOptionValueSource('grace') === 'cli')
     throw new PidfenceRangeError(
       "--grace is the worker's on a cluster (pidfence worker --grace); drop it here.",
@@ -256,6 +264,10 @@ export const runCommand: CliCommand = {
         'a name to find the run by in list, show and the status page (letters, digits, . _ : @ -; at most 64)',
       )
       .option('--grace <duration>', `TERM grace before KILL when the job is stopped: ${DURATION_HELP}`, '5s')
+      .option(
+        '--cgroup <dir|off>',
+        `the cgroup v2 subtree the job's own cgroup is made in (an existing, writable cgroup2 directory), or 'off' for group containment; wins over ${CGROUP_ENV}`,
+      )
       .argument('<command>', 'the program to run (no shell is involved)')
       .argument('[args...]', 'its arguments (put -- before the command)');
     addControlPlaneOptions(run)

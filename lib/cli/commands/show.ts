@@ -29,6 +29,17 @@ function eventsInTimeOrder(run: RunDetail): RunEventView[] {
     .map(({ event }) => event);
 }
 
+/**
+ * Said only when a `keep` was chosen (docs/decisions/0302): what the job left behind lives on after
+ * its end, and its cgroup with it; the default, stopping them, needs no line.
+ */
+function keptFact(run: RunDetail): Array<[string, string]> {
+  const kept = run.attempts.filter((attempt) => attempt.leftovers === 'keep').map((attempt) => attempt.attemptId);
+  return kept.length === 0
+    ? []
+    : [['leftovers', `keep: what the job left behind was left running at its end (${kept.join(', ')})`]];
+}
+
 export function showText(run: RunDetail): string {
   const events = eventsInTimeOrder(run);
   const lines = [
@@ -44,6 +55,7 @@ export function showText(run: RunDetail): string {
       ['ended by', run.exit?.cause ?? null],
       ['reason', reasonText(run)],
       ['cancel requested', timeText(run.cancelRequestedAtMs)],
+      ...keptFact(run),
     ]),
     `attempts (${run.attempts.length}${run.attemptsTruncated ? ', more not shown' : ''})`,
     ...tableLines(

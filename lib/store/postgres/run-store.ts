@@ -100,6 +100,7 @@ export class PostgresRunStore implements RunStore {
         valid.receiptTokenDigest ?? null,
         run.nowMs,
         valid.runnerId ?? null,
+        valid.leftovers ?? null,
       ]);
       await tx.rows(SQL.markRunRunning, [valid.runId, run.nowMs]);
       await tx.rows(SQL.insertPendingDispatch, [valid.runId, run.nowMs]);

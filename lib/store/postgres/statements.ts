@@ -112,8 +112,8 @@ export const SQL = {
     WHERE run_id = ANY ($1::text[]) AND (run_id, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
   selectAttemptById: `SELECT 1 AS found FROM attempts WHERE id = $1`,
   selectActiveAttempt: `SELECT id FROM attempts WHERE run_id = $1 AND status IN ('claimed', 'starting', 'running')`,
-  insertAttempt: `INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, runner_id, created_at_ms, updated_at_ms)
-    VALUES ($1, $2, 'claimed', NULL, NULL, $3, $4, $6, $5, $5)
+  insertAttempt: `INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, runner_id, leftovers, created_at_ms, updated_at_ms)
+    VALUES ($1, $2, 'claimed', NULL, NULL, $3, $4, $6, $7, $5, $5)
     RETURNING ${ATTEMPT_COLUMNS}`,
   /** Exact CAS on status; pid/handle are written once (a second capture would rebind the process). */
   advanceAttempt: `UPDATE attempts

@@ -91,6 +91,7 @@ export class SqliteRunStore implements RunStore {
           deadlineAtMs: valid.timeoutMs === undefined ? null : nowMs + valid.timeoutMs,
           receiptTokenDigest: valid.receiptTokenDigest ?? null,
           runnerId: valid.runnerId ?? null,
+          leftovers: valid.leftovers ?? null,
           nowMs,
         }),
       );

@@ -87,8 +87,8 @@ export const SQL = {
   selectRunVersion: `SELECT version FROM runs WHERE id = ?`,
   selectAttemptById: `SELECT 1 AS found FROM attempts WHERE id = ?`,
   selectActiveAttempt: `SELECT id FROM attempts WHERE run_id = ? AND status IN ('claimed', 'starting', 'running')`,
-  insertAttempt: `INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, runner_id, created_at_ms, updated_at_ms)
-    VALUES (:runId, :attemptId, 'claimed', NULL, NULL, :deadlineAtMs, :receiptTokenDigest, :runnerId, :nowMs, :nowMs)
+  insertAttempt: `INSERT INTO attempts (run_id, id, status, pid, handle, deadline_at_ms, receipt_token_digest, runner_id, leftovers, created_at_ms, updated_at_ms)
+    VALUES (:runId, :attemptId, 'claimed', NULL, NULL, :deadlineAtMs, :receiptTokenDigest, :runnerId, :leftovers, :nowMs, :nowMs)
     RETURNING ${ATTEMPT_COLUMNS}`,
   /** Exact CAS on status; pid/handle are written once (a second capture would rebind the process). */
   advanceAttempt: `UPDATE attempts
