@@ -1,10 +1,9 @@
 // Admission (design/execution §1-2, §5): creates the run (with its name, docs/decisions/0251) and a
-// `claimed` attempt with its receipt-token digest, starts the launcher as a process-group leader
-// (keeping the job's output in the run's log, docs/decisions/0250) with its order held back, stores
-// its durable handle (`running`) and only then sends the order, so no job starts before the handle
-// that proves it is durable (docs/decisions/0310). The command, arguments and environment never
-// reach the store, an event or a log line of pidfence's own. The launcher's exit reaches the
-// lifecycle only as a coalesced notice (no completion Promise).
+// `claimed` attempt with its receipt-token digest, marks it `starting`, starts the launcher as a
+// process-group leader (keeping the job's output in the run's log, docs/decisions/0250) and stores its
+// durable handle (`running`). The command, arguments and environment never reach the store, an event
+// or a log line of pidfence's own. The launcher's exit reaches the lifecycle only as a coalesced notice
+// (no completion Promise).
 import { randomUUID } from 'node:crypto';
 
 import type { Environment } from '../base/environment';
@@ -20,8 +19,8 @@ import {
 import type { RunStore } from '../store/run-store';
 import { ensureLogDirectory, validateJobLogSettings, type JobLogSettings } from './job-log';
 import { validateJobArgv, validateLeftoverGraceMs, validateLeftoverPolicy, type LeftoverPolicy } from './launch-order';
-import { launchAttempt, type Launched } from './launcher';
-import type { AttemptRef, CompletionNotices } from './notices';
+import { launchAttempt } from './launcher';
+import type { CompletionNotices } from './notices';
 import { createReceiptToken, receiptTokenDigest } from './receipts';
 
 /** The TERM grace when admission must undo a start whose handle could not be stored. */
@@ -102,8 +101,6 @@ export class Admission {
   #logDirectoryMade = false;
   /** attemptId → handle of what this admission launched (for escalation, never stored elsewhere). */
   readonly #handles = new Map<string, string>();
-  /** Attempts whose launch is under way here (docs/decisions/0310). */
-  readonly #admitting = new Set<string>();
   #open = true;
   #inFlight = new Set<Promise<unknown>>();
 
@@ -141,14 +138,6 @@ export class Admission {
     return work;
   }
 
-  /**
-   * Whether this admission is starting that attempt now: until its order is sent or withheld, its
-   * `claimed` state proves nothing; afterwards a `claimed` attempt of this runner never ran a job.
-   */
-  admitting(attemptId: string): boolean {
-    return this.#admitting.has(attemptId);
-  }
-
   async #admit(request: AdmitRequest): Promise<AdmitOutcome> {
     const { command, args } = validateRequest(request);
     const runId = request.runId === undefined ? `run-${randomUUID()}` : validateId(request.runId, 'runId');
@@ -164,21 +153,10 @@ export class Admission {
       ...(request.name === undefined ? {} : { name: request.name }),
     });
     if (created.kind === 'exists') return { kind: 'refused', reason: 'run_exists' };
-    // Marked before the attempt exists, cleared once its order is decided (docs/decisions/0310).
-    this.#admitting.add(attemptId);
-    try {
-      const token = await this.#createAttempt(request, { runId, attemptId });
-      return await this.#launch(request, { runId, attemptId, token, command, args });
-    } finally {
-      this.#admitting.delete(attemptId);
-    }
-  }
-
-  /** The `claimed` attempt with its receipt-token digest; the token itself only goes to the launcher. */
-  async #createAttempt(request: AdmitRequest, ref: AttemptRef): Promise<string> {
     const token = createReceiptToken();
     const attempt = await this.#runStore.createAttempt({
-      ...ref,
+      runId,
+      attemptId,
       receiptTokenDigest: receiptTokenDigest(token),
       ...(request.timeoutMs === undefined ? {} : { timeoutMs: request.timeoutMs }),
       ...(this.#runnerId === undefined ? {} : { runnerId: this.#runnerId }),
@@ -189,92 +167,55 @@ export class Admission {
         `the new run's attempt could not be created (${attempt.kind}).`,
         'ERR_PIDFENCE_ADMISSION_FAILED',
       );
-    return token;
-  }
+    // `starting` is written before the spawn: a crash from here on may leave a process, never a lie.
+    const starting = await this.#runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'starting' });
+    if (starting.kind !== 'advanced') return { kind: 'admitted', runId, attemptId, status: 'claimed' };
 
-  /**
-   * The launcher is spawned with its order held back (docs/decisions/0310): it starts the job only
-   * once the handle that proves it is committed, so a runner that dies before that commit leaves
-   * a `claimed` attempt and no job, which the next runner of the host proves and ends.
-   */
-  async #launch(request: AdmitRequest, order: AttemptRef & LaunchedJob): Promise<AdmitOutcome> {
-    const { runId, attemptId } = order;
     const launched = launchAttempt({
       receiptDirectory: this.#receiptDirectory,
-      ...order,
+      runId,
+      attemptId,
+      token,
+      command,
+      args,
       ...(request.env === undefined ? {} : { env: request.env }),
       ...(request.stdio === undefined ? {} : { stdio: request.stdio }),
       ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
       ...(request.leftovers === undefined ? {} : { leftovers: request.leftovers }),
       ...(request.leftoverGraceMs === undefined ? {} : { leftoverGraceMs: request.leftoverGraceMs }),
       ...(this.#log === undefined ? {} : { log: this.#log }),
-      deferOrder: true,
     });
     void launched.exited.then(() => this.#notices.add({ runId, attemptId }));
-    if (launched.handle === null || launched.pid === null) return this.#launchUnproven({ runId, attemptId }, launched);
+    if (launched.handle === null || launched.pid === null)
+      return { kind: 'admitted', runId, attemptId, status: 'starting' };
     // Held in the spawn's tick: the launcher cannot have been reaped, so the hold is of this group.
     this.#held?.hold(launched.handle);
     this.#handles.set(attemptId, launched.handle);
-    return this.#commitHandle({ runId, attemptId }, launched, launched.handle, launched.pid);
-  }
-
-  /** The handle is committed, then the order sent; the order never goes without the commit. */
-  async #commitHandle(ref: AttemptRef, launched: Launched, handle: string, pid: number): Promise<AdmitOutcome> {
-    let running;
     try {
-      running = await this.#runStore.advanceAttempt({ ...ref, from: 'claimed', to: 'running', pid, handle });
+      const running = await this.#runStore.advanceAttempt({
+        runId,
+        attemptId,
+        from: 'starting',
+        to: 'running',
+        pid: launched.pid,
+        handle: launched.handle,
+      });
+      return { kind: 'admitted', runId, attemptId, status: running.kind === 'advanced' ? 'running' : 'starting' };
     } catch (error) {
-      // The store lost the handle: no job was started. The launcher, the only process, is stopped
-      // through the verified controller before reporting, so nothing is left behind.
-      launched.withholdOrder();
+      // The store lost the handle: the only proof of this process is in memory. Stop it through the
+      // verified controller before reporting, so no unprovable process is left behind.
       const stopped = await new LocalProcessController(
         this.#held === undefined ? {} : { heldGroups: this.#held },
-      ).requestTermination({ attemptPid: pid, handle, graceMs: ADMISSION_UNDO_GRACE_MS });
-      // The attempt never got the handle that names the job's cgroup, so no later end or sweep can
-      // remove it (docs/decisions/0300).
-      if (stopped.exitObserved) removeEndedJobCgroup(handle);
-      this.#held?.release(handle);
+      ).requestTermination({
+        attemptPid: launched.pid,
+        handle: launched.handle,
+        graceMs: ADMISSION_UNDO_GRACE_MS,
+      });
+      // The stop may have ended the launcher before it removed the job's cgroup, and the attempt
+      // never got the handle that names it, so no later end or sweep can (docs/decisions/0300).
+      if (stopped.exitObserved) removeEndedJobCgroup(launched.handle);
+      this.#held?.release(launched.handle);
       throw error;
     }
-    if (running.kind !== 'advanced') {
-      // Ended meanwhile (a cancel of the claimed attempt): its job must never start.
-      launched.withholdOrder();
-      this.#held?.release(handle);
-      return { kind: 'admitted', ...ref, status: 'claimed' };
-    }
-    launched.sendOrder();
-    return { kind: 'admitted', ...ref, status: 'running' };
   }
-
-  /**
-   * No handle: a launcher that exited before its identity was read never had its order, so no job
-   * ran (`claimed` stays true); without the addon nothing can be proved, which `starting` says,
-   * committed before the order goes.
-   */
-  async #launchUnproven(ref: AttemptRef, launched: Launched): Promise<AdmitOutcome> {
-    if (launched.handleStatus === 'exited_before_capture') {
-      launched.withholdOrder();
-      return { kind: 'admitted', ...ref, status: 'claimed' };
-    }
-    let starting;
-    try {
-      starting = await this.#runStore.advanceAttempt({ ...ref, from: 'claimed', to: 'starting' });
-    } catch (error) {
-      launched.withholdOrder();
-      throw error;
-    }
-    if (starting.kind !== 'advanced') {
-      launched.withholdOrder();
-      return { kind: 'admitted', ...ref, status: 'claimed' };
-    }
-    launched.sendOrder();
-    return { kind: 'admitted', ...ref, status: 'starting' };
-  }
-}
-
-/** What the launcher's order carries besides the ids. */
-interface LaunchedJob {
-  readonly token: string;
-  readonly command: string;
-  readonly args: readonly string[];
 }

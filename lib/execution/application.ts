@@ -156,15 +156,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     ...(options.onStopping === undefined ? {} : { onStopping: options.onStopping }),
   });
   const notices = new CompletionNotices();
-  // A `claimed` attempt not being started by this runner's admission never ran a job (docs/decisions/0310).
-  const processor = new CompletionProcessor({
-    runStore,
-    executionStore,
-    receiptDirectory,
-    heldGroups,
-    observer,
-    admitting: (attemptId) => admission.admitting(attemptId),
-  });
+  const processor = new CompletionProcessor({ runStore, executionStore, receiptDirectory, heldGroups, observer });
   const completeFirst = async (ref: AttemptRef): Promise<boolean> => {
     const outcome = await processor.process(ref);
     if (outcome.kind === 'completed') completed(ref, outcome);

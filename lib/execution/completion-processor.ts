@@ -59,13 +59,6 @@ export interface CompletionProcessorOptions {
   readonly heldGroups?: HeldGroups;
   /** Told how long after its cancel intent a stopped job was seen ended (docs/decisions/0110). */
   readonly observer?: Partial<DispatchObserver>;
-  /**
-   * Whether this process is starting that attempt now (Admission.admitting). Given, a `claimed`
-   * attempt that is not being started here never ran a job: its launcher gets its order only after
-   * the handle commit (docs/decisions/0310), and the attempts looked at are this runner's own or
-   * taken over from a runner proved gone. Omitted: only a cancelled `claimed` attempt is ended.
-   */
-  readonly admitting?: (attemptId: string) => boolean;
 }
 
 function isTerminal(status: string): status is RunTerminalStatus {
@@ -95,7 +88,6 @@ export class CompletionProcessor {
   readonly #directory: string;
   readonly #held: HeldGroups;
   readonly #observer: DispatchObserver;
-  readonly #admitting: ((attemptId: string) => boolean) | undefined;
   /** The handle of each attempt looked at, so its hold is released when it ends. */
   readonly #handles = new Map<string, string>();
 
@@ -105,7 +97,6 @@ export class CompletionProcessor {
     this.#store = options.executionStore;
     this.#directory = options.receiptDirectory;
     this.#observer = observerOf(options.observer);
-    this.#admitting = options.admitting;
   }
 
   /**
@@ -131,17 +122,7 @@ export class CompletionProcessor {
     this.#handles.delete(ref.attemptId);
   }
 
-  /**
-   * Whether a `claimed` attempt is proved never started: asked before the attempt is read, so an
-   * admission that ended by then has committed all it ever will; null: not known here.
-   */
-  #neverStarted(ref: AttemptRef, options: { readonly allowNeverStarted?: boolean }): boolean | null {
-    if (options.allowNeverStarted === true) return true;
-    return this.#admitting === undefined ? null : !this.#admitting(ref.attemptId);
-  }
-
   async #converge(ref: AttemptRef, options: { readonly allowNeverStarted?: boolean }): Promise<CompletionOutcome> {
-    const neverStarted = this.#neverStarted(ref, options);
     const attempt = await this.#runStore.getAttempt(ref.runId, ref.attemptId);
     const run = await this.#runStore.getRun(ref.runId);
     if (attempt === null || run === null) return { kind: 'missing' };
@@ -151,7 +132,7 @@ export class CompletionProcessor {
     if (isTerminal(attempt.status)) return { kind: 'terminal', status: attempt.status, lateReceipt: false };
 
     if (attempt.status === 'claimed') {
-      if (!(neverStarted ?? run.cancelRequestedAtMs !== null)) return { kind: 'active' };
+      if (run.cancelRequestedAtMs === null && options.allowNeverStarted !== true) return { kind: 'active' };
       const status = run.cancelRequestedAtMs === null ? 'failed' : cancelStatus(run);
       return this.#commit(attempt, run, status, 'never_started', null, false);
     }

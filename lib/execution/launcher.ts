@@ -4,9 +4,7 @@
 // that only the launcher reads (docs/decisions/0071), never in its argv or environment:
 // /proc/<pid>/cmdline is readable by every local user. With a log, the launcher owns the job's
 // stdout and stderr and copies them to the run's log and to its own fds (docs/decisions/0250). The
-// order can be held back until the caller committed the launcher's handle: the launcher starts
-// nothing before it, and nothing at all when it is withheld (docs/decisions/0310). The exit Promise
-// stays inside the execution layer (design/execution §2).
+// exit Promise stays inside the execution layer (design/execution §2).
 import type { Writable } from 'node:stream';
 
 import { launcherPath } from '../native/index';
@@ -60,12 +58,6 @@ export interface LaunchRequest {
    * containment. Default: resolveCgroupSubtree().
    */
   readonly cgroupSubtree?: string | null;
-  /**
-   * Keep the order until `sendOrder()`: the launcher waits on fd 3 and starts no job before it, and
-   * exits without one when the order is withheld or its writer dies (docs/decisions/0310).
-   * Default: sent at once.
-   */
-  readonly deferOrder?: boolean;
 }
 
 export interface Launched {
@@ -76,34 +68,6 @@ export interface Launched {
   readonly containment: Containment;
   /** Internal: resolves when the launcher exited (feeds the completion notices, nothing else). */
   readonly exited: Promise<void>;
-  /** Gives the launcher its order, so it starts the job; a no-op once sent or withheld. */
-  sendOrder(): void;
-  /** Closes the order pipe empty: the launcher exits without starting anything; a no-op once sent or withheld. */
-  withholdOrder(): void;
-}
-
-/** The order pipe's one decision: the order is written whole and closed, or the pipe is closed empty. */
-function orderGate(
-  pipe: Writable | null | undefined,
-  order: Uint8Array,
-  onWithheld: () => void,
-): Pick<Launched, 'sendOrder' | 'withholdOrder'> {
-  let decided = false;
-  // A launcher that died before reading leaves EPIPE here: its exit is what the lifecycle sees.
-  pipe?.on('error', () => undefined);
-  return {
-    sendOrder() {
-      if (decided) return;
-      decided = true;
-      pipe?.end(order);
-    },
-    withholdOrder() {
-      if (decided) return;
-      decided = true;
-      pipe?.destroy();
-      onWithheld();
-    },
-  };
 }
 
 function stdioWithOrderPipe(stdio: GroupLeaderSpawnOptions['stdio']): JobStdioEntry[] {
@@ -175,13 +139,13 @@ export function launchAttempt(request: LaunchRequest): Launched {
   // launcher runs) the launcher still opens the cgroup for the job: removing it here left the job
   // unstarted and the run waiting for ever.
   if (cgroup !== null && spawned.handleStatus === 'exited_before_capture') discardJobCgroup(cgroup.path);
-  // Withheld, the order never reaches the launcher, which opens the job's cgroup only after reading it.
-  const gate = orderGate(spawned.child.stdio[LAUNCH_ORDER_FD] as Writable | null | undefined, order, () => {
-    if (cgroup !== null && spawned.handleStatus !== 'exited_before_capture') discardJobCgroup(cgroup.path);
-  });
-  if (request.deferOrder !== true) gate.sendOrder();
+  const pipe = spawned.child.stdio[LAUNCH_ORDER_FD] as Writable | null | undefined;
+  if (pipe) {
+    // A launcher that died before reading leaves EPIPE here: its exit is what the lifecycle sees.
+    pipe.on('error', () => undefined);
+    pipe.end(order);
+  }
   return {
-    ...gate,
     handleStatus: spawned.handleStatus,
     pid: spawned.identity?.pid ?? null,
     handle: cgroup === null ? spawned.handle : withCgroupId(spawned.handle, cgroup.ref.id),

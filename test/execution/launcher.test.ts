@@ -102,33 +102,6 @@ test("the launch order travels on fd 3 only: the launcher's cmdline and environ 
   t.true(launched.pid === pgid);
 });
 
-test('a deferred order: the launcher starts no job before it is sent; withheld, it exits with no job and no receipt (docs/decisions/0310)', async (t) => {
-  const dir = receiptDirectory(t);
-  const script = (file: string) => `: > ${file}; exec sleep 30`;
-  const sent = launch(t, dir, script(path.join(dir, 'sent-ran')), { deferOrder: true });
-  const withheld = launch(t, dir, script(path.join(dir, 'withheld-ran')), { deferOrder: true });
-  // Both launchers wait on fd 3, the order's pipe (a socket pair, as Node makes it), until it is decided.
-  const waiting = (pgid: number): boolean => {
-    try {
-      return /^(pipe|socket):/.test(readlinkSync(`/proc/${pgid}/fd/3`));
-    } catch {
-      return false;
-    }
-  };
-  for (const { pgid } of [sent, withheld])
-    await until(() => waiting(pgid), { what: 'the launcher waiting for its order' });
-  t.false(existsSync(path.join(dir, 'sent-ran')), 'no job before the order');
-  withheld.launched.withholdOrder();
-  withheld.launched.sendOrder(); // no-op: the order was decided
-  await withheld.launched.exited;
-  t.false(existsSync(path.join(dir, 'withheld-ran')), 'a withheld order starts nothing');
-  t.is(readReceipt(dir, withheld.attemptId).kind, 'absent');
-  t.deepEqual(markedProcesses(withheld.mark), []);
-  sent.launched.sendOrder();
-  await until(() => existsSync(path.join(dir, 'sent-ran')), { what: 'the job started by its order' });
-  t.true(groupMembers(sent.pgid).length >= 2, 'launcher and job');
-});
-
 test('TERM to the launcher alone is ignored; the job has default dispositions and an empty mask; a group TERM ends the job and the receipt says SIGTERM', async (t) => {
   const dir = receiptDirectory(t);
   const status = path.join(dir, 'status');
