@@ -37,6 +37,19 @@ import { killMarkedAtEnd, MARK_ENV, markedProcesses, uniqueMark } from '../helpe
 import { delay, until } from '../helpers/wait';
 
 const TOKEN = 'A'.repeat(43);
+/** A valid order of `true`; the order tests change one field of it at a time. */
+const MINIMAL_ORDER = {
+  receiptDirectory: '/tmp',
+  runId: 'r',
+  attemptId: 'a',
+  seq: 1,
+  token: TOKEN,
+  command: 'true',
+  args: [] as string[],
+  leftovers: 'stop',
+  leftoverGraceMs: 0,
+  log: null,
+} as const;
 
 function receiptDirectory(t: ExecutionContext): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-launcher-'));
@@ -175,73 +188,18 @@ test('start failures: 127 for a missing command, 126 for a file that is not exec
 });
 
 test('a launcher without a usable order refuses with a sentence and status 2', (t) => {
-  for (const order of [
-    Buffer.from('{"json":"no longer"}'),
-    encodeLaunchOrder({
-      receiptDirectory: '/tmp',
-      runId: 'r',
-      attemptId: 'a',
-      seq: 1,
-      token: TOKEN,
-      command: 'true',
-      args: [],
-      leftovers: 'stop',
-      leftoverGraceMs: 0,
-      log: null,
-    }).subarray(0, 30),
-  ]) {
+  for (const order of [Buffer.from('{"json":"no longer"}'), encodeLaunchOrder(MINIMAL_ORDER).subarray(0, 30)]) {
     const child = spawnSyncWithOrder(order);
     t.is(child.status, 2);
     t.regex(child.stderr, /no usable order on fd 3 .*started by pidfence, not by hand/);
   }
-  t.throws(
-    () =>
-      encodeLaunchOrder({
-        receiptDirectory: '/tmp',
-        runId: 'r',
-        attemptId: 'a',
-        seq: 1,
-        token: TOKEN,
-        command: 'true',
-        args: ['x'.repeat(ORDER_MAX_ARG_BYTES + 1)],
-        leftovers: 'stop',
-        leftoverGraceMs: 0,
-        log: null,
-      }),
-    { code: 'ERR_PIDFENCE_INVALID_COMMAND' },
-  );
-  t.throws(
-    () =>
-      encodeLaunchOrder({
-        receiptDirectory: '/tmp',
-        runId: 'r',
-        attemptId: 'a',
-        seq: 1,
-        token: TOKEN,
-        command: 'true',
-        args: ['a\0b'],
-        leftovers: 'stop',
-        leftoverGraceMs: 0,
-        log: null,
-      }),
-    { code: 'ERR_PIDFENCE_INVALID_COMMAND' },
-  );
-  t.throws(
-    () =>
-      encodeLaunchOrder({
-        receiptDirectory: '/tmp',
-        runId: 'r',
-        attemptId: 'a',
-        seq: 1,
-        token: TOKEN,
-        command: 'true',
-        args: [],
-        leftovers: 'maybe' as 'stop',
-        leftoverGraceMs: 0,
-        log: null,
-      }),
-    { code: 'ERR_PIDFENCE_INVALID_OPTIONS' },
-  );
+  t.throws(() => encodeLaunchOrder({ ...MINIMAL_ORDER, args: ['x'.repeat(ORDER_MAX_ARG_BYTES + 1)] }), {
+    code: 'ERR_PIDFENCE_INVALID_COMMAND',
+  });
+  t.throws(() => encodeLaunchOrder({ ...MINIMAL_ORDER, args: ['a\0b'] }), { code: 'ERR_PIDFENCE_INVALID_COMMAND' });
+  t.throws(() => encodeLaunchOrder({ ...MINIMAL_ORDER, leftovers: 'maybe' as 'stop' }), {
+    code: 'ERR_PIDFENCE_INVALID_OPTIONS',
+  });
   t.is(LEFTOVER_POLICY_DEFAULT, 'stop');
 });
 
@@ -306,17 +264,7 @@ test('job log with leftovers kept: a drainer goes on copying what they write aft
 });
 
 test("the order's log section: a bad one is refused by the writer (typed) and by the launcher (status 2)", (t) => {
-  const order = {
-    receiptDirectory: '/tmp',
-    runId: 'r',
-    attemptId: 'a',
-    seq: 1,
-    token: TOKEN,
-    command: 'true',
-    args: [],
-    leftovers: 'stop',
-    leftoverGraceMs: 0,
-  } as const;
+  const order = MINIMAL_ORDER;
   const log = { directory: '/tmp', maxBytes: 16_384, keep: 0, teeStdout: false, teeStderr: false };
   for (const bad of [
     { ...log, directory: 'relative' },
