@@ -1,7 +1,9 @@
 // Admission (design/execution §1-2, §5): creates the run (with its name, docs/decisions/0251) and a
 // `claimed` attempt with its receipt-token digest, marks it `starting`, starts the launcher as a
-// process-group leader (keeping the job's output in the run's log, docs/decisions/0250) and stores its
-// durable handle (`running`). The command, arguments and environment never reach the store, an event
+// process-group leader (keeping the job's output in the run's log, docs/decisions/0250), stores its
+// durable handle (`running`) and only then sends the launcher its order: a job starts only once the
+// handle that proves it is stored, so `starting` without a handle is never a job (docs/decisions/0310).
+// The command, arguments and environment never reach the store, an event
 // or a log line of pidfence's own. The launcher's exit reaches the lifecycle only as a coalesced notice
 // (no completion Promise).
 import { randomUUID } from 'node:crypto';
@@ -19,7 +21,7 @@ import {
 import type { RunStore } from '../store/run-store';
 import { ensureLogDirectory, validateJobLogSettings, type JobLogSettings } from './job-log';
 import { validateJobArgv, validateLeftoverGraceMs, validateLeftoverPolicy, type LeftoverPolicy } from './launch-order';
-import { launchAttempt } from './launcher';
+import { spawnLauncher, type PendingLaunch } from './launcher';
 import type { CompletionNotices } from './notices';
 import { createReceiptToken, receiptTokenDigest } from './receipts';
 
@@ -101,6 +103,8 @@ export class Admission {
   #logDirectoryMade = false;
   /** attemptId → handle of what this admission launched (for escalation, never stored elsewhere). */
   readonly #handles = new Map<string, string>();
+  /** Attempts between their creation and their handle's commit (or the order's withdrawal). */
+  readonly #admitting = new Set<string>();
   #open = true;
   #inFlight = new Set<Promise<unknown>>();
 
@@ -120,6 +124,14 @@ export class Admission {
     return hold !== null && hold.signalGroup('SIGKILL').kind === 'signalled';
   }
 
+  /**
+   * Whether this admission may still start the attempt. The completion processor asks before it reads
+   * the attempt: an attempt it then finds unstarted, not being admitted here, can start no job.
+   */
+  isAdmitting(attemptId: string): boolean {
+    return this.#admitting.has(attemptId);
+  }
+
   get open(): boolean {
     return this.#open;
   }
@@ -132,16 +144,30 @@ export class Admission {
 
   admit(request: AdmitRequest): Promise<AdmitOutcome> {
     if (!this.#open) return Promise.resolve({ kind: 'refused', reason: 'closed' });
-    const work = this.#admit(request);
+    const work = this.#admitTracked(request);
     this.#inFlight.add(work);
     void work.finally(() => this.#inFlight.delete(work)).catch(() => undefined);
     return work;
   }
 
-  async #admit(request: AdmitRequest): Promise<AdmitOutcome> {
+  async #admitTracked(request: AdmitRequest): Promise<AdmitOutcome> {
     const { command, args } = validateRequest(request);
     const runId = request.runId === undefined ? `run-${randomUUID()}` : validateId(request.runId, 'runId');
     const attemptId = `${runId}-a1`;
+    // Marked before the attempt exists: whoever reads it afterwards asks this first.
+    this.#admitting.add(attemptId);
+    try {
+      return await this.#admit(request, { command, args, runId, attemptId });
+    } finally {
+      this.#admitting.delete(attemptId);
+    }
+  }
+
+  async #admit(
+    request: AdmitRequest,
+    job: { command: string; args: readonly string[]; runId: string; attemptId: string },
+  ): Promise<AdmitOutcome> {
+    const { command, args, runId, attemptId } = job;
     // Before anything is stored: a directory that cannot be made refuses the run, it never strands one.
     if (this.#log !== undefined && !this.#logDirectoryMade) {
       ensureLogDirectory(this.#log.directory);
@@ -167,11 +193,12 @@ export class Admission {
         `the new run's attempt could not be created (${attempt.kind}).`,
         'ERR_PIDFENCE_ADMISSION_FAILED',
       );
-    // `starting` is written before the spawn: a crash from here on may leave a process, never a lie.
+    // `starting` is written before the spawn; the job starts only after its handle is stored, so a
+    // crash from here on leaves at most a launcher that reads no order and exits (docs/decisions/0310).
     const starting = await this.#runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'starting' });
     if (starting.kind !== 'advanced') return { kind: 'admitted', runId, attemptId, status: 'claimed' };
 
-    const launched = launchAttempt({
+    const launched = spawnLauncher({
       receiptDirectory: this.#receiptDirectory,
       runId,
       attemptId,
@@ -186,8 +213,7 @@ export class Admission {
       ...(this.#log === undefined ? {} : { log: this.#log }),
     });
     void launched.exited.then(() => this.#notices.add({ runId, attemptId }));
-    if (launched.handle === null || launched.pid === null)
-      return { kind: 'admitted', runId, attemptId, status: 'starting' };
+    if (launched.handle === null || launched.pid === null) return this.#withoutHandle(launched, runId, attemptId);
     // Held in the spawn's tick: the launcher cannot have been reaped, so the hold is of this group.
     this.#held?.hold(launched.handle);
     this.#handles.set(attemptId, launched.handle);
@@ -200,8 +226,16 @@ export class Admission {
         pid: launched.pid,
         handle: launched.handle,
       });
-      return { kind: 'admitted', runId, attemptId, status: running.kind === 'advanced' ? 'running' : 'starting' };
+      if (running.kind !== 'advanced') {
+        // Ended meanwhile (a cancel found it unstarted): the job must not start after all.
+        launched.withdrawOrder();
+        return { kind: 'admitted', runId, attemptId, status: 'starting' };
+      }
+      launched.sendOrder();
+      return { kind: 'admitted', runId, attemptId, status: 'running' };
     } catch (error) {
+      // Not known to be stored: the job is not started, and the launcher is stopped as proof.
+      launched.withdrawOrder();
       // The store lost the handle: the only proof of this process is in memory. Stop it through the
       // verified controller before reporting, so no unprovable process is left behind.
       const stopped = await new LocalProcessController(
@@ -217,5 +251,25 @@ export class Admission {
       this.#held?.release(launched.handle);
       throw error;
     }
+  }
+
+  /**
+   * No handle. A launcher already gone started nothing: its order is withdrawn and the attempt stays
+   * `starting`, which the completion processor ends as never started. Where identities cannot be
+   * proved at all (no addon, an old kernel) the job runs unproven, as `run` warns: the attempt is
+   * moved to `running` without a handle first, so `starting` without a handle still means no job.
+   */
+  async #withoutHandle(launched: PendingLaunch, runId: string, attemptId: string): Promise<AdmitOutcome> {
+    if (launched.handleStatus !== 'unsupported') {
+      launched.withdrawOrder();
+      return { kind: 'admitted', runId, attemptId, status: 'starting' };
+    }
+    const running = await this.#runStore.advanceAttempt({ runId, attemptId, from: 'starting', to: 'running' });
+    if (running.kind !== 'advanced') {
+      launched.withdrawOrder();
+      return { kind: 'admitted', runId, attemptId, status: 'starting' };
+    }
+    launched.sendOrder();
+    return { kind: 'admitted', runId, attemptId, status: 'running' };
   }
 }

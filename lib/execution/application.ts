@@ -156,7 +156,15 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
     ...(options.onStopping === undefined ? {} : { onStopping: options.onStopping }),
   });
   const notices = new CompletionNotices();
-  const processor = new CompletionProcessor({ runStore, executionStore, receiptDirectory, heldGroups, observer });
+  const processor = new CompletionProcessor({
+    runStore,
+    executionStore,
+    receiptDirectory,
+    heldGroups,
+    observer,
+    // Only called once the runner works, after the admission below exists (docs/decisions/0310).
+    isAdmitting: (attemptId) => admission.isAdmitting(attemptId),
+  });
   const completeFirst = async (ref: AttemptRef): Promise<boolean> => {
     const outcome = await processor.process(ref);
     if (outcome.kind === 'completed') completed(ref, outcome);

@@ -59,6 +59,11 @@ export interface CompletionProcessorOptions {
   readonly heldGroups?: HeldGroups;
   /** Told how long after its cancel intent a stopped job was seen ended (docs/decisions/0110). */
   readonly observer?: Partial<DispatchObserver>;
+  /**
+   * Whether this process's admission may still start the attempt (docs/decisions/0310); omitted:
+   * nothing is admitted here.
+   */
+  readonly isAdmitting?: (attemptId: string) => boolean;
 }
 
 function isTerminal(status: string): status is RunTerminalStatus {
@@ -88,6 +93,7 @@ export class CompletionProcessor {
   readonly #directory: string;
   readonly #held: HeldGroups;
   readonly #observer: DispatchObserver;
+  readonly #isAdmitting: (attemptId: string) => boolean;
   /** The handle of each attempt looked at, so its hold is released when it ends. */
   readonly #handles = new Map<string, string>();
 
@@ -97,6 +103,7 @@ export class CompletionProcessor {
     this.#store = options.executionStore;
     this.#directory = options.receiptDirectory;
     this.#observer = observerOf(options.observer);
+    this.#isAdmitting = options.isAdmitting ?? (() => false);
   }
 
   /**
@@ -123,6 +130,8 @@ export class CompletionProcessor {
   }
 
   async #converge(ref: AttemptRef, options: { readonly allowNeverStarted?: boolean }): Promise<CompletionOutcome> {
+    // Asked before the read: an admission that ends after it has stored what it did before the read.
+    const admitting = this.#isAdmitting(ref.attemptId);
     const attempt = await this.#runStore.getAttempt(ref.runId, ref.attemptId);
     const run = await this.#runStore.getRun(ref.runId);
     if (attempt === null || run === null) return { kind: 'missing' };
@@ -132,7 +141,15 @@ export class CompletionProcessor {
     if (isTerminal(attempt.status)) return { kind: 'terminal', status: attempt.status, lateReceipt: false };
 
     if (attempt.status === 'claimed') {
+      if (admitting) return { kind: 'active' };
       if (run.cancelRequestedAtMs === null && options.allowNeverStarted !== true) return { kind: 'active' };
+      const status = run.cancelRequestedAtMs === null ? 'failed' : cancelStatus(run);
+      return this.#commit(attempt, run, status, 'never_started', null, false);
+    }
+    if (attempt.status === 'starting' && attempt.handle === null) {
+      // A job starts only after its handle is stored (docs/decisions/0310): unless this process is
+      // still admitting it, none was started, and none can be now.
+      if (admitting) return { kind: 'active' };
       const status = run.cancelRequestedAtMs === null ? 'failed' : cancelStatus(run);
       return this.#commit(attempt, run, status, 'never_started', null, false);
     }

@@ -25,7 +25,14 @@ export {
 } from './control-lifecycle';
 export { DeadlineSource, type DeadlinePass } from './deadlines';
 export { ExecutionDrain, DRAIN_TIMEOUT_DEFAULT_MS, type DrainReport } from './drain';
-export { LEFTOVER_GRACE_DEFAULT_MS, launchAttempt, type LaunchRequest, type Launched } from './launcher';
+export {
+  LEFTOVER_GRACE_DEFAULT_MS,
+  launchAttempt,
+  spawnLauncher,
+  type LaunchRequest,
+  type Launched,
+  type PendingLaunch,
+} from './launcher';
 export { LEFTOVER_POLICIES, LEFTOVER_POLICY_DEFAULT, type LeftoverPolicy } from './launch-order';
 export { CompletionNotices, NOTICES_MAX, type AttemptRef } from './notices';
 export {

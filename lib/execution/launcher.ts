@@ -107,25 +107,42 @@ function withCgroupId(handle: string | null, id: string): string | null {
   return parsed.v === 1 ? handle : formatHandle({ ...parsed, cgroupId: id });
 }
 
-export function launchAttempt(request: LaunchRequest): Launched {
+/**
+ * A launcher waiting for its order: it starts the job only when `sendOrder` writes it, so the job
+ * runs only once the caller stored the handle that proves it (docs/decisions/0310). A launcher whose
+ * order is withdrawn, or whose runner dies first, reads EOF and exits without starting anything.
+ */
+export interface PendingLaunch extends Launched {
+  /** Writes the order and closes the pipe: the launcher starts the job. */
+  sendOrder(): void;
+  /** Closes the pipe without an order: the launcher exits (status 2) and no job is started. */
+  withdrawOrder(): void;
+}
+
+function encodeOrderOf(request: LaunchRequest, stdio: JobStdioEntry[], cgroupPath: string | null): Uint8Array {
+  return encodeLaunchOrder({
+    receiptDirectory: request.receiptDirectory,
+    runId: request.runId,
+    attemptId: request.attemptId,
+    seq: RECEIPT_CALLBACK_SEQ,
+    token: request.token,
+    command: request.command,
+    args: request.args,
+    leftovers: request.leftovers ?? LEFTOVER_POLICY_DEFAULT,
+    leftoverGraceMs: request.leftoverGraceMs ?? LEFTOVER_GRACE_DEFAULT_MS,
+    log: launchLogOf(request.log, stdio),
+    cgroupPath,
+  });
+}
+
+/** Starts the launcher with its order held back; the caller sends or withdraws it (once). */
+export function spawnLauncher(request: LaunchRequest): PendingLaunch {
   const stdio = stdioWithOrderPipe(request.stdio ?? 'ignore');
   const cgroup = jobCgroupOf(request);
   // Encoded before the spawn: an order the launcher would refuse is refused here, with nothing started.
   let order: Uint8Array;
   try {
-    order = encodeLaunchOrder({
-      receiptDirectory: request.receiptDirectory,
-      runId: request.runId,
-      attemptId: request.attemptId,
-      seq: RECEIPT_CALLBACK_SEQ,
-      token: request.token,
-      command: request.command,
-      args: request.args,
-      leftovers: request.leftovers ?? LEFTOVER_POLICY_DEFAULT,
-      leftoverGraceMs: request.leftoverGraceMs ?? LEFTOVER_GRACE_DEFAULT_MS,
-      log: launchLogOf(request.log, stdio),
-      cgroupPath: cgroup?.path ?? null,
-    });
+    order = encodeOrderOf(request, stdio, cgroup?.path ?? null);
   } catch (error) {
     if (cgroup !== null) discardJobCgroup(cgroup.path);
     throw error;
@@ -140,16 +157,29 @@ export function launchAttempt(request: LaunchRequest): Launched {
   // unstarted and the run waiting for ever.
   if (cgroup !== null && spawned.handleStatus === 'exited_before_capture') discardJobCgroup(cgroup.path);
   const pipe = spawned.child.stdio[LAUNCH_ORDER_FD] as Writable | null | undefined;
-  if (pipe) {
-    // A launcher that died before reading leaves EPIPE here: its exit is what the lifecycle sees.
-    pipe.on('error', () => undefined);
-    pipe.end(order);
-  }
+  // A launcher that died before reading leaves EPIPE here: its exit is what the lifecycle sees.
+  pipe?.on('error', () => undefined);
+  let settled = false;
+  const settle = (bytes: Uint8Array | null): void => {
+    if (settled) return;
+    settled = true;
+    if (bytes === null) pipe?.end();
+    else pipe?.end(bytes);
+  };
   return {
     handleStatus: spawned.handleStatus,
     pid: spawned.identity?.pid ?? null,
     handle: cgroup === null ? spawned.handle : withCgroupId(spawned.handle, cgroup.ref.id),
     containment: cgroup === null || spawned.handle === null ? 'group' : 'cgroup',
     exited: spawned.exit.then(() => undefined),
+    sendOrder: () => settle(order),
+    withdrawOrder: () => settle(null),
   };
+}
+
+/** Starts the launcher and sends its order at once (for callers that store no handle first). */
+export function launchAttempt(request: LaunchRequest): Launched {
+  const pending = spawnLauncher(request);
+  pending.sendOrder();
+  return pending;
 }
