@@ -2,8 +2,8 @@
 // real SQLite stores with real process groups behind the real LocalProcessController: N running runs
 // are cancelled and a Supervisor works them, cycle after cycle as a woken runner does, with the pages,
 // grace and lease of a standalone runner (pages of 32, 5 s grace, pageLeaseMs), until every job is gone.
-// Each N runs twice: with stopConcurrency 1 (the one-after-the-other order before 0350, kept only
-// here as the baseline) and with the default. Two kinds of job: `sleep` (TERM ends it at once) and a
+// Each N runs three times: with stopConcurrency 1 (the one-after-the-other order before 0350, kept
+// only here as the baseline), 16, and the default (the whole claimed page). Two kinds of job: `sleep` (TERM ends it at once) and a
 // shell that takes 250 ms after its TERM to exit (about the 0.28 s a job the issue measured on workers).
 // Times run from the moment every cancel intent was committed (the cancels themselves are the same on
 // both sides and are left out), on the monotonic clock.
@@ -122,44 +122,41 @@ async function measure(dir: string, size: number, kind: JobKind, stopConcurrency
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(2)} s`;
 const ratio = (baseline: number, measured: number): string => `${(baseline / measured).toFixed(1)}x`;
 
+/** The baseline (1: the order before 0350), half a page, and the default (the whole claimed page). */
+const CONCURRENCIES = [1, PROFILE.pageSize / 2, STOP_CONCURRENCY_DEFAULT] as const;
+
+/** One row: every concurrency on the same size and kind, one after the other. */
+async function row(dir: string, size: number, kind: JobKind): Promise<string[]> {
+  const measured: Measured[] = [];
+  for (const concurrency of CONCURRENCIES) measured.push(await measure(dir, size, kind, concurrency));
+  const [serial, ...sides] = measured as [Measured, ...Measured[]];
+  return [
+    String(size),
+    kind.name,
+    ...measured.map((m) => seconds(m.allGoneMs)),
+    ...sides.map((m) => ratio(serial.allGoneMs, m.allGoneMs)),
+    ...measured.map((m) => seconds(m.lastTermMs)),
+  ];
+}
+
 async function main(dir: string): Promise<string[]> {
   const rows: string[][] = [];
-  for (const size of SIZES) {
-    for (const kind of KINDS) {
-      const serial = await measure(dir, size, kind, 1);
-      const sideBySide = await measure(dir, size, kind, STOP_CONCURRENCY_DEFAULT);
-      rows.push([
-        String(size),
-        kind.name,
-        seconds(serial.allGoneMs),
-        seconds(sideBySide.allGoneMs),
-        ratio(serial.allGoneMs, sideBySide.allGoneMs),
-        seconds(serial.lastTermMs),
-        seconds(sideBySide.lastTermMs),
-      ]);
-    }
-  }
+  for (const size of SIZES) for (const kind of KINDS) rows.push(await row(dir, size, kind));
+  const [, half] = CONCURRENCIES;
+  const named = (what: string) => [`${what}, 1 at once`, `${what}, ${half}`, `${what}, page`];
   return [
     "## A page's stops side by side",
     '',
     machineHeader([
-      `standalone runner's pages (${PROFILE.pageSize}), one page a cycle, cycles back to back; grace ${STOP_GRACE_DEFAULT_MS / 1000} s; lease pageLeaseMs(bound, ${PROFILE.pageSize}); one SQLite store per row and side`,
-      `one after the other: stopConcurrency 1 (before docs/decisions/0350, baseline kept only here); side by side: ${STOP_CONCURRENCY_DEFAULT} at once (the default)`,
-      'from the moment every cancel intent was committed; one run per cell',
+      `standalone runner's pages (${PROFILE.pageSize}), one page a cycle, cycles back to back; grace ${STOP_GRACE_DEFAULT_MS / 1000} s; lease pageLeaseMs(bound, ${PROFILE.pageSize}); one SQLite store per cell`,
+      `stops of a claimed page in flight at once: 1 (one after the other, the order before docs/decisions/0350, kept only here as the baseline), ${half} (half a page, for comparison), page: the whole claimed page of ${PROFILE.pageSize} (the default, stopConcurrency ${STOP_CONCURRENCY_DEFAULT})`,
+      "times from the moment every cancel intent was committed to every job's exit seen / the last TERM sent; one run per cell",
     ]),
     '',
     renderGrid(
-      [
-        'jobs',
-        'job',
-        'all gone, one after the other',
-        'all gone, side by side',
-        'speed-up',
-        'last TERM, one after the other',
-        'last TERM, side by side',
-      ],
+      ['jobs', 'job', ...named('all gone'), `speed-up, ${half} vs 1`, 'speed-up, page vs 1', ...named('last TERM')],
       rows,
-      [true, false, true, true, true, true, true],
+      [true, false, true, true, true, true, true, true, true, true],
     ),
   ];
 }

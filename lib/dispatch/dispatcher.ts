@@ -53,10 +53,11 @@ export function pageLeaseMs(boundMs: number, pageSize: number): number {
 }
 
 /**
- * Controller calls of one claimed chunk in flight at once (docs/decisions/0350): the stops of a page
- * wait out their jobs side by side instead of one after the other.
+ * Controller calls of one claimed chunk in flight at once by default (docs/decisions/0350): all of
+ * them, as a chunk holds at most DUE_PAGE_MAX items; the stops of a page wait out their jobs side by
+ * side instead of one after the other.
  */
-export const STOP_CONCURRENCY_DEFAULT = 16;
+export const STOP_CONCURRENCY_DEFAULT = DUE_PAGE_MAX;
 
 /** The fence of one claim. Test hooks only: it carries the raw token and must never be logged. */
 export interface DispatchFence {
@@ -89,7 +90,7 @@ export interface DispatcherOptions {
   readonly leaseDurationMs: number;
   /**
    * Controller calls of one claimed chunk in flight at once, 1 to DUE_PAGE_MAX; default
-   * STOP_CONCURRENCY_DEFAULT (docs/decisions/0350). The lease does not depend on it.
+   * STOP_CONCURRENCY_DEFAULT, the whole chunk (docs/decisions/0350). The lease does not depend on it.
    */
   readonly stopConcurrency?: number;
   /** Stable lease-owner id of this dispatcher (a replica id); defaultOwnerId() when omitted. */
