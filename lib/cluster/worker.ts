@@ -199,13 +199,49 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     tickMs,
     reRegister: () => register(send, state, options),
   });
-  for (const lease of leases.read()) cycle.adopt(lease);
+  await resumeJournaled({ cycle, leases, app, local, queue });
+  const cycles = scheduleCycles(cycle, tickMs);
+  return {
+    get sessionId() {
+      return session.id;
+    },
+    held: () => cycle.held.size,
+    revoked: () => state.revoked,
+    reloadTls: (tls) => replicas.reload(tls),
+    close: async () => {
+      if (cycles.isClosed()) return;
+      await cycles.stop();
+      await app.drain();
+      await cycle.reportCompletions().catch(() => undefined);
+      await send('/v1/sessions/end', { sessionId: session.id }).catch(() => undefined);
+      replicas.close();
+    },
+  };
+}
+
+/**
+ * The leases an earlier process journaled are held before recovery, so the ends it finds are
+ * reported (docs/decisions/0272); then the local lifecycle starts.
+ */
+async function resumeJournaled(worker: {
+  readonly cycle: WorkerCycle;
+  readonly leases: LeaseJournal;
+  readonly app: ExecutionApplication;
+  readonly local: ReturnType<typeof openLocal>['local'];
+  readonly queue: (runId: string, report: Report) => void;
+}): Promise<void> {
+  const { cycle, app, local } = worker;
+  for (const lease of worker.leases.read()) cycle.adopt(lease);
   await app.recover();
   app.start();
   for (const entry of cycle.held.values()) {
     const report = await journaledReport(local, entry.assignment.runId, entry.localAttemptId);
-    if (report !== null) queue(entry.assignment.runId, report);
+    if (report !== null) worker.queue(entry.assignment.runId, report);
   }
+}
+
+/** One cycle at a time (docs/decisions/0200): the next is armed when the last one ended, so a stall never queues cycles. */
+function scheduleCycles(cycle: WorkerCycle, tickMs: number): { isClosed(): boolean; stop(): Promise<void> } {
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
@@ -224,22 +260,13 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     cycle.afterDisconnect().catch(() => undefined);
   }, tickMs);
   return {
-    get sessionId() {
-      return session.id;
-    },
-    held: () => cycle.held.size,
-    revoked: () => state.revoked,
-    reloadTls: (tls) => replicas.reload(tls),
-    close: async () => {
-      if (closed) return;
+    isClosed: () => closed,
+    // Closed at once, so a second close returns; resolves when the cycle under way has ended.
+    async stop() {
       closed = true;
       clearTimeout(timer);
       clearInterval(disconnects);
       await running;
-      await app.drain();
-      await cycle.reportCompletions().catch(() => undefined);
-      await send('/v1/sessions/end', { sessionId: session.id }).catch(() => undefined);
-      replicas.close();
     },
   };
 }
