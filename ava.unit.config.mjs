@@ -30,7 +30,6 @@ export const NEEDS_POSTGRES = [
   'execution/lifecycle-gates',
   'execution/postgres',
   'execution/postgres-hosts',
-  'execution/start-window',
   'helpers/postgres-harness',
   'management/cli',
   'management/postgres',
