@@ -27,8 +27,16 @@ export interface FleetWorld {
   readonly scratch: string;
   /** Starts `pidfence control-plane` and waits for its URL. */
   plane(args?: readonly string[]): Promise<{ readonly job: Job; readonly url: string }>;
-  /** Starts `pidfence worker` under certificate `pem` and waits until it is ready. */
-  worker(url: string, pem: Pem, args?: readonly string[]): Promise<Job>;
+  /**
+   * Starts `pidfence worker` under certificate `pem` and waits until it is ready; `node` adds node
+   * options (a test preload) and environment before the CLI.
+   */
+  worker(
+    url: string,
+    pem: Pem,
+    args?: readonly string[],
+    node?: { readonly options: readonly string[]; readonly env: NodeJS.ProcessEnv },
+  ): Promise<Job>;
   /** `pidfence ARGS` as the operator `pem`, with $PIDFENCE_CERT/KEY/CA set to it (and extra env). */
   cli(pem: Pem, args: readonly string[], env?: NodeJS.ProcessEnv): Promise<CliAnswer>;
   /** A grant written by the migration owner. */
@@ -66,8 +74,9 @@ export function fleetWorld(t: ExecutionContext, database: MigratedDatabase): Fle
       const line = await job.waitForLine(/listening on/, 20_000);
       return { job, url: (/listening on (\S+)/.exec(line) ?? [])[1] as string };
     },
-    worker: async (url, pem, args = []) => {
-      const job = spawnJob(t, process.execPath, [
+    worker: async (url, pem, args = [], node) => {
+      const command = [
+        ...(node?.options ?? []),
         CLI,
         'worker',
         '--control-plane',
@@ -85,7 +94,13 @@ export function fleetWorld(t: ExecutionContext, database: MigratedDatabase): Fle
         '--grace',
         '2s',
         ...args,
-      ]);
+      ];
+      const job = spawnJob(
+        t,
+        process.execPath,
+        command,
+        node === undefined ? {} : { env: { ...process.env, ...node.env } },
+      );
       t.teardown(() => stopGently(job));
       await job.waitForLine(/pidfence worker: ready/, 20_000);
       return job;

@@ -1,0 +1,204 @@
+// Issue 30's remaining worker gaps (docs/decisions/0360-0362): a worker killed between the pull's
+// answer and its lease journal leaves no run waiting for an operator; a worker killed right after a
+// pull still gets its job's deadline stop after a restart; and a worker keeps a bounded number of
+// timers whatever it holds. Real PostgreSQL, HTTPS, control-plane, worker and job processes.
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+
+import test, { type ExecutionContext } from 'ava';
+
+import { ControlPlaneClient } from '../../lib/cluster/client';
+import { signalVerified } from '../../lib/native/index';
+import type { Job } from '../helpers/processes';
+import { clusterFixture } from './world';
+import { fleetWorld } from './fleet-world';
+import { delay, until } from '../helpers/wait';
+
+const ready = clusterFixture('cluster_worker_gaps');
+const PROJECT = 'project-wg';
+
+interface RunView {
+  readonly status: string;
+  readonly exit: { readonly cause: string } | null;
+}
+
+async function runOf(client: ControlPlaneClient, runId: string): Promise<RunView> {
+  const reply = await client.send<RunView>('GET', `/v1/runs/${runId}`);
+  if (reply.status !== 200) throw new Error(`GET run: ${reply.status} ${JSON.stringify(reply.body)}`);
+  return reply.body;
+}
+
+async function killNine(job: Job): Promise<void> {
+  // The worker process only (not its group): its jobs' launchers live on, as after a crash.
+  signalVerified(job.identity, 'SIGKILL', { group: false });
+  await job.exited;
+}
+
+/** A job that writes `started` first, then `term` to `marker` on TERM; it ends by itself after about a minute. */
+function startedJob(started: string, marker: string): string[] {
+  return [
+    'sh',
+    '-c',
+    `trap 'echo term > ${marker}; exit 143' TERM; echo > ${started}; i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`,
+  ];
+}
+
+async function setUp(t: ExecutionContext, prefix: string) {
+  const { database, world } = await ready;
+  const fleet = fleetWorld(t, database);
+  const { job: planeJob, url } = await fleet.plane(['--worker-lease', '2s']);
+  const name = `op-${prefix}`;
+  await fleet.grant(name, PROJECT, 'run.stop');
+  await fleet.grant(name, PROJECT, 'run.read');
+  const pem = fleet.certs.client(name);
+  const operator = new ControlPlaneClient(url, { cert: pem.cert, key: pem.key, ca: fleet.certs.ca.cert });
+  t.teardown(() => operator.close());
+  return { database, world, fleet, planeJob, url, operator };
+}
+
+async function submit(operator: ControlPlaneClient, body: Record<string, unknown>): Promise<void> {
+  const reply = await operator.send('POST', '/v1/jobs', { projectId: PROJECT, ...body });
+  if (reply.status !== 200) throw new Error(`POST job: ${reply.status} ${JSON.stringify(reply.body)}`);
+}
+
+/** Waits for a terminal state and returns the run. */
+async function ended(operator: ControlPlaneClient, runId: string, timeoutMs = 30_000): Promise<RunView> {
+  let last: RunView | undefined;
+  await until(
+    async () => !['queued', 'running', 'unreachable'].includes((last = await runOf(operator, runId)).status),
+    {
+      timeoutMs,
+      what: `${runId} ended`,
+    },
+  ).catch((error: unknown) => {
+    throw new Error(`${(error as Error).message}; last ${JSON.stringify(last)}`);
+  });
+  return last as RunView;
+}
+
+test.serial(
+  "cluster: settling an earlier session ends each run it still holds failed with cause never_started and ends the session; another name's session, or one's own current session, is refused and nothing changes",
+  async (t) => {
+    const { world } = await ready;
+    const { caller, ref } = await world.assigned();
+    const later = { principal: caller.principal, sessionId: await world.leases.registerSession(caller.principal) };
+    const stranger = { principal: 'CN=worker-other', sessionId: await world.leases.registerSession('CN=worker-other') };
+    await t.throwsAsync(world.leases.settleEarlierSession(stranger, caller.sessionId), {
+      code: 'ERR_PIDFENCE_CLUSTER_SESSION_NOT_YOURS',
+    });
+    await t.throwsAsync(world.leases.settleEarlierSession(later, later.sessionId), {
+      code: 'ERR_PIDFENCE_CLUSTER_SESSION_NOT_YOURS',
+    });
+    t.is((await world.runStore.getRun(ref.runId))?.status, 'running', 'nothing changed');
+    t.deepEqual(await world.leases.settleEarlierSession(later, caller.sessionId), { neverStarted: 1 });
+    const run = await world.runStore.getRun(ref.runId);
+    t.is(run?.status, 'failed');
+    t.deepEqual(await world.leases.settleEarlierSession(later, caller.sessionId), { neverStarted: 0 }, 'a retry');
+    t.like(
+      await world.leases.pullPage(caller, 1),
+      { kind: 'session_closed' },
+      'the earlier session pulls nothing more',
+    );
+    const late = await world.leases.complete(caller, { ...ref, status: 'succeeded', cause: 'receipt', exit: null });
+    t.not(late.kind, 'completed', 'a late report rewrites nothing');
+    t.like(await world.runStore.getRun(ref.runId), { status: 'failed', version: run?.version });
+  },
+);
+
+const FREEZE = path.resolve(__dirname, '..', 'helpers', 'open-freeze.js');
+
+test.serial(
+  "cluster gate 26: a worker killed -9 between the pull's answer and its lease journal leaves no run for an operator: restarted on its journal it proves that run never started (failed, cause never_started), the job never ran, and a job it did journal is re-attached and runs on",
+  async (t) => {
+    t.timeout(120_000);
+    const { database, fleet, url, operator } = await setUp(t, 'ns');
+    const pem = fleet.certs.client('worker-ns');
+    const journal = path.join(fleet.scratch, 'worker-ns.db');
+    const frozen = path.join(fleet.scratch, 'frozen');
+    const first = await fleet.worker(url, pem, ['--journal', journal], {
+      options: ['--require', FREEZE],
+      env: { PIDFENCE_TEST_FREEZE_OPEN: '[.]leases/ns-2[.]json[.]tmp$', PIDFENCE_TEST_FREEZE_MARKER: frozen },
+    });
+    // One run journaled and running, then the one whose lease the worker is writing when it dies.
+    const kept = { started: path.join(fleet.scratch, 'ns-1-started'), marker: path.join(fleet.scratch, 'ns-1-term') };
+    await submit(operator, { runId: 'ns-1', argv: startedJob(kept.started, kept.marker) });
+    await until(() => existsSync(kept.started), { timeoutMs: 20_000, what: 'ns-1 started' });
+    const started = path.join(fleet.scratch, 'ns-2-started');
+    await submit(operator, { runId: 'ns-2', argv: startedJob(started, path.join(fleet.scratch, 'ns-2-term')) });
+    await until(() => existsSync(frozen), { timeoutMs: 20_000, what: 'the worker stopped at its lease journal' });
+    t.is((await runOf(operator, 'ns-2')).status, 'running', 'the control plane handed the run out');
+    await killNine(first);
+    await until(async () => (await runOf(operator, 'ns-2')).status === 'unreachable', {
+      timeoutMs: 20_000,
+      what: 'ns-2 unreachable',
+    });
+
+    await fleet.worker(url, pem, ['--journal', journal]);
+    const run = await ended(operator, 'ns-2');
+    t.like(run, { status: 'failed', exit: { cause: 'never_started' } }, 'proved, with no operator act');
+    t.false(existsSync(started), 'the job never ran');
+    const [lease] = (
+      await database.owner.query<{ released: boolean; sessionEnded: boolean }>(
+        `SELECT l.released_at_ms IS NOT NULL AS released, s.ended_at_ms IS NOT NULL AS "sessionEnded"
+           FROM run_dispatch_leases AS l JOIN worker_sessions AS s ON s.id = l.session_id WHERE l.run_id = $1`,
+        ['ns-2'],
+      )
+    ).rows;
+    t.deepEqual(
+      lease,
+      { released: true, sessionEnded: true },
+      "the dead process's session can be granted nothing more",
+    );
+    const audit = await database.owner.query('SELECT 1 FROM worker_audit WHERE worker_name = $1', ['worker-ns']);
+    t.is(audit.rowCount, 0, 'no forget');
+    await until(async () => (await runOf(operator, 'ns-1')).status === 'running', {
+      timeoutMs: 20_000,
+      what: 'ns-1 re-attached',
+    });
+    t.false(existsSync(kept.marker), 'the journaled job runs on');
+  },
+);
+
+test.serial(
+  'cluster gate 27: a worker killed -9 within a second of pulling a job with a short task timeout, then restarted on its journal: a job that started gets its deadline stop (timed_out, receipt), 20 kill points',
+  async (t) => {
+    t.timeout(600_000);
+    const { fleet, url, operator } = await setUp(t, 'dk');
+    const pem = fleet.certs.client('worker-dk');
+    const journal = path.join(fleet.scratch, 'worker-dk.db');
+    let worker = await fleet.worker(url, pem, ['--journal', journal]);
+    const tally: Record<string, number> = {};
+    for (let i = 0; i < 20; i += 1) {
+      const runId = `dk-${i}`;
+      const started = path.join(fleet.scratch, `${runId}-started`);
+      const marker = path.join(fleet.scratch, `${runId}-term`);
+      await submit(operator, { runId, argv: startedJob(started, marker), timeoutMs: 1_500 });
+      await until(async () => (await runOf(operator, runId)).status !== 'queued', {
+        timeoutMs: 20_000,
+        intervalMs: 5,
+        what: `${runId} pulled`,
+      });
+      await delay(i * 50);
+      await killNine(worker);
+      worker = await fleet.worker(url, pem, ['--journal', journal]);
+      const run = await ended(operator, runId).catch(async (error: unknown) => {
+        const local = await fleet.cli(pem, ['show', runId, '--db', journal, '--json']);
+        t.log(`started ${existsSync(started)} marker ${existsSync(marker)}; local ${local.stdout} ${local.stderr}`);
+        throw error;
+      });
+      const outcome = `${run.status}/${run.exit?.cause ?? '-'}/${existsSync(started) ? 'started' : 'not-started'}`;
+      tally[outcome] = (tally[outcome] ?? 0) + 1;
+      if (existsSync(started)) {
+        await until(() => existsSync(marker), {
+          timeoutMs: 20_000,
+          what: `${runId}: the deadline stop reached the job`,
+        });
+        t.is(readFileSync(marker, 'utf8').trim(), 'term', runId);
+        t.like(run, { status: 'timed_out', exit: { cause: 'receipt' } }, runId);
+      } else {
+        t.like(run, { status: 'failed', exit: { cause: 'never_started' } }, `${runId}: it never started, and says so`);
+      }
+    }
+    t.log(JSON.stringify(tally));
+  },
+);
