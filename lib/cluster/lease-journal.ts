@@ -75,24 +75,12 @@ export class LeaseJournal {
 
   /** Every readable session record; a torn one is skipped (it proves nothing, its runs wait for a forget). */
   sessions(): JournaledSession[] {
-    const sessions: JournaledSession[] = [];
-    for (const name of readdirSync(this.#sessions).slice(0, JOURNALED_SESSIONS_MAX)) {
-      if (!name.endsWith('.json')) continue;
-      const session = parseSession(readFileSync(path.join(this.#sessions, name), 'utf8'));
-      if (session !== null) sessions.push(session);
-    }
-    return sessions;
+    return readRecords(this.#sessions, JOURNALED_SESSIONS_MAX, parseSession);
   }
 
   /** Every readable record; a torn or foreign file is skipped (it proves nothing). */
   read(): JournaledLease[] {
-    const leases: JournaledLease[] = [];
-    for (const name of readdirSync(this.#directory).slice(0, JOURNALED_LEASES_MAX)) {
-      if (!name.endsWith('.json')) continue;
-      const lease = parseLease(readFileSync(path.join(this.#directory, name), 'utf8'));
-      if (lease !== null) leases.push(lease);
-    }
-    return leases;
+    return readRecords(this.#directory, JOURNALED_LEASES_MAX, parseLease);
   }
 
   #fileOf(runId: string): string {
@@ -102,6 +90,17 @@ export class LeaseJournal {
   #sessionFileOf(sessionId: string): string {
     return path.join(this.#sessions, `${encodeURIComponent(validateId(sessionId, 'sessionId'))}.json`);
   }
+}
+
+/** The `.json` records of a directory, at most `max` files looked at; what does not parse is skipped. */
+function readRecords<T>(directory: string, max: number, parse: (text: string) => T | null): T[] {
+  const records: T[] = [];
+  for (const name of readdirSync(directory).slice(0, max)) {
+    if (!name.endsWith('.json')) continue;
+    const record = parse(readFileSync(path.join(directory, name), 'utf8'));
+    if (record !== null) records.push(record);
+  }
+  return records;
 }
 
 /** Written to a temporary name, synced, renamed, and the directory synced: a crash leaves the old or the new. */

@@ -2,9 +2,10 @@
 // pulls jobs, runs each locally with the execution lifecycle on its own SQLite journal, ticks lease
 // control at its cadence and reports completions. Its leases are journaled beside its SQLite journal,
 // so a restarted worker re-attaches its runs and reports what ended while it was down (docs/decisions/
-// 0272); an outage never stops a job unless the job opted in (docs/decisions/0273). A stop from the
-// control plane becomes local durable cancel intent, so the local lifecycle stops the job through its verified controller with
-// its own durable handle; no PID, handle or command leaves this process.
+// 0272), and settles the runs its dead predecessor was handed but never journaled (0360); an outage
+// never stops a job unless the job opted in (docs/decisions/0273). A stop from the control plane
+// becomes local durable cancel intent, so the local lifecycle stops the job through its verified
+// controller with its own durable handle; no PID, handle or command leaves this process.
 import path from 'node:path';
 
 import { PidfenceError } from '../base/errors';
@@ -206,6 +207,25 @@ async function earlierSessionsProvedGone(
 }
 
 /**
+ * Start-up order (docs/decisions/0272, 0360): the journaled leases are held, local recovery adopts
+ * and converges the earlier process's jobs, each journaled run already ended is queued for its report,
+ * and the earlier sessions whose process is proved gone are returned, to be settled.
+ */
+async function recoverJournal(
+  cycle: WorkerCycle,
+  { leases, local, app }: ReturnType<typeof openLocal>,
+  queue: (runId: string, report: Report) => void,
+): Promise<string[]> {
+  for (const lease of leases.read()) cycle.adopt(lease);
+  await app.recover();
+  for (const entry of cycle.held.values()) {
+    const report = await journaledReport(local, entry.assignment.runId, entry.localAttemptId);
+    if (report !== null) queue(entry.assignment.runId, report);
+  }
+  return earlierSessionsProvedGone(leases, local, app.runner);
+}
+
+/**
  * Starts a worker: one local execution application, one session, and one cycle at a time (docs/decisions/0200):
  * the next cycle is armed when the last one ended, so a stall never queues cycles. The leases an
  * earlier process journaled are held before recovery, so the ends it finds are reported (docs/decisions/0272).
@@ -242,15 +262,9 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     reRegister: async () => recordSession(await register(send, state, options)),
     earlierSessions,
   });
-  for (const lease of leases.read()) cycle.adopt(lease);
-  await app.recover();
-  earlierSessions.push(...(await earlierSessionsProvedGone(leases, local, app.runner)));
+  earlierSessions.push(...(await recoverJournal(cycle, { leases, local, app }, queue)));
   recordSession(session.id);
   app.start();
-  for (const entry of cycle.held.values()) {
-    const report = await journaledReport(local, entry.assignment.runId, entry.localAttemptId);
-    if (report !== null) queue(entry.assignment.runId, report);
-  }
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();

@@ -8,6 +8,7 @@ import path from 'node:path';
 
 import type { ExecutionContext } from 'ava';
 
+import type { ControlPlaneClient } from '../../lib/cluster/client';
 import { signalVerified } from '../../lib/native/index';
 import { PostgresGrantAdministration } from '../../lib/store/postgres/index';
 import type { Permission } from '../../lib/contract/index';
@@ -154,6 +155,19 @@ export async function hangUp(job: Job, who: 'control-plane' | 'worker'): Promise
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   throw new Error(`${who} did not answer SIGHUP; lines: ${JSON.stringify(job.lines.slice(before))}`);
+}
+
+/** `GET /v1/runs/:id` as the client's principal; anything but 200 throws. */
+export async function runOf<T>(client: ControlPlaneClient, runId: string): Promise<T> {
+  const reply = await client.send<T>('GET', `/v1/runs/${runId}`);
+  if (reply.status !== 200) throw new Error(`GET run: ${reply.status} ${JSON.stringify(reply.body)}`);
+  return reply.body;
+}
+
+/** SIGKILL to the worker process only (not its group): its jobs' launchers live on, as after a crash. */
+export async function killNine(job: Job): Promise<void> {
+  signalVerified(job.identity, 'SIGKILL', { group: false });
+  await job.exited;
 }
 
 /** A job that writes `term` to `marker` on TERM and ends by itself after about a minute. */

@@ -8,10 +8,10 @@ import path from 'node:path';
 import test, { type ExecutionContext } from 'ava';
 
 import { ControlPlaneClient } from '../../lib/cluster/client';
-import { signalVerified } from '../../lib/native/index';
-import type { Job } from '../helpers/processes';
+import { startWorker } from '../../lib/cluster/worker';
+import { timerCensus, type TimerCensus } from '../helpers/timer-census';
 import { clusterFixture } from './world';
-import { fleetWorld } from './fleet-world';
+import { fleetWorld, killNine, runOf as runOfAny } from './fleet-world';
 import { delay, until } from '../helpers/wait';
 
 const ready = clusterFixture('cluster_worker_gaps');
@@ -22,17 +22,7 @@ interface RunView {
   readonly exit: { readonly cause: string } | null;
 }
 
-async function runOf(client: ControlPlaneClient, runId: string): Promise<RunView> {
-  const reply = await client.send<RunView>('GET', `/v1/runs/${runId}`);
-  if (reply.status !== 200) throw new Error(`GET run: ${reply.status} ${JSON.stringify(reply.body)}`);
-  return reply.body;
-}
-
-async function killNine(job: Job): Promise<void> {
-  // The worker process only (not its group): its jobs' launchers live on, as after a crash.
-  signalVerified(job.identity, 'SIGKILL', { group: false });
-  await job.exited;
-}
+const runOf = (client: ControlPlaneClient, runId: string): Promise<RunView> => runOfAny<RunView>(client, runId);
 
 /** A job that writes `started` first, then `term` to `marker` on TERM; it ends by itself after about a minute. */
 function startedJob(started: string, marker: string): string[] {
@@ -200,5 +190,65 @@ test.serial(
       }
     }
     t.log(JSON.stringify(tally));
+  },
+);
+
+/** Frames of the product's own files (not a driver's, not the test's). */
+const PRODUCT_FRAME = /^(?!.*node_modules)(?!.*[\\/]test[\\/]).*[\\/]lib[\\/]/;
+const TICKS = 8;
+
+interface TimerSample {
+  readonly pages: number;
+  readonly created: number;
+  readonly live: number;
+}
+
+/** Product timers created across TICKS lease pages, and those alive after them. */
+async function sampleTicks(census: TimerCensus, pages: () => number): Promise<TimerSample> {
+  const [pagesBefore, createdBefore] = [pages(), census.createdFromOrigin];
+  await until(() => pages() >= pagesBefore + TICKS, { timeoutMs: 30_000, what: `${TICKS} lease pages` });
+  const sample = { pages: pages() - pagesBefore, created: census.createdFromOrigin - createdBefore };
+  await delay(50);
+  return { ...sample, live: census.liveFromOrigin };
+}
+
+test.serial(
+  'cluster gate 28: a worker keeps a bounded number of timers: idle, and holding K leases across several ticks, the same live product timers and no timer per job or per tick step',
+  async (t) => {
+    t.timeout(120_000);
+    const { fleet, url, operator } = await setUp(t, 'tc');
+    const pem = fleet.certs.client('worker-tc');
+    const census = timerCensus({ origin: PRODUCT_FRAME });
+    t.teardown(() => census.disable());
+    let pages = 0;
+    const worker = await startWorker({
+      controlPlaneUrls: [url],
+      tls: { cert: pem.cert, key: pem.key, ca: fleet.certs.ca.cert },
+      journalFile: path.join(fleet.scratch, 'worker-tc.db'),
+      capacity: 8,
+      tickMs: 200,
+      graceMs: 1_000,
+      observe: ({ what }) => {
+        if (what.startsWith('page_')) pages += 1;
+      },
+    });
+    t.teardown(() => worker.close());
+    const idle = await sampleTicks(census, () => pages);
+    const K = 6;
+    for (let i = 0; i < K; i += 1) await submit(operator, { runId: `tc-${i}`, argv: ['sleep', '60'] });
+    await until(() => worker.held() === K, { timeoutMs: 30_000, what: `${K} leases held` });
+    await until(async () => (await runOf(operator, `tc-${K - 1}`)).status === 'running', { timeoutMs: 20_000 });
+    await delay(500);
+    const holding = await sampleTicks(census, () => pages);
+    t.log(JSON.stringify({ idle, holding, K }));
+    // The cycle's timer, the opt-in disconnect interval and the local lifecycle's one timer, plus a request's timeout in flight.
+    t.true(idle.live <= 4, `${idle.live} live product timers idle`);
+    t.true(holding.live <= idle.live, `${holding.live} live product timers with ${K} leases, ${idle.live} idle`);
+    t.true(
+      holding.created / holding.pages <= idle.created / idle.pages + 1,
+      `timers per tick: ${holding.created}/${holding.pages} with ${K} leases, ${idle.created}/${idle.pages} idle`,
+    );
+    t.is(census.watchers, 0, 'no file-system watcher');
+    await worker.close();
   },
 );
