@@ -6,6 +6,7 @@
 // never stops a job unless the job opted in (docs/decisions/0273). A stop from the control plane
 // becomes local durable cancel intent, so the local lifecycle stops the job through its verified
 // controller with its own durable handle; no PID, handle or command leaves this process.
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 
 import { PidfenceError } from '../base/errors';
@@ -80,6 +81,8 @@ export function isRevocation(reply: { status: number; body: unknown }): boolean 
   );
 }
 
+const NEVER_STARTED: Report = { status: 'failed', cause: 'never_started', exit: null };
+
 /** The attempt the local run ended with, from its `run.terminal` event; null when it has none. */
 async function terminalAttemptOf(local: SqliteStores, runId: string): Promise<string | null> {
   const events = await local.runStore.listEvents(runId, { limit: 256 });
@@ -91,7 +94,8 @@ async function terminalAttemptOf(local: SqliteStores, runId: string): Promise<st
 /**
  * The end of a run the local journal already holds (it ended while the worker was down, or in this
  * start's recovery, which reports to nobody): its attempt.terminal facts. A lease journaled before
- * admission answered has no local attempt id: the run's own terminal event names it (docs/decisions/0361).
+ * admission answered has no local attempt id: the run's own terminal event names it. Called at
+ * start-up, before this process admits anything (docs/decisions/0361).
  */
 async function journaledReport(
   local: SqliteStores,
@@ -99,7 +103,12 @@ async function journaledReport(
   journaledAttemptId: string | null,
 ): Promise<Report | null> {
   const run = await local.runStore.getRun(runId);
-  if (run === null) return { status: 'failed', cause: 'never_started', exit: null };
+  if (run === null) return NEVER_STARTED;
+  // Admission commits the run, then its attempt: a process that died between left a run nothing can start.
+  if (run.status === 'queued' && (await local.runnerStore.activeAttemptOwner(runId)) === null) {
+    await local.runStore.markTerminal({ runId, status: 'failed', eventId: `evt-${randomUUID()}` });
+    return NEVER_STARTED;
+  }
   if (runIsActive(run.status)) return null;
   const localAttemptId = journaledAttemptId ?? (await terminalAttemptOf(local, runId));
   const events = localAttemptId === null ? [] : await local.executionStore.listAttemptEvents(runId, localAttemptId);

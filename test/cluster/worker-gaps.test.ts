@@ -2,13 +2,15 @@
 // answer and its lease journal leaves no run waiting for an operator; a worker killed right after a
 // pull still gets its job's deadline stop after a restart; and a worker keeps a bounded number of
 // timers whatever it holds. Real PostgreSQL, HTTPS, control-plane, worker and job processes.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import test, { type ExecutionContext } from 'ava';
 
 import { ControlPlaneClient } from '../../lib/cluster/client';
+import { LeaseJournal } from '../../lib/cluster/lease-journal';
 import { startWorker } from '../../lib/cluster/worker';
+import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { timerCensus, type TimerCensus } from '../helpers/timer-census';
 import { clusterFixture } from './world';
 import { fleetWorld, killNine, runOf as runOfAny } from './fleet-world';
@@ -98,7 +100,7 @@ test.serial(
 const FREEZE = path.resolve(__dirname, '..', 'helpers', 'open-freeze.js');
 
 test.serial(
-  "cluster gate 26: a worker killed -9 between the pull's answer and its lease journal leaves no run for an operator: restarted on its journal it proves that run never started (failed, cause never_started), the job never ran, and a job it did journal is re-attached and runs on",
+  "cluster gate 27: a worker killed -9 between the pull's answer and its lease journal leaves no run for an operator: restarted on its journal it proves that run never started (failed, cause never_started), the job never ran, and a job it did journal is re-attached and runs on",
   async (t) => {
     t.timeout(120_000);
     const { database, fleet, url, operator } = await setUp(t, 'ns');
@@ -150,7 +152,71 @@ test.serial(
 );
 
 test.serial(
-  'cluster gate 27: a worker killed -9 within a second of pulling a job with a short task timeout, then restarted on its journal: a job that started gets its deadline stop (timed_out, receipt), 20 kill points',
+  "cluster: a second worker started on the journal of one that still lives settles nothing of it: the live worker's session stays open; once it is killed, the next start settles it",
+  async (t) => {
+    t.timeout(120_000);
+    const { database, fleet, url } = await setUp(t, 'lv');
+    const pem = fleet.certs.client('worker-lv');
+    const journal = path.join(fleet.scratch, 'worker-lv.db');
+    const sessionOpen = async (): Promise<boolean> => {
+      const { rows } = await database.owner.query<{ open: boolean }>(
+        'SELECT ended_at_ms IS NULL AS open FROM worker_sessions WHERE principal = $1 ORDER BY started_at_ms LIMIT 1',
+        ['worker-lv'],
+      );
+      return rows[0]?.open === true;
+    };
+    const first = await fleet.worker(url, pem, ['--journal', journal]);
+    const second = await fleet.worker(url, pem, ['--journal', journal]);
+    const records = (): number => readdirSync(`${journal}.leases/sessions`).length;
+    await delay(2_000);
+    t.true(await sessionOpen(), "the live worker's session was not settled: its runner is not proved gone");
+    t.is(records(), 2, 'both session records kept');
+    await killNine(first);
+    await killNine(second);
+    await fleet.worker(url, pem, ['--journal', journal]);
+    // Only a settle removes a record: the two dead sessions are settled, the new one is recorded.
+    await until(() => records() === 1, { timeoutMs: 20_000, what: 'both dead sessions settled' });
+    t.false(await sessionOpen());
+  },
+);
+
+test.serial(
+  'cluster: a worker that died inside admission, between committing the local run and its attempt, reports the run failed/never_started after its restart (the deadline stop cannot strand it)',
+  async (t) => {
+    t.timeout(120_000);
+    const { world, fleet, url, operator } = await setUp(t, 'ad');
+    const pem = fleet.certs.client('worker-ad');
+    const journal = path.join(fleet.scratch, 'worker-ad.db');
+    await submit(operator, { runId: 'ad-1', argv: ['sleep', '60'], timeoutMs: 1_500 });
+    // What the dead worker left: the pull answered, the lease journaled, the local run committed, no attempt.
+    const caller = { principal: 'worker-ad', sessionId: await world.leases.registerSession('worker-ad') };
+    const pulled = await world.leases.pullPage(caller, 1);
+    if (pulled.kind !== 'assigned') throw new Error(`pull: ${pulled.kind}`);
+    const [assignment] = pulled.assignments;
+    t.is(assignment?.runId, 'ad-1');
+    const { runId, projectId, attemptId, fence } = assignment as (typeof pulled.assignments)[number];
+    new LeaseJournal(journal).write({
+      runId,
+      projectId,
+      attemptId,
+      fence,
+      localAttemptId: null,
+      stopAfterDisconnectMs: null,
+    });
+    const local = openSqliteStore(journal);
+    await local.runStore.createRun({ runId, projectId });
+    local.close();
+
+    await fleet.worker(url, pem, ['--journal', journal]);
+    t.like(await ended(operator, runId), { status: 'failed', exit: { cause: 'never_started' } });
+    const reopened = openSqliteStore(journal);
+    t.teardown(() => reopened.close());
+    t.is((await reopened.runStore.getRun(runId))?.status, 'failed', 'the local journal says so too');
+  },
+);
+
+test.serial(
+  'cluster gate 28: a worker killed -9 within a second of pulling a job with a short task timeout, then restarted on its journal: a job that started gets its deadline stop (timed_out, receipt), 20 kill points',
   async (t) => {
     t.timeout(600_000);
     const { fleet, url, operator } = await setUp(t, 'dk');
@@ -213,7 +279,7 @@ async function sampleTicks(census: TimerCensus, pages: () => number): Promise<Ti
 }
 
 test.serial(
-  'cluster gate 28: a worker keeps a bounded number of timers: idle, and holding K leases across several ticks, the same live product timers and no timer per job or per tick step',
+  'cluster gate 29: a worker keeps a bounded number of timers: idle, and holding K leases across several ticks, the same live product timers and no timer per job or per tick step',
   async (t) => {
     t.timeout(120_000);
     const { fleet, url, operator } = await setUp(t, 'tc');
