@@ -47,6 +47,7 @@ export const NEEDS_POSTGRES = [
 
 /** Root: another uid for a child or a file, a PID forced through ns_last_pid, a PID namespace. */
 export const NEEDS_ROOT = [
+  'helpers/job-groups',
   'execution/containment',
   'cli/bad-input',
   'cli/own-store',

@@ -36,6 +36,7 @@ const BENCHMARKS: readonly Benchmark[] = [
   { key: 'single-row', command: [...WITH_POSTGRES, 'node', 'dist/bench/single-row-functions.js'] },
   { key: 'fleet', command: [...WITH_POSTGRES, 'node', 'dist/bench/fleet.js'] },
   { key: 'project-cancel', command: [...WITH_POSTGRES, 'node', 'dist/bench/project-cancel.js'] },
+  { key: 'page-stops', command: ['node', 'dist/bench/page-stops.js'] },
 ];
 /** A benchmark still running after this long is stopped and reported as ERROR. */
 const TIMEOUT_MS = Number(process.env.PIDFENCE_BENCH_TIMEOUT_MS ?? 90 * 60_000);

@@ -494,11 +494,37 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
   const pool = new Pool({ connectionString: options.databaseUrl, max: options.maxConnections ?? 8 });
   pool.on('error', () => undefined);
   const wakeups = new CancelWakeups(options.databaseUrl);
-  const app = Fastify({
+  const app = replicaServer(Fastify, options.tls);
+  try {
+    await postgresReadiness(pool);
+    const replica = await wireReplica(app, { options, pool, wakeups, replicaOwnerId });
+    await app.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 0 });
+    const address = app.server.address();
+    const port = typeof address === 'object' && address !== null ? address.port : 0;
+    return {
+      url: `https://${options.host ?? '127.0.0.1'}:${port}`,
+      port,
+      replicaOwnerId,
+      availability: replica.availability,
+      requestsHandled: replica.requestsHandled,
+      reloadTls: (tls) => replica.trust.reload(tls),
+      close: closer(app, pool, wakeups, options.drainTimeoutMs ?? 5_000, replica.reaper),
+    };
+  } catch (error) {
+    await app.close().catch(() => undefined);
+    await wakeups.close();
+    await pool.end().catch(() => undefined);
+    throw error;
+  }
+}
+
+/** TLS 1.3 only, a client certificate required and verified during the handshake. */
+function replicaServer(Fastify: typeof FastifyFactory, tls: ControlPlaneTls) {
+  return Fastify({
     https: {
-      key: options.tls.key,
-      cert: options.tls.cert,
-      ca: options.tls.ca,
+      key: tls.key,
+      cert: tls.cert,
+      ca: tls.ca,
       requestCert: true,
       rejectUnauthorized: true,
       minVersion: 'TLSv1.3',
@@ -511,69 +537,84 @@ export async function startControlPlane(options: ControlPlaneOptions): Promise<C
     logger: false,
     forceCloseConnections: 'idle',
   });
-  try {
-    await postgresReadiness(pool);
-    const dispatchLeaseMs = options.dispatchLeaseMs ?? 10_000;
-    const availability = new DispatchAvailability(dispatchLeaseMs);
-    const management = new PostgresManagementStore(pool);
-    const metrics =
-      options.metrics === undefined ? undefined : await createMetricsEndpoint(management, pool, options.metrics);
-    const trust = new ServerTrust(app.server as TlsServer, options.tls);
-    const sessions = new SessionActivity();
-    metrics?.registerSessions(sessions);
-    const leases = new ClusterLeaseStore(pool, new PostgresExecutionStore(pool), {
-      leaseDurationMs: options.workerLeaseMs ?? 15_000,
-    });
-    const control = new CancellationDispatchControl(leases, new PostgresDispatchRepository(pool), {
-      replicaOwnerId,
-      leaseDurationMs: dispatchLeaseMs,
-      availability,
-      ...(options.observe === undefined ? {} : { observe: options.observe }),
-      ...(options.testHooks === undefined ? {} : { testHooks: options.testHooks }),
-      ...(metrics === undefined ? {} : { observer: metrics.observer }),
-    });
-    let handled = 0;
-    app.addHook('onRequest', async () => {
-      handled++;
-    });
-    app.setErrorHandler((error, _request, reply) => replyError(reply, error));
-    const runStore = new PostgresRunStore(pool);
-    const fleet = new FleetControl(pool, management, runStore, metrics?.fleetObserver, (name, actor) =>
-      leases.forgetWorker(name, actor),
-    );
-    const reaper = startReaper(leases);
-    wakeups.start();
-    addRoutes(app, {
-      leases,
-      control,
-      runStore,
-      managementStore: management,
-      availability,
-      pool,
-      metrics,
-      fleet,
-      trust,
-      wakeups,
-      sessions,
-    });
-    await app.listen({ host: options.host ?? '127.0.0.1', port: options.port ?? 0 });
-    const address = app.server.address();
-    const port = typeof address === 'object' && address !== null ? address.port : 0;
-    return {
-      url: `https://${options.host ?? '127.0.0.1'}:${port}`,
-      port,
-      replicaOwnerId,
-      availability,
-      requestsHandled: () => handled,
-      reloadTls: (tls) => trust.reload(tls),
-      close: closer(app, pool, wakeups, options.drainTimeoutMs ?? 5_000, reaper),
-    };
-  } catch (error) {
-    await app.close().catch(() => undefined);
-    await wakeups.close();
-    await pool.end().catch(() => undefined);
-    throw error;
-  }
+}
+
+/** What one replica is built on: its options, pool, cancel wake-ups and lease owner id. */
+interface ReplicaBasis {
+  readonly options: ControlPlaneOptions;
+  readonly pool: Pool;
+  readonly wakeups: CancelWakeups;
+  readonly replicaOwnerId: string;
+}
+
+/** The stores, the dispatch control, the fleet and the routes of a replica whose database is ready. */
+async function wireReplica(app: ReturnType<typeof replicaServer>, basis: ReplicaBasis) {
+  const { options, pool, wakeups } = basis;
+  const dispatchLeaseMs = options.dispatchLeaseMs ?? 10_000;
+  const availability = new DispatchAvailability(dispatchLeaseMs);
+  const management = new PostgresManagementStore(pool);
+  const metrics =
+    options.metrics === undefined ? undefined : await createMetricsEndpoint(management, pool, options.metrics);
+  const trust = new ServerTrust(app.server as TlsServer, options.tls);
+  const sessions = new SessionActivity();
+  metrics?.registerSessions(sessions);
+  const leases = new ClusterLeaseStore(pool, new PostgresExecutionStore(pool), {
+    leaseDurationMs: options.workerLeaseMs ?? 15_000,
+  });
+  const control = dispatchControlOf(basis, leases, { dispatchLeaseMs, availability, observer: metrics?.observer });
+  const requestsHandled = countRequests(app);
+  app.setErrorHandler((error, _request, reply) => replyError(reply, error));
+  const runStore = new PostgresRunStore(pool);
+  const fleet = new FleetControl(pool, management, runStore, metrics?.fleetObserver, (name, actor) =>
+    leases.forgetWorker(name, actor),
+  );
+  const reaper = startReaper(leases);
+  wakeups.start();
+  addRoutes(app, {
+    leases,
+    control,
+    runStore,
+    managementStore: management,
+    availability,
+    pool,
+    metrics,
+    fleet,
+    trust,
+    wakeups,
+    sessions,
+  });
+  return { availability, trust, reaper, requestsHandled };
+}
+
+/** This replica's cancellation dispatch: its lease is owned by the replica's stable id (design/cluster §D6). */
+function dispatchControlOf(
+  basis: ReplicaBasis,
+  leases: ClusterLeaseStore,
+  dispatch: {
+    readonly dispatchLeaseMs: number;
+    readonly availability: DispatchAvailability;
+    readonly observer: import('../dispatch/index').DispatchObserver | undefined;
+  },
+): CancellationDispatchControl {
+  const { options } = basis;
+  const { availability, observer } = dispatch;
+  return new CancellationDispatchControl(leases, new PostgresDispatchRepository(basis.pool), {
+    replicaOwnerId: basis.replicaOwnerId,
+    leaseDurationMs: dispatch.dispatchLeaseMs,
+    availability,
+    ...(options.observe === undefined ? {} : { observe: options.observe }),
+    ...(options.testHooks === undefined ? {} : { testHooks: options.testHooks }),
+    ...(observer === undefined ? {} : { observer }),
+  });
+}
+
+/** How many requests reached the router (refused handshakes never do). */
+function countRequests(app: FastifyInstance): () => number {
+  let handled = 0;
+  app.addHook('onRequest', async () => {
+    handled++;
+  });
+  return () => handled;
 }
 
 /** prom-client is loaded here, on demand, and nowhere else in the control plane (docs/decisions/0110). */

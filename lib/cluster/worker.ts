@@ -216,25 +216,6 @@ async function earlierSessionsProvedGone(
 }
 
 /**
- * Start-up order (docs/decisions/0272, 0360): the journaled leases are held, local recovery adopts
- * and converges the earlier process's jobs, each journaled run already ended is queued for its report,
- * and the earlier sessions whose process is proved gone are returned, to be settled.
- */
-async function recoverJournal(
-  cycle: WorkerCycle,
-  { leases, local, app }: ReturnType<typeof openLocal>,
-  queue: (runId: string, report: Report) => void,
-): Promise<string[]> {
-  for (const lease of leases.read()) cycle.adopt(lease);
-  await app.recover();
-  for (const entry of cycle.held.values()) {
-    const report = await journaledReport(local, entry.assignment.runId, entry.localAttemptId);
-    if (report !== null) queue(entry.assignment.runId, report);
-  }
-  return earlierSessionsProvedGone(leases, local, app.runner);
-}
-
-/**
  * Starts a worker: one local execution application, one session, and one cycle at a time (docs/decisions/0200):
  * the next cycle is armed when the last one ended, so a stall never queues cycles. The leases an
  * earlier process journaled are held before recovery, so the ends it finds are reported (docs/decisions/0272).
@@ -271,9 +252,52 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     reRegister: async () => recordSession(await register(send, state, options)),
     earlierSessions,
   });
-  earlierSessions.push(...(await recoverJournal(cycle, { leases, local, app }, queue)));
+  earlierSessions.push(...(await resumeJournaled({ cycle, leases, app, local, queue })));
   recordSession(session.id);
+  const cycles = scheduleCycles(cycle, tickMs);
+  return {
+    get sessionId() {
+      return session.id;
+    },
+    held: () => cycle.held.size,
+    revoked: () => state.revoked,
+    reloadTls: (tls) => replicas.reload(tls),
+    close: async () => {
+      if (cycles.isClosed()) return;
+      await cycles.stop();
+      await app.drain();
+      await cycle.reportCompletions().catch(() => undefined);
+      await send('/v1/sessions/end', { sessionId: session.id }).catch(() => undefined);
+      replicas.close();
+    },
+  };
+}
+
+/**
+ * The leases an earlier process journaled are held before recovery, so the ends it finds are
+ * reported (docs/decisions/0272); then the local lifecycle starts. Returns the earlier sessions whose
+ * process is proved gone, to be settled (docs/decisions/0360).
+ */
+async function resumeJournaled(worker: {
+  readonly cycle: WorkerCycle;
+  readonly leases: LeaseJournal;
+  readonly app: ExecutionApplication;
+  readonly local: ReturnType<typeof openLocal>['local'];
+  readonly queue: (runId: string, report: Report) => void;
+}): Promise<string[]> {
+  const { cycle, app, local } = worker;
+  for (const lease of worker.leases.read()) cycle.adopt(lease);
+  await app.recover();
   app.start();
+  for (const entry of cycle.held.values()) {
+    const report = await journaledReport(local, entry.assignment.runId, entry.localAttemptId);
+    if (report !== null) worker.queue(entry.assignment.runId, report);
+  }
+  return earlierSessionsProvedGone(worker.leases, local, app.runner);
+}
+
+/** One cycle at a time (docs/decisions/0200): the next is armed when the last one ended, so a stall never queues cycles. */
+function scheduleCycles(cycle: WorkerCycle, tickMs: number): { isClosed(): boolean; stop(): Promise<void> } {
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> = Promise.resolve();
@@ -292,22 +316,13 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     cycle.afterDisconnect().catch(() => undefined);
   }, tickMs);
   return {
-    get sessionId() {
-      return session.id;
-    },
-    held: () => cycle.held.size,
-    revoked: () => state.revoked,
-    reloadTls: (tls) => replicas.reload(tls),
-    close: async () => {
-      if (closed) return;
+    isClosed: () => closed,
+    // Closed at once, so a second close returns; resolves when the cycle under way has ended.
+    async stop() {
       closed = true;
       clearTimeout(timer);
       clearInterval(disconnects);
       await running;
-      await app.drain();
-      await cycle.reportCompletions().catch(() => undefined);
-      await send('/v1/sessions/end', { sessionId: session.id }).catch(() => undefined);
-      replicas.close();
     },
   };
 }

@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 
+import { mapBounded } from '../base/bounded-map';
 import { monotonicNow, secondsSince } from '../base/time';
 import { PidfenceRangeError } from '../base/errors';
 import { GRACE_MS_MAX, handlePlatform, type TerminationResult } from '../process/index';
@@ -42,13 +43,21 @@ import { observerOf, type DispatchObserver } from './observer';
 export const LEASE_SETTLE_MARGIN_MS = 1_000;
 
 /**
- * A lease that covers a claimed page of `pageSize` items worked one after the other, each a
- * controller call of up to `boundMs` and its settle, plus one margin; capped at the contract's
- * maximum, where the Dispatcher claims fewer at once (docs/decisions/0023).
+ * A lease that covers a claimed page of `pageSize` items even if they were worked one after the
+ * other, each a controller call of up to `boundMs` and its settle, plus one margin; capped at the
+ * contract's maximum, where the Dispatcher claims fewer at once (docs/decisions/0023). The page's
+ * stops run side by side (docs/decisions/0350), so this bound is kept as the conservative one.
  */
 export function pageLeaseMs(boundMs: number, pageSize: number): number {
   return Math.min(LEASE_DURATION_MAX_MS, pageSize * (boundMs + LEASE_SETTLE_MARGIN_MS) + LEASE_SETTLE_MARGIN_MS);
 }
+
+/**
+ * Controller calls of one claimed chunk in flight at once by default (docs/decisions/0350): all of
+ * them, as a chunk holds at most DUE_PAGE_MAX items; the stops of a page wait out their jobs side by
+ * side instead of one after the other.
+ */
+export const STOP_CONCURRENCY_DEFAULT = DUE_PAGE_MAX;
 
 /** The fence of one claim. Test hooks only: it carries the raw token and must never be logged. */
 export interface DispatchFence {
@@ -79,6 +88,11 @@ export interface DispatcherOptions {
   readonly graceMs: number;
   /** Must exceed every registered controller's boundMs(graceMs) + LEASE_SETTLE_MARGIN_MS. */
   readonly leaseDurationMs: number;
+  /**
+   * Controller calls of one claimed chunk in flight at once, 1 to DUE_PAGE_MAX; default
+   * STOP_CONCURRENCY_DEFAULT, the whole chunk (docs/decisions/0350). The lease does not depend on it.
+   */
+  readonly stopConcurrency?: number;
   /** Stable lease-owner id of this dispatcher (a replica id); defaultOwnerId() when omitted. */
   readonly owner?: string;
   readonly backoff?: BackoffPolicy;
@@ -129,6 +143,10 @@ export type DispatchTarget = Pick<DueItem, 'runId' | 'attemptId' | 'cancelReques
 /** A target with the fresh token of its claim. */
 type ClaimTarget = DispatchTarget & { readonly token: string };
 
+function validateStopConcurrency(value: unknown): number {
+  return validateBoundedInteger(value, 'stopConcurrency', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_STOP_CONCURRENCY');
+}
+
 /** `<host>/<pid>/<random>`, trimmed to the contract's owner alphabet and length. */
 export function defaultOwnerId(): string {
   const host =
@@ -154,6 +172,8 @@ export class Dispatcher {
    * other, each a controller call plus its settle, at most DUE_PAGE_MAX; 1 means claim by claim.
    */
   readonly claimPageSize: number;
+  /** Controller calls of one claimed chunk in flight at once (docs/decisions/0350). */
+  readonly stopConcurrency: number;
   readonly #repository: DispatchRepository;
   readonly #runStore: Pick<RunStore, 'getAttempt' | 'getAttempts'>;
   readonly #controllers: ControllerRegistry;
@@ -181,6 +201,7 @@ export class Dispatcher {
       }
     }
     this.claimPageSize = Math.max(1, Math.min(DUE_PAGE_MAX, Math.floor((this.leaseDurationMs - 1) / perItemMs)));
+    this.stopConcurrency = validateStopConcurrency(options.stopConcurrency ?? STOP_CONCURRENCY_DEFAULT);
     this.#repository = options.repository;
     this.#runStore = options.runStore;
     this.#hooks = options.testHooks ?? {};
@@ -217,9 +238,10 @@ export class Dispatcher {
   /**
    * Claim → controller → recordResult for a page of due runs (docs/decisions/0023): the page is
    * claimed in one transaction per `claimPageSize` items, whose lease covers all of their controller
-   * calls one after the other; each claimed item gets its own controller call, then the chunk's
-   * results settle together in one transaction, each with its own fence. Outcomes in the page's
-   * order; `onOutcome` hears each one once it is settled.
+   * calls even one after the other; each claimed item gets its own controller call, up to
+   * `stopConcurrency` of them at once (docs/decisions/0350), then the chunk's results settle together
+   * in one transaction, each with its own fence. Outcomes in the page's order; `onOutcome` hears each
+   * one once it is settled.
    */
   async dispatchPage(
     targets: readonly DispatchTarget[],
@@ -284,8 +306,9 @@ export class Dispatcher {
   }
 
   /**
-   * After a chunk's claims: one attempt read for the won ones, each its own controller call, then one
-   * grouped settle, each with its own fence. Outcomes in the chunk's order.
+   * After a chunk's claims: one attempt read for the won ones, each its own controller call (up to
+   * `stopConcurrency` at once, docs/decisions/0350), then one grouped settle, each with its own
+   * fence. Outcomes in the chunk's order.
    */
   async #stopAndSettle(
     chunk: readonly ClaimTarget[],
@@ -294,31 +317,32 @@ export class Dispatcher {
     onOutcome?: (target: DispatchTarget, outcome: DispatchOutcome) => void,
   ): Promise<DispatchOutcome[]> {
     for (const claim of claims) this.#observer.onClaim(claim.kind);
-    const won = chunk.filter((_, i) => claims[i]?.kind === 'claimed');
+    const won = chunk.flatMap((item, i) => {
+      const claim = claims[i] as ClaimOutcome;
+      return claim.kind === 'claimed' ? [{ item, record: claim.record }] : [];
+    });
     const attempts =
       won.length === 0
         ? []
-        : await this.#runStore.getAttempts(won.map((item) => ({ runId: item.runId, attemptId: item.attemptId })));
-    const stops: Array<Stop | null> = [];
-    let read = 0;
-    for (const [i, item] of chunk.entries()) {
-      const claim = claims[i] as ClaimOutcome;
-      stops.push(
-        claim.kind === 'claimed' ? await this.#stop(item, item.token, claim.record, attempts[read++] ?? null) : null,
-      );
-    }
-    const commands = stops.flatMap((stop) => (stop === null ? [] : [stop.command]));
+        : await this.#runStore.getAttempts(won.map(({ item }) => ({ runId: item.runId, attemptId: item.attemptId })));
+    // Each stop may wait out its job's whole grace: side by side, a page takes the longest of them,
+    // not their sum; each keeps its own fence and result.
+    const stops = await mapBounded(won, this.stopConcurrency, ({ item, record }, i) =>
+      this.#stop(item, item.token, record, attempts[i] ?? null),
+    );
+    const commands = stops.map((stop) => stop.command);
     const settleStarted = monotonicNow();
     const recorded = commands.length === 0 ? [] : await this.#repository.recordResults(commands);
     // Store time of the page's claim and settle transactions, which each item waited for.
     const storeSeconds = claimSeconds + secondsSince(settleStarted);
     const outcomes: DispatchOutcome[] = [];
-    let next = 0;
+    let settled = 0; // the won items come in the chunk's order, as their stops and results do
     for (const [i, item] of chunk.entries()) {
       const claim = claims[i] as ClaimOutcome;
+      const at = claim.kind === 'claimed' ? settled++ : -1;
       const outcome: DispatchOutcome =
         claim.kind === 'claimed'
-          ? this.#outcomeOf(stops[i] as Stop, recorded[next++] as RecordResultOutcome, storeSeconds)
+          ? this.#outcomeOf(stops[at] as Stop, recorded[at] as RecordResultOutcome, storeSeconds)
           : { kind: 'not_claimed', claim: claim.kind };
       onOutcome?.(item, outcome);
       outcomes.push(outcome);

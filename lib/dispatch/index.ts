@@ -7,6 +7,7 @@ export {
   CONTROLLER_ANSWER_INVALID,
   Dispatcher,
   LEASE_SETTLE_MARGIN_MS,
+  STOP_CONCURRENCY_DEFAULT,
   defaultOwnerId,
   pageLeaseMs,
   type DispatchFence,

@@ -92,6 +92,14 @@ function validateRequest(request: AdmitRequest): { command: string; args: readon
   return { command: request.command, args };
 }
 
+/** A validated request's job and the ids admission gives it. */
+interface AdmittedJob {
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly runId: string;
+  readonly attemptId: string;
+}
+
 export class Admission {
   readonly #runStore: RunStore;
   readonly #notices: CompletionNotices;
@@ -163,22 +171,42 @@ export class Admission {
     }
   }
 
-  async #admit(
-    request: AdmitRequest,
-    job: { command: string; args: readonly string[]; runId: string; attemptId: string },
-  ): Promise<AdmitOutcome> {
-    const { command, args, runId, attemptId } = job;
-    // Before anything is stored: a directory that cannot be made refuses the run, it never strands one.
+  async #admit(request: AdmitRequest, job: AdmittedJob): Promise<AdmitOutcome> {
+    const { runId, attemptId } = job;
+    this.#ensureLogDirectory();
+    const token = await this.#createClaimedAttempt(request, job);
+    if (token === null) return { kind: 'refused', reason: 'run_exists' };
+    // `starting` is written before the spawn; the job starts only after its handle is stored, so a
+    // crash from here on leaves at most a launcher that reads no order and exits (docs/decisions/0310).
+    const starting = await this.#runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'starting' });
+    if (starting.kind !== 'advanced') return { kind: 'admitted', runId, attemptId, status: 'claimed' };
+
+    const launched = this.#spawn(request, job, token);
+    void launched.exited.then(() => this.#notices.add({ runId, attemptId }));
+    if (launched.handle === null || launched.pid === null) return this.#withoutHandle(launched, runId, attemptId);
+    // Held in the spawn's tick: the launcher cannot have been reaped, so the hold is of this group.
+    this.#held?.hold(launched.handle);
+    this.#handles.set(attemptId, launched.handle);
+    return this.#storeHandle(launched, { runId, attemptId, pid: launched.pid, handle: launched.handle });
+  }
+
+  /** Before anything is stored: a directory that cannot be made refuses the run, it never strands one. */
+  #ensureLogDirectory(): void {
     if (this.#log !== undefined && !this.#logDirectoryMade) {
       ensureLogDirectory(this.#log.directory);
       this.#logDirectoryMade = true;
     }
+  }
+
+  /** The run and its `claimed` attempt with the receipt token's digest; the token, or null when the run exists. */
+  async #createClaimedAttempt(request: AdmitRequest, job: AdmittedJob): Promise<string | null> {
+    const { runId, attemptId } = job;
     const created = await this.#runStore.createRun({
       runId,
       projectId: request.projectId,
       ...(request.name === undefined ? {} : { name: request.name }),
     });
-    if (created.kind === 'exists') return { kind: 'refused', reason: 'run_exists' };
+    if (created.kind === 'exists') return null;
     const token = createReceiptToken();
     const attempt = await this.#runStore.createAttempt({
       runId,
@@ -193,18 +221,18 @@ export class Admission {
         `the new run's attempt could not be created (${attempt.kind}).`,
         'ERR_PIDFENCE_ADMISSION_FAILED',
       );
-    // `starting` is written before the spawn; the job starts only after its handle is stored, so a
-    // crash from here on leaves at most a launcher that reads no order and exits (docs/decisions/0310).
-    const starting = await this.#runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'starting' });
-    if (starting.kind !== 'advanced') return { kind: 'admitted', runId, attemptId, status: 'claimed' };
+    return token;
+  }
 
-    const launched = spawnLauncher({
+  /** The launcher, its order held back until the handle is stored. */
+  #spawn(request: AdmitRequest, job: AdmittedJob, token: string): PendingLaunch {
+    return spawnLauncher({
       receiptDirectory: this.#receiptDirectory,
-      runId,
-      attemptId,
+      runId: job.runId,
+      attemptId: job.attemptId,
       token,
-      command,
-      args,
+      command: job.command,
+      args: job.args,
       ...(request.env === undefined ? {} : { env: request.env }),
       ...(request.stdio === undefined ? {} : { stdio: request.stdio }),
       ...(request.cwd === undefined ? {} : { cwd: request.cwd }),
@@ -212,20 +240,16 @@ export class Admission {
       ...(request.leftoverGraceMs === undefined ? {} : { leftoverGraceMs: request.leftoverGraceMs }),
       ...(this.#log === undefined ? {} : { log: this.#log }),
     });
-    void launched.exited.then(() => this.#notices.add({ runId, attemptId }));
-    if (launched.handle === null || launched.pid === null) return this.#withoutHandle(launched, runId, attemptId);
-    // Held in the spawn's tick: the launcher cannot have been reaped, so the hold is of this group.
-    this.#held?.hold(launched.handle);
-    this.#handles.set(attemptId, launched.handle);
+  }
+
+  /** `running` with its handle stored, and only then the order: the job starts once it is provable. */
+  async #storeHandle(
+    launched: PendingLaunch,
+    started: { runId: string; attemptId: string; pid: number; handle: string },
+  ): Promise<AdmitOutcome> {
+    const { runId, attemptId } = started;
     try {
-      const running = await this.#runStore.advanceAttempt({
-        runId,
-        attemptId,
-        from: 'starting',
-        to: 'running',
-        pid: launched.pid,
-        handle: launched.handle,
-      });
+      const running = await this.#runStore.advanceAttempt({ ...started, from: 'starting', to: 'running' });
       if (running.kind !== 'advanced') {
         // Ended meanwhile (a cancel found it unstarted): the job must not start after all.
         launched.withdrawOrder();
@@ -236,21 +260,27 @@ export class Admission {
     } catch (error) {
       // Not known to be stored: the job is not started, and the launcher is stopped as proof.
       launched.withdrawOrder();
-      // The store lost the handle: the only proof of this process is in memory. Stop it through the
-      // verified controller before reporting, so no unprovable process is left behind.
-      const stopped = await new LocalProcessController(
-        this.#held === undefined ? {} : { heldGroups: this.#held },
-      ).requestTermination({
-        attemptPid: launched.pid,
-        handle: launched.handle,
-        graceMs: ADMISSION_UNDO_GRACE_MS,
-      });
-      // The stop may have ended the launcher before it removed the job's cgroup, and the attempt
-      // never got the handle that names it, so no later end or sweep can (docs/decisions/0300).
-      if (stopped.exitObserved) removeEndedJobCgroup(launched.handle);
-      this.#held?.release(launched.handle);
+      await this.#stopUnstored(started);
       throw error;
     }
+  }
+
+  /**
+   * The store lost the handle: the only proof of this process is in memory. Stop it through the
+   * verified controller before reporting, so no unprovable process is left behind.
+   */
+  async #stopUnstored(started: { pid: number; handle: string }): Promise<void> {
+    const stopped = await new LocalProcessController(
+      this.#held === undefined ? {} : { heldGroups: this.#held },
+    ).requestTermination({
+      attemptPid: started.pid,
+      handle: started.handle,
+      graceMs: ADMISSION_UNDO_GRACE_MS,
+    });
+    // The stop may have ended the launcher before it removed the job's cgroup, and the attempt
+    // never got the handle that names it, so no later end or sweep can (docs/decisions/0300).
+    if (stopped.exitObserved) removeEndedJobCgroup(started.handle);
+    this.#held?.release(started.handle);
   }
 
   /**

@@ -18,6 +18,7 @@ import {
   pageLeaseMs,
   LOCAL_PROFILES,
   observerOf,
+  type Profile,
   profile as profileNamed,
   Supervisor,
 } from '../dispatch/index';
@@ -128,217 +129,374 @@ export interface ExecutionApplication {
 }
 
 export function createExecution(options: ExecutionOptions): ExecutionApplication {
+  const basis = executionBasis(options);
+  const dispatch = dispatchSide(basis);
+  const completion = completionSide(basis);
+  const watched = watchedRuns(options.onCompleted);
+  const supervisor = supervisorOf(basis, dispatch.stops, completeFirstWith(completion.processor, watched.completed));
+  const adopt = goneRunnerAdoption(basis);
+  const lifecycle = controlLifecycleOf(basis, { ...completion, supervisor, watched, adopt });
+  const registration = runnerRegistration(basis, () => lifecycle.wake());
+  const drain = executionDrainOf(basis, { ...completion, stops: dispatch.stops, lifecycle, registration, watched });
+  return executionFacade(basis, { ...dispatch, ...completion, watched, adopt, lifecycle, registration, drain });
+}
+
+/** What every part of one runner shares: its checked settings, its identity, its held groups and observer. */
+interface ExecutionBasis {
+  readonly options: ExecutionOptions;
+  readonly stores: ExecutionStores;
+  readonly receiptDirectory: string;
+  readonly profile: Profile;
+  readonly graceMs: number;
+  readonly runner: RunnerSelf;
+  readonly heldGroups: HeldGroups;
+  readonly observer: DispatchObserver;
+}
+
+function executionBasis(options: ExecutionOptions): ExecutionBasis {
   const receiptDirectory = validateReceiptDirectory(options.receiptDirectory);
   ensureReceiptDirectory(receiptDirectory);
   const profile = profileNamed(options.profile ?? 'standalone', LOCAL_PROFILES);
-  const { runStore, repository, executionStore, runnerStore } = options.stores;
-  const graceMs = options.graceMs ?? STOP_GRACE_DEFAULT_MS;
   const runner: RunnerSelf = {
     runnerId: `rnr-${randomUUID()}`,
     hostId: resolveHostId(options.env),
     kind: options.runnerKind ?? 'supervise',
   };
-  const { runnerId } = runner;
-  const heldGroups = new HeldGroups();
-  const observer = observerOf(options.observer);
+  return {
+    options,
+    stores: options.stores,
+    receiptDirectory,
+    profile,
+    graceMs: options.graceMs ?? STOP_GRACE_DEFAULT_MS,
+    runner,
+    heldGroups: new HeldGroups(),
+    observer: observerOf(options.observer),
+  };
+}
+
+/** The stop path of the dispatch cycle and the drain: the dispatcher, reporting what it recorded. */
+interface StopPath {
+  dispatch(target: DispatchTarget): Promise<DispatchOutcome>;
+  dispatchPage(targets: readonly DispatchTarget[]): Promise<DispatchOutcome[]>;
+}
+
+interface DispatchSide {
+  readonly controller: LocalProcessController;
+  readonly dispatcher: Dispatcher;
+  readonly stops: StopPath;
+}
+
+function dispatchSide(basis: ExecutionBasis): DispatchSide {
+  const { options, stores, profile, graceMs, runner, heldGroups, observer } = basis;
   const controller = new LocalProcessController({ heldGroups, onSignal: (signal) => observer.onSignal(signal) });
   const dispatcher = new Dispatcher({
-    repository,
-    runStore,
+    repository: stores.repository,
+    runStore: stores.runStore,
     controllers: new ControllerRegistry([controller]),
     graceMs,
     // One page of the profile is claimed at once; the lease covers its stops one after the other (docs/decisions/0023).
     // A `run` or `cancel` stops one job: its lease covers one stop, so its crash mid-stop delays the
     // next runner by one stop's bound, not a page's (docs/decisions/0192).
     leaseDurationMs: pageLeaseMs(controller.boundMs(graceMs), runner.kind === 'supervise' ? profile.pageSize : 1),
-    owner: options.owner ?? runnerId,
+    owner: options.owner ?? runner.runnerId,
     observer,
     ...(options.onStopping === undefined ? {} : { onStopping: options.onStopping }),
   });
-  const notices = new CompletionNotices();
-  const processor = new CompletionProcessor({
-    runStore,
-    executionStore,
-    receiptDirectory,
-    heldGroups,
-    observer,
-    // Only called once the runner works, after the admission below exists (docs/decisions/0310).
-    isAdmitting: (attemptId) => admission.isAdmitting(attemptId),
-  });
-  const completeFirst = async (ref: AttemptRef): Promise<boolean> => {
-    const outcome = await processor.process(ref);
-    if (outcome.kind === 'completed') completed(ref, outcome);
-    return outcome.kind !== 'active' && outcome.kind !== 'unproven';
-  };
-  // The stop path of the dispatch cycle and the drain, reporting what it recorded.
+  return { controller, dispatcher, stops: reportingStops(dispatcher, options.onStopped) };
+}
+
+function reportingStops(dispatcher: Dispatcher, onStopped: ExecutionOptions['onStopped']): StopPath {
   const reported = (target: DispatchTarget, outcome: DispatchOutcome): DispatchOutcome => {
     if (outcome.kind === 'recorded') {
       try {
-        options.onStopped?.({ runId: target.runId, attemptId: target.attemptId }, outcome.result);
+        onStopped?.({ runId: target.runId, attemptId: target.attemptId }, outcome.result);
       } catch {
         // an observer must not break a stop
       }
     }
     return outcome;
   };
-  const stops = {
-    async dispatch(target: DispatchTarget): Promise<DispatchOutcome> {
+  return {
+    async dispatch(target) {
       return reported(target, await dispatcher.dispatch(target));
     },
-    async dispatchPage(targets: readonly DispatchTarget[]): Promise<DispatchOutcome[]> {
+    async dispatchPage(targets) {
       return dispatcher.dispatchPage(targets, reported);
     },
   };
-  const supervisor = new Supervisor({
-    repository,
-    dispatcher: stops,
-    pageSize: profile.pageSize,
-    pagesPerCycle: 1,
-    runnerId,
-    completeFirst,
+}
+
+interface CompletionSide {
+  readonly notices: CompletionNotices;
+  readonly processor: CompletionProcessor;
+  readonly admission: Admission;
+}
+
+function completionSide(basis: ExecutionBasis): CompletionSide {
+  const { options, stores, receiptDirectory, runner, heldGroups, observer } = basis;
+  const { runStore } = stores;
+  const notices = new CompletionNotices();
+  const processor = new CompletionProcessor({
+    runStore,
+    executionStore: stores.executionStore,
+    receiptDirectory,
+    heldGroups,
     observer,
+    // Only called once the runner works, after the admission below exists (docs/decisions/0310).
+    isAdmitting: (attemptId) => admission.isAdmitting(attemptId),
   });
   const log = options.logs === false ? undefined : { directory: logDirectoryBeside(receiptDirectory), ...options.logs };
   const admission = new Admission({
     runStore,
     notices,
     receiptDirectory,
-    runnerId,
+    runnerId: runner.runnerId,
     heldGroups,
     ...(log === undefined ? {} : { log }),
   });
+  return { notices, processor, admission };
+}
+
+/** The runs this runner admitted or took over, by run id: watched to completion, killed on escalation. */
+interface WatchedRuns {
+  readonly admitted: Map<string, AttemptRef>;
+  readonly completed: (ref: AttemptRef, outcome: CompletionOutcome) => void;
+}
+
+function watchedRuns(onCompleted: ExecutionOptions['onCompleted']): WatchedRuns {
   const admitted = new Map<string, AttemptRef>();
   const completed = (ref: AttemptRef, outcome: CompletionOutcome): void => {
     if (outcome.kind === 'terminal' && !admitted.has(ref.runId)) return;
     admitted.delete(ref.runId);
-    options.onCompleted?.(ref, outcome);
+    onCompleted?.(ref, outcome);
   };
+  return { admitted, completed };
+}
+
+/** The supervisor's completeFirst: true once the attempt needs no stop (it completed or is gone). */
+function completeFirstWith(
+  processor: CompletionProcessor,
+  completed: WatchedRuns['completed'],
+): (ref: AttemptRef) => Promise<boolean> {
+  return async (ref) => {
+    const outcome = await processor.process(ref);
+    if (outcome.kind === 'completed') completed(ref, outcome);
+    return outcome.kind !== 'active' && outcome.kind !== 'unproven';
+  };
+}
+
+function supervisorOf(
+  basis: ExecutionBasis,
+  stops: StopPath,
+  completeFirst: (ref: AttemptRef) => Promise<boolean>,
+): Supervisor {
+  return new Supervisor({
+    repository: basis.stores.repository,
+    dispatcher: stops,
+    pageSize: basis.profile.pageSize,
+    pagesPerCycle: 1,
+    runnerId: basis.runner.runnerId,
+    completeFirst,
+    observer: basis.observer,
+  });
+}
+
+/** Takes over the attempts of the runners of this host proved gone, clearing their wake-up sockets; how many. */
+type Adoption = () => Promise<number>;
+
+function goneRunnerAdoption(basis: ExecutionBasis): Adoption {
+  const { wakeDirectory } = basis.options;
+  const clearGoneSocket =
+    wakeDirectory === undefined ? undefined : (gone: string) => removeStaleWakeSocket(wakeDirectory, gone);
+  return () => adoptGoneRunners(basis.stores.runnerStore, basis.runner, clearGoneSocket);
+}
+
+interface LifecycleParts extends CompletionSide {
+  readonly supervisor: Supervisor;
+  readonly watched: WatchedRuns;
+  readonly adopt: Adoption;
+}
+
+function controlLifecycleOf(basis: ExecutionBasis, parts: LifecycleParts): ControlLifecycle {
+  const { options, stores, profile, receiptDirectory } = basis;
+  const { executionStore, runStore } = stores;
+  const { runnerId } = basis.runner;
+  const cgroupSweep = new JobCgroupSweep(runStore);
+  return new ControlLifecycle({
+    profile,
+    executionStore,
+    processor: parts.processor,
+    notices: parts.notices,
+    receiptDirectory,
+    runnerId,
+    deadlines: new DeadlineSource({ executionStore, runStore, pageSize: profile.pageSize, runnerId }),
+    dispatch: parts.supervisor,
+    watched: () => parts.watched.admitted.values(),
+    sweepJobCgroups: () => cgroupSweep.sweepPage(),
+    ...(options.adopt === true ? { adopt: parts.adopt } : {}),
+    ...(options.keepAlive === undefined ? {} : { keepAlive: options.keepAlive }),
+    ...(options.diagnostics === undefined ? {} : { diagnostics: options.diagnostics }),
+    ...(options.onFatal === undefined ? {} : { onFatal: options.onFatal }),
+    ...(options.onCycle === undefined ? {} : { onCycle: options.onCycle }),
+    ...(options.onStoreFull === undefined ? {} : { onStoreFull: options.onStoreFull }),
+    onCompleted: parts.watched.completed,
+  });
+}
+
+/** This runner in the store, then its wake-up socket: open() does both once. */
+interface RunnerRegistration {
+  open(): Promise<RunnerSelf>;
+  isOpen(): boolean;
+  wakeSocket(): string | null;
+  closeWakeChannel(): Promise<void>;
+}
+
+function runnerRegistration(basis: ExecutionBasis, wake: () => void): RunnerRegistration {
+  const { options, runner } = basis;
+  const { wakeDirectory } = options;
   let registered: Promise<RunnerSelf> | null = null;
   let isOpen = false;
   let wakeListener: WakeListener | null = null;
-  const { wakeDirectory } = options;
   // Registered first, then listening: a cancel finds the owner in the store, then its socket.
   const listen = async (): Promise<void> => {
     if (wakeDirectory === undefined) return;
     try {
-      wakeListener = await listenForWakeUps(wakeDirectory, runnerId, () => lifecycle.wake());
+      wakeListener = await listenForWakeUps(wakeDirectory, runner.runnerId, wake);
     } catch (error) {
       // No channel is no failure: the runner works on its cadence, and says why once.
       if (!(error instanceof PidfenceError)) throw error;
       options.onWakeRefused?.(error);
     }
   };
-  const open = (): Promise<RunnerSelf> => {
-    registered ??= registerRunner(runnerStore, runner)
-      .then(listen)
-      .then(() => {
-        isOpen = true;
-        return runner;
-      });
-    return registered;
+  return {
+    open() {
+      registered ??= registerRunner(basis.stores.runnerStore, runner)
+        .then(listen)
+        .then(() => {
+          isOpen = true;
+          return runner;
+        });
+      return registered;
+    },
+    isOpen: () => isOpen,
+    wakeSocket: () => wakeListener?.path ?? null,
+    closeWakeChannel: async () => {
+      await wakeListener?.close();
+    },
   };
-  const clearGoneSocket =
-    wakeDirectory === undefined ? undefined : (gone: string) => removeStaleWakeSocket(wakeDirectory, gone);
-  const adopt = () => adoptGoneRunners(runnerStore, runner, clearGoneSocket);
-  const cgroupSweep = new JobCgroupSweep(runStore);
-  const lifecycle = new ControlLifecycle({
-    profile,
-    executionStore,
-    processor,
-    notices,
-    receiptDirectory,
-    runnerId,
-    deadlines: new DeadlineSource({ executionStore, runStore, pageSize: profile.pageSize, runnerId }),
-    dispatch: supervisor,
-    watched: () => admitted.values(),
-    sweepJobCgroups: () => cgroupSweep.sweepPage(),
-    ...(options.adopt === true ? { adopt } : {}),
-    ...(options.keepAlive === undefined ? {} : { keepAlive: options.keepAlive }),
-    ...(options.diagnostics === undefined ? {} : { diagnostics: options.diagnostics }),
-    ...(options.onFatal === undefined ? {} : { onFatal: options.onFatal }),
-    ...(options.onCycle === undefined ? {} : { onCycle: options.onCycle }),
-    ...(options.onStoreFull === undefined ? {} : { onStoreFull: options.onStoreFull }),
-    onCompleted: completed,
-  });
-  const drain = new ExecutionDrain({
-    admission,
-    lifecycle,
-    executionStore,
-    runStore,
-    dispatcher: stops,
-    processor,
-    runnerId,
+}
+
+interface DrainParts extends CompletionSide {
+  readonly stops: StopPath;
+  readonly lifecycle: ControlLifecycle;
+  readonly registration: RunnerRegistration;
+  readonly watched: WatchedRuns;
+}
+
+function executionDrainOf(basis: ExecutionBasis, parts: DrainParts): ExecutionDrain {
+  const { options, stores, profile, runner } = basis;
+  return new ExecutionDrain({
+    admission: parts.admission,
+    lifecycle: parts.lifecycle,
+    executionStore: stores.executionStore,
+    runStore: stores.runStore,
+    dispatcher: parts.stops,
+    processor: parts.processor,
+    runnerId: runner.runnerId,
     pageSize: profile.pageSize,
     pages: profile.drainPages,
     concurrency: profile.pageSize,
-    closeStorage: async () => {
-      heldGroups.releaseAll();
-      await wakeListener?.close();
-      try {
-        if (isOpen) await runnerStore.endRunner(runnerId);
-      } catch {
-        // Not recorded (a full disk, a store gone): this runner's exit proves it gone all the same.
-      } finally {
-        await options.stores.close();
-      }
-    },
-    onCompleted: completed,
+    closeStorage: () => closeRunnerStorage(basis, parts.registration),
+    onCompleted: parts.watched.completed,
     // A runner waits for room to record its stops; a `cancel` that took over an orphan leaves the rest to supervise.
     waitOutFullDisk: runner.kind !== 'cancel',
     ...(options.onStoreFull === undefined ? {} : { onStoreFull: options.onStoreFull }),
     ...(options.drainTimeoutMs === undefined ? {} : { timeoutMs: options.drainTimeoutMs }),
   });
+}
+
+/** The drain's last step: held groups released, the wake-up socket closed, the runner ended, the stores closed. */
+async function closeRunnerStorage(basis: ExecutionBasis, registration: RunnerRegistration): Promise<void> {
+  basis.heldGroups.releaseAll();
+  await registration.closeWakeChannel();
+  try {
+    if (registration.isOpen()) await basis.stores.runnerStore.endRunner(basis.runner.runnerId);
+  } catch {
+    // Not recorded (a full disk, a store gone): this runner's exit proves it gone all the same.
+  } finally {
+    await basis.stores.close();
+  }
+}
+
+/** Every part of one runner, for the facade createExecution returns. */
+interface ExecutionParts extends DispatchSide, CompletionSide {
+  readonly watched: WatchedRuns;
+  readonly adopt: Adoption;
+  readonly lifecycle: ControlLifecycle;
+  readonly registration: RunnerRegistration;
+  readonly drain: ExecutionDrain;
+}
+
+function executionFacade(basis: ExecutionBasis, parts: ExecutionParts): ExecutionApplication {
+  const { processor, lifecycle, registration, admission, watched } = parts;
+  const { open } = registration;
   return {
     processor,
     lifecycle,
-    notices,
-    dispatcher,
-    runner,
+    notices: parts.notices,
+    dispatcher: parts.dispatcher,
+    runner: basis.runner,
     open,
-    wakeSocket: () => wakeListener?.path ?? null,
+    wakeSocket: registration.wakeSocket,
     async admit(request) {
       await open();
       const outcome = await admission.admit(request);
       if (outcome.kind === 'admitted')
-        admitted.set(outcome.runId, { runId: outcome.runId, attemptId: outcome.attemptId });
+        watched.admitted.set(outcome.runId, { runId: outcome.runId, attemptId: outcome.attemptId });
       // Its deadline may fall due before the next cadence: the next cycle re-arms the one timer.
       if (outcome.kind === 'admitted') lifecycle.wake();
       return outcome;
     },
     async recover() {
       await open();
-      await adopt();
-      return recoverExecutions({ executionStore, processor, pageSize: profile.pageSize, runnerId });
+      await parts.adopt();
+      const { executionStore } = basis.stores;
+      const { runnerId } = basis.runner;
+      return recoverExecutions({ executionStore, processor, pageSize: basis.profile.pageSize, runnerId });
     },
-    start() {
-      if (isOpen) {
-        lifecycle.start();
-        return;
-      }
-      // Nothing may be looked at before the runner exists: its pages are "the attempts I own".
-      open().then(
-        () => lifecycle.start(),
-        (error: unknown) => options.onFatal?.(diagnosticCode(error)),
-      );
-    },
-    async stopOrphan(runId) {
-      await open();
-      return stopOrphanedRun({
-        runnerStore,
-        runner,
-        runId,
-        lifecycle,
-        processor,
-        boundMs: controller.boundMs(graceMs) + LEASE_SETTLE_MARGIN_MS,
-        onCompleted: completed,
-        watch: (ref) => admitted.set(ref.runId, ref),
-      });
-    },
+    start: () => startLifecycle(basis, registration, lifecycle),
+    stopOrphan: (runId) => stopOrphanOf(basis, parts, runId),
     escalate() {
       let sent = 0;
-      for (const ref of admitted.values()) if (admission.killGroup(ref.attemptId)) sent += 1;
+      for (const ref of watched.admitted.values()) if (admission.killGroup(ref.attemptId)) sent += 1;
       return sent;
     },
-    drain: () => drain.drain(),
+    drain: () => parts.drain.drain(),
   };
+}
+
+function startLifecycle(basis: ExecutionBasis, registration: RunnerRegistration, lifecycle: ControlLifecycle): void {
+  if (registration.isOpen()) {
+    lifecycle.start();
+    return;
+  }
+  // Nothing may be looked at before the runner exists: its pages are "the attempts I own".
+  registration.open().then(
+    () => lifecycle.start(),
+    (error: unknown) => basis.options.onFatal?.(diagnosticCode(error)),
+  );
+}
+
+async function stopOrphanOf(basis: ExecutionBasis, parts: ExecutionParts, runId: string): Promise<OrphanStop> {
+  await parts.registration.open();
+  return stopOrphanedRun({
+    runnerStore: basis.stores.runnerStore,
+    runner: basis.runner,
+    runId,
+    lifecycle: parts.lifecycle,
+    processor: parts.processor,
+    boundMs: parts.controller.boundMs(basis.graceMs) + LEASE_SETTLE_MARGIN_MS,
+    onCompleted: parts.watched.completed,
+    watch: (ref) => parts.watched.admitted.set(ref.runId, ref),
+  });
 }

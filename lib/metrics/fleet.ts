@@ -12,7 +12,30 @@ export interface FleetMetrics {
 }
 
 export function registerFleetMetrics(registry: Registry, readFleet: () => Promise<WorkerFleet>): FleetMetrics {
-  const registers = [registry];
+  const gauges = fleetGauges([registry]);
+  const refusals = fleetRefusals([registry]);
+  return {
+    observer: {
+      onRefusal: (reason) => {
+        if ((FLEET_REFUSALS as readonly string[]).includes(reason)) refusals.inc({ reason });
+      },
+    },
+    async refresh() {
+      let fleet: WorkerFleet;
+      try {
+        fleet = await readFleet();
+      } catch {
+        for (const gauge of Object.values(gauges)) gauge.reset();
+        return;
+      }
+      setFleetGauges(gauges, fleet);
+    },
+  };
+}
+
+type FleetGauges = ReturnType<typeof fleetGauges>;
+
+function fleetGauges(registers: Registry[]) {
   const workers = new Gauge({
     name: 'pidfence_workers',
     help: 'Workers known to the cluster, by state (active, cordoned, draining, drained, revoked).',
@@ -44,6 +67,11 @@ export function registerFleetMetrics(registry: Registry, readFleet: () => Promis
     help: 'Runs whose worker stopped renewing their lease: not ended, not known to run (docs/decisions/0270).',
     registers,
   });
+  return { workers, leases, capacity, sessions, heartbeat, unreachable };
+}
+
+/** Every bounded reason at 0, so a series exists before its first refusal. */
+function fleetRefusals(registers: Registry[]): Counter {
   const refusals = new Counter({
     name: 'pidfence_worker_refusals_total',
     help: 'Worker requests refused (revoked name or certificate) or pulls held back (cordoned, draining), by reason.',
@@ -51,34 +79,20 @@ export function registerFleetMetrics(registry: Registry, readFleet: () => Promis
     registers,
   });
   for (const reason of FLEET_REFUSALS) refusals.inc({ reason }, 0);
-  const all = [workers, leases, capacity, sessions, heartbeat, unreachable];
+  return refusals;
+}
 
-  return {
-    observer: {
-      onRefusal: (reason) => {
-        if ((FLEET_REFUSALS as readonly string[]).includes(reason)) refusals.inc({ reason });
-      },
-    },
-    async refresh() {
-      let fleet: WorkerFleet;
-      try {
-        fleet = await readFleet();
-      } catch {
-        for (const gauge of all) gauge.reset();
-        return;
-      }
-      const open = fleet.workers.filter((worker) => worker.sessions > 0);
-      for (const state of WORKER_STATES)
-        workers.set({ state }, fleet.workers.filter((worker) => worker.state === state).length);
-      leases.set(fleet.workers.reduce((sum, worker) => sum + worker.leasesHeld, 0));
-      unreachable.set(fleet.workers.reduce((sum, worker) => sum + worker.runsUnreachable, 0));
-      capacity.set(
-        open.filter((worker) => worker.state === 'active').reduce((sum, worker) => sum + (worker.capacity ?? 0), 0),
-      );
-      sessions.set(open.reduce((sum, worker) => sum + worker.sessions, 0));
-      heartbeat.set(Math.max(0, ...open.map((worker) => worker.lastHeartbeatAgeMs ?? 0)) / 1_000);
-    },
-  };
+function setFleetGauges(gauges: FleetGauges, fleet: WorkerFleet): void {
+  const open = fleet.workers.filter((worker) => worker.sessions > 0);
+  for (const state of WORKER_STATES)
+    gauges.workers.set({ state }, fleet.workers.filter((worker) => worker.state === state).length);
+  gauges.leases.set(fleet.workers.reduce((sum, worker) => sum + worker.leasesHeld, 0));
+  gauges.unreachable.set(fleet.workers.reduce((sum, worker) => sum + worker.runsUnreachable, 0));
+  gauges.capacity.set(
+    open.filter((worker) => worker.state === 'active').reduce((sum, worker) => sum + (worker.capacity ?? 0), 0),
+  );
+  gauges.sessions.set(open.reduce((sum, worker) => sum + worker.sessions, 0));
+  gauges.heartbeat.set(Math.max(0, ...open.map((worker) => worker.lastHeartbeatAgeMs ?? 0)) / 1_000);
 }
 
 /** One worker session as one replica last saw it (docs/decisions/0204): a random session id, never a name. */

@@ -61,6 +61,10 @@ export function validateMetricsProjects(projects: unknown): readonly string[] {
 
 /** The dispatch counters and histograms, each bounded label value at 0 so a series exists before its first event. */
 function dispatchInstruments(registers: Registry[]) {
+  return { ...dispatchCounters(registers), ...dispatchHistograms(registers) };
+}
+
+function dispatchCounters(registers: Registry[]) {
   const results = new Counter({
     name: 'pidfence_dispatch_results_total',
     help: 'Dispatch results recorded, by result (design/dispatch §2.4).',
@@ -100,6 +104,15 @@ function dispatchInstruments(registers: Registry[]) {
     labelNames: ['reason'],
     registers,
   });
+  // rate() works from the first scrape.
+  for (const result of DISPATCH_RESULTS) results.inc({ result }, 0);
+  for (const outcome of CLAIM_KINDS) claims.inc({ outcome }, 0);
+  for (const mode of STOP_MODES) stops.inc({ mode }, 0);
+  for (const reason of BLOCKING_RESULTS) refusals.inc({ reason }, 0);
+  return { results, claims, staleFences, cycles, cycleFailures, stops, refusals };
+}
+
+function dispatchHistograms(registers: Registry[]) {
   const claimSettle = new Histogram({
     name: 'pidfence_dispatch_claim_settle_seconds',
     help: 'The claim and the result transaction of one dispatch together.',
@@ -118,23 +131,7 @@ function dispatchInstruments(registers: Registry[]) {
     buckets: SIGNAL_BUCKETS,
     registers,
   });
-  // rate() works from the first scrape.
-  for (const result of DISPATCH_RESULTS) results.inc({ result }, 0);
-  for (const outcome of CLAIM_KINDS) claims.inc({ outcome }, 0);
-  for (const mode of STOP_MODES) stops.inc({ mode }, 0);
-  for (const reason of BLOCKING_RESULTS) refusals.inc({ reason }, 0);
-  return {
-    results,
-    claims,
-    staleFences,
-    cycles,
-    cycleFailures,
-    stops,
-    refusals,
-    claimSettle,
-    cancelToExit,
-    signalLatency,
-  };
+  return { claimSettle, cancelToExit, signalLatency };
 }
 
 const known = <T extends string>(values: readonly T[], value: string): value is T =>

@@ -1,6 +1,9 @@
 // Dispatcher (design/dispatch §2.3-2.5, §6 gates 1, 7, 10) on every store of stores.ts, with real
 // processes behind the real LocalProcessController.
-import test from 'ava';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+
+import test, { type ExecutionContext } from 'ava';
 
 import { PidfenceRangeError } from '../../lib/base/errors';
 import { RETRY_DELAY_MAX_MS, backoffDelayMs } from '../../lib/contract/index';
@@ -8,12 +11,15 @@ import {
   ControllerRegistry,
   Dispatcher,
   LEASE_SETTLE_MARGIN_MS,
+  STOP_CONCURRENCY_DEFAULT,
   defaultOwnerId,
   pageLeaseMs,
 } from '../../lib/dispatch/index';
 import { signalVerified } from '../../lib/native/index';
 import { LocalProcessController } from '../../lib/process/index';
-import { storeFactories } from '../helpers/stores';
+import { fixturesDir, spawnJob, type Job } from '../helpers/processes';
+import { storeFactories, type TestStore } from '../helpers/stores';
+import { tempFile } from '../helpers/temp-file';
 import {
   CountingController,
   GRACE_MS,
@@ -21,6 +27,7 @@ import {
   SECRET_TEXT,
   ThrowingController,
   cancelledRunFor,
+  type Target,
   dispatcherFor,
   startJob,
 } from './world';
@@ -154,21 +161,25 @@ test('the lease must outlast the controller bound plus the settle margin: a shor
   } as never);
 });
 
+/** Options of a dispatcher that is only constructed: no store, no controller. */
+const UNWIRED = {
+  repository: {} as never,
+  runStore: {} as never,
+  controllers: new ControllerRegistry([]),
+  graceMs: GRACE_MS,
+  leaseDurationMs: LEASE_MS,
+};
+
 test('gate 9: a backoff beyond the retry-delay hard limit and a lease beyond its maximum are refused', (t) => {
-  const base = {
-    repository: {} as never,
-    runStore: {} as never,
-    controllers: new ControllerRegistry([]),
-    graceMs: GRACE_MS,
-    leaseDurationMs: LEASE_MS,
-  };
-  t.throws(() => new Dispatcher({ ...base, backoff: { baseMs: 1_000, maxMs: RETRY_DELAY_MAX_MS + 1 } }), {
+  t.throws(() => new Dispatcher({ ...UNWIRED, backoff: { baseMs: 1_000, maxMs: RETRY_DELAY_MAX_MS + 1 } }), {
     code: 'ERR_PIDFENCE_INVALID_BACKOFF',
   } as never);
-  t.throws(() => new Dispatcher({ ...base, leaseDurationMs: 10 * 60 * 1000 + 1 }), {
+  t.throws(() => new Dispatcher({ ...UNWIRED, leaseDurationMs: 10 * 60 * 1000 + 1 }), {
     code: 'ERR_PIDFENCE_INVALID_LEASE_DURATION',
   } as never);
-  t.throws(() => new Dispatcher({ ...base, owner: 'x'.repeat(129) }), { code: 'ERR_PIDFENCE_INVALID_OWNER' } as never);
+  t.throws(() => new Dispatcher({ ...UNWIRED, owner: 'x'.repeat(129) }), {
+    code: 'ERR_PIDFENCE_INVALID_OWNER',
+  } as never);
 });
 
 test('the registry refuses two controllers for one platform and a malformed platform', (t) => {
@@ -243,3 +254,112 @@ for (const factory of storeFactories) {
     }
   });
 }
+
+/** A grace far beyond a page mate's bounded wait: no job is KILLed, each ends by its own exit 0. */
+const PAGE_MATE_GRACE_MS = 20_000;
+const PAGE_MATES = 4;
+
+/**
+ * PAGE_MATES cancelled runs of test/fixtures/page-mate.sh jobs, each outliving its TERM until every
+ * page mate has one too (bounded), and a dispatcher whose lease covers them as one claimed chunk.
+ */
+async function pageMates(t: ExecutionContext, store: TestStore) {
+  const { file: marks, cleanup } = tempFile('pidfence-page-mates-', 'marks');
+  t.teardown(cleanup);
+  const dir = path.dirname(marks);
+  const jobs = Array.from({ length: PAGE_MATES }, (_, i) =>
+    spawnJob(t, 'sh', [path.join(fixturesDir, 'page-mate.sh'), dir, String(i), String(PAGE_MATES)]),
+  );
+  for (const job of jobs) await job.waitForLine(/^ready$/);
+  const targets = [];
+  for (const job of jobs) targets.push(await cancelledRunFor(store, job));
+  const dispatcher = dispatcherFor(store, [new LocalProcessController()], {
+    graceMs: PAGE_MATE_GRACE_MS,
+    leaseDurationMs: pageLeaseMs(LocalProcessController.boundMs(PAGE_MATE_GRACE_MS), PAGE_MATES),
+  });
+  t.is(dispatcher.claimPageSize, PAGE_MATES, 'one claimed chunk');
+  return { jobs, targets, dispatcher, dir };
+}
+
+/**
+ * Every job ended by its own exit 0 after its TERM, and saw every page mate's TERM marker before it
+ * wrote its exit marker: a page stopped one job after the other TERMs the next job only after the
+ * previous one ended, so its first job sees only itself.
+ */
+async function allTermedBeforeAnyEnded(t: ExecutionContext, jobs: readonly Job[], dir: string): Promise<void> {
+  for (const job of jobs) t.deepEqual(await job.exited, { code: 0, signal: null });
+  t.deepEqual(
+    jobs.map((_, i) => Number(readFileSync(path.join(dir, `exit.${i}`), 'utf8').trim())),
+    jobs.map(() => jobs.length),
+    "every job's TERM marker existed before any job wrote its exit marker",
+  );
+}
+
+const STOPPED = { kind: 'recorded', result: 'termination_requested', status: 'dispatched', dispatchCount: 1 } as const;
+
+for (const factory of storeFactories) {
+  test(`the jobs of a claimed page are all TERMed before the first of them ends: their stops run side by side; outcomes in the page's order (docs/decisions/0350) [${factory.name}]`, async (t) => {
+    const store = await factory.open();
+    t.teardown(() => store.close());
+    const { jobs, targets, dispatcher, dir } = await pageMates(t, store);
+    const heard: string[] = [];
+    const outcomes = await dispatcher.dispatchPage(targets, (target) => heard.push(target.runId));
+    t.deepEqual(
+      heard,
+      targets.map((target) => target.runId),
+    );
+    for (const outcome of outcomes) t.like(outcome, STOPPED);
+    await allTermedBeforeAnyEnded(t, jobs, dir);
+  });
+
+  test(`a due page claimed as it is read stops its jobs side by side too (docs/decisions/0025, 0350) [${factory.name}]`, async (t) => {
+    const store = await factory.open();
+    t.teardown(() => store.close());
+    const { jobs, dispatcher, dir } = await pageMates(t, store);
+    const { page, outcomes, passedOver } = await dispatcher.dispatchDuePage({ limit: PAGE_MATES });
+    t.is(passedOver, 0);
+    t.is(page.items.length, PAGE_MATES);
+    t.is(outcomes.length, PAGE_MATES);
+    for (const outcome of outcomes) t.like(outcome, STOPPED);
+    await allTermedBeforeAnyEnded(t, jobs, dir);
+  });
+}
+
+for (const factory of storeFactories) {
+  test(`a stop of a page that fails starts no further stop, and the page fails only once the stops in flight ended (docs/decisions/0350) [${factory.name}]`, async (t) => {
+    const store = await factory.open();
+    t.teardown(() => store.close());
+    const jobs = [startJob(t), startJob(t), startJob(t), startJob(t)];
+    const targets: Target[] = [];
+    for (const job of jobs) targets.push(await cancelledRunFor(store, job));
+    const counting = new CountingController();
+    const answers: string[] = [];
+    const dispatcher = dispatcherFor(store, [counting], {
+      leaseDurationMs: pageLeaseMs(LocalProcessController.boundMs(GRACE_MS), jobs.length),
+      stopConcurrency: 2,
+      observer: { onControllerAnswer: (result) => answers.push(result) },
+      testHooks: {
+        afterClaim: (fence) => {
+          if (fence.runId === targets[0]?.runId) throw new Error('the first stop failed');
+        },
+      },
+    });
+    await t.throwsAsync(dispatcher.dispatchPage(targets), { message: 'the first stop failed' });
+    t.is(counting.calls, 1, 'only the stop already in flight beside the failed one was made');
+    t.deepEqual(answers, ['termination_requested'], 'and it ended before the page failed');
+    t.deepEqual(await jobs[1]?.exited, { code: null, signal: 'SIGTERM' });
+    for (const job of [jobs[0], jobs[2], jobs[3]])
+      t.is(signalVerified(job?.identity as Job['identity'], 0, { group: true }).kind, 'signalled', 'never stopped');
+    for (const target of targets)
+      t.like(await store.repository.getRecord(target.runId), { status: 'leased', dispatchCount: 1 }, 'nothing settled');
+  });
+}
+
+test('a stop concurrency outside 1 to 64 is refused at construction', (t) => {
+  for (const stopConcurrency of [0, 65, 1.5, '4'])
+    t.throws(() => new Dispatcher({ ...UNWIRED, stopConcurrency: stopConcurrency as number }), {
+      code: 'ERR_PIDFENCE_INVALID_STOP_CONCURRENCY',
+    } as never);
+  t.is(new Dispatcher(UNWIRED).stopConcurrency, STOP_CONCURRENCY_DEFAULT);
+  t.is(new Dispatcher({ ...UNWIRED, stopConcurrency: 1 }).stopConcurrency, 1);
+});

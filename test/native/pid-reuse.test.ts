@@ -2,67 +2,29 @@
 // pidfs inode tells the two apart even when the reuse falls in the same clock tick, where
 // boot id + PID + start ticks cannot. The reuse dance runs in a small C fixture so it takes
 // microseconds; the identities and the signals under test all go through pidfence.
-import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 
 import test from 'ava';
 
-import { captureIdentity, signalVerified, type ProcessIdentity } from '../../lib/native/index';
-import { fixturesDir } from '../helpers/processes';
-import { lineReader } from '../helpers/line-reader';
+import { signalVerified } from '../../lib/native/index';
+import { compileReuseFixture, runReuseTrial } from '../helpers/pid-reuse';
 
 const MIN_TRIALS = 20;
 // Under heavy load a scheduling delay can push the two forks into different ticks; keep going
 // (a trial takes milliseconds) until one shares it.
-const MAX_TRIALS = 300;
-
-function compileFixture(): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pidfence-reuse-'));
-  const binary = path.join(dir, 'reuse-pid');
-  execFileSync('cc', ['-O2', '-o', binary, path.join(fixturesDir, 'reuse-pid.c')]);
-  return binary;
-}
-
-interface Trial {
-  readonly original: ProcessIdentity;
-  readonly successor: ProcessIdentity | null;
-}
-
-async function runTrial(binary: string, check: (trial: Trial) => void): Promise<void> {
-  const helper = spawn(binary, [], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const nextLine = lineReader(helper.stdout!, 'the reuse fixture');
-  const exited = new Promise((resolve) => helper.once('exit', resolve));
-  const first = await nextLine();
-  if (!first.startsWith('original ')) throw new Error(`reuse fixture: ${first}`);
-  const originalPid = Number(first.split(' ')[1]);
-  const original = captureIdentity(originalPid);
-  if (original === null) throw new Error('the original exited before capture');
-  helper.stdin!.write('go\n');
-  const [word, pidText] = (await nextLine()).split(' ');
-  if (word === 'error') throw new Error(`reuse fixture failed at ${pidText}`);
-  const successor = word === 'successor' ? captureIdentity(Number(pidText)) : null;
-  try {
-    check({ original, successor });
-  } finally {
-    const leftover = successor ?? (word === 'missed' ? captureIdentity(Number(pidText)) : null);
-    if (leftover) signalVerified(leftover, 'SIGKILL', { group: true });
-    helper.stdin!.end();
-    await exited;
-  }
-}
+const MAX_TRIALS = 2_000;
 
 test('gate 8: a reused PID, even within the same clock tick, is an identity_mismatch by pidfs inode, also for a handle without the inode, and the new process receives nothing', async (t) => {
   t.is(process.getuid?.(), 0, 'forcing a PID reuse needs root (ns_last_pid)');
-  const binary = compileFixture();
+  const binary = compileReuseFixture();
   t.teardown(() => fs.rmSync(path.dirname(binary), { recursive: true, force: true }));
   let reuses = 0;
   let sameTick = 0;
   let trials = 0;
   let innocentsSignalled = 0;
   for (; trials < MAX_TRIALS && (trials < MIN_TRIALS || sameTick === 0); trials++) {
-    await runTrial(binary, ({ original, successor }) => {
+    await runReuseTrial(binary, ({ original, successor }) => {
       if (successor === null) return; // another process took the PID first
       reuses++;
       t.is(successor.pid, original.pid);

@@ -2,12 +2,12 @@
 // migration applied with its recorded checksum, and the runtime role holding exactly its privileges,
 // read from the catalog. Works as the runtime role itself. Each failure names what to do.
 import { PidfenceError } from '../../base/errors';
-import { pendingMigrations } from '../migrations';
+import { pendingMigrations, type MigrationFile } from '../migrations';
 import { storeInvariant } from '../store-errors';
 import { withPool, type PostgresTarget } from './connection';
 import { appliedMigrations, MIGRATIONS_TABLE, postgresMigrations } from './migrate';
 import { RUNTIME_PRIVILEGES, TABLE_PRIVILEGES, validateRoleName, type TablePrivilege } from './roles';
-import { inTransaction } from './transaction';
+import { inTransaction, type Tx } from './transaction';
 
 export interface PostgresReadiness {
   /** The number of the last applied migration (every one of them checked). */
@@ -58,81 +58,118 @@ export async function postgresReadiness(
   const files = postgresMigrations();
   return withPool(target, (pool) =>
     inTransaction(pool, 'readiness', async (tx) => {
-      const role =
-        options.runtimeRole === undefined
-          ? ((await tx.rows<{ name: string }>('SELECT current_user AS name', []))[0]?.name ?? '')
-          : validateRoleName(options.runtimeRole);
-      if ((await tx.rows(ROLE_EXISTS, [role])).length === 0) {
-        throw notReady(
-          `the runtime role ${role} does not exist; create it (LOGIN, no other attributes) and run grantRuntime() as the migration owner.`,
-          'ERR_PIDFENCE_PG_ROLE_MISSING',
-        );
-      }
-      const [facts] = await tx.rows<{
-        schema: string;
-        hasMigrations: boolean;
-        bypasses: boolean;
-        canCreate: boolean;
-        ownsSchema: boolean;
-      }>(ROLE_FACTS, [role]);
-      if (facts === undefined) throw storeInvariant('postgres', 'readiness', 'the role facts query returned no row');
-      const pending = pendingMigrations(facts.hasMigrations ? await appliedMigrations(tx) : [], files);
-      if (pending.length > 0) {
-        throw notReady(
-          `schema ${facts.schema} lacks ${pending.length} pidfence migration(s) (first: ${pending[0]?.name}); run migratePostgres() as the migration owner, then grantRuntime().`,
-          'ERR_PIDFENCE_MIGRATION_PENDING',
-        );
-      }
-      const tables = Object.keys(RUNTIME_PRIVILEGES);
-      const rows = await tx.rows<{ table: string; privilege: TablePrivilege; granted: boolean }>(PRIVILEGE_ROWS, [
-        role,
-        tables,
-        TABLE_PRIVILEGES,
-      ]);
-      const missing = rows.filter(
-        (row) => !row.granted && (RUNTIME_PRIVILEGES[row.table] ?? []).includes(row.privilege),
-      );
-      const excess = rows.filter(
-        (row) => row.granted && !(RUNTIME_PRIVILEGES[row.table] ?? []).includes(row.privilege),
-      );
-      const listed = (found: typeof rows): string => {
-        const named = found
-          .slice(0, LISTED_MAX)
-          .map((row) => `${row.privilege} on ${row.table}`)
-          .join(', ');
-        return found.length > LISTED_MAX ? `${named} and ${found.length - LISTED_MAX} more` : named;
-      };
-      if (missing.length > 0) {
-        throw notReady(
-          `the runtime role ${role} lacks ${listed(missing)}; ${grantRuntimeHint(role)}.`,
-          'ERR_PIDFENCE_PG_PRIVILEGE_MISSING',
-        );
-      }
-      if (facts.bypasses) {
-        throw notReady(
-          `${role} is a superuser (or bypasses row security); pidfence does not run with such a role. Connect with the runtime role's URL, made with \`pidfence grant-runtime <role> --db <owner-url>\`.`,
-          'ERR_PIDFENCE_STORE_SUPERUSER',
-        );
-      }
-      // The migration owner's URL where the runtime role's belongs: no grant fixes that, the URL does (docs/decisions/0228).
-      if (facts.ownsSchema) {
-        throw notReady(
-          `${role} owns the pidfence tables: it is the migration owner, for migrate, grant-runtime and grant only. Connect with the runtime role's URL, made ready with \`pidfence grant-runtime <role> --db <migration-owner-url>\`.`,
-          'ERR_PIDFENCE_STORE_OWNER',
-        );
-      }
-      const extra = [
-        ...(facts.canCreate ? [`CREATE on schema ${facts.schema}`] : []),
-        ...(excess.length > 0 ? [listed(excess)] : []),
-      ];
-      if (extra.length > 0) {
-        throw notReady(
-          `the runtime role ${role} holds more than its runtime privileges: ${extra.join('; ')}. Connect as a plain LOGIN role, ` +
-            `revoke the rest (\`pidfence grant-runtime ${role} --db <migration-owner-url>\` revokes direct table grants; check role memberships and schema grants) and check again.`,
-          'ERR_PIDFENCE_PG_PRIVILEGE_EXCESS',
-        );
-      }
+      const role = await existingRuntimeRole(tx, options.runtimeRole);
+      const facts = await roleFacts(tx, role);
+      await requireMigrationsApplied(tx, facts, files);
+      const { missing, excess } = await privilegeDifferences(tx, role);
+      requireRuntimeGrants(role, facts, missing);
+      requireNothingMore(role, facts, excess);
       return { schemaVersion: files.length, schema: facts.schema, runtimeRole: role };
     }),
   );
+}
+
+/** The named runtime role, or the connected one (readiness run by the runtime); it must exist. */
+async function existingRuntimeRole(tx: Tx, runtimeRole: string | undefined): Promise<string> {
+  const role =
+    runtimeRole === undefined
+      ? ((await tx.rows<{ name: string }>('SELECT current_user AS name', []))[0]?.name ?? '')
+      : validateRoleName(runtimeRole);
+  if ((await tx.rows(ROLE_EXISTS, [role])).length === 0) {
+    throw notReady(
+      `the runtime role ${role} does not exist; create it (LOGIN, no other attributes) and run grantRuntime() as the migration owner.`,
+      'ERR_PIDFENCE_PG_ROLE_MISSING',
+    );
+  }
+  return role;
+}
+
+interface RoleFacts {
+  readonly schema: string;
+  readonly hasMigrations: boolean;
+  readonly bypasses: boolean;
+  readonly canCreate: boolean;
+  readonly ownsSchema: boolean;
+}
+
+async function roleFacts(tx: Tx, role: string): Promise<RoleFacts> {
+  const [facts] = await tx.rows<RoleFacts>(ROLE_FACTS, [role]);
+  if (facts === undefined) throw storeInvariant('postgres', 'readiness', 'the role facts query returned no row');
+  return facts;
+}
+
+async function requireMigrationsApplied(tx: Tx, facts: RoleFacts, files: readonly MigrationFile[]): Promise<void> {
+  const pending = pendingMigrations(facts.hasMigrations ? await appliedMigrations(tx) : [], files);
+  if (pending.length > 0) {
+    throw notReady(
+      `schema ${facts.schema} lacks ${pending.length} pidfence migration(s) (first: ${pending[0]?.name}); run migratePostgres() as the migration owner, then grantRuntime().`,
+      'ERR_PIDFENCE_MIGRATION_PENDING',
+    );
+  }
+}
+
+interface PrivilegeRow {
+  readonly table: string;
+  readonly privilege: TablePrivilege;
+  readonly granted: boolean;
+}
+
+/** The runtime privileges the role lacks and the table privileges it holds beyond them. */
+async function privilegeDifferences(
+  tx: Tx,
+  role: string,
+): Promise<{ missing: PrivilegeRow[]; excess: PrivilegeRow[] }> {
+  const tables = Object.keys(RUNTIME_PRIVILEGES);
+  const rows = await tx.rows<PrivilegeRow>(PRIVILEGE_ROWS, [role, tables, TABLE_PRIVILEGES]);
+  const isRuntime = (row: PrivilegeRow): boolean => (RUNTIME_PRIVILEGES[row.table] ?? []).includes(row.privilege);
+  return {
+    missing: rows.filter((row) => !row.granted && isRuntime(row)),
+    excess: rows.filter((row) => row.granted && !isRuntime(row)),
+  };
+}
+
+function listedPrivileges(found: readonly PrivilegeRow[]): string {
+  const named = found
+    .slice(0, LISTED_MAX)
+    .map((row) => `${row.privilege} on ${row.table}`)
+    .join(', ');
+  return found.length > LISTED_MAX ? `${named} and ${found.length - LISTED_MAX} more` : named;
+}
+
+/** The role holds every runtime privilege, and is neither a superuser nor the migration owner. */
+function requireRuntimeGrants(role: string, facts: RoleFacts, missing: readonly PrivilegeRow[]): void {
+  if (missing.length > 0) {
+    throw notReady(
+      `the runtime role ${role} lacks ${listedPrivileges(missing)}; ${grantRuntimeHint(role)}.`,
+      'ERR_PIDFENCE_PG_PRIVILEGE_MISSING',
+    );
+  }
+  if (facts.bypasses) {
+    throw notReady(
+      `${role} is a superuser (or bypasses row security); pidfence does not run with such a role. Connect with the runtime role's URL, made with \`pidfence grant-runtime <role> --db <owner-url>\`.`,
+      'ERR_PIDFENCE_STORE_SUPERUSER',
+    );
+  }
+  // The migration owner's URL where the runtime role's belongs: no grant fixes that, the URL does (docs/decisions/0228).
+  if (facts.ownsSchema) {
+    throw notReady(
+      `${role} owns the pidfence tables: it is the migration owner, for migrate, grant-runtime and grant only. Connect with the runtime role's URL, made ready with \`pidfence grant-runtime <role> --db <migration-owner-url>\`.`,
+      'ERR_PIDFENCE_STORE_OWNER',
+    );
+  }
+}
+
+/** No schema CREATE and no table privilege beyond the runtime ones. */
+function requireNothingMore(role: string, facts: RoleFacts, excess: readonly PrivilegeRow[]): void {
+  const extra = [
+    ...(facts.canCreate ? [`CREATE on schema ${facts.schema}`] : []),
+    ...(excess.length > 0 ? [listedPrivileges(excess)] : []),
+  ];
+  if (extra.length > 0) {
+    throw notReady(
+      `the runtime role ${role} holds more than its runtime privileges: ${extra.join('; ')}. Connect as a plain LOGIN role, ` +
+        `revoke the rest (\`pidfence grant-runtime ${role} --db <migration-owner-url>\` revokes direct table grants; check role memberships and schema grants) and check again.`,
+      'ERR_PIDFENCE_PG_PRIVILEGE_EXCESS',
+    );
+  }
 }
