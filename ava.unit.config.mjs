@@ -26,6 +26,7 @@ export const NEEDS_POSTGRES = [
   'cluster/stop-push',
   'cluster/tls-reload',
   'cluster/unreachable',
+  'cluster/worker-gaps',
   'execution/clock-postgres',
   'execution/lifecycle-gates',
   'execution/postgres',

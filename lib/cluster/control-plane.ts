@@ -253,6 +253,10 @@ function addWorkerRoutes(app: FastifyInstance, services: Services, fleetHooks: R
     await leases.attach(workerCaller(request), ref);
     return control.tick(workerCaller(request), ref);
   });
+  // A restarted worker settles an earlier session of its journal (docs/decisions/0360): what it holds and no lease file names never started.
+  app.post('/v1/sessions/settle', { schema: SCHEMAS.settle }, async (request) =>
+    leases.settleEarlierSession(workerCaller(request), (request.body as { earlierSessionId: string }).earlierSessionId),
+  );
   app.post('/v1/completions', { schema: SCHEMAS.completion, ...fleetHooks.completion }, async (request) => {
     const body = request.body as Parameters<ClusterLeaseStore['complete']>[1] & { sessionId: string };
     const { sessionId: _session, ...report } = body;

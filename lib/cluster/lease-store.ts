@@ -203,6 +203,13 @@ function leaseNotYours(): PidfenceError {
   );
 }
 
+function sessionNotYours(): PidfenceError {
+  return new PidfenceError(
+    "that earlier session is not one of this worker name's; a worker settles only the sessions its own journal recorded.",
+    'ERR_PIDFENCE_CLUSTER_SESSION_NOT_YOURS',
+  );
+}
+
 /** validateRunName's refusal as a PidfenceError, which the control plane answers 400 (docs/decisions/0251). */
 function clusterRunName(value: string): string {
   try {
@@ -450,6 +457,47 @@ export class ClusterLeaseStore {
       });
       return 'attached';
     });
+  }
+
+  /**
+   * A restarted worker settles an earlier session of its own journal (docs/decisions/0360): it proved
+   * the process that pulled under it gone and re-attached every lease its journal names, so each lease
+   * that session still holds was never journaled, and a worker admits nothing it did not journal
+   * first: its run never started. The session ends (no pull can grant to it after), and each such run
+   * ends `failed` with cause `never_started`, its lease released. Another name's session is refused;
+   * a retry finishes what a first call left.
+   */
+  async settleEarlierSession(caller: WorkerCaller, earlierSessionId: string): Promise<{ neverStarted: number }> {
+    const who = validateCaller(caller);
+    const earlier = validateId(earlierSessionId, 'sessionId');
+    if (earlier === who.sessionId) throw sessionNotYours();
+    const open = await inTransaction(this.#pool, 'settleEarlierSession', async (tx) => {
+      if ((await tx.rows(CLUSTER_SQL.touchSession, [who.sessionId, who.principal, this.#leaseDurationMs])).length === 0)
+        throw new PidfenceError(
+          'this session is closed; register a new one, then settle.',
+          'ERR_PIDFENCE_CLUSTER_SESSION',
+        );
+      const [holder] = await tx.rows<{ principal: string }>(CLUSTER_SQL.endEarlierSession, [earlier, who.principal]);
+      if (holder?.principal !== who.principal) throw sessionNotYours();
+      return tx.rows<LeaseRef>(CLUSTER_SQL.openLeasesOfSession, [earlier, FORGET_RUNS_MAX]);
+    });
+    let neverStarted = 0;
+    for (const lease of open) {
+      const ref = { runId: lease.runId, attemptId: lease.attemptId, fence: Number(lease.fence) };
+      const outcome = await this.#executionStore.completeAttempt({
+        runId: ref.runId,
+        attemptId: ref.attemptId,
+        status: 'failed',
+        cause: 'never_started',
+        exit: null,
+        attemptEventId: newId('aev'),
+        runEventId: newId('evt'),
+        journalReceipt: false,
+      });
+      await this.#release(ref);
+      if (outcome.kind === 'completed') neverStarted += 1;
+    }
+    return { neverStarted };
   }
 
   /**

@@ -14,6 +14,8 @@ const leaseBody = { ...sessionBody, runId: ID, attemptId: ID, fence: { type: 'in
 export const SCHEMAS = {
   empty: { body: { type: 'object', additionalProperties: false, maxProperties: 0 } },
   session: { body: object(sessionBody, ['sessionId']) },
+  /** A restarted worker settles an earlier session its journal recorded (docs/decisions/0360). */
+  settle: { body: object({ ...sessionBody, earlierSessionId: ID }, ['sessionId', 'earlierSessionId']) },
   /** A pull asks for up to `max` jobs (its free slots); without it, one, in the single-assignment shape. */
   pull: { body: object({ ...sessionBody, max: { type: 'integer', minimum: 1, maximum: 64 } }, ['sessionId']) },
   /**

@@ -72,6 +72,17 @@ export const CLUSTER_SQL = {
   /** A restarted worker's new session takes over its name's lease (docs/decisions/0272); same fence. */
   rebindLease: `UPDATE run_dispatch_leases SET session_id = $2, unreachable_at_ms = NULL, expires_at_ms = $3::bigint + $4::bigint, updated_at_ms = $3
     WHERE run_id = $1 AND fence = $5 AND released_at_ms IS NULL`,
+  /**
+   * An earlier session, locked, and ended if it was open (docs/decisions/0360): a pull under it takes
+   * the same row lock first (touchSession), so no grant to it can commit after this settles it.
+   */
+  endEarlierSession: `WITH locked AS (SELECT id, principal, ended_at_ms FROM worker_sessions WHERE id = $1 FOR UPDATE),
+      ended AS (UPDATE worker_sessions AS s SET ended_at_ms = GREATEST(s.started_at_ms, ${DB_NOW_MS})
+        FROM locked WHERE s.id = locked.id AND locked.ended_at_ms IS NULL AND locked.principal = $2)
+    SELECT principal FROM locked`,
+  /** The leases an earlier session still holds open: none of them was journaled by its worker. */
+  openLeasesOfSession: `SELECT run_id AS "runId", attempt_id AS "attemptId", fence FROM run_dispatch_leases
+    WHERE session_id = $1 AND released_at_ms IS NULL ORDER BY run_id LIMIT $2`,
   /** The open session of this name, locked: an attach or forget reads it. */
   sessionPrincipal: `SELECT principal FROM worker_sessions WHERE id = $1`,
   /**

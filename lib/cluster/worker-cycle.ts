@@ -56,6 +56,8 @@ export interface CycleParts {
   readonly app: ExecutionApplication;
   readonly tickMs: number;
   readonly reRegister: () => Promise<string>;
+  /** Earlier sessions of this journal whose process is proved gone, to settle (docs/decisions/0360). */
+  readonly earlierSessions: string[];
 }
 
 type StopReason = 'user' | 'timeout' | 'shutdown';
@@ -102,6 +104,7 @@ export class WorkerCycle {
     try {
       if (!this.#sessionOpen && !state.revoked) await this.#renewSession();
       await this.#attachAll();
+      await this.#settleEarlier();
       await this.reportCompletions();
       await this.#leasePage(closed);
       const free = (this.#parts.options.capacity ?? 4) - this.held.size;
@@ -174,6 +177,33 @@ export class WorkerCycle {
       entry.attached = true;
       entry.lastAnsweredMs = monotonicMs();
       await this.#act({ runId, ...reply.body });
+    }
+  }
+
+  /**
+   * Once every journaled lease is attached here, each earlier session of this journal is settled
+   * (docs/decisions/0360): what it still holds was never journaled, so never started. A refusal for
+   * good (409) drops the record; anything else is tried again next cycle.
+   */
+  async #settleEarlier(): Promise<void> {
+    const { earlierSessions, send, session, leases, observe } = this.#parts;
+    if (earlierSessions.length === 0 || [...this.held.values()].some((entry) => !entry.attached)) return;
+    while (earlierSessions.length > 0) {
+      const earlierSessionId = earlierSessions[0] as string;
+      const reply = await send<{ neverStarted: number; code?: string }>('/v1/sessions/settle', {
+        sessionId: session.id,
+        earlierSessionId,
+      });
+      if (reply.status !== 200 && reply.status !== 409) {
+        observe('settle_failed', codeOf(reply));
+        return;
+      }
+      observe(
+        reply.status === 200 ? 'session_settled' : 'settle_refused',
+        reply.status === 200 ? undefined : codeOf(reply),
+      );
+      leases.removeSession(earlierSessionId);
+      earlierSessions.shift();
     }
   }
 

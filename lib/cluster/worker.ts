@@ -2,15 +2,23 @@
 // pulls jobs, runs each locally with the execution lifecycle on its own SQLite journal, ticks lease
 // control at its cadence and reports completions. Its leases are journaled beside its SQLite journal,
 // so a restarted worker re-attaches its runs and reports what ended while it was down (docs/decisions/
-// 0272); an outage never stops a job unless the job opted in (docs/decisions/0273). A stop from the
-// control plane becomes local durable cancel intent, so the local lifecycle stops the job through its verified controller with
-// its own durable handle; no PID, handle or command leaves this process.
+// 0272), and settles the runs its dead predecessor was handed but never journaled (0360); an outage
+// never stops a job unless the job opted in (docs/decisions/0273). A stop from the control plane
+// becomes local durable cancel intent, so the local lifecycle stops the job through its verified
+// controller with its own durable handle; no PID, handle or command leaves this process.
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 
 import { PidfenceError } from '../base/errors';
 import { packageVersion } from '../base/package-version';
 import { runIsActive, type RunTerminalStatus } from '../contract/index';
-import { createExecution, type CompletionOutcome, type ExecutionApplication } from '../execution/index';
+import {
+  createExecution,
+  runnerGoneProof,
+  type CompletionOutcome,
+  type ExecutionApplication,
+  type RunnerSelf,
+} from '../execution/index';
 import { openSqliteStore } from '../store/sqlite/index';
 import type { ClientTls } from './client';
 import { ReplicaSet } from './replica-set';
@@ -73,16 +81,37 @@ export function isRevocation(reply: { status: number; body: unknown }): boolean 
   );
 }
 
-/** The end of a run the local journal already holds (it ended while the worker was down): its attempt.terminal facts. */
+const NEVER_STARTED: Report = { status: 'failed', cause: 'never_started', exit: null };
+
+/** The attempt the local run ended with, from its `run.terminal` event; null when it has none. */
+async function terminalAttemptOf(local: SqliteStores, runId: string): Promise<string | null> {
+  const events = await local.runStore.listEvents(runId, { limit: 256 });
+  const attemptId = (events.find((event) => event.type === 'run.terminal')?.payload as { attemptId?: unknown })
+    ?.attemptId;
+  return typeof attemptId === 'string' ? attemptId : null;
+}
+
+/**
+ * The end of a run the local journal already holds (it ended while the worker was down, or in this
+ * start's recovery, which reports to nobody): its attempt.terminal facts. A lease journaled before
+ * admission answered has no local attempt id: the run's own terminal event names it. Called at
+ * start-up, before this process admits anything (docs/decisions/0361).
+ */
 async function journaledReport(
   local: SqliteStores,
   runId: string,
-  localAttemptId: string | null,
+  journaledAttemptId: string | null,
 ): Promise<Report | null> {
   const run = await local.runStore.getRun(runId);
-  if (run === null) return { status: 'failed', cause: 'never_started', exit: null };
-  if (runIsActive(run.status) || localAttemptId === null) return null;
-  const events = await local.executionStore.listAttemptEvents(runId, localAttemptId);
+  if (run === null) return NEVER_STARTED;
+  // Admission commits the run, then its attempt: a process that died between left a run nothing can start.
+  if (run.status === 'queued' && (await local.runnerStore.activeAttemptOwner(runId)) === null) {
+    await local.runStore.markTerminal({ runId, status: 'failed', eventId: `evt-${randomUUID()}` });
+    return NEVER_STARTED;
+  }
+  if (runIsActive(run.status)) return null;
+  const localAttemptId = journaledAttemptId ?? (await terminalAttemptOf(local, runId));
+  const events = localAttemptId === null ? [] : await local.executionStore.listAttemptEvents(runId, localAttemptId);
   const payload = events.find((event) => event.type === 'attempt.terminal')?.payload as
     { cause?: string; exitCode?: number | null; signal?: string | null } | undefined;
   const cause =
@@ -170,6 +199,23 @@ function openLocal(options: WorkerOptions, onReport: (runId: string, report: Rep
 type Report = NonNullable<ReturnType<typeof reportOf>>;
 
 /**
+ * The sessions this journal recorded whose worker process is proved gone by its local runner row
+ * (docs/decisions/0360): only then can nothing of theirs still be admitted. An unproved one waits.
+ */
+async function earlierSessionsProvedGone(
+  leases: LeaseJournal,
+  local: SqliteStores,
+  self: RunnerSelf,
+): Promise<string[]> {
+  const settleable: string[] = [];
+  for (const record of leases.sessions()) {
+    const runner = await local.runnerStore.runnerRecord(record.runnerId);
+    if (runner !== null && runnerGoneProof(runner, self) !== null) settleable.push(record.sessionId);
+  }
+  return settleable;
+}
+
+/**
  * Starts a worker: one local execution application, one session, and one cycle at a time (docs/decisions/0200):
  * the next cycle is armed when the last one ended, so a stall never queues cycles. The leases an
  * earlier process journaled are held before recovery, so the ends it finds are reported (docs/decisions/0272).
@@ -186,6 +232,12 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
   };
   const { local, app, leases } = openLocal(options, queue);
   const tickMs = options.tickMs ?? 1_000;
+  // Recorded before the session pulls anything, with the runner that pulls (docs/decisions/0360).
+  const recordSession = (sessionId: string): string => {
+    leases.recordSession({ sessionId, runnerId: app.runner.runnerId });
+    return sessionId;
+  };
+  const earlierSessions: string[] = [];
   const cycle = new WorkerCycle({
     options,
     observe,
@@ -197,9 +249,11 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     local,
     app,
     tickMs,
-    reRegister: () => register(send, state, options),
+    reRegister: async () => recordSession(await register(send, state, options)),
+    earlierSessions,
   });
-  await resumeJournaled({ cycle, leases, app, local, queue });
+  earlierSessions.push(...(await resumeJournaled({ cycle, leases, app, local, queue })));
+  recordSession(session.id);
   const cycles = scheduleCycles(cycle, tickMs);
   return {
     get sessionId() {
@@ -221,7 +275,8 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
 
 /**
  * The leases an earlier process journaled are held before recovery, so the ends it finds are
- * reported (docs/decisions/0272); then the local lifecycle starts.
+ * reported (docs/decisions/0272); then the local lifecycle starts. Returns the earlier sessions whose
+ * process is proved gone, to be settled (docs/decisions/0360).
  */
 async function resumeJournaled(worker: {
   readonly cycle: WorkerCycle;
@@ -229,7 +284,7 @@ async function resumeJournaled(worker: {
   readonly app: ExecutionApplication;
   readonly local: ReturnType<typeof openLocal>['local'];
   readonly queue: (runId: string, report: Report) => void;
-}): Promise<void> {
+}): Promise<string[]> {
   const { cycle, app, local } = worker;
   for (const lease of worker.leases.read()) cycle.adopt(lease);
   await app.recover();
@@ -238,6 +293,7 @@ async function resumeJournaled(worker: {
     const report = await journaledReport(local, entry.assignment.runId, entry.localAttemptId);
     if (report !== null) worker.queue(entry.assignment.runId, report);
   }
+  return earlierSessionsProvedGone(worker.leases, local, app.runner);
 }
 
 /** One cycle at a time (docs/decisions/0200): the next is armed when the last one ended, so a stall never queues cycles. */

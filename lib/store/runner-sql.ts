@@ -20,6 +20,11 @@ export function endRunnerSql(p: SqlParams<'runnerId' | 'nowMs'>): string {
   return `UPDATE runners SET ended_at_ms = ${p.nowMs} WHERE id = ${p.runnerId} AND ended_at_ms IS NULL`;
 }
 
+/** One runner by id: a restarted worker proves its earlier process gone by it (docs/decisions/0360). */
+export function runnerByIdSql(identity: string, p: SqlParams<'runnerId'>): string {
+  return `SELECT ${runnerColumns('r', identity)} FROM runners AS r WHERE r.id = ${p.runnerId}`;
+}
+
 /** The run's active attempt (attempts_one_active) and its owner, if it has one. */
 export function activeAttemptOwnerSql(identity: string, p: SqlParams<'runId'>): string {
   return `SELECT a.id AS "attemptId", ${runnerColumns('r', identity)}

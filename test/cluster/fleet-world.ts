@@ -8,6 +8,7 @@ import path from 'node:path';
 
 import type { ExecutionContext } from 'ava';
 
+import type { ControlPlaneClient } from '../../lib/cluster/client';
 import { signalVerified } from '../../lib/native/index';
 import { PostgresGrantAdministration } from '../../lib/store/postgres/index';
 import type { Permission } from '../../lib/contract/index';
@@ -27,8 +28,16 @@ export interface FleetWorld {
   readonly scratch: string;
   /** Starts `pidfence control-plane` and waits for its URL. */
   plane(args?: readonly string[]): Promise<{ readonly job: Job; readonly url: string }>;
-  /** Starts `pidfence worker` under certificate `pem` and waits until it is ready. */
-  worker(url: string, pem: Pem, args?: readonly string[]): Promise<Job>;
+  /**
+   * Starts `pidfence worker` under certificate `pem` and waits until it is ready; `node` adds node
+   * options (a test preload) and environment before the CLI.
+   */
+  worker(
+    url: string,
+    pem: Pem,
+    args?: readonly string[],
+    node?: { readonly options: readonly string[]; readonly env: NodeJS.ProcessEnv },
+  ): Promise<Job>;
   /** `pidfence ARGS` as the operator `pem`, with $PIDFENCE_CERT/KEY/CA set to it (and extra env). */
   cli(pem: Pem, args: readonly string[], env?: NodeJS.ProcessEnv): Promise<CliAnswer>;
   /** A grant written by the migration owner. */
@@ -66,8 +75,9 @@ export function fleetWorld(t: ExecutionContext, database: MigratedDatabase): Fle
       const line = await job.waitForLine(/listening on/, 20_000);
       return { job, url: (/listening on (\S+)/.exec(line) ?? [])[1] as string };
     },
-    worker: async (url, pem, args = []) => {
-      const job = spawnJob(t, process.execPath, [
+    worker: async (url, pem, args = [], node) => {
+      const command = [
+        ...(node?.options ?? []),
         CLI,
         'worker',
         '--control-plane',
@@ -85,7 +95,13 @@ export function fleetWorld(t: ExecutionContext, database: MigratedDatabase): Fle
         '--grace',
         '2s',
         ...args,
-      ]);
+      ];
+      const job = spawnJob(
+        t,
+        process.execPath,
+        command,
+        node === undefined ? {} : { env: { ...process.env, ...node.env } },
+      );
       t.teardown(() => stopGently(job));
       await job.waitForLine(/pidfence worker: ready/, 20_000);
       return job;
@@ -139,6 +155,19 @@ export async function hangUp(job: Job, who: 'control-plane' | 'worker'): Promise
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   throw new Error(`${who} did not answer SIGHUP; lines: ${JSON.stringify(job.lines.slice(before))}`);
+}
+
+/** `GET /v1/runs/:id` as the client's principal; anything but 200 throws. */
+export async function runOf<T>(client: ControlPlaneClient, runId: string): Promise<T> {
+  const reply = await client.send<T>('GET', `/v1/runs/${runId}`);
+  if (reply.status !== 200) throw new Error(`GET run: ${reply.status} ${JSON.stringify(reply.body)}`);
+  return reply.body;
+}
+
+/** SIGKILL to the worker process only (not its group): its jobs' launchers live on, as after a crash. */
+export async function killNine(job: Job): Promise<void> {
+  signalVerified(job.identity, 'SIGKILL', { group: false });
+  await job.exited;
 }
 
 /** A job that writes `term` to `marker` on TERM and ends by itself after about a minute. */

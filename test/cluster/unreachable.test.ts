@@ -13,7 +13,7 @@ import { signalVerified } from '../../lib/native/index';
 import type { Pem } from '../helpers/certificates';
 import type { Job } from '../helpers/processes';
 import { clusterFixture } from './world';
-import { fleetWorld, markingJob, type FleetWorld } from './fleet-world';
+import { fleetWorld, killNine, markingJob, runOf as runOfAny, type FleetWorld } from './fleet-world';
 import { delay, until } from '../helpers/wait';
 
 const ready = clusterFixture('cluster_unreachable');
@@ -33,17 +33,7 @@ function clientOf(t: ExecutionContext, world: FleetWorld, url: string, pem: Pem)
   return client;
 }
 
-async function runOf(client: ControlPlaneClient, runId: string): Promise<RunView> {
-  const reply = await client.send<RunView>('GET', `/v1/runs/${runId}`);
-  if (reply.status !== 200) throw new Error(`GET run: ${reply.status} ${JSON.stringify(reply.body)}`);
-  return reply.body;
-}
-
-async function killNine(job: Job): Promise<void> {
-  // The worker process only (not its group): its jobs' launchers live on, as after a crash.
-  signalVerified(job.identity, 'SIGKILL', { group: false });
-  await job.exited;
-}
+const runOf = (client: ControlPlaneClient, runId: string): Promise<RunView> => runOfAny<RunView>(client, runId);
 
 async function setUp(t: ExecutionContext, planeArgs: readonly string[] = ['--worker-lease', '2s']) {
   const { database, world } = await ready;

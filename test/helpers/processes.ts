@@ -29,9 +29,10 @@ export function spawnJob(
   t: ExecutionContext,
   command: string,
   args: readonly string[] = [],
-  options: { argv0?: string } = {},
+  options: { argv0?: string; env?: NodeJS.ProcessEnv } = {},
 ): Job {
   const child = spawn(command, args, {
+    ...(options.env === undefined ? {} : { env: options.env }),
     detached: true, // setsid(): the child leads its own session and process group
     // stderr ignored: shells report children killed by the test's signals there.
     stdio: ['ignore', 'pipe', 'ignore'],

@@ -7,6 +7,7 @@ import {
   insertAdoptionEventSql,
   ownedActiveAttemptsSql,
   registerRunnerSql,
+  runnerByIdSql,
   transferAttemptSql,
 } from '../runner-sql';
 
@@ -20,6 +21,7 @@ export const RUNNER_SQL = {
   }),
   endRunner: endRunnerSql({ runnerId: ':runnerId', nowMs: ':nowMs' }),
   activeAttemptOwner: activeAttemptOwnerSql('r.identity', { runId: ':runId' }),
+  runnerById: runnerByIdSql('r.identity', { runnerId: ':runnerId' }),
   adoptionCandidates: adoptionCandidatesSql('r.identity', {
     hostId: ':hostId',
     excludeRunnerId: ':excludeRunnerId',

@@ -62,6 +62,14 @@ export class SqliteRunnerStore implements RunnerStore {
     return row === undefined ? null : { attemptId: row.attemptId, runner: runnerOf(row) };
   }
 
+  /** One runner of this journal by id; null when it has none (docs/decisions/0360). */
+  async runnerRecord(runnerId: string): Promise<RunnerRecord | null> {
+    const id = validateId(runnerId, 'runnerId');
+    const row = this.#read('runnerRecord', () => this.#sql.runnerById.get({ runnerId: id })) as
+      Parameters<typeof runnerOf>[0] | undefined;
+    return row === undefined ? null : runnerOf(row);
+  }
+
   async adoptionCandidates(query: {
     readonly hostId: string;
     readonly excludeRunnerId: string;
