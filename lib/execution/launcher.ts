@@ -7,7 +7,7 @@
 // exit Promise stays inside the execution layer (design/execution §2).
 import type { Writable } from 'node:stream';
 
-import { launcherPath } from '../native/index';
+import { launcherPath, type JobCgroupRef } from '../native/index';
 import type { Environment } from '../base/environment';
 import {
   createJobCgroup,
@@ -100,11 +100,14 @@ function jobCgroupOf(request: LaunchRequest): ReturnType<typeof createJobCgroup>
   }
 }
 
-/** The launcher's handle with the job cgroup's id added (a v2 handle; v1 has no place for it). */
-function withCgroupId(handle: string | null, id: string): string | null {
+/**
+ * The launcher's handle with the job cgroup's id and subtree added (a v2 handle; v1 has no place for
+ * them): whoever stops the job finds its cgroup there (docs/decisions/0304).
+ */
+function withCgroup(handle: string | null, ref: JobCgroupRef): string | null {
   if (handle === null) return null;
   const parsed = parseHandle(handle);
-  return parsed.v === 1 ? handle : formatHandle({ ...parsed, cgroupId: id });
+  return parsed.v === 1 ? handle : formatHandle({ ...parsed, cgroupId: ref.id, cgroupSubtree: ref.subtree });
 }
 
 /**
@@ -169,7 +172,7 @@ export function spawnLauncher(request: LaunchRequest): PendingLaunch {
   return {
     handleStatus: spawned.handleStatus,
     pid: spawned.identity?.pid ?? null,
-    handle: cgroup === null ? spawned.handle : withCgroupId(spawned.handle, cgroup.ref.id),
+    handle: cgroup === null ? spawned.handle : withCgroup(spawned.handle, cgroup.ref),
     containment: cgroup === null || spawned.handle === null ? 'group' : 'cgroup',
     exited: spawned.exit.then(() => undefined),
     sendOrder: () => settle(order),

@@ -3,7 +3,7 @@
 // adds the PID namespace the PID belongs to and, for a contained job, its cgroup's id
 // (docs/decisions/0155, 0180); v1 handles still parse and mean what they meant.
 import { PidfenceRangeError, PidfenceTypeError, isPidfenceInputError } from '../base/errors';
-import { HANDLE_MAX_BYTES } from '../base/limits';
+import { CGROUP_SUBTREE_HANDLE_MAX_BYTES, CGROUP_SUBTREE_HANDLE_PATTERN, HANDLE_MAX_BYTES } from '../base/limits';
 import { shapeProblem } from '../base/shape';
 import {
   validateBootId,
@@ -37,13 +37,33 @@ export interface DurableProcessHandle {
   readonly pidNs?: string;
   /** v2, contained jobs: the id (directory inode) of the attempt's own cgroup. */
   readonly cgroupId?: string;
+  /** v2, with cgroupId: the subtree that cgroup was made in, where every stop looks (docs/decisions/0304). */
+  readonly cgroupSubtree?: string;
 }
 
 const REQUIRED_KEYS = ['v', 'platform', 'bootId', 'pid', 'startTicks', 'pgid'] as const;
 const KEYS_BY_VERSION = {
   1: { required: REQUIRED_KEYS, optional: ['pidfsIno'] },
-  2: { required: [...REQUIRED_KEYS, 'pidNs'], optional: ['pidfsIno', 'cgroupId'] },
+  2: { required: [...REQUIRED_KEYS, 'pidNs'], optional: ['pidfsIno', 'cgroupId', 'cgroupSubtree'] },
 } as const;
+
+/**
+ * A cgroup subtree a handle can carry (docs/decisions/0304): an absolute path of printable ASCII
+ * without `"` or `\`, at most CGROUP_SUBTREE_HANDLE_MAX_BYTES. Throws ERR_PIDFENCE_INVALID_CGROUP.
+ */
+export function validateHandleCgroupSubtree(value: unknown): string {
+  if (
+    typeof value !== 'string' ||
+    value.length > CGROUP_SUBTREE_HANDLE_MAX_BYTES ||
+    !CGROUP_SUBTREE_HANDLE_PATTERN.test(value)
+  ) {
+    throw new PidfenceRangeError(
+      `a job cgroup's subtree must be an absolute path of at most ${CGROUP_SUBTREE_HANDLE_MAX_BYTES} printable ASCII characters without " or \\ (the job's handle names it); use a shorter or plainer directory.`,
+      'ERR_PIDFENCE_INVALID_CGROUP',
+    );
+  }
+  return value;
+}
 
 function handleError(kind: 'type' | 'range', message: string, code: string): Error {
   const text = `durable handle rejected: ${message}`;
@@ -64,6 +84,7 @@ export function formatHandle(handle: DurableProcessHandle): string {
   if (handle.v !== 1) {
     ordered.pidNs = handle.pidNs;
     if (handle.cgroupId !== undefined) ordered.cgroupId = handle.cgroupId;
+    if (handle.cgroupSubtree !== undefined) ordered.cgroupSubtree = handle.cgroupSubtree;
   }
   return JSON.stringify(ordered);
 }
@@ -184,7 +205,13 @@ export function parseHandle(text: unknown): DurableProcessHandle {
     ...(record.pidfsIno === undefined ? {} : { pidfsIno: field('pidfsIno', () => validatePidfsIno(record.pidfsIno)) }),
     ...(record.pidNs === undefined ? {} : { pidNs: field('pidNs', () => validatePidNamespace(record.pidNs)) }),
     ...(record.cgroupId === undefined ? {} : { cgroupId: field('cgroupId', () => validateCgroupId(record.cgroupId)) }),
+    ...(record.cgroupSubtree === undefined
+      ? {}
+      : { cgroupSubtree: field('cgroupSubtree', () => validateHandleCgroupSubtree(record.cgroupSubtree)) }),
   };
+  if (handle.cgroupSubtree !== undefined && handle.cgroupId === undefined) {
+    throw handleError('range', 'cgroupSubtree without cgroupId names no cgroup.', 'ERR_PIDFENCE_HANDLE_FIELD');
+  }
   if (formatHandle(handle) !== text) {
     // Same facts, other spelling (spaces, key order, duplicate keys): refuse, so a stored handle
     // has exactly one form and compares byte for byte.
@@ -202,6 +229,16 @@ export interface HandlePlace {
   /** Default: this process's own PID namespace (the one the PID was read in). */
   readonly pidNs?: string;
   readonly cgroupId?: string;
+  /** Given with cgroupId: the subtree that cgroup is in. */
+  readonly cgroupSubtree?: string;
+}
+
+function cgroupPlaceOf(place: HandlePlace): { cgroupId?: string; cgroupSubtree?: string } {
+  if (place.cgroupId === undefined) return {};
+  return {
+    cgroupId: place.cgroupId,
+    ...(place.cgroupSubtree === undefined ? {} : { cgroupSubtree: place.cgroupSubtree }),
+  };
 }
 
 /**
@@ -225,7 +262,7 @@ export function handleFromIdentity(identity: ProcessIdentity, place: HandlePlace
     startTicks: identity.startTicks,
     pgid: identity.pgid,
     ...(identity.pidfsIno === undefined ? {} : { pidfsIno: identity.pidfsIno }),
-    ...(pidNs === null ? {} : { pidNs, ...(place.cgroupId === undefined ? {} : { cgroupId: place.cgroupId }) }),
+    ...(pidNs === null ? {} : { pidNs, ...cgroupPlaceOf(place) }),
   };
 }
 

@@ -6,9 +6,9 @@
 // so nothing is concluded and nothing is signalled.
 
 import { signalVerified } from '../native/index';
-import { handleExpectedIdentity, parseHandle } from './durable-handle';
+import { handleExpectedIdentity, parseHandle, type DurableProcessHandle } from './durable-handle';
 import type { HeldGroups } from './held-groups';
-import { jobCgroupPopulated, resolveCgroupSubtree } from './job-cgroup';
+import { jobCgroupOfHandle, jobCgroupPopulated } from './job-cgroup';
 import { pidNamespaceMatches } from './pid-namespace';
 import { scanProcesses } from './proc-scan';
 
@@ -27,9 +27,10 @@ function groupMayHaveLiveMembers(pgid: number): boolean {
   return false;
 }
 
-function containedTreeLives(cgroupId: string): boolean {
-  const subtree = resolveCgroupSubtree();
-  return subtree !== null && jobCgroupPopulated({ subtree, id: cgroupId }) === true;
+/** Its cgroup is looked for where its handle says (docs/decisions/0304). */
+function containedTreeLives(handle: DurableProcessHandle): boolean {
+  const ref = jobCgroupOfHandle(handle);
+  return ref !== null && jobCgroupPopulated(ref) === true;
 }
 
 export function groupLiveness(handle: string, held: HeldGroups): GroupLiveness {
@@ -41,7 +42,7 @@ export function groupLiveness(handle: string, held: HeldGroups): GroupLiveness {
     expected = handleExpectedIdentity(parsed);
     // A contained job lives while its cgroup is populated, whatever its launcher's group says
     // (docs/decisions/0180); an empty or removed cgroup leaves the launcher's group to decide.
-    if (parsed.cgroupId !== undefined && containedTreeLives(parsed.cgroupId)) return 'alive';
+    if (containedTreeLives(parsed)) return 'alive';
   } catch {
     return 'unproven';
   }

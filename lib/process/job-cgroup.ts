@@ -26,7 +26,7 @@ import {
   validateCgroupSubtree,
   type JobCgroupRef,
 } from '../native/index';
-import { parseHandle } from './durable-handle';
+import { parseHandle, validateHandleCgroupSubtree, type DurableProcessHandle } from './durable-handle';
 
 /** Names the subtree (an absolute directory in the cgroup2 mount), or `off` for group containment. */
 export const CGROUP_ENV = 'PIDFENCE_CGROUP';
@@ -76,6 +76,16 @@ function writableDirectory(directory: string): boolean {
 /** statfs f_type of a cgroup v2 filesystem (linux/magic.h CGROUP2_SUPER_MAGIC). */
 const CGROUP2_SUPER_MAGIC = 0x63677270;
 
+/** Every job handle names its cgroup's subtree (docs/decisions/0304): one it cannot name is not used. */
+function recordable(subtree: string): boolean {
+  try {
+    validateHandleCgroupSubtree(subtree);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function namedSubtreeRefused(message: string, code: string): PidfenceError {
   return new PidfenceError(
     `${message}; name a delegated cgroup2 directory with --cgroup or ${CGROUP_ENV}, or '${CGROUP_OFF}' for group containment.`,
@@ -91,6 +101,11 @@ export function validateNamedSubtree(named: string): string {
   if (!named.startsWith('/'))
     throw namedSubtreeRefused(`the cgroup subtree '${named}' is a relative path`, 'ERR_PIDFENCE_INVALID_CGROUP');
   const subtree = validateCgroupSubtree(named);
+  if (!recordable(subtree))
+    throw namedSubtreeRefused(
+      `the cgroup subtree path is longer than a job's handle can name, or holds a character other than printable ASCII (or " or \\)`,
+      'ERR_PIDFENCE_INVALID_CGROUP',
+    );
   let isDirectory = false;
   try {
     isDirectory = statSync(subtree).isDirectory();
@@ -131,7 +146,7 @@ export function resolveCgroupSubtree(setting?: string): string | null {
   const own = ownCgroupPath();
   if (process.getuid?.() !== 0 || mount === null || own === null) return (chosen = null);
   const subtree = path.join(mount, own, DEFAULT_SUBTREE_NAME);
-  return (chosen = writableDirectory(subtree) ? subtree : null);
+  return (chosen = recordable(subtree) && writableDirectory(subtree) ? subtree : null);
 }
 
 /** Forget the resolved subtree (tests that switch PIDFENCE_CGROUP in one process). */
@@ -230,20 +245,24 @@ export function jobCgroupPopulated(ref: JobCgroupRef): boolean | 'gone' | null {
  * alone; a populated cgroup (a `keep` job's leftovers) refuses the rmdir and stays. True: removed.
  */
 export function removeEndedJobCgroup(handle: string): boolean {
-  let cgroupId: string | undefined;
+  let ref: JobCgroupRef | null;
   try {
-    cgroupId = parseHandle(handle).cgroupId;
+    ref = jobCgroupOfHandle(parseHandle(handle));
   } catch {
-    return false;
+    return false; // unparsable, or this process's subtree cannot be used: no job cgroup of ours
   }
-  if (cgroupId === undefined) return false;
-  let subtree: string | null;
-  try {
-    subtree = resolveCgroupSubtree();
-  } catch {
-    return false; // a subtree that cannot be used holds no job cgroup of ours
-  }
-  return subtree !== null && cgroupRemove({ subtree, id: cgroupId }).kind === 'ok';
+  return ref !== null && cgroupRemove(ref).kind === 'ok';
+}
+
+/**
+ * Where a contained job's cgroup is: the subtree its handle names (docs/decisions/0304), whoever
+ * looks; a handle written before it named none is looked for in this process's own subtree (which
+ * may throw for an unusable PIDFENCE_CGROUP). Null: not contained, or nowhere to look.
+ */
+export function jobCgroupOfHandle(handle: DurableProcessHandle): JobCgroupRef | null {
+  if (handle.cgroupId === undefined) return null;
+  const subtree = handle.cgroupSubtree ?? resolveCgroupSubtree();
+  return subtree === null ? null : { subtree, id: handle.cgroupId };
 }
 
 /**

@@ -18,7 +18,7 @@ import { validatePid } from '../native/validate';
 import { handleExpectedIdentity, parseHandle, type DurableProcessHandle } from './durable-handle';
 import type { HeldGroups } from './held-groups';
 import { cgroupRemove } from '../native/index';
-import { jobCgroupPopulated, resolveCgroupSubtree, stopJobCgroup } from './job-cgroup';
+import { jobCgroupOfHandle, jobCgroupPopulated, stopJobCgroup } from './job-cgroup';
 import { pidNamespaceMatches } from './pid-namespace';
 
 /**
@@ -187,7 +187,7 @@ export class LocalProcessController {
     // stop it (docs/decisions/0155).
     if (!pidNamespaceMatches(handle.pidNs)) return outcome('unsupported');
     if (attemptPid !== expected.pid) return outcome('pid_mismatch');
-    if (handle.cgroupId !== undefined) return this.stopContained(request.handle, expected, handle.cgroupId, graceMs);
+    if (handle.cgroupId !== undefined) return this.stopContained(request.handle, handle, expected, graceMs);
     return this.stopByGroup(request.handle, expected, graceMs);
   }
 
@@ -221,13 +221,13 @@ export class LocalProcessController {
    */
   private async stopContained(
     handleText: string,
+    handle: DurableProcessHandle,
     expected: ExpectedIdentity,
-    cgroupId: string,
     graceMs: number,
   ): Promise<TerminationOutcome> {
-    const subtree = resolveCgroupSubtree();
-    if (subtree === null) return outcome('unsupported'); // this caller has no cgroup subtree to find it in
-    const ref = { subtree, id: cgroupId };
+    // Looked for where its handle says (docs/decisions/0304); an older handle: in this caller's subtree.
+    const ref = jobCgroupOfHandle(handle);
+    if (ref === null) return outcome('unsupported'); // this caller has no cgroup subtree to find it in
     if (jobCgroupPopulated(ref) === 'gone') return this.containedCgroupGone(expected);
     const stopped = await stopJobCgroup(ref, graceMs, KILL_CONFIRM_MS);
     switch (stopped.kind) {

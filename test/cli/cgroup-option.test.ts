@@ -7,6 +7,7 @@ import path from 'node:path';
 
 import test, { type ExecutionContext } from 'ava';
 
+import { CGROUP_SUBTREE_HANDLE_MAX_BYTES } from '../../lib/base/limits';
 import { cgroup2Mount } from '../../lib/process/job-cgroup';
 import { cgroupUnavailable, testSubtree } from '../helpers/cgroup';
 import { pidfence, tempDir, type Run } from './pidfence-process';
@@ -85,4 +86,34 @@ cgroupTest('--cgroup <dir> wins over PIDFENCE_CGROUP=off: the job is born in a c
     [],
     'its cgroup was removed at its end',
   );
+});
+
+test('--cgroup naming a subtree longer than a job handle can name is refused (ERR_PIDFENCE_INVALID_CGROUP); nothing is written', async (t) => {
+  const cwd = tempDir(t);
+  const long = `/sys/fs/cgroup/${'d'.repeat(CGROUP_SUBTREE_HANDLE_MAX_BYTES)}`;
+  refused(t, await runWith(cwd, long), 'ERR_PIDFENCE_INVALID_CGROUP', /longer than a job's handle can name/);
+  t.deepEqual(readdirSync(cwd), []);
+});
+
+test('supervise --cgroup: a bad subtree is refused the same way before the store is opened; nothing is written', async (t) => {
+  const cwd = tempDir(t);
+  const db = path.join(cwd, 'store.db');
+  refused(
+    t,
+    await pidfence(['supervise', '--json', '--db', db, '--cgroup', 'jobs'], {}, cwd),
+    'ERR_PIDFENCE_INVALID_CGROUP',
+    /'jobs' is a relative path/,
+  );
+  t.deepEqual(readdirSync(cwd), [], 'no store');
+});
+
+test('--cgroup with --control-plane is a usage error for run (the worker decides)', async (t) => {
+  const cwd = tempDir(t);
+  const run = await pidfence(
+    ['run', '--json', '--control-plane', 'https://127.0.0.1:1', '--cgroup', '/sys/fs/cgroup', '--', 'true'],
+    {},
+    cwd,
+  );
+  t.is(run.code, 2, run.stderr);
+  t.regex(run.stderr, /ERR_PIDFENCE_USAGE/);
 });

@@ -4,6 +4,7 @@ import test from 'ava';
 import * as fc from 'fast-check';
 
 import { PidfenceRangeError, PidfenceTypeError } from '../../lib/base/errors';
+import { CGROUP_SUBTREE_HANDLE_MAX_BYTES } from '../../lib/base/limits';
 import { HANDLE_MAX_BYTES, formatHandle, parseHandle, type DurableProcessHandle } from '../../lib/process/index';
 
 const bootIdArb = fc.uuid().map((id) => id.toLowerCase());
@@ -115,16 +116,28 @@ test('parseHandle never crashes on arbitrary input and accepts only canonical ha
   t.pass();
 });
 
+/** A subtree a handle can name (docs/decisions/0304): absolute, printable ASCII without `"` or `\`. */
+const subtreeArb = fc
+  .stringMatching(/^\/[\x20-\x21\x23-\x5b\x5d-\x7e]*$/)
+  .filter((text) => text.length <= CGROUP_SUBTREE_HANDLE_MAX_BYTES);
+
 const v2Arb: fc.Arbitrary<DurableProcessHandle> = fc
-  .record({ base: handleArb, pidNs: decimalArb, cgroupId: fc.option(decimalArb, { nil: undefined }) })
-  .map(({ base, pidNs, cgroupId }) => ({
+  .record({
+    base: handleArb,
+    pidNs: decimalArb,
+    cgroup: fc.option(fc.record({ id: decimalArb, subtree: fc.option(subtreeArb, { nil: undefined }) }), {
+      nil: undefined,
+    }),
+  })
+  .map(({ base, pidNs, cgroup }) => ({
     ...base,
     v: 2 as const,
     pidNs,
-    ...(cgroupId === undefined ? {} : { cgroupId }),
+    ...(cgroup === undefined ? {} : { cgroupId: cgroup.id }),
+    ...(cgroup?.subtree === undefined ? {} : { cgroupSubtree: cgroup.subtree }),
   }));
 
-test("a v2 handle with its PID namespace and a contained job's cgroup id round-trips, and the largest one fits the size cap (property; docs/decisions/0180)", (t) => {
+test("a v2 handle with its PID namespace and a contained job's cgroup id and subtree round-trips, and the largest one fits the size cap (property; docs/decisions/0180, 0304)", (t) => {
   fc.assert(
     fc.property(v2Arb, (handle) => {
       const text = formatHandle(handle);
@@ -144,6 +157,7 @@ test("a v2 handle with its PID namespace and a contained job's cgroup id round-t
     pidfsIno: max,
     pidNs: max,
     cgroupId: max,
+    cgroupSubtree: `/${'s'.repeat(CGROUP_SUBTREE_HANDLE_MAX_BYTES - 1)}`,
   });
   t.true(Buffer.byteLength(largest) <= HANDLE_MAX_BYTES);
   const v2 = JSON.parse(largest) as Record<string, unknown>;
@@ -153,4 +167,22 @@ test("a v2 handle with its PID namespace and a contained job's cgroup id round-t
     { code: 'ERR_PIDFENCE_HANDLE_UNKNOWN_KEY' },
     'no cgroup id in a v1 handle',
   );
+  const { cgroupId: _id, ...withoutId } = v2;
+  t.throws(
+    () => parseHandle(JSON.stringify(withoutId)),
+    { code: 'ERR_PIDFENCE_HANDLE_FIELD' },
+    'a subtree names no cgroup without its id',
+  );
+  for (const subtree of [
+    'relative/dir',
+    '/with"quote',
+    '/with\\backslash',
+    '/non-ascii-\u00e9',
+    `/${'s'.repeat(CGROUP_SUBTREE_HANDLE_MAX_BYTES)}`,
+  ])
+    t.throws(
+      () => parseHandle(JSON.stringify({ ...v2, cgroupSubtree: subtree })),
+      { code: 'ERR_PIDFENCE_HANDLE_FIELD' },
+      subtree.slice(0, 20),
+    );
 });

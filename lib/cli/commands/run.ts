@@ -14,7 +14,8 @@ import { createExecution, type CompletionOutcome, type ExecutionApplication as E
 import { addStoreOptions, type CliCommand, type CliIo, type StoreOptions } from '../command';
 import { addControlPlaneOptions, controlPlaneTarget, type ControlPlaneOptions } from '../control-plane-target';
 import { capabilities } from '../../native/index';
-import { CGROUP_ENV, GRACE_MS_MAX, resolveCgroupSubtree } from '../../process/index';
+import { GRACE_MS_MAX } from '../../process/index';
+import { addCgroupOption, applyCgroupOption, refuseCgroupOnCluster, type CgroupOptions } from '../cgroup-option';
 import { DURATION_HELP, parseDuration, parseDurationWithin } from '../duration';
 import { graceNotice, jobStartFailureMessage, stopHint } from '../job-messages';
 import { logDirectoryOf, openExecutionTarget, type ExecutionTarget } from '../execution-target';
@@ -25,14 +26,13 @@ import { runReportOf, type RunReport } from '../run-report';
 import { resolveStoreTarget } from '../store-target';
 import { routeSignals, STOP_SIGNALS } from '../startup-signals';
 
-interface RunOptions extends StoreOptions, ControlPlaneOptions, LogOptions {
+interface RunOptions extends StoreOptions, ControlPlaneOptions, LogOptions, CgroupOptions {
   readonly timeout?: string;
   readonly project: string;
   readonly grace: string;
   readonly detach?: boolean;
   readonly stopAfterDisconnect?: string;
   readonly name?: string;
-  readonly cgroup?: string;
 }
 
 /** The end line on stderr: how the run ended, and why a job that never started did not. */
@@ -162,7 +162,7 @@ async function runAction(
 ): Promise<ExitCode | number> {
   const timeoutMs = options.timeout === undefined ? undefined : parseDuration(options.timeout, '--timeout');
   // Before the store is opened: a subtree that cannot be used changes nothing (docs/decisions/0301).
-  resolveCgroupSubtree(options.cgroup);
+  applyCgroupOption(options);
   const graceMs = parseDurationWithin(options.grace, '--grace', GRACE_MS_MAX);
   const name = options.name === undefined ? null : validateRunName(options.name);
   const storeTarget = resolveStoreTarget(options.db, io.env);
@@ -209,11 +209,7 @@ async function runSomewhere(
       );
     return runAction(command, args, options, io);
   }
-  if (options.cgroup !== undefined)
-    throw new PidfenceRangeError(
-      "--cgroup is the worker's on a cluster (its PIDFENCE_CGROUP); drop it here.",
-      'ERR_PIDFENCE_USAGE',
-    );
+  refuseCgroupOnCluster(options);
   if (self.getOptionValueSource('grace') === 'cli')
     throw new PidfenceRangeError(
       "--grace is the worker's on a cluster (pidfence worker --grace); drop it here.",
@@ -263,11 +259,8 @@ export const runCommand: CliCommand = {
         '--name <name>',
         'a name to find the run by in list, show and the status page (letters, digits, . _ : @ -; at most 64)',
       )
-      .option('--grace <duration>', `TERM grace before KILL when the job is stopped: ${DURATION_HELP}`, '5s')
-      .option(
-        '--cgroup <dir|off>',
-        `the cgroup v2 subtree the job's own cgroup is made in (an existing, writable cgroup2 directory), or 'off' for group containment; wins over ${CGROUP_ENV}`,
-      )
+      .option('--grace <duration>', `TERM grace before KILL when the job is stopped: ${DURATION_HELP}`, '5s');
+    addCgroupOption(run, 'made')
       .argument('<command>', 'the program to run (no shell is involved)')
       .argument('[args...]', 'its arguments (put -- before the command)');
     addControlPlaneOptions(run)

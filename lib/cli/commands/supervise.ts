@@ -15,6 +15,7 @@ import { OVERDUE_AFTER_DEFAULT_MS } from '../../contract/index';
 import { createExecution, type ControlCycleReport } from '../../execution/index';
 import { readExportedSummary } from '../../management/index';
 import { capabilities } from '../../native/index';
+import { addCgroupOption, applyCgroupOption, type CgroupOptions } from '../cgroup-option';
 import { addStoreOptions, type CliCommand, type CliIo, type StoreOptions } from '../command';
 import { GRACE_MS_MAX } from '../../process/index';
 import { DURATION_HELP, parseDurationWithin } from '../duration';
@@ -24,7 +25,7 @@ import { writeJsonError, writeJsonLine } from '../output';
 import { resolveStoreTarget, type StoreTarget } from '../store-target';
 import { routeSignals, STOP_SIGNALS } from '../startup-signals';
 
-interface SuperviseOptions extends StoreOptions {
+interface SuperviseOptions extends StoreOptions, CgroupOptions {
   readonly profile: string;
   readonly grace: string;
   readonly metricsPort?: string;
@@ -83,16 +84,16 @@ function readinessRefusal(): string | null {
 
 export const superviseCommand: CliCommand = {
   register(program: Command, io: CliIo, done: (code: ExitCode) => void): void {
-    addStoreOptions(program.command('supervise'))
+    const supervise = addStoreOptions(program.command('supervise'))
       .description("run the store's runner: deadlines, cancellations, receipts and recovery, until SIGTERM/SIGINT")
       .option('--profile <name>', 'edge (5 s, 4 items) or standalone (1 s, 32 items)', 'standalone')
       .option('--grace <duration>', `TERM grace before KILL when a job is stopped: ${DURATION_HELP}`, '5s')
       .option('--metrics-port <n>', 'serve /metrics and the status page (/status) on this port (0: any free port)')
       .option('--metrics-host <address>', 'the address to serve them on', '127.0.0.1')
-      .option('--metrics-project <id...>', 'the projects whose gauges /metrics exports', ['default'])
-      .action(async (options: SuperviseOptions) => {
-        done(await superviseAction(options, io));
-      });
+      .option('--metrics-project <id...>', 'the projects whose gauges /metrics exports', ['default']);
+    addCgroupOption(supervise, 'swept').action(async (options: SuperviseOptions) => {
+      done(await superviseAction(options, io));
+    });
   },
 };
 
@@ -106,6 +107,8 @@ interface Supervision {
 
 /** Options, readiness, the store (schema and checksums are checked on open), then the metrics server. */
 async function openSupervision(options: SuperviseOptions, io: CliIo): Promise<Supervision> {
+  // Before the store is opened: a subtree that cannot be used changes nothing (docs/decisions/0301).
+  applyCgroupOption(options);
   const graceMs = parseDurationWithin(options.grace, '--grace', GRACE_MS_MAX);
   const metricsPort = options.metricsPort === undefined ? undefined : parseMetricsPort(options.metricsPort);
   const storeTarget = resolveStoreTarget(options.db, io.env);
