@@ -36,7 +36,13 @@ export function handleGroup(handle: string): number {
 function stillTheGroup(pgid: number, leader: ProcessIdentity | null): boolean {
   const now = captureIdentity(pgid);
   if (now === null) return true; // the leader is gone; its group id cannot be reused while members are left
-  return leader !== null && now.startTicks === leader.startTicks && now.bootId === leader.bootId;
+  // The pidfs inode tells a reuse within the same clock tick apart, where start ticks cannot.
+  return (
+    leader !== null &&
+    now.bootId === leader.bootId &&
+    now.startTicks === leader.startTicks &&
+    now.pidfsIno === leader.pidfsIno
+  );
 }
 
 /** KILLs the group's members, unless `pgid` is another group's now (see stillTheGroup). */
