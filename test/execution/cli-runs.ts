@@ -107,8 +107,12 @@ export async function runStatus(file: string, runId: string): Promise<string | u
 }
 
 /** A `pidfence run` of `sleep 30` whose runner was SIGKILLed: its job lives on, orphaned (docs/decisions/0070). */
-export async function orphanedRun(t: ExecutionContext, file: string): Promise<CliRun> {
-  const run = await startRun(t, file, sqliteJobGroup(file), ['sleep', '3600']);
+export async function orphanedRun(
+  t: ExecutionContext,
+  file: string,
+  job: readonly string[] = ['sleep', '3600'],
+): Promise<CliRun> {
+  const run = await startRun(t, file, sqliteJobGroup(file), job);
   await until(() => groupMembers(run.pgid).length === 2, { timeoutMs: 10_000, what: 'launcher and job' });
   const killed = signalVerified(run.job.identity, 'SIGKILL', { group: false }).kind;
   if (killed !== 'signalled') throw new Error(`the runner could not be killed: ${killed}`);

@@ -44,7 +44,9 @@ test.serial(
   'a job supervise took over and stopped moves its counters, scraped over HTTP; the gauges of `default` follow the store',
   async (t) => {
     const at = worldDirectory(t);
-    const run = await orphanedRun(t, at.file);
+    // The job ignores TERM, so its stop ends by KILL after the grace: a stray TERM from elsewhere
+    // in a loaded full run (seen, not yet explained: docs/decisions/0310) cannot end it before the stop.
+    const run = await orphanedRun(t, at.file, ['sh', '-c', 'trap "" TERM; exec sleep 3600']);
     await grantCancelOnSqlite(at.file);
     const { job: supervisor, url } = await superviseServing(t, at.file);
     const before = parseExposition((await getAs(`${url}/metrics`)).body);
