@@ -1,7 +1,8 @@
 // Issue 12: how safely four ways of stopping a job behave — tree-kill, ps-tree + process.kill
 // (QingLong 2.x), pm2-style TERM / poll / KILL, and pidfence's LocalProcessController — on a stale
 // PID now owned by an innocent process, a fork storm, a stopped job, a TERM-ignoring job, and a
-// job whose leader obeys TERM while one member ignores it. Prints one scenario × contender table. Run with `npm run bench:safety` as root (PID reuse is
+// job whose leader obeys TERM while one member ignores it; then the escape patterns of issue 27
+// (bench/lib/escape-trials.ts). Prints one scenario × contender table and the escape table. Run with `npm run bench:safety` as root (PID reuse is
 // forced through /proc/sys/kernel/ns_last_pid), under `nice` on a shared machine.
 //
 // Bare-PID signals on purpose: this file and the bench/signal-latency baselines are the only
@@ -23,6 +24,7 @@ import {
   spawnGroupLeader,
   type SpawnedJob,
 } from '../lib/process';
+import { runEscapePatterns } from './lib/escape-trials';
 import { printSignallingHeader } from './lib/machine';
 import { quantile } from './lib/stats';
 import { renderGrid } from './lib/table';
@@ -45,7 +47,10 @@ const N = {
   stopped: trials(20),
   ignoring: trials(20),
   memberIgnoring: trials(6),
+  escapes: trials(5),
 };
+/** `--escapes-only`: just the escape-pattern family (issue 27), e.g. when the full run takes too long. */
+const ESCAPES_ONLY = process.argv.includes('--escapes-only');
 
 /** TERM grace for the contenders that escalate (pm2-style, pidfence): the same for both. */
 const GRACE_MS = 250;
@@ -672,7 +677,7 @@ function dyingIn(pgid: number): boolean {
 async function main(): Promise<void> {
   printSignallingHeader(
     'stop safety (bench/stop-safety)',
-    `contenders take turns within each round; TERM grace ${GRACE_MS} ms for pm2-style and pidfence; pm2 polls every ${PM2_POLL_MS} ms; fork storm stopped ${STORM_WARMUP_MS} ms after start${QUICK ? '; QUICK run (N / 5): not for docs' : ''}`,
+    `contenders take turns within each round; TERM grace ${GRACE_MS} ms for pm2-style and pidfence; pm2 polls every ${PM2_POLL_MS} ms; fork storm stopped ${STORM_WARMUP_MS} ms after start; escape patterns: pidfence through the production launcher (leftover grace ${GRACE_MS} ms)${ESCAPES_ONLY ? '; escape patterns only' : ''}${QUICK ? '; QUICK run (N / 5): not for docs' : ''}`,
   );
   const caps = capabilities();
   if (process.getuid?.() !== 0) {
@@ -689,22 +694,46 @@ async function main(): Promise<void> {
   });
 
   const started = Date.now();
-  compileFixture();
-  const phases: Array<[string, () => Promise<void>]> = [
-    [SCENARIO.stale, runStale],
-    [SCENARIO.storm, runStorm],
-    [SCENARIO.stopped, runStopped],
-    [SCENARIO.ignoring, runIgnoring],
-    [SCENARIO.memberIgnoring, runMemberIgnoring],
-  ];
   const phaseTimes: string[] = [];
-  for (const [name, run] of phases) {
+  let escapeLines: string[] = [];
+  const escapePhase: [string, () => Promise<void>] = [
+    'escape patterns',
+    async () => {
+      escapeLines = await runEscapePatterns({
+        peers: CONTENDERS.filter((contender) => contender !== pidfenceContender),
+        graceMs: GRACE_MS,
+        survivorCheckMs: SURVIVOR_CHECK_MS,
+        trials: N.escapes,
+      });
+    },
+  ];
+  for (const [name, run] of ESCAPES_ONLY ? [escapePhase] : [...safetyPhases(), escapePhase]) {
     const phaseStart = Date.now();
     await run();
     phaseTimes.push(`${name} ${((Date.now() - phaseStart) / 1000).toFixed(1)} s`);
   }
   const leftovers = await finalSweep();
 
+  if (!ESCAPES_ONLY) printSafetyTable();
+  console.log(`\n${escapeLines.join('\n')}\n`);
+  console.log(
+    `job-group processes left at the end: ${leftovers} (before the final sweep; after it: ${[...jobGroups].reduce((sum, pgid) => sum + groupMembers(pgid).length, 0)})`,
+  );
+  console.log(`phase times: ${phaseTimes.join(', ')}; total run time ${((Date.now() - started) / 1000).toFixed(1)} s`);
+}
+
+function safetyPhases(): Array<[string, () => Promise<void>]> {
+  compileFixture();
+  return [
+    [SCENARIO.stale, runStale],
+    [SCENARIO.storm, runStorm],
+    [SCENARIO.stopped, runStopped],
+    [SCENARIO.ignoring, runIgnoring],
+    [SCENARIO.memberIgnoring, runMemberIgnoring],
+  ];
+}
+
+function printSafetyTable(): void {
   console.log(`\n${table()}\n`);
   console.log('pidfence outcomes per scenario:\n');
   for (const [scenario, counts] of pidfenceResults) {
@@ -715,10 +744,6 @@ async function main(): Promise<void> {
   console.log(
     `\nstale PID: ${staleMisses} forced reuses were taken by another process first, ${staleOtherTick} meant to be same-tick crossed a tick; all were re-run before any contender acted (nothing signalled in those)`,
   );
-  console.log(
-    `job-group processes left at the end: ${leftovers} (before the final sweep; after it: ${[...jobGroups].reduce((sum, pgid) => sum + groupMembers(pgid).length, 0)})`,
-  );
-  console.log(`phase times: ${phaseTimes.join(', ')}; total run time ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 
 main().catch((error: unknown) => {

@@ -13,6 +13,7 @@ import { captureIdentity, signalVerified } from '../../lib/native/index';
 import { LocalProcessController, parseHandle } from '../../lib/process/index';
 import { forgetCgroupSubtree } from '../../lib/process/job-cgroup';
 import { cgroupPids, cgroupUnavailable, makeCgroup, spawnInCgroup, testSubtree } from '../helpers/cgroup';
+import { ESCAPES } from '../helpers/escape-patterns';
 import { reapGroupAtEnd } from '../helpers/job-groups';
 import { killMarkedAtEnd, MARK_ENV, markedProcesses, uniqueMark } from '../helpers/marked-processes';
 import { ensureDaemonPrograms } from '../helpers/test-tools';
@@ -27,17 +28,6 @@ if (skip !== null) {
     t.pass();
   });
 }
-
-/** Each pattern with the least number of marked processes it has once it is running. */
-const ESCAPES: ReadonlyArray<readonly [string, string, number]> = [
-  ['a setsid child', 'setsid sleep 1000 & sleep 1000', 3],
-  ['a double-fork daemon (fork, setsid, fork)', '( setsid sh -c "sleep 1000 & exit 0" & ); sleep 1000', 3],
-  ['a setpgid(0, 0) child', `perl -e 'setpgrp(0, 0); sleep 1000' & sleep 1000`, 3],
-  ['a nohup child', 'nohup sleep 1000 >/dev/null 2>&1 & sleep 1000', 3],
-  ['dbus-daemon --fork', 'dbus-daemon --session --fork --address=unix:path=/tmp/pidfence-bus-$$ && sleep 1000', 3],
-  ['a tmux server', `tmux -S /tmp/pidfence-tmux-$$ new-session -d 'sleep 1000' && sleep 1000`, 4],
-  ['ssh-agent', 'ssh-agent -a /tmp/pidfence-agent-$$ >/dev/null && sleep 1000', 3],
-];
 
 interface Started {
   readonly launched: Launched;
