@@ -196,6 +196,10 @@ function terminateFrozen(ref: JobCgroupRef): number | 'gone' | 'unsupported' {
   if (frozen.kind === 'error') throw stepFailed(frozen.errno);
   try {
     const term = cgroupSignalMembers(ref, 'SIGTERM');
+    // A freeze takes effect asynchronously: a member TERMed before it froze may end at once, its
+    // launcher then removes the emptied cgroup, and the rest of the call finds it gone. What was
+    // signalled was proved a member first, so the cgroup went away because its members ended.
+    if (term.kind === 'gone' && term.signalled > 0) return term.signalled;
     if (term.kind === 'gone' || term.kind === 'unsupported') return term.kind;
     if (term.kind === 'error') throw stepFailed(term.errno);
     cgroupSignalMembers(ref, 'SIGCONT'); // a stopped member would never see TERM; thawing does not resume SIGSTOP
