@@ -31,6 +31,7 @@ export const NEEDS_POSTGRES = [
   'execution/lifecycle-gates',
   'execution/postgres',
   'execution/postgres-hosts',
+  'execution/start-window',
   'helpers/postgres-harness',
   'management/cli',
   'management/postgres',

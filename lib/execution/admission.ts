@@ -1,8 +1,9 @@
 // Admission (design/execution §1-2, §5): creates the run (with its name, docs/decisions/0251) and a
 // `claimed` attempt with its receipt-token digest, marks it `starting`, starts the launcher as a
-// process-group leader (keeping the job's output in the run's log, docs/decisions/0250) and stores its
-// durable handle (`running`); while it does, the completion processor leaves the attempt alone
-// (docs/decisions/0310). The command, arguments and environment never reach the store, an event
+// process-group leader (keeping the job's output in the run's log, docs/decisions/0250), stores its
+// durable handle (`running`) and only then sends the launcher its order: a job starts only once the
+// handle that proves it is stored, so `starting` without a handle is never a job (docs/decisions/0310).
+// The command, arguments and environment never reach the store, an event
 // or a log line of pidfence's own. The launcher's exit reaches the lifecycle only as a coalesced notice
 // (no completion Promise).
 import { randomUUID } from 'node:crypto';
@@ -20,7 +21,7 @@ import {
 import type { RunStore } from '../store/run-store';
 import { ensureLogDirectory, validateJobLogSettings, type JobLogSettings } from './job-log';
 import { validateJobArgv, validateLeftoverGraceMs, validateLeftoverPolicy, type LeftoverPolicy } from './launch-order';
-import { launchAttempt, type Launched } from './launcher';
+import { spawnLauncher, type PendingLaunch } from './launcher';
 import type { CompletionNotices } from './notices';
 import { createReceiptToken, receiptTokenDigest } from './receipts';
 
@@ -133,8 +134,7 @@ export class Admission {
 
   /**
    * Whether this admission may still start the attempt. The completion processor asks before it reads
-   * the attempt (docs/decisions/0310): one it then finds `claimed` under a cancel intent, not being
-   * admitted here, can no longer be spawned.
+   * the attempt: an attempt it then finds unstarted, not being admitted here, can start no job.
    */
   isAdmitting(attemptId: string): boolean {
     return this.#admitting.has(attemptId);
@@ -176,18 +176,18 @@ export class Admission {
     this.#ensureLogDirectory();
     const token = await this.#createClaimedAttempt(request, job);
     if (token === null) return { kind: 'refused', reason: 'run_exists' };
-    // `starting` is written before the spawn: a crash from here on may leave a process, never a lie.
+    // `starting` is written before the spawn; the job starts only after its handle is stored, so a
+    // crash from here on leaves at most a launcher that reads no order and exits (docs/decisions/0310).
     const starting = await this.#runStore.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'starting' });
     if (starting.kind !== 'advanced') return { kind: 'admitted', runId, attemptId, status: 'claimed' };
 
     const launched = this.#spawn(request, job, token);
     void launched.exited.then(() => this.#notices.add({ runId, attemptId }));
-    if (launched.handle === null || launched.pid === null)
-      return { kind: 'admitted', runId, attemptId, status: 'starting' };
+    if (launched.handle === null || launched.pid === null) return this.#withoutHandle(launched, runId, attemptId);
     // Held in the spawn's tick: the launcher cannot have been reaped, so the hold is of this group.
     this.#held?.hold(launched.handle);
     this.#handles.set(attemptId, launched.handle);
-    return this.#storeHandle({ runId, attemptId, pid: launched.pid, handle: launched.handle });
+    return this.#storeHandle(launched, { runId, attemptId, pid: launched.pid, handle: launched.handle });
   }
 
   /** Before anything is stored: a directory that cannot be made refuses the run, it never strands one. */
@@ -224,9 +224,9 @@ export class Admission {
     return token;
   }
 
-  /** The launcher, with its order. */
-  #spawn(request: AdmitRequest, job: AdmittedJob, token: string): Launched {
-    return launchAttempt({
+  /** The launcher, its order held back until the handle is stored. */
+  #spawn(request: AdmitRequest, job: AdmittedJob, token: string): PendingLaunch {
+    return spawnLauncher({
       receiptDirectory: this.#receiptDirectory,
       runId: job.runId,
       attemptId: job.attemptId,
@@ -242,18 +242,24 @@ export class Admission {
     });
   }
 
-  /** `running` with its handle stored. */
-  async #storeHandle(started: {
-    runId: string;
-    attemptId: string;
-    pid: number;
-    handle: string;
-  }): Promise<AdmitOutcome> {
+  /** `running` with its handle stored, and only then the order: the job starts once it is provable. */
+  async #storeHandle(
+    launched: PendingLaunch,
+    started: { runId: string; attemptId: string; pid: number; handle: string },
+  ): Promise<AdmitOutcome> {
     const { runId, attemptId } = started;
     try {
       const running = await this.#runStore.advanceAttempt({ ...started, from: 'starting', to: 'running' });
-      return { kind: 'admitted', runId, attemptId, status: running.kind === 'advanced' ? 'running' : 'starting' };
+      if (running.kind !== 'advanced') {
+        // Ended meanwhile (a cancel found it unstarted): the job must not start after all.
+        launched.withdrawOrder();
+        return { kind: 'admitted', runId, attemptId, status: 'starting' };
+      }
+      launched.sendOrder();
+      return { kind: 'admitted', runId, attemptId, status: 'running' };
     } catch (error) {
+      // Not known to be stored: the job is not started, and the launcher is stopped as proof.
+      launched.withdrawOrder();
       await this.#stopUnstored(started);
       throw error;
     }
@@ -275,5 +281,25 @@ export class Admission {
     // never got the handle that names it, so no later end or sweep can (docs/decisions/0300).
     if (stopped.exitObserved) removeEndedJobCgroup(started.handle);
     this.#held?.release(started.handle);
+  }
+
+  /**
+   * No handle. A launcher already gone started nothing: its order is withdrawn and the attempt stays
+   * `starting`, which the completion processor ends as never started. Where identities cannot be
+   * proved at all (no addon, an old kernel) the job runs unproven, as `run` warns: the attempt is
+   * moved to `running` without a handle first, so `starting` without a handle still means no job.
+   */
+  async #withoutHandle(launched: PendingLaunch, runId: string, attemptId: string): Promise<AdmitOutcome> {
+    if (launched.handleStatus !== 'unsupported') {
+      launched.withdrawOrder();
+      return { kind: 'admitted', runId, attemptId, status: 'starting' };
+    }
+    const running = await this.#runStore.advanceAttempt({ runId, attemptId, from: 'starting', to: 'running' });
+    if (running.kind !== 'advanced') {
+      launched.withdrawOrder();
+      return { kind: 'admitted', runId, attemptId, status: 'starting' };
+    }
+    launched.sendOrder();
+    return { kind: 'admitted', runId, attemptId, status: 'running' };
   }
 }

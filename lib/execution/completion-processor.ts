@@ -60,7 +60,7 @@ export interface CompletionProcessorOptions {
   /** Told how long after its cancel intent a stopped job was seen ended (docs/decisions/0110). */
   readonly observer?: Partial<DispatchObserver>;
   /**
-   * Whether this process's admission may still spawn the attempt (docs/decisions/0310); omitted:
+   * Whether this process's admission may still start the attempt (docs/decisions/0310); omitted:
    * nothing is admitted here.
    */
   readonly isAdmitting?: (attemptId: string) => boolean;
@@ -143,6 +143,13 @@ export class CompletionProcessor {
     if (attempt.status === 'claimed') {
       if (admitting) return { kind: 'active' };
       if (run.cancelRequestedAtMs === null && options.allowNeverStarted !== true) return { kind: 'active' };
+      const status = run.cancelRequestedAtMs === null ? 'failed' : cancelStatus(run);
+      return this.#commit(attempt, run, status, 'never_started', null, false);
+    }
+    if (attempt.status === 'starting' && attempt.handle === null) {
+      // A job starts only after its handle is stored (docs/decisions/0310): unless this process is
+      // still admitting it, none was started, and none can be now.
+      if (admitting) return { kind: 'active' };
       const status = run.cancelRequestedAtMs === null ? 'failed' : cancelStatus(run);
       return this.#commit(attempt, run, status, 'never_started', null, false);
     }

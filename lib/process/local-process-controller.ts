@@ -17,8 +17,8 @@ import { monotonicMs } from '../native/boot-clock';
 import { validatePid } from '../native/validate';
 import { handleExpectedIdentity, parseHandle, type DurableProcessHandle } from './durable-handle';
 import type { HeldGroups } from './held-groups';
-import { cgroupRemove } from '../native/index';
-import { jobCgroupOfHandle, jobCgroupPopulated, stopJobCgroup } from './job-cgroup';
+import { cgroupRemove, type JobCgroupRef } from '../native/index';
+import { jobCgroupOfHandle, jobCgroupPopulated, stopJobCgroup, type CgroupStopOutcome } from './job-cgroup';
 import { pidNamespaceMatches } from './pid-namespace';
 
 /**
@@ -230,6 +230,34 @@ export class LocalProcessController {
     if (ref === null) return outcome('unsupported'); // this caller has no cgroup subtree to find it in
     if (jobCgroupPopulated(ref) === 'gone') return this.containedCgroupGone(expected);
     const stopped = await stopJobCgroup(ref, graceMs, KILL_CONFIRM_MS);
+    // Empty before anything was signalled: the launcher may not have started the job yet, or it has
+    // ended: the group path decides.
+    if (stopped.kind === 'empty' && stopped.reached === 0 && !stopped.escalated)
+      return this.stopBeforeStart(ref, handleText, expected, graceMs);
+    return this.containedOutcome(ref, stopped, expected);
+  }
+
+  /**
+   * The job's cgroup was empty before anything was signalled. The launcher's group is stopped; a job
+   * the launcher started after the cgroup was read (a launcher that already ignores TERM does not
+   * end by it, docs/decisions/0310) is then in the cgroup, and is stopped there.
+   */
+  private async stopBeforeStart(
+    ref: JobCgroupRef,
+    handleText: string,
+    expected: ExpectedIdentity,
+    graceMs: number,
+  ): Promise<TerminationOutcome> {
+    const byGroup = await this.stopByGroup(handleText, expected, graceMs);
+    if (jobCgroupPopulated(ref) !== true) return byGroup;
+    return this.containedOutcome(ref, await stopJobCgroup(ref, graceMs, KILL_CONFIRM_MS), expected);
+  }
+
+  private async containedOutcome(
+    ref: JobCgroupRef,
+    stopped: CgroupStopOutcome,
+    expected: ExpectedIdentity,
+  ): Promise<TerminationOutcome> {
     switch (stopped.kind) {
       case 'gone':
         return this.containedCgroupGone(expected);
@@ -238,9 +266,6 @@ export class LocalProcessController {
       case 'still_populated':
         return outcome('termination_requested', true, false);
       case 'empty':
-        // Empty before anything was signalled: the launcher may not have started the job yet (the job
-        // is still in the launcher's process group then), or it has ended: the group path decides.
-        if (stopped.reached === 0 && !stopped.escalated) return this.stopByGroup(handleText, expected, graceMs);
         cgroupRemove(ref); // best effort: the launcher removes it too, whichever comes first
         if (stopped.reached > 0) this.report({ signal: 'SIGTERM', mode: 'cgroup', seconds: stopped.termSeconds });
         return outcome('termination_requested', stopped.escalated, true);

@@ -10,7 +10,7 @@ import test, { type ExecutionContext } from 'ava';
 import { launchAttempt, type Launched } from '../../lib/execution/index';
 import { ensureReceiptDirectory, readReceipt } from '../../lib/execution/receipts';
 import { captureIdentity, signalVerified } from '../../lib/native/index';
-import { LocalProcessController, parseHandle } from '../../lib/process/index';
+import { formatHandle, LocalProcessController, parseHandle, spawnGroupLeader } from '../../lib/process/index';
 import { forgetCgroupSubtree } from '../../lib/process/job-cgroup';
 import { cgroupPids, cgroupUnavailable, makeCgroup, spawnInCgroup, testSubtree } from '../helpers/cgroup';
 import { ESCAPES } from '../helpers/escape-patterns';
@@ -182,5 +182,59 @@ cgroupTest(
       2,
       'launcher and moved job live: the stop was refused, nothing was signalled',
     );
+  },
+);
+
+cgroupTest(
+  'cgroup containment: a job its launcher starts only after the stop found its cgroup empty (and TERMed the launcher, which ignores it) is stopped in the cgroup too: 0 survivors (docs/decisions/0310)',
+  async (t) => {
+    const subtree = testSubtree(t, 'late-start');
+    const cgroup = makeCgroup(subtree, 'late-a1');
+    const mark = uniqueMark('containment-late');
+    killMarkedAtEnd(t, mark);
+    // A stand-in launcher: it survives TERM and, at that TERM, starts its job into the job's cgroup,
+    // where the job leaves the launcher's group (setsid) at once.
+    const lateJob = `sh -c 'echo 0 > ${cgroup.directory}/cgroup.procs && exec setsid sleep 1000' &`;
+    const launcher = spawnGroupLeader('sh', ['-c', `trap "${lateJob}" TERM; while :; do sleep 0.05; done`], {
+      env: { ...process.env, [MARK_ENV]: mark },
+      stdio: 'ignore',
+    });
+    if (launcher.handle === null || launcher.identity === null)
+      throw new Error('the stand-in launcher was not captured');
+    reapGroupAtEnd(t, launcher.identity.pid);
+    const handle = formatHandle({ ...parseHandle(launcher.handle), cgroupId: cgroup.id, cgroupSubtree: subtree });
+    process.env.PIDFENCE_CGROUP = subtree;
+    forgetCgroupSubtree();
+    const answer = await new LocalProcessController().requestTermination({
+      attemptPid: launcher.identity.pid,
+      handle,
+      graceMs: 1_000,
+    });
+    t.is(answer.result, 'termination_requested');
+    await until(() => markedProcesses(mark).length === 0, {
+      timeoutMs: 5_000,
+      what: 'no survivor: the job started after the TERM was stopped through its cgroup',
+    });
+    t.deepEqual(cgroupPids(cgroup.directory), []);
+  },
+);
+
+cgroupTest(
+  'cgroup containment: a root job child that moves itself out of the job cgroup (the limit of docs/decisions/0180) is still stopped: it stays in its launcher tree, and the launcher stops it as a leftover and counts it',
+  async (t) => {
+    const subtree = testSubtree(t, 'moved-out');
+    const elsewhere = makeCgroup(subtree, 'elsewhere');
+    const started = start(
+      t,
+      `sh -c 'echo 0 > ${elsewhere.directory}/cgroup.procs && exec setsid sleep 1000' & exec sleep 1000`,
+      subtree,
+    );
+    await until(() => cgroupPids(elsewhere.directory).length === 1, { what: 'the child moved out of the job cgroup' });
+    t.is(await stop(started, subtree), 'termination_requested');
+    await started.launched.exited;
+    t.deepEqual(markedProcesses(started.mark), [], 'the moved-out child did not outlive the stop');
+    const read = readReceipt(started.dir, started.attemptId);
+    if (read.kind !== 'parsed' || read.receipt.v !== 2) throw new Error('no receipt v2');
+    t.is(read.receipt.leftovers, 1, 'the launcher reports it reached a leftover');
   },
 );

@@ -1,7 +1,7 @@
-// A crash point inside the statements production runs (docs/decisions/0033): a test-only trigger
-// parks a transaction right after one UPDATE (pidfence_record_result(s)'s dispatch UPDATE) on an
-// advisory lock the test holds, so the test can kill the backend or the server while that very
-// transaction is open. The trigger is installed by the
+// A crash point inside the statements production runs (docs/decisions/0033, 0310): a test-only
+// trigger parks a transaction right after one UPDATE (pidfence_record_result(s)'s dispatch UPDATE,
+// an attempt's handle commit) on an advisory lock the test holds, so the test can kill the backend,
+// the server or the runner while that very transaction is open. The trigger is installed by the
 // test (as the database owner) and dropped afterwards.
 import type { Pool, PoolClient } from 'pg';
 
@@ -106,5 +106,18 @@ export function crashPointAfterDispatchUpdate(admin: Pool, runId: string): Promi
     table: 'cancellation_dispatches',
     when: `NEW.run_id = ${quoteLiteral(runId)} AND NEW.status <> 'leased'`,
     what: 'a backend parked after its dispatch UPDATE',
+  });
+}
+
+/**
+ * The next commit of an attempt's handle (`starting` → `running`) parks until `remove()`: the
+ * runner is then between its launcher's spawn and the stored handle (docs/decisions/0310).
+ */
+export function crashPointAtHandleCommit(admin: Pool): Promise<CrashPoint> {
+  return crashPointAt(admin, {
+    name: 'pidfence_test_crash_handle_commit',
+    table: 'attempts',
+    when: `OLD.status = 'starting' AND NEW.status = 'running'`,
+    what: "a backend parked in an attempt's handle commit",
   });
 }
