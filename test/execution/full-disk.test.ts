@@ -310,3 +310,23 @@ test.serial(
     await leftNothingBehind(t, disk, supervise.lines);
   },
 );
+
+test.serial(
+  'full disk, nobody holding the store: `list`, `show` and `status` still read it, exit 0, no stack trace',
+  async (t) => {
+    const disk = smallDisk(t);
+    const file = store(disk);
+    const first = await cliDone(t, ['run', '--db', file, '--json', '--', 'true']);
+    t.is(first.code, 0, first.lines.join('\n'));
+    const runId = storeRow<{ id: string }>(file, 'SELECT id FROM runs')?.id ?? '';
+    disk.fill();
+    const listed = await cliDone(t, ['list', '--db', file, '--json']);
+    t.is(listed.code, 0, listed.lines.join('\n'));
+    t.true(listed.lines.join('\n').includes(runId), 'the run is listed');
+    const shown = await cliDone(t, ['show', runId, '--db', file]);
+    t.is(shown.code, 0, shown.lines.join('\n'));
+    const status = await cliDone(t, ['status', '--project', 'default', '--db', file]);
+    t.is(status.code, 0, status.lines.join('\n'));
+    await leftNothingBehind(t, disk, [...listed.lines, ...shown.lines, ...status.lines]);
+  },
+);
