@@ -154,10 +154,34 @@ export function forgetCgroupSubtree(): void {
   chosen = undefined;
 }
 
-/** Creates the attempt's cgroup; its id (the directory's inode) goes into the durable handle. */
+/** What a whole-tree stop writes in a job's cgroup: freeze (Linux 5.2) and kill (Linux 5.14). */
+const WHOLE_TREE_STOP_FILES = ['cgroup.freeze', 'cgroup.kill'] as const;
+
+function wholeTreeStopPossible(directory: string): boolean {
+  return WHOLE_TREE_STOP_FILES.every((name) => {
+    try {
+      return statSync(path.join(directory, name)).isFile();
+    } catch {
+      return false;
+    }
+  });
+}
+
+/**
+ * Creates the attempt's cgroup; its id (the directory's inode) goes into the durable handle. A cgroup
+ * a whole-tree stop cannot be written to (an older kernel) is removed again and refused: the caller
+ * falls back to group containment, stated on the run (docs/decisions/0305).
+ */
 export function createJobCgroup(subtree: string, attemptId: string): { path: string; ref: JobCgroupRef } {
   const directory = path.join(subtree, attemptId);
   mkdirSync(directory);
+  if (!wholeTreeStopPossible(directory)) {
+    discardJobCgroup(directory);
+    throw new PidfenceError(
+      `the job cgroups of ${subtree} have no ${WHOLE_TREE_STOP_FILES.join(' or ')} (Linux before 5.14); jobs run in group containment there.`,
+      'ERR_PIDFENCE_CGROUP_UNAVAILABLE',
+    );
+  }
   return { path: directory, ref: { subtree, id: statSync(directory, { bigint: true }).ino.toString() } };
 }
 

@@ -30,7 +30,7 @@ import {
 } from '../../lib/execution/receipts';
 import { encodeLaunchOrder, ORDER_MAX_ARG_BYTES } from '../../lib/execution/launch-order';
 import { captureIdentity, launcherPath, signalVerified } from '../../lib/native/index';
-import { parseHandle } from '../../lib/process/index';
+import { LocalProcessController, parseHandle } from '../../lib/process/index';
 import { cgroupUnavailable, testSubtree } from '../helpers/cgroup';
 import { groupMembers, reapGroupAtEnd } from '../helpers/job-groups';
 import { killMarkedAtEnd, MARK_ENV, markedProcesses, uniqueMark } from '../helpers/marked-processes';
@@ -407,4 +407,25 @@ test('the receipt shape check accepts v1 and v2, each with exactly its own keys'
   ]) {
     t.is(parseReceipt(JSON.stringify(bad)), null, JSON.stringify(bad));
   }
+});
+
+test('a subtree whose job cgroups have no cgroup.kill or cgroup.freeze (Linux before 5.14) is not used: the job runs in group containment, said so, and a group stop reaches it (docs/decisions/0305)', async (t) => {
+  const dir = receiptDirectory(t);
+  // A directory that makes subdirectories like a cgroup v2 subtree, but without the cgroup files a
+  // whole-tree stop needs: what an old kernel's cgroups lack.
+  const subtree = mkdtempSync(path.join(tmpdir(), 'pidfence-old-kernel-'));
+  t.teardown(() => rmSync(subtree, { recursive: true, force: true }));
+  const { launched, mark } = launch(t, dir, 'exec sleep 1000', { cgroupSubtree: subtree });
+  t.is(launched.containment, 'group');
+  t.is(parseHandle(launched.handle).cgroupId, undefined, 'the handle names no cgroup');
+  t.deepEqual(readdirSync(subtree), [], 'no job cgroup is left in the subtree');
+  await until(() => markedProcesses(mark).length === 1, { timeoutMs: 10_000, what: 'the job running' });
+  const stopped = await new LocalProcessController().requestTermination({
+    attemptPid: launched.pid ?? 0,
+    handle: launched.handle ?? '',
+    graceMs: 1_000,
+  });
+  t.is(stopped.result, 'termination_requested');
+  await launched.exited;
+  t.deepEqual(markedProcesses(mark), []);
 });
