@@ -210,6 +210,10 @@ function sessionNotYours(): PidfenceError {
   );
 }
 
+function sessionClosed(then: 'attach' | 'settle'): PidfenceError {
+  return new PidfenceError(`this session is closed; register a new one, then ${then}.`, 'ERR_PIDFENCE_CLUSTER_SESSION');
+}
+
 /** validateRunName's refusal as a PidfenceError, which the control plane answers 400 (docs/decisions/0251). */
 function clusterRunName(value: string): string {
   try {
@@ -305,11 +309,7 @@ export class ClusterLeaseStore {
     }
     await this.reapExpired();
     return inTransaction(this.#pool, 'pull', async (tx) => {
-      if (
-        (await tx.rows(CLUSTER_LEASE_SQL.touchSession, [valid.sessionId, valid.principal, this.#leaseDurationMs]))
-          .length === 0
-      )
-        return { kind: 'session_closed' };
+      if (!(await this.#touchSession(tx, valid))) return { kind: 'session_closed' };
       const assignments: Assignment[] = [];
       while (assignments.length < max) {
         const assignment = await this.#grantOne(tx, valid.sessionId);
@@ -435,14 +435,7 @@ export class ClusterLeaseStore {
       if (run === undefined || !holdsFence(row, lease)) throw leaseNotYours();
       if (row.forgottenAtMs !== null) throw new WorkerForgottenError();
       if (row.releasedAtMs !== null) throw leaseNotYours();
-      if (
-        (await tx.rows(CLUSTER_LEASE_SQL.touchSession, [who.sessionId, who.principal, this.#leaseDurationMs]))
-          .length === 0
-      )
-        throw new PidfenceError(
-          'this session is closed; register a new one, then attach.',
-          'ERR_PIDFENCE_CLUSTER_SESSION',
-        );
+      if (!(await this.#touchSession(tx, who))) throw sessionClosed('attach');
       if (row.sessionId === who.sessionId) return 'already';
       const [holder] = await tx.rows<{ principal: string }>(CLUSTER_LEASE_SQL.sessionPrincipal, [row.sessionId]);
       if (holder?.principal !== who.principal) throw leaseNotYours();
@@ -475,14 +468,7 @@ export class ClusterLeaseStore {
     const earlier = validateId(earlierSessionId, 'sessionId');
     if (earlier === who.sessionId) throw sessionNotYours();
     const open = await inTransaction(this.#pool, 'settleEarlierSession', async (tx) => {
-      if (
-        (await tx.rows(CLUSTER_LEASE_SQL.touchSession, [who.sessionId, who.principal, this.#leaseDurationMs]))
-          .length === 0
-      )
-        throw new PidfenceError(
-          'this session is closed; register a new one, then settle.',
-          'ERR_PIDFENCE_CLUSTER_SESSION',
-        );
+      if (!(await this.#touchSession(tx, who))) throw sessionClosed('settle');
       const [holder] = await tx.rows<{ principal: string }>(CLUSTER_LEASE_SQL.endEarlierSession, [
         earlier,
         who.principal,
@@ -493,16 +479,7 @@ export class ClusterLeaseStore {
     let neverStarted = 0;
     for (const lease of open) {
       const ref = { runId: lease.runId, attemptId: lease.attemptId, fence: Number(lease.fence) };
-      const outcome = await this.#executionStore.completeAttempt({
-        runId: ref.runId,
-        attemptId: ref.attemptId,
-        status: 'failed',
-        cause: 'never_started',
-        exit: null,
-        attemptEventId: newId('aev'),
-        runEventId: newId('evt'),
-        journalReceipt: false,
-      });
+      const outcome = await this.#endAttempt(ref, 'failed', 'never_started', null);
       await this.#release(ref);
       if (outcome.kind === 'completed') neverStarted += 1;
     }
@@ -522,16 +499,7 @@ export class ClusterLeaseStore {
     // A forgotten run's late report: refused, typed, and the record the operator's act wrote is kept.
     if (holdsFence(lease, ref) && lease.forgottenAtMs !== null) throw new WorkerForgottenError();
     if (lease === undefined || lease.sessionId !== who.sessionId || !holdsFence(lease, ref)) return { kind: 'lost' };
-    const outcome = await this.#executionStore.completeAttempt({
-      runId: ref.runId,
-      attemptId: ref.attemptId,
-      status: report.status,
-      cause: report.cause,
-      exit: report.exit,
-      attemptEventId: newId('aev'),
-      runEventId: newId('evt'),
-      journalReceipt: false,
-    });
+    const outcome = await this.#endAttempt(ref, report.status, report.cause, report.exit);
     await this.#release(ref);
     if (outcome.kind === 'missing') return { kind: 'lost' };
     return { kind: outcome.kind };
@@ -612,16 +580,7 @@ export class ClusterLeaseStore {
     const { leases, sessionsEnded } = forgotten;
     let runsForgotten = 0;
     for (const lease of leases) {
-      const outcome = await this.#executionStore.completeAttempt({
-        runId: lease.runId,
-        attemptId: lease.attemptId,
-        status: 'failed',
-        cause: 'forgotten',
-        exit: null,
-        attemptEventId: newId('aev'),
-        runEventId: newId('evt'),
-        journalReceipt: false,
-      });
+      const outcome = await this.#endAttempt(lease, 'failed', 'forgotten', null);
       if (outcome.kind === 'completed') runsForgotten += 1;
     }
     return { runsForgotten, sessionsEnded };
@@ -653,6 +612,31 @@ export class ClusterLeaseStore {
     if (now - this.#lastReapMs < REAP_INTERVAL_MS) return 0;
     this.#lastReapMs = now;
     return this.reapExpired();
+  }
+
+  /** This session's row, extended by one lease; false when it is not this principal's open session. */
+  async #touchSession(tx: Tx, who: WorkerCaller): Promise<boolean> {
+    const rows = await tx.rows(CLUSTER_LEASE_SQL.touchSession, [who.sessionId, who.principal, this.#leaseDurationMs]);
+    return rows.length > 0;
+  }
+
+  /** The terminal CAS of the execution store for a leased attempt (one run.terminal event), no receipt. */
+  #endAttempt(
+    ref: Pick<LeaseRef, 'runId' | 'attemptId'>,
+    status: RunTerminalStatus,
+    cause: CompletionCause,
+    exit: AttemptExit | null,
+  ): ReturnType<PostgresExecutionStore['completeAttempt']> {
+    return this.#executionStore.completeAttempt({
+      runId: ref.runId,
+      attemptId: ref.attemptId,
+      status,
+      cause,
+      exit,
+      attemptEventId: newId('aev'),
+      runEventId: newId('evt'),
+      journalReceipt: false,
+    });
   }
 
   async #release(ref: LeaseRef): Promise<void> {
