@@ -31,12 +31,15 @@ import {
   runNotVisible,
 } from '../management/index';
 import {
+  ClusterLeaseStore,
   PostgresDispatchRepository,
   PostgresExecutionStore,
   PostgresManagementStore,
   PostgresRunStore,
   postgresReadiness,
   readWorkerFleet,
+  type LeaseRef,
+  type WorkerCaller,
 } from '../store/postgres/index';
 import { DispatchAvailability } from './availability';
 import {
@@ -46,7 +49,6 @@ import {
   type DispatchObservation,
 } from './dispatch-control';
 import { CancelWakeups } from './cancel-wakeups';
-import { ClusterLeaseStore, type LeaseRef, type WorkerCaller } from './lease-store';
 import { SessionActivity } from './session-activity';
 import { STATUS_ROOT, answerStatusPage } from '../web/status-page';
 import { answerWorkersPage, WORKERS_PATH } from '../web/workers-page';

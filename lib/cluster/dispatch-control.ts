@@ -15,8 +15,8 @@ import {
 } from '../contract/index';
 import { observerOf, type DispatchObserver } from '../dispatch/index';
 import type { DispatchRepository } from '../store/dispatch-repository';
+import type { LeaseRef, LeaseTickAnswer, LeaseTickPage, WorkerCaller } from '../store/postgres/index';
 import type { DispatchAvailability, DispatchFailureCode } from './availability';
-import type { LeaseRef, LeaseTickAnswer, LeaseTickPage, WorkerCaller } from './lease-store';
 
 /** What the worker receives: the tick's answer; a stop carries whether a dispatch fact backs it. */
 export type ControlledTickAnswer =

@@ -14,7 +14,7 @@ export type {
   DispatchObservation,
   LeaseControl,
 } from './dispatch-control';
-export { ClusterLeaseStore, REAP_PAGE } from './lease-store';
+export { ClusterLeaseStore, REAP_PAGE } from '../store/postgres/index';
 export type {
   Assignment,
   CompletionOutcome,
@@ -23,7 +23,7 @@ export type {
   LeaseTickAnswer,
   PullOutcome,
   WorkerCaller,
-} from './lease-store';
+} from '../store/postgres/index';
 export { startControlPlane } from './control-plane';
 export type { ControlPlane, ControlPlaneOptions, ControlPlaneTls } from './control-plane';
 export { ControlPlaneClient } from './client';

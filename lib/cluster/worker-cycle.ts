@@ -10,8 +10,8 @@ import { PidfenceError } from '../base/errors';
 import { monotonicNow } from '../base/time';
 import type { RunTerminalStatus } from '../contract/index';
 import type { ExecutionApplication } from '../execution/index';
+import type { Assignment, LeaseTickAnswer, PullPageOutcome } from '../store/postgres/index';
 import type { openSqliteStore } from '../store/sqlite/index';
-import type { Assignment, LeaseTickAnswer, PullPageOutcome } from './lease-store';
 import type { JournaledLease, LeaseJournal } from './lease-journal';
 
 type Send = <T>(path: string, body: unknown, timeoutMs?: number) => Promise<{ status: number; body: T }>;

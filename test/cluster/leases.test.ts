@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 
 import test from 'ava';
 
-import { CLUSTER_SQL } from '../../lib/cluster/statements';
+import { CLUSTER_LEASE_SQL } from '../../lib/store/postgres/cluster-lease-statements';
 import { clusterFixture } from './world';
 
 const ready = clusterFixture('cluster_leases', 300);
@@ -36,7 +36,7 @@ test.serial('cluster: a re-grant on the same run gets a larger fence, and the ol
   await db.owner.query('UPDATE run_dispatch_leases SET fence = fence + 86400000 WHERE run_id = $1', [ref.runId]);
   // The production grant statement, at the current database time, on the same run.
   const [{ fence } = { fence: 0 }] = (
-    await db.owner.query<{ fence: number }>(CLUSTER_SQL.grantLease, [
+    await db.owner.query<{ fence: number }>(CLUSTER_LEASE_SQL.grantLease, [
       ref.runId,
       ref.attemptId,
       caller.sessionId,

@@ -135,6 +135,26 @@ test('the rule is live: an upward import, a store importing the other, or dispat
   t.false(ALLOWED.management?.includes('dispatch'));
 });
 
+/** The lib/cluster files that import a module of the PostgreSQL store other than its public index. */
+function clusterStoreInternals(): string[] {
+  const postgres = path.join(LIB, 'store', 'postgres');
+  return sources(path.join(LIB, 'cluster')).flatMap((file) =>
+    importsOf(file)
+      .filter((specifier) => specifier.startsWith('.'))
+      .map((specifier) => path.resolve(path.dirname(file), specifier))
+      .filter((target) => target.startsWith(postgres + path.sep) && target !== path.join(postgres, 'index'))
+      .map((target) => `${path.relative(LIB, file)} imports ${path.relative(LIB, target)}`),
+  );
+}
+
+test('the cluster reaches the PostgreSQL store only through its public index: its SQL lives in the store (docs/decisions/0380)', (t) => {
+  t.deepEqual(clusterStoreInternals(), []);
+  t.true(
+    sources(path.join(LIB, 'cluster')).some((file) => importsOf(file).includes('../store/postgres/index')),
+    'the cluster still uses the store, through its index',
+  );
+});
+
 /** The lib/ file a relative specifier names (x.ts or x/index.ts); null for a package or a non-.ts file. */
 function importedFile(file: string, specifier: string, files: ReadonlySet<string>): string | null {
   if (!specifier.startsWith('.')) return null;

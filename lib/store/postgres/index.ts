@@ -22,6 +22,19 @@ export { PostgresExecutionStore } from './execution-store';
 export { PostgresRunnerStore } from './runner-store';
 export { PostgresFleetStore, readWorkerFleet, DRAIN_RUNS_MAX } from './fleet-store';
 export type { WorkerActResult } from './fleet-store';
+// The cluster's sessions, waiting jobs and run-dispatch leases (docs/decisions/0100, 0380).
+export { ClusterLeaseStore, REAP_PAGE } from './cluster-lease-store';
+export type {
+  Assignment,
+  CompletionOutcome,
+  CompletionReport,
+  LeaseRef,
+  LeaseTickAnswer,
+  LeaseTickPage,
+  PullOutcome,
+  PullPageOutcome,
+  WorkerCaller,
+} from './cluster-lease-store';
 export type { RunnerStore } from '../runner-store';
 export type { ExecutionStore } from '../execution-store';
 export {

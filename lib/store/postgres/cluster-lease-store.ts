@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 
 import type { Pool } from 'pg';
 
-import { PidfenceError } from '../base/errors';
+import { PidfenceError } from '../../base/errors';
 import {
   type AttemptExit,
   type CompletionCause,
@@ -14,13 +14,13 @@ import {
   validateId,
   validateRunName,
   validateLeaseDurationMs,
-} from '../contract/index';
-import type { PostgresExecutionStore } from '../store/postgres/execution-store';
-import { appendRunEvent, type LockedRun } from '../store/postgres/run-events';
-import { FLEET_SQL } from '../store/postgres/fleet-statements';
-import { SQL } from '../store/postgres/statements';
-import { inOneStatement, inTransaction, readInOneStatement, type Tx } from '../store/postgres/transaction';
-import { CLUSTER_SQL } from './statements';
+} from '../../contract/index';
+import { CLUSTER_LEASE_SQL } from './cluster-lease-statements';
+import type { PostgresExecutionStore } from './execution-store';
+import { appendRunEvent, type LockedRun } from './run-events';
+import { FLEET_SQL } from './fleet-statements';
+import { SQL } from './statements';
+import { inOneStatement, inTransaction, readInOneStatement, type Tx } from './transaction';
 
 /** Who is calling: the verified certificate subject and the session it registered. */
 export interface WorkerCaller {
@@ -210,6 +210,10 @@ function sessionNotYours(): PidfenceError {
   );
 }
 
+function sessionClosed(then: 'attach' | 'settle'): PidfenceError {
+  return new PidfenceError(`this session is closed; register a new one, then ${then}.`, 'ERR_PIDFENCE_CLUSTER_SESSION');
+}
+
 /** validateRunName's refusal as a PidfenceError, which the control plane answers 400 (docs/decisions/0251). */
 function clusterRunName(value: string): string {
   try {
@@ -239,7 +243,7 @@ export class ClusterLeaseStore {
     const id = newId('wks');
     validateCaller({ principal, sessionId: id });
     await inTransaction(this.#pool, 'registerSession', (tx) =>
-      tx.rows(CLUSTER_SQL.insertSession, [id, principal, this.#leaseDurationMs]),
+      tx.rows(CLUSTER_LEASE_SQL.insertSession, [id, principal, this.#leaseDurationMs]),
     );
     return id;
   }
@@ -247,7 +251,7 @@ export class ClusterLeaseStore {
   async endSession(caller: WorkerCaller): Promise<boolean> {
     const { principal, sessionId } = validateCaller(caller);
     const rows = await inTransaction(this.#pool, 'endSession', (tx) =>
-      tx.rows(CLUSTER_SQL.endSession, [sessionId, principal]),
+      tx.rows(CLUSTER_LEASE_SQL.endSession, [sessionId, principal]),
     );
     return rows.length === 1;
   }
@@ -279,7 +283,7 @@ export class ClusterLeaseStore {
     return inTransaction(this.#pool, 'enqueueJob', async (tx) => {
       const [run] = await tx.rows(SQL.insertRun, [runId, projectId, 'runtime', name]);
       if (run === undefined) return 'exists';
-      await tx.rows(CLUSTER_SQL.insertJob, [runId, JSON.stringify(argv), timeoutMs, stopAfter]);
+      await tx.rows(CLUSTER_LEASE_SQL.insertJob, [runId, JSON.stringify(argv), timeoutMs, stopAfter]);
       return 'created';
     });
   }
@@ -305,11 +309,7 @@ export class ClusterLeaseStore {
     }
     await this.reapExpired();
     return inTransaction(this.#pool, 'pull', async (tx) => {
-      if (
-        (await tx.rows(CLUSTER_SQL.touchSession, [valid.sessionId, valid.principal, this.#leaseDurationMs])).length ===
-        0
-      )
-        return { kind: 'session_closed' };
+      if (!(await this.#touchSession(tx, valid))) return { kind: 'session_closed' };
       const assignments: Assignment[] = [];
       while (assignments.length < max) {
         const assignment = await this.#grantOne(tx, valid.sessionId);
@@ -327,7 +327,7 @@ export class ClusterLeaseStore {
       argv: string[];
       timeoutMs: number | null;
       stopAfterDisconnectMs: number | null;
-    }>(CLUSTER_SQL.lockWaitingJob, []);
+    }>(CLUSTER_LEASE_SQL.lockWaitingJob, []);
     if (job === undefined) return null;
     const [run] = await tx.rows<LockedRun>(SQL.lockRun, [job.runId]);
     if (run === undefined) return null;
@@ -335,9 +335,9 @@ export class ClusterLeaseStore {
     const deadlineAtMs = job.timeoutMs === null ? null : run.nowMs + job.timeoutMs;
     // A worker launches with leftovers stopped (the default, not stated: NULL; docs/decisions/0302).
     await tx.rows(SQL.insertAttempt, [job.runId, attemptId, deadlineAtMs, null, run.nowMs, null, null]);
-    await tx.rows(CLUSTER_SQL.markAttemptRunning, [job.runId, attemptId, run.nowMs]);
+    await tx.rows(CLUSTER_LEASE_SQL.markAttemptRunning, [job.runId, attemptId, run.nowMs]);
     await tx.rows(SQL.markRunRunning, [job.runId, run.nowMs]);
-    const [lease] = await tx.rows<LeaseRow>(CLUSTER_SQL.grantLease, [
+    const [lease] = await tx.rows<LeaseRow>(CLUSTER_LEASE_SQL.grantLease, [
       job.runId,
       attemptId,
       sessionId,
@@ -376,7 +376,7 @@ export class ClusterLeaseStore {
       'leaseTick',
       {
         name: 'pidfence_leaseTick_v1',
-        text: CLUSTER_SQL.leaseTick,
+        text: CLUSTER_LEASE_SQL.leaseTick,
         values: [
           who.sessionId,
           who.principal,
@@ -410,7 +410,7 @@ export class ClusterLeaseStore {
       await inTransaction(this.#pool, 'clearUnreachable', async (tx) => {
         const [run] = await tx.rows<LockedRun>(SQL.lockRun, [lease.runId]);
         if (run === undefined) return;
-        const cleared = await tx.rows(CLUSTER_SQL.clearUnreachable, [lease.runId, lease.fence]);
+        const cleared = await tx.rows(CLUSTER_LEASE_SQL.clearUnreachable, [lease.runId, lease.fence]);
         if (cleared.length > 0)
           await appendRunEvent(tx, run, {
             type: 'run.reattached',
@@ -431,19 +431,15 @@ export class ClusterLeaseStore {
     const lease = validateLeaseRef(ref);
     return inTransaction(this.#pool, 'leaseAttach', async (tx) => {
       const [run] = await tx.rows<LockedRun>(SQL.lockRun, [lease.runId]);
-      const [row] = run === undefined ? [] : await tx.rows<LeaseRow>(CLUSTER_SQL.lockLease, [lease.runId]);
+      const [row] = run === undefined ? [] : await tx.rows<LeaseRow>(CLUSTER_LEASE_SQL.lockLease, [lease.runId]);
       if (run === undefined || !holdsFence(row, lease)) throw leaseNotYours();
       if (row.forgottenAtMs !== null) throw new WorkerForgottenError();
       if (row.releasedAtMs !== null) throw leaseNotYours();
-      if ((await tx.rows(CLUSTER_SQL.touchSession, [who.sessionId, who.principal, this.#leaseDurationMs])).length === 0)
-        throw new PidfenceError(
-          'this session is closed; register a new one, then attach.',
-          'ERR_PIDFENCE_CLUSTER_SESSION',
-        );
+      if (!(await this.#touchSession(tx, who))) throw sessionClosed('attach');
       if (row.sessionId === who.sessionId) return 'already';
-      const [holder] = await tx.rows<{ principal: string }>(CLUSTER_SQL.sessionPrincipal, [row.sessionId]);
+      const [holder] = await tx.rows<{ principal: string }>(CLUSTER_LEASE_SQL.sessionPrincipal, [row.sessionId]);
       if (holder?.principal !== who.principal) throw leaseNotYours();
-      await tx.rows(CLUSTER_SQL.rebindLease, [
+      await tx.rows(CLUSTER_LEASE_SQL.rebindLease, [
         lease.runId,
         who.sessionId,
         run.nowMs,
@@ -472,28 +468,18 @@ export class ClusterLeaseStore {
     const earlier = validateId(earlierSessionId, 'sessionId');
     if (earlier === who.sessionId) throw sessionNotYours();
     const open = await inTransaction(this.#pool, 'settleEarlierSession', async (tx) => {
-      if ((await tx.rows(CLUSTER_SQL.touchSession, [who.sessionId, who.principal, this.#leaseDurationMs])).length === 0)
-        throw new PidfenceError(
-          'this session is closed; register a new one, then settle.',
-          'ERR_PIDFENCE_CLUSTER_SESSION',
-        );
-      const [holder] = await tx.rows<{ principal: string }>(CLUSTER_SQL.endEarlierSession, [earlier, who.principal]);
+      if (!(await this.#touchSession(tx, who))) throw sessionClosed('settle');
+      const [holder] = await tx.rows<{ principal: string }>(CLUSTER_LEASE_SQL.endEarlierSession, [
+        earlier,
+        who.principal,
+      ]);
       if (holder?.principal !== who.principal) throw sessionNotYours();
-      return tx.rows<LeaseRef>(CLUSTER_SQL.openLeasesOfSession, [earlier, FORGET_RUNS_MAX]);
+      return tx.rows<LeaseRef>(CLUSTER_LEASE_SQL.openLeasesOfSession, [earlier, FORGET_RUNS_MAX]);
     });
     let neverStarted = 0;
     for (const lease of open) {
       const ref = { runId: lease.runId, attemptId: lease.attemptId, fence: Number(lease.fence) };
-      const outcome = await this.#executionStore.completeAttempt({
-        runId: ref.runId,
-        attemptId: ref.attemptId,
-        status: 'failed',
-        cause: 'never_started',
-        exit: null,
-        attemptEventId: newId('aev'),
-        runEventId: newId('evt'),
-        journalReceipt: false,
-      });
+      const outcome = await this.#endAttempt(ref, 'failed', 'never_started', null);
       await this.#release(ref);
       if (outcome.kind === 'completed') neverStarted += 1;
     }
@@ -508,21 +494,12 @@ export class ClusterLeaseStore {
     const who = validateCaller(caller);
     const ref = validateLeaseRef(report);
     const [lease] = await inTransaction(this.#pool, 'completeCheck', (tx) =>
-      tx.rows<LeaseRow>(CLUSTER_SQL.selectLease, [ref.runId]),
+      tx.rows<LeaseRow>(CLUSTER_LEASE_SQL.selectLease, [ref.runId]),
     );
     // A forgotten run's late report: refused, typed, and the record the operator's act wrote is kept.
     if (holdsFence(lease, ref) && lease.forgottenAtMs !== null) throw new WorkerForgottenError();
     if (lease === undefined || lease.sessionId !== who.sessionId || !holdsFence(lease, ref)) return { kind: 'lost' };
-    const outcome = await this.#executionStore.completeAttempt({
-      runId: ref.runId,
-      attemptId: ref.attemptId,
-      status: report.status,
-      cause: report.cause,
-      exit: report.exit,
-      attemptEventId: newId('aev'),
-      runEventId: newId('evt'),
-      journalReceipt: false,
-    });
+    const outcome = await this.#endAttempt(ref, report.status, report.cause, report.exit);
     await this.#release(ref);
     if (outcome.kind === 'missing') return { kind: 'lost' };
     return { kind: outcome.kind };
@@ -537,7 +514,7 @@ export class ClusterLeaseStore {
   async cancelIfQueued(runId: string): Promise<boolean> {
     const id = validateId(runId, 'runId');
     const [row] = await inTransaction(this.#pool, 'cancelIfQueued', (tx) =>
-      tx.rows<{ ended: number }>(CLUSTER_SQL.endQueuedCancel, [id]),
+      tx.rows<{ ended: number }>(CLUSTER_LEASE_SQL.endQueuedCancel, [id]),
     );
     return row?.ended === 1;
   }
@@ -551,18 +528,18 @@ export class ClusterLeaseStore {
   async reapExpired(): Promise<number> {
     const expired = await readInOneStatement<LeaseRef>(this.#pool, 'reapExpired', {
       name: 'pidfence_expiredLeases_v2',
-      text: CLUSTER_SQL.expiredLeases,
+      text: CLUSTER_LEASE_SQL.expiredLeases,
       values: [REAP_PAGE],
     });
     await inTransaction(this.#pool, 'expireSessions', (tx) =>
-      tx.rows(CLUSTER_SQL.expireSessions, [SESSION_IDLE_LEASES * this.#leaseDurationMs, REAP_PAGE]),
+      tx.rows(CLUSTER_LEASE_SQL.expireSessions, [SESSION_IDLE_LEASES * this.#leaseDurationMs, REAP_PAGE]),
     );
     let marked = 0;
     for (const lease of expired) {
       marked += await inTransaction(this.#pool, 'markUnreachable', async (tx) => {
         const [run] = await tx.rows<LockedRun>(SQL.lockRun, [lease.runId]);
         if (run === undefined || !ACTIVE_RUN.has(run.status)) return 0;
-        const written = await tx.rows(`${CLUSTER_SQL.markUnreachable} RETURNING run_id`, [
+        const written = await tx.rows(`${CLUSTER_LEASE_SQL.markUnreachable} RETURNING run_id`, [
           lease.runId,
           run.nowMs,
           Number(lease.fence),
@@ -589,30 +566,21 @@ export class ClusterLeaseStore {
     const forgotten = await inTransaction(this.#pool, 'forgetWorker', async (tx) => {
       const [known] = await tx.rows<{ known: boolean }>(FLEET_SQL.known, [name]);
       if (known?.known !== true) return null;
-      await tx.rows(CLUSTER_SQL.ensureWorkerRow, [name]);
-      const [worker] = await tx.rows<{ nowMs: number }>(CLUSTER_SQL.lockWorkerRow, [name]);
+      await tx.rows(CLUSTER_LEASE_SQL.ensureWorkerRow, [name]);
+      const [worker] = await tx.rows<{ nowMs: number }>(CLUSTER_LEASE_SQL.lockWorkerRow, [name]);
       const nowMs = Number(worker?.nowMs);
-      const open = await tx.rows<LeaseRef>(CLUSTER_SQL.leasesOfWorker, [name, FORGET_RUNS_MAX]);
-      for (const lease of open) await tx.rows(CLUSTER_SQL.forgetLease, [lease.runId, nowMs, Number(lease.fence)]);
-      const ended = await tx.rows(`${CLUSTER_SQL.endSessionsOf} RETURNING id`, [name, nowMs]);
+      const open = await tx.rows<LeaseRef>(CLUSTER_LEASE_SQL.leasesOfWorker, [name, FORGET_RUNS_MAX]);
+      for (const lease of open) await tx.rows(CLUSTER_LEASE_SQL.forgetLease, [lease.runId, nowMs, Number(lease.fence)]);
+      const ended = await tx.rows(`${CLUSTER_LEASE_SQL.endSessionsOf} RETURNING id`, [name, nowMs]);
       const outcome = open.length + ended.length > 0 ? 'changed' : 'unchanged';
-      await tx.rows(CLUSTER_SQL.insertForgetAudit, [newId('wau'), name, actor, outcome, nowMs]);
+      await tx.rows(CLUSTER_LEASE_SQL.insertForgetAudit, [newId('wau'), name, actor, outcome, nowMs]);
       return { leases: open, sessionsEnded: ended.length };
     });
     if (forgotten === null) return null;
     const { leases, sessionsEnded } = forgotten;
     let runsForgotten = 0;
     for (const lease of leases) {
-      const outcome = await this.#executionStore.completeAttempt({
-        runId: lease.runId,
-        attemptId: lease.attemptId,
-        status: 'failed',
-        cause: 'forgotten',
-        exit: null,
-        attemptEventId: newId('aev'),
-        runEventId: newId('evt'),
-        journalReceipt: false,
-      });
+      const outcome = await this.#endAttempt(lease, 'failed', 'forgotten', null);
       if (outcome.kind === 'completed') runsForgotten += 1;
     }
     return { runsForgotten, sessionsEnded };
@@ -622,7 +590,7 @@ export class ClusterLeaseStore {
   async unreachableSince(runIds: readonly string[]): Promise<ReadonlyMap<string, number>> {
     if (runIds.length === 0) return new Map();
     const rows = await inTransaction(this.#pool, 'unreachableOf', (tx) =>
-      tx.rows<{ runId: string; sinceMs: string }>(CLUSTER_SQL.unreachableOf, [runIds]),
+      tx.rows<{ runId: string; sinceMs: string }>(CLUSTER_LEASE_SQL.unreachableOf, [runIds]),
     );
     return new Map(rows.map((row) => [row.runId, Number(row.sinceMs)]));
   }
@@ -630,7 +598,7 @@ export class ClusterLeaseStore {
   /** The status card's count of a project's unreachable runs. */
   async unreachableInProject(projectId: string): Promise<number> {
     const [row] = await inTransaction(this.#pool, 'unreachableInProject', (tx) =>
-      tx.rows<{ count: number }>(CLUSTER_SQL.unreachableInProject, [validateId(projectId, 'projectId')]),
+      tx.rows<{ count: number }>(CLUSTER_LEASE_SQL.unreachableInProject, [validateId(projectId, 'projectId')]),
     );
     return Number(row?.count ?? 0);
   }
@@ -646,10 +614,35 @@ export class ClusterLeaseStore {
     return this.reapExpired();
   }
 
+  /** This session's row, extended by one lease; false when it is not this principal's open session. */
+  async #touchSession(tx: Tx, who: WorkerCaller): Promise<boolean> {
+    const rows = await tx.rows(CLUSTER_LEASE_SQL.touchSession, [who.sessionId, who.principal, this.#leaseDurationMs]);
+    return rows.length > 0;
+  }
+
+  /** The terminal CAS of the execution store for a leased attempt (one run.terminal event), no receipt. */
+  #endAttempt(
+    ref: Pick<LeaseRef, 'runId' | 'attemptId'>,
+    status: RunTerminalStatus,
+    cause: CompletionCause,
+    exit: AttemptExit | null,
+  ): ReturnType<PostgresExecutionStore['completeAttempt']> {
+    return this.#executionStore.completeAttempt({
+      runId: ref.runId,
+      attemptId: ref.attemptId,
+      status,
+      cause,
+      exit,
+      attemptEventId: newId('aev'),
+      runEventId: newId('evt'),
+      journalReceipt: false,
+    });
+  }
+
   async #release(ref: LeaseRef): Promise<void> {
     await inTransaction(this.#pool, 'releaseLease', async (tx) => {
       const [run] = await tx.rows<LockedRun>(SQL.lockRun, [ref.runId]);
-      if (run !== undefined) await tx.rows(CLUSTER_SQL.releaseLease, [ref.runId, run.nowMs, ref.fence]);
+      if (run !== undefined) await tx.rows(CLUSTER_LEASE_SQL.releaseLease, [ref.runId, run.nowMs, ref.fence]);
     });
   }
 }

@@ -1,11 +1,11 @@
-// The cluster tables' statements (docs/decisions/0100), one named place each. Time is only the
+// The cluster lease store's statements (docs/decisions/0100), one named place each. Time is only the
 // database's (transaction_timestamp(), design/postgres §D3); every write transaction locks Run first.
-import { DB_NOW_MS } from '../store/postgres/statements';
+import { DB_NOW_MS } from './statements';
 
 const LEASE_COLUMNS = `run_id AS "runId", attempt_id AS "attemptId", session_id AS "sessionId", fence,
   expires_at_ms AS "expiresAtMs", released_at_ms AS "releasedAtMs", unreachable_at_ms AS "unreachableAtMs", forgotten_at_ms AS "forgottenAtMs"`;
 
-export const CLUSTER_SQL = {
+export const CLUSTER_LEASE_SQL = {
   /**
    * A cancelled job that no worker pulled ends `cancelled`: migration 0020's rule with one run, the
    * rule's one PostgreSQL home (docs/decisions/0340). $1 runId. Answers 1 when it ended, else 0.
