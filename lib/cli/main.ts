@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // `pidfence`: the command-line entry. The exit status follows from the error's category alone
 // (lib/base/error-registry.ts; docs/decisions/0041): bad input 2, store unavailable or not ready
-// 3, refused 4, internal 1. Only an error without a registered code prints a stack trace.
+// 3, refused 4, internal 1. Only an error without a registered code prints a stack trace. In text,
+// every error's first line is `pidfence: <sentence> (<code>)`, a usage error's too: the code its
+// --json twin carries (docs/decisions/0390).
 // First: `run` and `supervise` hold their stop signals from the first moment (docs/decisions/0162).
 import './startup-signals';
 
@@ -15,6 +17,20 @@ import { EXIT, type ExitCode } from './exit-codes';
 import { jsonRequested, subcommandOf, unknownOptionHint, withJsonAfterSubcommand } from './options';
 import { writeJsonError } from './output';
 import { packageVersion } from './version';
+
+/** The code of a usage error commander finds (unknown option, missing argument) and of an unknown or missing command. */
+const USAGE_CODE = 'ERR_PIDFENCE_USAGE';
+
+/** One error as text: the sentence, then its stable code, as every text-mode error is written. */
+function errorLine(message: string, code: string): string {
+  return `pidfence: ${message} (${code})\n`;
+}
+
+/** Commander's `error: <reason>` (and a `(Did you mean …?)` line) as pidfence's own first line. */
+function commanderErrorText(text: string): string {
+  const [reason = '', ...more] = text.trimEnd().split('\n');
+  return errorLine(reason.replace(/^error: /, ''), USAGE_CODE) + more.map((line) => `${line}\n`).join('');
+}
 
 /** The registry's exit statuses (lib/base/error-registry.ts), as the CLI's exit codes. */
 export const CATEGORY_EXIT: Readonly<Record<ErrorCategory, ExitCode>> = CATEGORY_EXIT_STATUS;
@@ -35,6 +51,7 @@ export function buildProgram(
       writeErr: (text) => {
         if (!json) io.stderr.write(text);
       },
+      outputError: (text, write) => write(commanderErrorText(text)),
     })
     .showHelpAfterError(true);
   for (const command of commandsFor(argv)) command.register(program, io, done);
@@ -67,7 +84,7 @@ function errorExitCode(error: unknown, io: CliIo, json: boolean, argv: readonly 
     if (json)
       writeJsonError(
         io,
-        'ERR_PIDFENCE_USAGE',
+        USAGE_CODE,
         'input',
         `${error.message.replace(/^error: /, '')}${hint === undefined ? '' : `; ${hint}`}`,
       );
@@ -83,18 +100,24 @@ function errorExitCode(error: unknown, io: CliIo, json: boolean, argv: readonly 
   const message = (error as Error).message;
   if (json) writeJsonError(io, code, category, message);
   else if (category === 'input' && isPidfenceInputError(error))
-    io.stderr.write(`pidfence: ${message}\n${usageLines()}`);
+    io.stderr.write(`${errorLine(message, code)}${usageLines()}`);
   else if (category === 'internal')
     io.stderr.write(`pidfence: ${message} (${code}); this is a pidfence bug or a damaged store, please report it.\n`);
-  else io.stderr.write(`pidfence: ${message} (${code})\n`);
+  else io.stderr.write(errorLine(message, code));
   return CATEGORY_EXIT[category];
 }
 
 /** A word that names no command: one sentence (or one JSON error), exit 2, before commander prints its help. */
 function unknownCommand(word: string, io: CliIo, json: boolean): ExitCode {
   const message = `unknown command '${word}'; run pidfence --help for the commands.`;
-  if (json) writeJsonError(io, 'ERR_PIDFENCE_USAGE', 'input', message);
-  else io.stderr.write(`pidfence: ${message}\n`);
+  if (json) writeJsonError(io, USAGE_CODE, 'input', message);
+  else io.stderr.write(errorLine(message, USAGE_CODE));
+  return EXIT.usage;
+}
+
+/** `pidfence` alone: the one-line error with its code, then the commands (commander would print only its help). */
+function noCommand(io: CliIo, program: Command): ExitCode {
+  io.stderr.write(`${errorLine('no command given', USAGE_CODE)}${program.helpInformation()}`);
   return EXIT.usage;
 }
 
@@ -105,6 +128,7 @@ export async function runCli(given: readonly string[], io: CliIo): Promise<ExitC
   const word = subcommandOf(argv);
   if (word !== undefined && !COMMAND_WORDS.has(word)) return unknownCommand(word, io, json);
   const program = buildProgram(io, (value) => (code = value), json, argv);
+  if (argv.length === 0) return noCommand(io, program);
   activeCommand = undefined;
   program.hook('preAction', (_program, action) => {
     activeCommand = action;
@@ -114,11 +138,7 @@ export async function runCli(given: readonly string[], io: CliIo): Promise<ExitC
   } catch (error) {
     return errorExitCode(error, io, json, argv);
   }
-  if (code === undefined) {
-    io.stderr.write(`pidfence: no command given\n${program.helpInformation()}`);
-    return EXIT.usage;
-  }
-  return code;
+  return code ?? noCommand(io, program);
 }
 
 /** Node's module compile cache where the runtime has it (22.1+; absent on Node 20): later starts skip compiling. */

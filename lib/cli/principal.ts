@@ -13,7 +13,7 @@ import {
   type Principal,
 } from '../management/index';
 import { addStoreOptions, writeAnswer, type CliIo, type StoreOptions } from './command';
-import { shellQuote, storeName } from './job-messages';
+import { invokedAs, shellQuote, storeName } from './job-messages';
 import { EXIT, type ExitCode } from './exit-codes';
 import { openStore, resolveStoreTarget, type StoreTarget } from './store-target';
 
@@ -71,7 +71,7 @@ export async function withManagementPlane<T>(
       principal: principal.subject,
       ...(principal.authenticated === undefined ? {} : { authenticatedAs: principal.authenticated }),
     });
-    return await nameStoreInRefusal(target, use(plane));
+    return await nameStoreInRefusal(target, io.env, use(plane));
   } finally {
     await store.close();
   }
@@ -95,20 +95,23 @@ export async function answerFromPlane<T>(
 }
 
 /**
- * The command that gives a permission on this store (docs/decisions/0170), `--db` included: on
+ * The command that gives a permission on this store (docs/decisions/0170), `--db` included, called
+ * the way the user called pidfence (`npx pidfence` under npx; docs/decisions/0391): on
  * SQLite the file's owner holds every grant; on PostgreSQL grants are written through the migration
  * owner's URL, by a holder of grants.write, or by --bootstrap while the database holds no grant.
  */
 export function howToGetPermission(
   target: StoreTarget,
+  env: NodeJS.ProcessEnv,
   subject: string,
   projectId: string,
   permission: Permission,
 ): string {
+  const pidfence = invokedAs(env);
   if (target.kind === 'sqlite') {
-    return `the user who owns ${target.file} holds every grant on it and can run \`pidfence grant ${subject} ${projectId} ${permission} --db ${shellQuote(target.file)}\``;
+    return `the user who owns ${target.file} holds every grant on it and can run \`${pidfence} grant ${subject} ${projectId} ${permission} --db ${shellQuote(target.file)}\``;
   }
-  return `a holder of grants.write on it can run \`pidfence grant ${subject} ${projectId} ${permission} --db <migration-owner-url>\` (on a database without grants, first \`pidfence grant --bootstrap <owner-role> ${projectId} grants.write --db <migration-owner-url>\`)`;
+  return `a holder of grants.write on it can run \`${pidfence} grant ${subject} ${projectId} ${permission} --db <migration-owner-url>\` (on a database without grants, first \`${pidfence} grant --bootstrap <owner-role> ${projectId} grants.write --db <migration-owner-url>\`)`;
 }
 
 /**
@@ -116,17 +119,17 @@ export function howToGetPermission(
  * asked of (the same for a missing and a foreign run), and a missing permission ends in the
  * command that gives it.
  */
-export function refusalInStore(target: StoreTarget, error: unknown): unknown {
+export function refusalInStore(target: StoreTarget, env: NodeJS.ProcessEnv, error: unknown): unknown {
   if (error instanceof RunNotVisibleError) return error.inStore(storeName(target));
   if (error instanceof NotPermittedError)
-    return error.withHowToGet(howToGetPermission(target, error.subject, error.projectId, error.permission));
+    return error.withHowToGet(howToGetPermission(target, env, error.subject, error.projectId, error.permission));
   return error;
 }
 
-export async function nameStoreInRefusal<T>(target: StoreTarget, work: Promise<T>): Promise<T> {
+export async function nameStoreInRefusal<T>(target: StoreTarget, env: NodeJS.ProcessEnv, work: Promise<T>): Promise<T> {
   try {
     return await work;
   } catch (error) {
-    throw refusalInStore(target, error);
+    throw refusalInStore(target, env, error);
   }
 }

@@ -10,12 +10,14 @@ import test from 'ava';
 
 import { NO_PASSWD_UID, pidfence, requireRoot, tempDir, type Run } from './pidfence-process';
 
-/** One line saying why, then the usage (docs/cli.md, exit 2). */
-function usageError(t: import('ava').ExecutionContext, run: Run, sentence: RegExp): void {
+/** One line saying why and its code, then the usage (docs/cli.md, exit 2). */
+function usageError(t: import('ava').ExecutionContext, run: Run, sentence: RegExp, code: string): void {
   t.is(run.code, 2, run.stderr);
   t.is(run.stdout, '');
   const [first, ...rest] = run.stderr.split('\n');
-  t.regex(first ?? '', sentence);
+  const suffix = ` (${code})`;
+  t.true(first?.endsWith(suffix), `the reason ends with its code ${code}: ${first}`);
+  t.regex(first?.slice(0, -suffix.length) ?? '', sentence);
   t.true(
     rest.every((line) => line === '' || /^Usage: pidfence |^\(run pidfence /.test(line)),
     run.stderr,
@@ -43,6 +45,7 @@ test('a malformed postgres:// URL is a usage error (exit 2) that never repeats t
       t,
       text,
       /^pidfence: the PostgreSQL URL is malformed: write it as postgres:\/\/user:password@host:port\/database, .*\.$/,
+      'ERR_PIDFENCE_INVALID_DATABASE_URL',
     );
     t.false(text.stderr.includes('s3cret'), 'the password is never printed');
     const json = await pidfence(['list', '--json', '--db', url], {}, cwd);
@@ -61,11 +64,13 @@ test('another URL scheme (mysql://, sqlite://) is a usage error, never a relativ
       new RegExp(
         `^pidfence: --db \\(or PIDFENCE_DB\\) takes a SQLite file path or a postgres:// URL; ${scheme}:// is not a store pidfence can use\\.$`,
       ),
+      'ERR_PIDFENCE_USAGE',
     );
     usageError(
       t,
       await pidfence(['run', '--', 'true'], { PIDFENCE_DB: db }, cwd),
       new RegExp(`${scheme}:// is not a store`),
+      'ERR_PIDFENCE_USAGE',
     );
     jsonError(t, await pidfence(['show', 'run-x', '--json', '--db', db], {}, cwd), 'ERR_PIDFENCE_USAGE');
   }
@@ -85,7 +90,10 @@ test('an unknown command is one sentence, or one JSON error with --json before o
   }
   const text = await pidfence(['frobnicate'], {}, cwd);
   t.is(text.code, 2);
-  t.is(text.stderr, "pidfence: unknown command 'frobnicate'; run pidfence --help for the commands.\n");
+  t.is(
+    text.stderr,
+    "pidfence: unknown command 'frobnicate'; run pidfence --help for the commands. (ERR_PIDFENCE_USAGE)\n",
+  );
   const db = path.join(cwd, 'pidfence.db');
   t.is((await pidfence(['run', '--db', db, '--', 'true'], {}, cwd)).code, 0);
   const listed = await pidfence(['--json', 'list', '--db', db], {}, cwd);
@@ -182,5 +190,6 @@ test("a duration's bare number is seconds, as the help says; a timed-out run exi
     t,
     await pidfence(['run', '--db', db, '--timeout', '5 minutes', '--', 'true'], {}, cwd),
     /^pidfence: --timeout must be a duration such as 500ms, 30s, 5m or 2h \(a number alone is seconds\)\.$/,
+    'ERR_PIDFENCE_INVALID_DURATION',
   );
 });

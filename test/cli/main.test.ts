@@ -60,6 +60,47 @@ test("under --json a usage error is JSON too: commander's text is held back, the
   t.like(JSON.parse(missing.stderr), { error: { code: 'ERR_PIDFENCE_USAGE' } });
 });
 
+/** Each kind of usage error in text, with the code its --json twin carries. */
+const TEXT_USAGE_ERRORS: ReadonlyArray<{ args: string[]; code: string; reason: RegExp }> = [
+  { args: ['list', '--bogus'], code: 'ERR_PIDFENCE_USAGE', reason: /^unknown option '--bogus'$/ },
+  { args: ['show'], code: 'ERR_PIDFENCE_USAGE', reason: /^missing required argument 'run'$/ },
+  { args: ['show', 'run-a', 'run-b'], code: 'ERR_PIDFENCE_USAGE', reason: /^too many arguments for 'show'/ },
+  { args: ['frobnicate'], code: 'ERR_PIDFENCE_USAGE', reason: /^unknown command 'frobnicate'; run pidfence --help/ },
+  { args: [], code: 'ERR_PIDFENCE_USAGE', reason: /^no command given$/ },
+  { args: ['status'], code: 'ERR_PIDFENCE_USAGE', reason: /^--project <id> is required\.$/ },
+  { args: ['list', '--db', 'mysql://x@y/z'], code: 'ERR_PIDFENCE_USAGE', reason: /mysql:\/\/ is not a store/ },
+  {
+    args: ['list', '--db', 'postgres://a:b@h:99999/d'],
+    code: 'ERR_PIDFENCE_INVALID_DATABASE_URL',
+    reason: /^the PostgreSQL URL is malformed/,
+  },
+  {
+    args: ['run', '--timeout', 'soon', '--', 'true'],
+    code: 'ERR_PIDFENCE_INVALID_DURATION',
+    reason: /^--timeout must be a duration/,
+  },
+];
+
+test('a usage error in text names its stable code on its first line, as every other text error does, and is the code --json gives', async (t) => {
+  const cwd = tempDir(t);
+  const env = { PIDFENCE_DB: path.join(cwd, 'none.db') };
+  for (const { args, code, reason } of TEXT_USAGE_ERRORS) {
+    const text = await pidfence(args, env, cwd);
+    t.is(text.code, 2, `${args.join(' ')}: ${text.stderr}`);
+    t.is(text.stdout, '');
+    const first = text.stderr.split('\n')[0] ?? '';
+    const line = /^pidfence: (.*) \((ERR_PIDFENCE_[A-Z_]+)\)$/.exec(first);
+    t.truthy(line, `${args.join(' ')}: the first line is "pidfence: <reason> (<code>)": ${first}`);
+    t.regex(line?.[1] ?? '', reason, args.join(' '));
+    t.is(line?.[2], code, args.join(' '));
+    t.false(/\n\s+at /.test(text.stderr), 'no stack trace');
+    const jsonArgs = args.includes('--') ? ['run', '--json', ...args.slice(1)] : [...args, '--json'];
+    const json = await pidfence(jsonArgs, env, cwd);
+    t.is(json.code, 2, jsonArgs.join(' '));
+    t.like(JSON.parse(json.stderr), { error: { code, category: 'input' } }, jsonArgs.join(' '));
+  }
+});
+
 const COMMANDS = [
   'run',
   'cancel',

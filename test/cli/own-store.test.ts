@@ -4,7 +4,7 @@
 import { chmodSync, existsSync } from 'node:fs';
 import path from 'node:path';
 
-import test from 'ava';
+import test, { type ExecutionContext } from 'ava';
 
 import { sqliteJobGroup, startRun } from '../execution/cli-runs';
 import { disownStore, NO_PASSWD_UID, pidfence, requireRoot, tempDir } from './pidfence-process';
@@ -83,17 +83,47 @@ test('another user needs grants: its refusal names a command that the owner runs
   );
 });
 
-test('owning the file is what counts: root on a file another user owns is refused like anyone', async (t) => {
+/** A store with one finished run that root made, then gave to NO_PASSWD_UID, in a directory anyone may use. */
+async function anotherUsersStore(t: ExecutionContext): Promise<{ dir: string; db: string }> {
   requireRoot('give the store file to another uid');
   const dir = tempDir(t);
   const db = path.join(dir, 'pidfence.db');
   t.is((await pidfence(['run', '--db', db, '--', 'true'])).code, 0);
   chmodSync(dir, 0o777);
   disownStore(db);
+  return { dir, db };
+}
+
+test('owning the file is what counts: root on a file another user owns is refused like anyone', async (t) => {
+  const { dir, db } = await anotherUsersStore(t);
   const refused = await pidfence(['list', '--db', db]);
   t.is(refused.code, 4, refused.stderr);
   t.regex(refused.stderr, /^pidfence: root does not hold run\.read on project default;/);
   const owner = await pidfence(['list', '--db', db, '--json'], {}, dir, NO_PASSWD_UID);
   t.is(owner.code, 0, owner.stderr);
   t.is((JSON.parse(owner.stdout) as { items: unknown[] }).items.length, 1);
+});
+
+/** What npx sets in the environment of the command it runs (`npx pidfence …` in a project that installed it). */
+const UNDER_NPX = { npm_lifecycle_event: 'npx', npm_lifecycle_script: 'pidfence' };
+
+test('under npx a refusal names `npx pidfence grant …`, the way the user called it (a bare pidfence is not on PATH there)', async (t) => {
+  const { dir, db } = await anotherUsersStore(t);
+  const refused = await pidfence(['list', '--db', db], UNDER_NPX, dir);
+  t.is(refused.code, 4, refused.stderr);
+  t.regex(refused.stderr, new RegExp(`can run \`npx pidfence grant root default run\\.read --db ${db}\``));
+  const grant = await pidfence(['grant', 'root', 'default', 'run.read', '--db', db], UNDER_NPX, dir);
+  t.is(grant.code, 4, grant.stderr);
+  t.regex(grant.stderr, /can run `npx pidfence grant root default grants\.write --db /);
+  const ownerGrant = await pidfence(['grant', 'someone', 'default', 'run.read', '--db', db], {}, dir, NO_PASSWD_UID);
+  t.is(ownerGrant.code, 0, ownerGrant.stderr);
+  const bootstrap = await pidfence(
+    ['grant', '--bootstrap', 'root', 'default', 'grants.write', '--db', db],
+    UNDER_NPX,
+    dir,
+  );
+  t.is(bootstrap.code, 4, bootstrap.stderr);
+  t.regex(bootstrap.stderr, /--bootstrap is closed: .* can run `npx pidfence grant root default grants\.write --db /);
+  const plain = await pidfence(['list', '--db', db], {}, dir);
+  t.regex(plain.stderr, /can run `pidfence grant root default run\.read --db /, 'called as pidfence, it says pidfence');
 });

@@ -192,7 +192,10 @@ test('gate 17: usage errors exit 2 with one reason line and the usage; --help wo
   const db = await grantedDatabase(t, dir);
   const noProject = await pidfence(['status', '--db', db]);
   t.is(noProject.code, 2);
-  t.regex(noProject.stderr, /^pidfence: --project <id> is required\.\nUsage: pidfence status \[options\]/);
+  t.regex(
+    noProject.stderr,
+    /^pidfence: --project <id> is required\. \(ERR_PIDFENCE_USAGE\)\nUsage: pidfence status \[options\]/,
+  );
   const badVersion = await pidfence([
     'rearm',
     'run-1',
@@ -204,7 +207,10 @@ test('gate 17: usage errors exit 2 with one reason line and the usage; --help wo
     'invalid',
   ]);
   t.is(badVersion.code, 2);
-  t.regex(badVersion.stderr, /^error: option '--expect-version <n>' argument 'seven' is invalid/);
+  t.regex(
+    badVersion.stderr,
+    /^pidfence: option '--expect-version <n>' argument 'seven' is invalid.* \(ERR_PIDFENCE_USAGE\)\n/,
+  );
   t.regex(badVersion.stderr, /Usage: pidfence rearm \[options\] <runId>/);
   const badResult = await pidfence([
     'rearm',

@@ -91,7 +91,7 @@ async function cancelAction(runIdText: string, options: ManagementOptions, io: C
   const runId = validateId(runIdText, 'RUN');
   const requested = requestedPrincipal(options.as, io.env);
   const target = resolveStoreTarget(options.db, io.env);
-  const outcome = await nameStoreInRefusal(target, requestCancel(target, runId, requested));
+  const outcome = await nameStoreInRefusal(target, io.env, requestCancel(target, runId, requested));
   if (outcome.kind !== 'requested' && outcome.kind !== 'already_requested') {
     throw runFinished(runId);
   }

@@ -35,9 +35,14 @@ function ownerOnly(error: unknown): unknown {
 }
 
 /** After the first grant, the way in is the store's own grant command (docs/decisions/0170). */
-function bootstrapClosed(target: StoreTarget, subject: string, projectId: string): PidfenceError {
+function bootstrapClosed(
+  target: StoreTarget,
+  env: NodeJS.ProcessEnv,
+  subject: string,
+  projectId: string,
+): PidfenceError {
   return new PidfenceError(
-    `this database already holds grants, so --bootstrap is closed: ${howToGetPermission(target, subject, projectId, 'grants.write')}.`,
+    `this database already holds grants, so --bootstrap is closed: ${howToGetPermission(target, env, subject, projectId, 'grants.write')}.`,
     'ERR_PIDFENCE_BOOTSTRAP_CLOSED',
   );
 }
@@ -45,6 +50,7 @@ function bootstrapClosed(target: StoreTarget, subject: string, projectId: string
 async function authorizeGrant(
   admin: GrantAdministration,
   target: StoreTarget,
+  env: NodeJS.ProcessEnv,
   actor: Principal,
   change: GrantChange,
   bootstrap: boolean,
@@ -63,7 +69,7 @@ async function authorizeGrant(
     );
   }
   if ((await admin.countGrants()) > 0) {
-    throw bootstrapClosed(target, change.subject, projectId);
+    throw bootstrapClosed(target, env, change.subject, projectId);
   }
 }
 
@@ -97,7 +103,7 @@ export const grantCommand = oneShotCommand<GrantOptions, [string, string, string
     const admin = await openGrantAdministration(target, { create: options.bootstrap === true });
     try {
       const actor = actingPrincipal(requested, await admin.authenticatedSubject());
-      await authorizeGrant(admin, target, actor, change, options.bootstrap === true);
+      await authorizeGrant(admin, target, io.env, actor, change, options.bootstrap === true);
       const by = auditActor(actor);
       const outcome = options.revoke === true ? await admin.revokeGrant(change) : await admin.writeGrant(change, by);
       writeAnswer(
@@ -108,7 +114,7 @@ export const grantCommand = oneShotCommand<GrantOptions, [string, string, string
       );
       return EXIT.ok;
     } catch (error) {
-      throw refusalInStore(target, ownerOnly(error));
+      throw refusalInStore(target, io.env, ownerOnly(error));
     } finally {
       await admin.close();
     }
