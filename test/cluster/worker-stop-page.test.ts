@@ -12,7 +12,6 @@ import test, { type ExecutionContext } from 'ava';
 
 import { ControlPlaneClient } from '../../lib/cluster/client';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
-import { CLI } from '../execution/cli-runs';
 import { spawnJob, type Job } from '../helpers/processes';
 import { until } from '../helpers/wait';
 import { driverOf } from '../../lib/store/sqlite/driver';
@@ -78,24 +77,7 @@ async function tracedWorker(t: ExecutionContext, fleet: FleetWorld, url: string)
     '-o',
     log,
     process.execPath,
-    CLI,
-    'worker',
-    '--control-plane',
-    url,
-    '--cert',
-    pem.certPath,
-    '--key',
-    pem.keyPath,
-    '--ca',
-    fleet.certs.ca.certPath,
-    '--journal',
-    journal,
-    '--tick',
-    '200ms',
-    '--grace',
-    '2s',
-    '--capacity',
-    String(STOPS),
+    ...fleet.workerArgv(url, pem, ['--journal', journal, '--capacity', String(STOPS)]),
   ]);
   // SIGTERM to strace, the group's leader, is passed on to the worker, which drains and ends.
   t.teardown(() => stopGently(job));
