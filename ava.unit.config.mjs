@@ -27,6 +27,7 @@ export const NEEDS_POSTGRES = [
   'cluster/tls-reload',
   'cluster/unreachable',
   'cluster/worker-gaps',
+  'cluster/worker-stop-page',
   'execution/clock-postgres',
   'execution/lifecycle-gates',
   'execution/postgres',

@@ -4,11 +4,12 @@
 // then pull up to the free slots in one request. A failed renewal stops nothing (docs/decisions/0273).
 // A stop becomes local durable cancel intent, so the local lifecycle stops the job through its
 // verified controller with its own durable handle; no PID, handle or command leaves this process.
+// The stops of one answer are written in one synced transaction and handed over together (docs/decisions/0370).
 import { randomUUID } from 'node:crypto';
 
 import { PidfenceError } from '../base/errors';
 import { monotonicNow } from '../base/time';
-import type { RunTerminalStatus } from '../contract/index';
+import { DUE_PAGE_MAX, type RequestCancellationOutcome, type RunTerminalStatus } from '../contract/index';
 import type { ExecutionApplication } from '../execution/index';
 import type { Assignment, LeaseTickAnswer, PullPageOutcome } from '../store/postgres/index';
 import type { openSqliteStore } from '../store/sqlite/index';
@@ -61,6 +62,15 @@ export interface CycleParts {
 }
 
 type StopReason = 'user' | 'timeout' | 'shutdown';
+
+/** One run to stop locally: why, and whether nothing of it is held once its intent is durable. */
+interface LocalStop {
+  readonly entry: Held;
+  readonly reason: StopReason;
+  readonly dropAfter: boolean;
+}
+
+type IntentOutcome = RequestCancellationOutcome | { readonly kind: 'failed'; readonly error: unknown };
 
 const STOP_REASON = { run: 'user', attempt: 'timeout' } as const;
 /** A silent replica is given up after the long-poll plus this margin (docs/decisions/0202). */
@@ -145,12 +155,14 @@ export class WorkerCycle {
   /** Opt-in only (docs/decisions/0273): a job that asked to stop after a disconnect, on the monotonic clock. */
   async afterDisconnect(): Promise<void> {
     const now = monotonicMs();
-    for (const entry of [...this.held.values()]) {
+    const stops: LocalStop[] = [];
+    for (const entry of this.held.values()) {
       const limit = entry.assignment.stopAfterDisconnectMs;
       if (limit === null || entry.stopping || now - entry.lastAnsweredMs < limit) continue;
       this.#parts.observe('stopped_after_disconnect');
-      await this.#stopLocally(entry, 'shutdown', false);
+      stops.push({ entry, reason: 'shutdown', dropAfter: false });
     }
+    await this.#stopLocally(stops);
   }
 
   /** The leases this session does not hold yet, one attach each; its answer is the tick's (a pending stop comes at once). */
@@ -171,12 +183,12 @@ export class WorkerCycle {
       if (reply === null) continue;
       if (reply.status !== 200) {
         observe('tick_failed', codeOf(reply));
-        if (GONE_CODES.has(codeOf(reply))) await this.#stopLocally(entry, 'shutdown', true);
+        if (GONE_CODES.has(codeOf(reply))) await this.#stopLocally([{ entry, reason: 'shutdown', dropAfter: true }]);
         continue;
       }
       entry.attached = true;
       entry.lastAnsweredMs = monotonicMs();
-      await this.#act({ runId, ...reply.body });
+      await this.#stopLocally(this.#stopsOf([{ runId, ...reply.body }]));
     }
   }
 
@@ -226,19 +238,24 @@ export class WorkerCycle {
     observe(`page_${reply.body.session}`);
     if (reply.body.session !== 'live') this.#sessionOpen = false;
     else for (const entry of mine) entry.lastAnsweredMs = monotonicMs();
-    for (const answer of reply.body.answers) await this.#act(answer);
+    await this.#stopLocally(this.#stopsOf(reply.body.answers));
   }
 
-  async #act(answer: LeasePageReply['answers'][number]): Promise<void> {
-    const entry = this.held.get(answer.runId);
-    this.#parts.observe(`tick_${answer.kind}`, answer.code);
-    if (entry === undefined) return;
-    // A closed session is not a lost run: a new session re-attaches it (docs/decisions/0272).
-    if (answer.kind === 'lost' && answer.reason === 'session') this.#sessionOpen = false;
-    else if (answer.kind === 'stop_requested')
-      await this.#stopLocally(entry, STOP_REASON[answer.scope ?? 'run'], false);
-    else if (answer.kind === 'terminal' || answer.kind === 'lost')
-      await this.#stopLocally(entry, 'shutdown', answer.kind === 'lost');
+  /** What the answers ask of this worker: each observed, a closed session noted, the local stops. */
+  #stopsOf(answers: LeasePageReply['answers']): LocalStop[] {
+    const stops: LocalStop[] = [];
+    for (const answer of answers) {
+      const entry = this.held.get(answer.runId);
+      this.#parts.observe(`tick_${answer.kind}`, answer.code);
+      if (entry === undefined) continue;
+      // A closed session is not a lost run: a new session re-attaches it (docs/decisions/0272).
+      if (answer.kind === 'lost' && answer.reason === 'session') this.#sessionOpen = false;
+      else if (answer.kind === 'stop_requested')
+        stops.push({ entry, reason: STOP_REASON[answer.scope ?? 'run'], dropAfter: false });
+      else if (answer.kind === 'terminal' || answer.kind === 'lost')
+        stops.push({ entry, reason: 'shutdown', dropAfter: answer.kind === 'lost' });
+    }
+    return stops;
   }
 
   /** A closed session pulls nothing: a new one is registered and every held run re-attaches to it. */
@@ -303,21 +320,68 @@ export class WorkerCycle {
     this.#parts.leases.remove(runId);
   }
 
-  async #stopLocally(entry: Held, reason: StopReason, dropAfter: boolean): Promise<void> {
-    // The control plane will take no report of this run: once stopped locally, nothing is held.
-    if (dropAfter) this.#drop(entry.assignment.runId);
-    if (entry.stopping) return;
-    entry.stopping = true;
-    const { local, app } = this.#parts;
-    const outcome = await local.runStore.requestCancellation({
+  /**
+   * The stops of one answer (docs/decisions/0370): their local cancel intents in one synced
+   * transaction per page of DUE_PAGE_MAX, then the local lifecycle told of them together. A run
+   * already stopping is only dropped if asked; one whose intent could not be written is neither
+   * dropped nor signalled: its stop stays undelivered and the next cycle's answer brings it again.
+   */
+  async #stopLocally(stops: readonly LocalStop[]): Promise<void> {
+    const due = new Map<string, LocalStop>();
+    for (const stop of stops) {
+      if (stop.entry.stopping) {
+        if (stop.dropAfter) this.#drop(stop.entry.assignment.runId);
+      } else due.set(stop.entry.assignment.runId, stop);
+    }
+    const pending = [...due.values()];
+    let failure: unknown = null;
+    for (let start = 0; start < pending.length; start += DUE_PAGE_MAX) {
+      const page = pending.slice(start, start + DUE_PAGE_MAX);
+      const outcomes = await this.#writeIntents(page);
+      page.forEach((stop, i) => {
+        const outcome = outcomes[i] as IntentOutcome;
+        if (outcome.kind === 'failed') failure ??= outcome.error;
+        else this.#handOver(stop, outcome);
+      });
+    }
+    if (failure !== null) throw failure;
+  }
+
+  /**
+   * One page of intents in one synced transaction. A page that cannot be written is tried once
+   * more one run at a time, so a failure stays its own run's; a failed run is not stopping.
+   */
+  async #writeIntents(page: readonly LocalStop[]): Promise<IntentOutcome[]> {
+    const { runStore } = this.#parts.local;
+    const commands = page.map(({ entry, reason }) => ({
       runId: entry.assignment.runId,
       reason,
       eventId: `evt-${randomUUID()}`,
+    }));
+    for (const { entry } of page) entry.stopping = true;
+    let outcomes: IntentOutcome[];
+    try {
+      outcomes = await runStore.requestCancellations(commands);
+    } catch {
+      outcomes = [];
+      for (const command of commands)
+        outcomes.push(
+          await runStore.requestCancellation(command).catch((error: unknown) => ({ kind: 'failed', error }) as const),
+        );
+    }
+    page.forEach(({ entry }, i) => {
+      if (outcomes[i]?.kind === 'failed') entry.stopping = false;
     });
-    if (outcome.kind === 'run_missing') return;
+    return outcomes;
+  }
+
+  /** The intent is durable: the run is dropped if asked, and the local lifecycle is told to stop it. */
+  #handOver(stop: LocalStop, outcome: RequestCancellationOutcome): void {
+    // The control plane will take no report of this run: once stopped locally, nothing is held.
+    if (stop.dropAfter) this.#drop(stop.entry.assignment.runId);
+    if (outcome.kind === 'run_missing' || stop.entry.localAttemptId === null) return;
     // The local lifecycle's cycle claims the local dispatch and stops the exact group; a notice
-    // pulls its one timer forward instead of waiting out the period.
-    if (entry.localAttemptId !== null)
-      app.notices.add({ runId: entry.assignment.runId, attemptId: entry.localAttemptId });
+    // pulls its one timer forward instead of waiting out the period (one wake for the page).
+    this.#parts.app.notices.add({ runId: stop.entry.assignment.runId, attemptId: stop.entry.localAttemptId });
   }
 }

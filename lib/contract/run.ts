@@ -3,7 +3,7 @@
 import { HANDLE_MAX_BYTES, PID_MAX } from '../base/limits';
 import { PidfenceRangeError, PidfenceTypeError } from '../base/errors';
 import { CANCEL_REASONS, type CancelReason, type RunEvent } from './events';
-import { EPOCH_MS_MAX } from './limits';
+import { DUE_PAGE_MAX, EPOCH_MS_MAX } from './limits';
 import {
   enumField,
   nullableField,
@@ -307,6 +307,26 @@ export function validateRequestCancellationCommand(value: unknown): RequestCance
     reason: validateEnum(input.reason, 'reason', CANCEL_REASONS, 'ERR_PIDFENCE_INVALID_CANCEL_REASON'),
     eventId: validateId(input.eventId, 'eventId'),
   };
+}
+
+/**
+ * A page of cancel intents written in one transaction (docs/decisions/0370): 1 to DUE_PAGE_MAX
+ * commands, each valid on its own, each run named once.
+ */
+export function validateRequestCancellationsCommand(value: unknown): RequestCancellationCommand[] {
+  if (!Array.isArray(value))
+    throw new PidfenceRangeError(
+      'cancel intents must be an array of request-cancellation commands; pass one per run to stop.',
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
+  validateBoundedInteger(value.length, 'cancel intent page size', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
+  const commands = (value as unknown[]).map(validateRequestCancellationCommand);
+  if (new Set(commands.map((command) => command.runId)).size !== commands.length)
+    throw new PidfenceRangeError(
+      'a cancel intent page names a run twice; name each run once per page.',
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
+  return commands;
 }
 
 export function validateProjectCancellationCommand(value: unknown): ProjectCancellationCommand {

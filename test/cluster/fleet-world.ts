@@ -32,6 +32,8 @@ export interface FleetWorld {
    * Starts `pidfence worker` under certificate `pem` and waits until it is ready; `node` adds node
    * options (a test preload) and environment before the CLI.
    */
+  /** The arguments after `node` of a `pidfence worker` under `pem` (a later `--journal` in `args` wins). */
+  workerArgv(url: string, pem: Pem, args?: readonly string[]): string[];
   worker(
     url: string,
     pem: Pem,
@@ -52,6 +54,25 @@ export function fleetWorld(t: ExecutionContext, database: MigratedDatabase): Fle
     rmSync(scratch, { recursive: true, force: true });
   });
   let workers = 0;
+  const workerArgv = (url: string, pem: Pem, args: readonly string[] = []): string[] => [
+    CLI,
+    'worker',
+    '--control-plane',
+    url,
+    '--cert',
+    pem.certPath,
+    '--key',
+    pem.keyPath,
+    '--ca',
+    certs.ca.certPath,
+    '--journal',
+    path.join(scratch, `worker-${++workers}.db`),
+    '--tick',
+    '200ms',
+    '--grace',
+    '2s',
+    ...args,
+  ];
   return {
     certs,
     scratch,
@@ -75,27 +96,9 @@ export function fleetWorld(t: ExecutionContext, database: MigratedDatabase): Fle
       const line = await job.waitForLine(/listening on/, 20_000);
       return { job, url: (/listening on (\S+)/.exec(line) ?? [])[1] as string };
     },
+    workerArgv,
     worker: async (url, pem, args = [], node) => {
-      const command = [
-        ...(node?.options ?? []),
-        CLI,
-        'worker',
-        '--control-plane',
-        url,
-        '--cert',
-        pem.certPath,
-        '--key',
-        pem.keyPath,
-        '--ca',
-        certs.ca.certPath,
-        '--journal',
-        path.join(scratch, `worker-${++workers}.db`),
-        '--tick',
-        '200ms',
-        '--grace',
-        '2s',
-        ...args,
-      ];
+      const command = [...(node?.options ?? []), ...workerArgv(url, pem, args)];
       const job = spawnJob(
         t,
         process.execPath,

@@ -92,6 +92,7 @@ function everyCall(store: SqliteStore, runId: string): Call[] {
     ['runs.advanceAttempt', () => runs.advanceAttempt({ runId, attemptId, from: 'claimed', to: 'starting' })],
     ['runs.endAttempt', () => runs.endAttempt({ runId, attemptId, status: 'failed' })],
     ['runs.requestCancellation', () => runs.requestCancellation({ runId, reason: 'user', eventId: 'evt-c' })],
+    ['runs.requestCancellations', () => runs.requestCancellations([{ runId, reason: 'user', eventId: 'evt-cs' }])],
     ['runs.markTerminal', () => runs.markTerminal({ runId, status: 'failed', eventId: 'evt-t' })],
     ['runs.getRun', () => runs.getRun(runId)],
     ['runs.getAttempt', () => runs.getAttempt(runId, attemptId)],

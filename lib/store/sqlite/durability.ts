@@ -12,6 +12,7 @@ import type { SqliteDriver } from './driver';
  */
 export const ACKNOWLEDGED_WRITES: ReadonlySet<string> = new Set([
   'requestCancellation',
+  'requestCancellations',
   'completeAttempt',
   'markTerminal',
   'endAttempt',
@@ -27,6 +28,7 @@ export const ACKNOWLEDGED_WRITES: ReadonlySet<string> = new Set([
  */
 export const STOP_PATH_WRITES: ReadonlySet<string> = new Set([
   'requestCancellation',
+  'requestCancellations',
   'claim',
   'claimPage',
   'claimDuePage',

@@ -10,6 +10,7 @@ import {
   validateId,
   validateMarkTerminalCommand,
   validateRequestCancellationCommand,
+  validateRequestCancellationsCommand,
   type AdvanceAttemptCommand,
   type AdvanceAttemptOutcome,
   type AttemptRecord,
@@ -135,23 +136,38 @@ export class SqliteRunStore implements RunStore {
 
   async requestCancellation(command: RequestCancellationCommand): Promise<RequestCancellationOutcome> {
     const valid = validateRequestCancellationCommand(command);
-    return this.#write('requestCancellation', (nowMs) => {
-      const run = this.#run(valid.runId);
-      if (run === undefined) return { kind: 'run_missing' };
-      if (!isActive(run)) return { kind: 'run_terminal' };
-      if (run.cancelRequestedAtMs !== null) return { kind: 'already_requested', run };
-      this.#statements.writeCancelIntent.run({ runId: valid.runId, version: run.version, reason: valid.reason, nowMs });
-      const event = appendRunEvent(this.#statements, {
-        runId: valid.runId,
-        version: run.version,
-        type: 'run.cancel_requested',
-        eventId: valid.eventId,
-        payload: { reason: valid.reason },
-        nowMs,
-      });
-      this.#statements.insertPendingDispatch.run({ runId: valid.runId, nowMs });
-      return { kind: 'requested', run: selectHeldRun(this.#statements, valid.runId, 'requestCancellation'), event };
+    return this.#write('requestCancellation', (nowMs) => this.#cancelIntentLocked(valid, nowMs));
+  }
+
+  /**
+   * A page of cancel intents in one synced transaction (docs/decisions/0370): each run gets what
+   * requestCancellation writes (its own rule, event and outcome, in the commands' order), and the
+   * page costs one fsync instead of one per run. All or nothing: a throw writes none of them.
+   */
+  async requestCancellations(commands: readonly RequestCancellationCommand[]): Promise<RequestCancellationOutcome[]> {
+    const valid = validateRequestCancellationsCommand(commands);
+    return this.#write('requestCancellations', (nowMs) =>
+      valid.map((command) => this.#cancelIntentLocked(command, nowMs)),
+    );
+  }
+
+  /** The cancel intent rule (design/execution §5), inside BEGIN IMMEDIATE: an existing intent is kept. */
+  #cancelIntentLocked(valid: RequestCancellationCommand, nowMs: number): RequestCancellationOutcome {
+    const run = this.#run(valid.runId);
+    if (run === undefined) return { kind: 'run_missing' };
+    if (!isActive(run)) return { kind: 'run_terminal' };
+    if (run.cancelRequestedAtMs !== null) return { kind: 'already_requested', run };
+    this.#statements.writeCancelIntent.run({ runId: valid.runId, version: run.version, reason: valid.reason, nowMs });
+    const event = appendRunEvent(this.#statements, {
+      runId: valid.runId,
+      version: run.version,
+      type: 'run.cancel_requested',
+      eventId: valid.eventId,
+      payload: { reason: valid.reason },
+      nowMs,
     });
+    this.#statements.insertPendingDispatch.run({ runId: valid.runId, nowMs });
+    return { kind: 'requested', run: selectHeldRun(this.#statements, valid.runId, 'requestCancellation'), event };
   }
 
   async markTerminal(command: MarkTerminalCommand): Promise<MarkTerminalOutcome> {
