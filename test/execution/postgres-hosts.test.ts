@@ -74,6 +74,14 @@ test.serial(
     // Cancel host B's job: B's supervisor claims and stops it; A's never touches it.
     const cancelled = await cancel(t, db.runtimeUrl, jobB.runId, envA);
     t.deepEqual(cancelled.lines, [`cancel requested for ${jobB.runId}; its runner on another host stops the job`]);
+    // Answered from the owner read at the request (docs/decisions/0386): no runner of its own, so
+    // no later read that B's own stop may have settled first.
+    const cancelRunners = await ownerRow<{ n: string }>(
+      db,
+      "SELECT COUNT(*) AS n FROM runners WHERE kind = 'cancel'",
+      [],
+    );
+    t.is(Number(cancelRunners?.n), 0, "a cancel of another host's job registers no runner");
     await supervisorB.waitForLine(
       new RegExp(`^pidfence supervise: stopped ${jobB.runId} \\(termination_requested\\)$`),
       15_000,

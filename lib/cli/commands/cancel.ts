@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 
 import { validateId, type RequestCancellationOutcome } from '../../contract/index';
 import type { OrphanStop } from '../../execution/adoption';
+import { resolveHostId } from '../../execution/host-id';
 import { sendWakeUp, wakeHeard } from '../../execution/wake-channel';
 import { authorizeCancel, runFinished, runNotVisible } from '../../management/index';
 import { type CliIo, oneShotCommand } from '../command';
@@ -60,8 +61,14 @@ function orphanSentence(runId: string, stop: OrphanStop): string {
   }
 }
 
-/** The runner that owns the run's active attempt, when one is recorded and has not ended: the one to wake. */
-type Requested = RequestCancellationOutcome & { readonly ownerRunnerId: string | null };
+/**
+ * The runner that owns the run's active attempt, when one is recorded and has not ended: the one to
+ * wake; and the host of the recorded owner, read right after the request committed.
+ */
+type Requested = RequestCancellationOutcome & {
+  readonly ownerRunnerId: string | null;
+  readonly ownerHostId: string | null;
+};
 
 /** Durable user intent, after run.stop on the run's project (docs/decisions/0043); another project's run looks missing. */
 async function requestCancel(target: StoreTarget, runId: string, requested: string | undefined): Promise<Requested> {
@@ -73,10 +80,11 @@ async function requestCancel(target: StoreTarget, runId: string, requested: stri
     const outcome = await store.runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });
     if (outcome.kind === 'run_missing') throw runNotVisible(runId);
     if (outcome.kind !== 'requested' && outcome.kind !== 'already_requested')
-      return { ...outcome, ownerRunnerId: null };
+      return { ...outcome, ownerRunnerId: null, ownerHostId: null };
     const owner = await store.runnerStore.activeAttemptOwner(runId);
     return {
       ...outcome,
+      ownerHostId: owner?.runner?.hostId ?? null,
       ownerRunnerId:
         owner?.runner !== null && owner?.runner !== undefined && owner.runner.endedAtMs === null
           ? owner.runner.runnerId
@@ -85,6 +93,17 @@ async function requestCancel(target: StoreTarget, runId: string, requested: stri
   } finally {
     await store.close();
   }
+}
+
+/**
+ * A job owned on another host is that host's to stop (docs/decisions/0070, 0386): answered from the
+ * owner read at the request, not from a later read that its runner may already have settled.
+ */
+function ownerStop(target: StoreTarget, requested: Requested, runId: string, io: CliIo): Promise<OrphanStop> {
+  if (requested.ownerHostId !== null && requested.ownerHostId !== resolveHostId(io.env)) {
+    return Promise.resolve({ kind: 'owner_elsewhere' });
+  }
+  return stopIfOrphaned(target, runId, io);
 }
 
 async function cancelAction(runIdText: string, options: ManagementOptions, io: CliIo): Promise<ExitCode> {
@@ -100,7 +119,7 @@ async function cancelAction(runIdText: string, options: ManagementOptions, io: C
   const woken =
     outcome.ownerRunnerId !== null &&
     wakeHeard(await sendWakeUp(wakeDirectoryOf(target, io.env), outcome.ownerRunnerId));
-  const stop: OrphanStop = woken ? { kind: 'owner_alive' } : await stopIfOrphaned(target, runId, io);
+  const stop: OrphanStop = woken ? { kind: 'owner_alive' } : await ownerStop(target, outcome, runId, io);
   if (options.json === true) {
     writeJson(io, {
       runId,
