@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import * as zlib from 'node:zlib';
 
 import test, { type ExecutionContext } from 'ava';
+import * as ts from 'typescript';
 
 import { packageRoot } from '../../lib/store/migrations';
 import {
@@ -96,6 +97,35 @@ test('the tarball holds only allowed files, LICENSE, README and every doc it lin
     `packed without musl ≈ ${(withoutMusl / 1024).toFixed(1)} kB: ${withoutMusl <= GLIBC_PACKED_TARGET_BYTES ? 'PASS' : 'MISS'} against the ${GLIBC_PACKED_TARGET_BYTES / 1024} kB target`,
   );
   t.true(size <= PACKED_GUARD_BYTES, `packed ${size} B: something large slipped into the tarball`);
+});
+
+/** The relative modules a declaration file imports, as tarball paths (`./x` is `x.d.ts` or `x/index.d.ts`). */
+function declarationImports(file: string): Array<{ candidates: string[]; specifier: string }> {
+  const text = fs.readFileSync(path.join(root, file), 'utf8');
+  return ts
+    .preProcessFile(text, true, true)
+    .importedFiles.map((imported) => imported.fileName)
+    .filter((specifier) => specifier.startsWith('.'))
+    .map((specifier) => {
+      const target = path.posix.join(path.posix.dirname(file), specifier.replace(/\.js$/, ''));
+      return { specifier, candidates: [`${target}.d.ts`, `${target}/index.d.ts`] };
+    });
+}
+
+test('the declarations the tarball holds are closed: each relative import of a shipped .d.ts is shipped, and the CLI, the web pages and the SQL texts ship none (docs/decisions/0392)', (t) => {
+  const paths = new Set(pack().files.map((file) => file.path));
+  const declarations = [...paths].filter((file) => file.endsWith('.d.ts'));
+  const missing = declarations.flatMap((file) =>
+    declarationImports(file)
+      .filter(({ candidates }) => !candidates.some((candidate) => paths.has(candidate)))
+      .map(({ specifier }) => `${file} imports ${specifier}`),
+  );
+  t.deepEqual(missing, []);
+  t.deepEqual(
+    declarations.filter((file) => /^dist\/lib\/(cli|web)\/|-(statements|sql)\.d\.ts$/.test(file)),
+    [],
+  );
+  t.log(`${declarations.length} declaration files shipped`);
 });
 
 /** Gzipped bytes of the tarball's files per share, largest first. */
