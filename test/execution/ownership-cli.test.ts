@@ -37,15 +37,21 @@ test.serial(
   },
 );
 
+const TRIALS = 40;
+
 test.serial(
   "run plus a second runner, with cancel: the run exits with the job's status in 40 of 40 trials",
   async (t) => {
+    // Forty trials of two CLI starts each took 3.5-4 s a trial at load 28-36 (issue 31 item 10): the
+    // harness's 3-minute default then timed a correctness test out. The budget follows the trials; no
+    // speed is asserted.
+    t.timeout(TRIALS * 15_000);
     const at = worldDirectory(t);
     const supervisor = cliProcess(t, ['supervise', '--db', at.file, '--grace', '300ms']);
     await supervisor.waitForLine(/^pidfence supervise: ready$/, 15_000);
     await grantCancelOnSqlite(at.file);
     const exits: Array<number | null> = [];
-    for (let trial = 0; trial < 40; trial += 1) {
+    for (let trial = 0; trial < TRIALS; trial += 1) {
       const run = await startRun(t, at.file, sqliteJobGroup(at.file), ['sleep', '30']);
       const cancelled = await cancel(t, at.file, run.runId);
       t.is(cancelled.code, 0);
@@ -54,7 +60,7 @@ test.serial(
     }
     t.deepEqual(
       exits,
-      Array.from({ length: 40 }, () => 143),
+      Array.from({ length: TRIALS }, () => 143),
     );
     t.is(signalVerified(supervisor.identity, 'SIGTERM', { group: false }).kind, 'signalled');
     await supervisor.exited;
