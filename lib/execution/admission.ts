@@ -251,8 +251,10 @@ export class Admission {
     try {
       const running = await this.#runStore.advanceAttempt({ ...started, from: 'starting', to: 'running' });
       if (running.kind !== 'advanced') {
-        // Ended meanwhile (a cancel found it unstarted): the job must not start after all.
+        // Ended meanwhile (a cancel found it unstarted): the job must not start after all. Its
+        // launcher exits at the withdrawal with no job, and no end will name this handle: no hold is kept.
         launched.withdrawOrder();
+        this.#held?.release(started.handle);
         return { kind: 'admitted', runId, attemptId, status: 'starting' };
       }
       launched.sendOrder();
