@@ -113,8 +113,18 @@ export function cgroupRemove(ref: JobCgroupRef): CgroupStep {
 export type CgroupWaitOutcome = 'empty' | 'timeout' | Exclude<CgroupStep, { kind: 'ok' | 'gone' | 'busy' }>;
 
 /**
+ * The kernel sends at most one cgroup.events notification per 10 ms (one jiffy at HZ=100): a later
+ * change is held back, and the held-back notification is dropped when the cgroup is removed first
+ * (docs/decisions/0395). The file is read again this long after the wait began and after each
+ * notification, which covers every change that could have been held back.
+ */
+export const CGROUP_NOTIFY_RELOOK_MS = 50;
+
+/**
  * Resolves 'empty' once cgroup.events says `populated 0` (or the cgroup was removed, which needs it
- * empty), told by inotify on cgroup.events, not by polling; 'timeout' after timeoutMs.
+ * empty), told by inotify on cgroup.events, not by polling: the file is read on each notification,
+ * and once more CGROUP_NOTIFY_RELOOK_MS after the start and after each notification; 'timeout'
+ * after timeoutMs.
  */
 export function cgroupWaitEmpty(ref: JobCgroupRef, timeoutMs: number): Promise<CgroupWaitOutcome> {
   const { subtree, id } = checked(ref);
@@ -124,8 +134,10 @@ export function cgroupWaitEmpty(ref: JobCgroupRef, timeoutMs: number): Promise<C
   return new Promise((resolve) => {
     let watchId = 0;
     let timer: NodeJS.Timeout | undefined = undefined;
+    let relook: NodeJS.Timeout | undefined = undefined;
     const finish = (outcome: CgroupWaitOutcome): void => {
-      if (timer) clearTimeout(timer);
+      clearTimeout(timer);
+      clearTimeout(relook);
       if (watchId !== 0) addon.exitWatchCancel(watchId);
       watchId = -1;
       resolve(outcome);
@@ -136,13 +148,19 @@ export function cgroupWaitEmpty(ref: JobCgroupRef, timeoutMs: number): Promise<C
       if (now.kind === 'gone' || (now.kind === 'ok' && !now.populated)) finish('empty');
       else if (now.kind !== 'ok') finish(now as CgroupWaitOutcome);
     };
-    const started = addon.cgroupWatchStart(subtree, id, look);
+    const lookNowAndLater = (): void => {
+      look();
+      if (watchId === -1) return;
+      clearTimeout(relook);
+      relook = setTimeout(look, CGROUP_NOTIFY_RELOOK_MS);
+    };
+    const started = addon.cgroupWatchStart(subtree, id, lookNowAndLater);
     if (started.kind !== 'watching') {
       resolve(started.kind === 'gone' ? 'empty' : (step(started as RawCgroupResult) as CgroupWaitOutcome));
       return;
     }
     watchId = started.id;
     timer = setTimeout(() => finish('timeout'), timeout);
-    look(); // a change before the watch existed is seen here
+    lookNowAndLater(); // a change before the watch existed is seen here
   });
 }

@@ -69,6 +69,40 @@ for (const proof of ['auto', 'listing'] as const) {
 }
 
 cgroupTest(
+  'job cgroup: a wait for populated 0 sees the end of a cgroup removed before the kernel sent its delayed notification',
+  async (t) => {
+    // The kernel sends at most one cgroup.events notification per 10 ms and drops a delayed one when
+    // the cgroup is removed: a job that ends at TERM right after the thaw, and a launcher that
+    // removes its emptied cgroup at once, left the wait with no event (docs/decisions/0395).
+    const TRIALS = 10;
+    const outcomes: string[] = [];
+    for (let trial = 0; trial < TRIALS; trial += 1) {
+      const subtree = testSubtree(t, `late-${trial}`);
+      const { directory, id } = makeCgroup(subtree, 'job');
+      const mark = uniqueMark(`cgroup-late-${trial}`);
+      killMarkedAtEnd(t, mark);
+      spawnInCgroup(directory, 'exec sleep 1000', mark);
+      await until(() => markedProcesses(mark).length === 1, { what: 'the job in its cgroup' });
+      const ref = { subtree, id };
+      const waited = cgroupWaitEmpty(ref, 2_000);
+      t.is(cgroupFreeze(ref, true).kind, 'ok');
+      t.is(cgroupFreeze(ref, false).kind, 'ok'); // a notification now: the next one is held back
+      t.is(cgroupKill(ref).kind, 'ok');
+      while (cgroupRead(ref).kind === 'ok' && (cgroupRead(ref) as { populated: boolean }).populated) {
+        // the kill takes effect within a few milliseconds: the delayed notification is still pending
+      }
+      t.is(cgroupRemove(ref).kind, 'ok');
+      const outcome = await waited;
+      outcomes.push(typeof outcome === 'string' ? outcome : outcome.kind);
+    }
+    t.deepEqual(
+      outcomes,
+      Array.from({ length: TRIALS }, () => 'empty'),
+    );
+  },
+);
+
+cgroupTest(
   'job cgroup (proof listing): more members than one batch of pidfds are all reached, and a process outside is not',
   async (t) => {
     const subtree = testSubtree(t, 'batch');
