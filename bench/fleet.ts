@@ -8,8 +8,12 @@
 //    processes, default 10): three control-plane replicas in this process, `pidfence worker`
 //    processes on loopback, each job a real process through the production launcher; steady-state
 //    commits/s and the replicas' CPU, cancel → TERM measured at the job, and a project-wide cancel.
+// 3. Faults under that load (issue 29): a fourth replica address that accepts and never answers is
+//    in every worker's list from the start, and a replica run as its own `pidfence control-plane`
+//    process is SIGKILLed; cancels right after the kill, healthy jobs stopped, cancels lost.
 // Run: npm run bench:fleet
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -163,6 +167,87 @@ function termAfter(marker: (i: number) => string, from: number, to: number, sent
   return `project-wide cancel → TERM at the job (${after.length} of ${to - from}): p50 ${s(quantile(after, 0.5))} s, p99 ${s(quantile(after, 0.99))} s, last ${s(Math.max(...after))} s after the request was sent`;
 }
 
+/** A replica address that accepts connections and never answers (a blackholed replica). */
+async function blackhole(): Promise<{ url: string; close: () => Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => undefined);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  const port = typeof address === 'object' && address !== null ? address.port : 0;
+  return {
+    url: `https://127.0.0.1:${port}`,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** A replica as its own `pidfence control-plane` process, so it can be SIGKILLed; its URL once it listens. */
+async function replicaProcess(
+  runtimeUrl: string,
+  certs: ReturnType<typeof makeCertificates>,
+): Promise<{ url: string; leader: ReturnType<typeof spawnGroupLeader> }> {
+  const leader = spawnGroupLeader(
+    process.execPath,
+    [
+      CLI,
+      'control-plane',
+      '--db',
+      runtimeUrl,
+      '--cert',
+      certs.server.certPath,
+      '--key',
+      certs.server.keyPath,
+      '--ca',
+      certs.ca.certPath,
+      '--port',
+      '0',
+      '--replica-id',
+      'cp-bench-killed',
+    ],
+    { stdio: ['ignore', 'pipe', 'ignore'] },
+  );
+  const stdout = (leader.child as unknown as { stdout: NodeJS.ReadableStream }).stdout;
+  const url = await new Promise<string>((resolve, reject) => {
+    let seen = '';
+    stdout.on('data', (chunk: Buffer) => {
+      seen += chunk.toString();
+      const found = /listening on (\S+)/.exec(seen);
+      if (found) resolve(found[1] as string);
+    });
+    void leader.exit.then(() => reject(new Error(`the replica process ended before it listened: ${seen}`)));
+  });
+  stdout.resume();
+  return { url, leader };
+}
+
+/** Cancels runs from..to one after another; each one's TERM latency at its job, in ms (a lost one is absent). */
+async function cancelEach(
+  operator: ControlPlaneClient,
+  marker: (i: number) => string,
+  from: number,
+  to: number,
+): Promise<number[]> {
+  const latencies: number[] = [];
+  for (let i = from; i < to; i++) {
+    const sent = Date.now();
+    await operator.send('POST', `/v1/runs/fleet-${i}/cancel`, undefined, OPERATOR_TIMEOUT_MS);
+    const until = performance.now() + 15_000;
+    while (!existsSync(marker(i)) && performance.now() < until) await new Promise((r) => setTimeout(r, 2));
+    if (existsSync(marker(i))) latencies.push(Math.round(statSync(marker(i)).mtimeMs - sent));
+    await new Promise((r) => setTimeout(r, 200 + Math.random() * 800));
+  }
+  return latencies;
+}
+
+function latencyLine(what: string, latencies: readonly number[], of: number): string {
+  return `${what} (${latencies.length} of ${of}): p50 ${quantile(latencies, 0.5)} ms, p99 ${quantile(latencies, 0.99)} ms, max ${Math.max(...latencies)} ms`;
+}
+
 export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<string[]> {
   const certs = makeCertificates();
   const scratch = mkdtempSync(path.join(tmpdir(), 'pidfence-fleet-'));
@@ -182,7 +267,9 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
         maxConnections: 4,
       }),
     );
-  const urls = planes.map((plane) => plane.url);
+  const killable = await replicaProcess(runtimeUrl, certs);
+  const silent = await blackhole();
+  const urls = [...planes.map((plane) => plane.url), killable.url, silent.url];
   const pem = certs.client('bench-operator');
   const operator = new ControlPlaneClient(urls[0] as string, { cert: pem.cert, key: pem.key, ca: certs.ca.cert });
   const perWorker = Math.ceil(E2E_JOBS / E2E_WORKERS);
@@ -246,18 +333,23 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
     lines.push(
       `steady state, ${E2E_JOBS} jobs, ${E2E_WORKERS} workers, 3 replicas, 1 s tick: ${(commits / seconds).toFixed(0)} commits/s; replicas' CPU ${((cpu.user + cpu.system) / 1e6 / seconds).toFixed(2)} cores`,
     );
-    const latencies: number[] = [];
-    for (let i = 0; i < CANCELS; i++) {
-      const sent = Date.now();
-      await operator.send('POST', `/v1/runs/fleet-${i}/cancel`, undefined, OPERATOR_TIMEOUT_MS);
-      const until = performance.now() + 15_000;
-      while (!existsSync(marker(i)) && performance.now() < until) await new Promise((r) => setTimeout(r, 2));
-      if (existsSync(marker(i))) latencies.push(Math.round(statSync(marker(i)).mtimeMs - sent));
-      await new Promise((r) => setTimeout(r, 200 + Math.random() * 800));
-    }
     lines.push(
-      `cancel → TERM at the job (${latencies.length} of ${CANCELS}): p50 ${quantile(latencies, 0.5)} ms, p99 ${quantile(latencies, 0.99)} ms, max ${Math.max(...latencies)} ms`,
+      latencyLine(
+        'cancel → TERM at the job, one replica address silent',
+        await cancelEach(operator, marker, 0, CANCELS),
+        CANCELS,
+      ),
     );
+    signalVerified(killable.leader.identity!, 'SIGKILL', { group: false });
+    await killable.leader.exit;
+    const afterKill = await cancelEach(operator, marker, CANCELS, 2 * CANCELS);
+    lines.push(
+      latencyLine('cancel → TERM at the job right after a replica was SIGKILLed, one silent', afterKill, CANCELS),
+      `cancels lost across the faults: ${CANCELS - afterKill.length} of ${CANCELS}`,
+    );
+    let healthyStopped = 0;
+    for (let i = 2 * CANCELS; i < E2E_JOBS; i++) if (existsSync(marker(i))) healthyStopped += 1;
+    lines.push(`healthy jobs stopped by the faults: ${healthyStopped} of ${E2E_JOBS - 2 * CANCELS}`);
     const projectStart = performance.now();
     const projectSent = Date.now();
     await operator.send('POST', '/v1/projects/fleet/cancel', undefined, OPERATOR_TIMEOUT_MS);
@@ -273,8 +365,8 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
     while ((await left()) > 0 && performance.now() - projectStart < 120_000)
       await new Promise((r) => setTimeout(r, 100));
     lines.push(
-      `project-wide cancel of the other ${E2E_JOBS - CANCELS} runs: every run ended (its job gone, reported) in ${((performance.now() - projectStart) / 1000).toFixed(1)} s (the cancel request itself ${recorded.toFixed(1)} s); ${await left()} left`,
-      termAfter(marker, CANCELS, E2E_JOBS, projectSent),
+      `project-wide cancel of the other ${E2E_JOBS - 2 * CANCELS} runs: every run ended (its job gone, reported) in ${((performance.now() - projectStart) / 1000).toFixed(1)} s (the cancel request itself ${recorded.toFixed(1)} s); ${await left()} left`,
+      termAfter(marker, 2 * CANCELS, E2E_JOBS, projectSent),
     );
   } finally {
     operator.close();
@@ -282,6 +374,9 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
       if (worker.identity !== null) signalVerified(worker.identity, 'SIGTERM', { group: false });
     await Promise.all(workers.map((worker) => worker.exit));
     for (const plane of planes) await plane.close();
+    if (killable.leader.identity !== null) signalVerified(killable.leader.identity, 'SIGKILL', { group: false });
+    await killable.leader.exit;
+    await silent.close();
     await owner.end();
     certs.remove();
     rmSync(scratch, { recursive: true, force: true });

@@ -1,6 +1,8 @@
 // A control-plane client over HTTPS with the caller's client certificate (docs/decisions/0102):
 // node:https with TLS 1.3 and the cluster CA as the only trust anchor. JSON in, JSON out.
+import type { ClientRequest } from 'node:http';
 import { request as httpsRequest, Agent } from 'node:https';
+import type { Socket } from 'node:net';
 
 import { PidfenceError } from '../base/errors';
 import { checkTrustMaterial } from './tls-trust';
@@ -20,6 +22,11 @@ export interface ClientReply<T> {
 }
 
 const REQUEST_TIMEOUT_MS = 10_000;
+/**
+ * A new connection must finish its TLS handshake this soon (docs/decisions/0396): a replica that
+ * accepts and never answers is given up after this, not after the request's whole timeout.
+ */
+export const HANDSHAKE_TIMEOUT_MS = 2_000;
 
 export class ControlPlaneClient {
   readonly #base: URL;
@@ -77,6 +84,7 @@ export class ControlPlaneClient {
         },
       );
       req.on('timeout', () => req.destroy(new Error('timeout')));
+      req.on('socket', (socket) => boundHandshake(req, socket, Math.min(HANDSHAKE_TIMEOUT_MS, timeoutMs)));
       req.on('error', (error) => reject(unreachable(error)));
       req.end(payload);
     });
@@ -85,6 +93,15 @@ export class ControlPlaneClient {
   close(): void {
     this.#agent.destroy();
   }
+}
+
+/** A reused keep-alive connection is already through its handshake; a new one gets `limitMs` for it. */
+function boundHandshake(req: ClientRequest, socket: Socket, limitMs: number): void {
+  if (req.reusedSocket) return;
+  const timer = setTimeout(() => req.destroy(new Error('timeout')), limitMs);
+  timer.unref();
+  socket.once('secureConnect', () => clearTimeout(timer));
+  req.once('close', () => clearTimeout(timer));
 }
 
 function agentFor(tls: ClientTls): Agent {

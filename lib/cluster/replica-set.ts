@@ -1,22 +1,41 @@
-// The worker's view of the control-plane replicas (docs/decisions/0202): requests go round the
-// replicas; one that failed to answer (refused, reset, or silent past the request's timeout) is
-// skipped for REPLICA_REST_MS while another one is left, so a silent replica costs one timeout,
-// not one per call. When every replica is resting, all are tried again in turn.
+// The worker's view of the control-plane replicas (docs/decisions/0202, 0396): requests go round
+// the replicas; one that failed to answer (refused, reset, or silent past its handshake or the
+// request's timeout) gets no request until it has answered a probe of /health, tried in the
+// background once per rest, while another one is left. A silent replica thus costs one handshake
+// bound, once. When every replica has failed, all are tried again in turn.
 import { ControlPlaneClient, type ClientReply, type ClientTls } from './client';
 
 export const REPLICA_REST_MS = 15_000;
+/** A probe that takes longer than this finds the replica still unwell. */
+export const REPLICA_PROBE_TIMEOUT_MS = 2_000;
+
+export interface ReplicaSetOptions {
+  /** How long a failed replica waits before its next probe (default REPLICA_REST_MS). */
+  readonly restMs?: number;
+}
 
 interface Replica {
   readonly client: ControlPlaneClient;
+  /** Failed, and not yet answered a probe since. */
+  failed: boolean;
+  /** When the next probe of a failed replica may start (monotonic ms). */
   restUntil: number;
+  probing: boolean;
 }
 
 export class ReplicaSet {
   readonly #replicas: Replica[];
+  readonly #restMs: number;
   #turn = 0;
 
-  constructor(urls: readonly string[], tls: ClientTls) {
-    this.#replicas = urls.map((url) => ({ client: new ControlPlaneClient(url, tls), restUntil: 0 }));
+  constructor(urls: readonly string[], tls: ClientTls, options: ReplicaSetOptions = {}) {
+    this.#replicas = urls.map((url) => ({
+      client: new ControlPlaneClient(url, tls),
+      failed: false,
+      restUntil: 0,
+      probing: false,
+    }));
+    this.#restMs = options.restMs ?? REPLICA_REST_MS;
   }
 
   /** POSTs to the next healthy replica; on a network failure, to the next one, each replica at most once. */
@@ -25,20 +44,19 @@ export class ReplicaSet {
     for (const replica of this.#order()) {
       try {
         const reply = await replica.client.send<T>('POST', path, body, timeoutMs);
-        replica.restUntil = 0;
+        replica.failed = false;
         return reply;
       } catch (error) {
-        replica.restUntil = performance.now() + REPLICA_REST_MS;
+        this.#rest(replica);
         lastError = error;
       }
     }
     throw lastError;
   }
 
-  /** How many replicas are resting after a failure (an observation, no authority). */
+  /** How many replicas failed and have not answered a probe since (an observation, no authority). */
   resting(): number {
-    const now = performance.now();
-    return this.#replicas.filter((replica) => replica.restUntil > now).length;
+    return this.#replicas.filter((replica) => replica.failed).length;
   }
 
   reload(tls: ClientTls): void {
@@ -49,11 +67,30 @@ export class ReplicaSet {
     for (const replica of this.#replicas) replica.client.close();
   }
 
-  /** Healthy replicas first, from the next turn; resting ones last (they may have recovered). */
+  #rest(replica: Replica): void {
+    replica.failed = true;
+    replica.restUntil = performance.now() + this.#restMs;
+  }
+
+  /** One probe at a time per replica; only an answer of /health brings it back. */
+  #probe(replica: Replica): void {
+    replica.probing = true;
+    void replica.client
+      .send('GET', '/health', undefined, REPLICA_PROBE_TIMEOUT_MS)
+      .then(
+        (reply) => (reply.status === 200 ? (replica.failed = false) : this.#rest(replica)),
+        () => this.#rest(replica),
+      )
+      .finally(() => (replica.probing = false));
+  }
+
+  /** Healthy replicas first, from the next turn; failed ones last (a fallback), each probed once its rest is over. */
   #order(): Replica[] {
     const start = this.#turn++ % this.#replicas.length;
     const rotated = [...this.#replicas.slice(start), ...this.#replicas.slice(0, start)];
     const now = performance.now();
-    return [...rotated.filter((r) => r.restUntil <= now), ...rotated.filter((r) => r.restUntil > now)];
+    for (const replica of rotated)
+      if (replica.failed && !replica.probing && replica.restUntil <= now) this.#probe(replica);
+    return [...rotated.filter((r) => !r.failed), ...rotated.filter((r) => r.failed)];
   }
 }
