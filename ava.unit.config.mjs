@@ -24,6 +24,7 @@ export const NEEDS_POSTGRES = [
   'cluster/replicas',
   'cluster/revocation',
   'cluster/stop-push',
+  'cluster/stop-push-restart',
   'cluster/tls-reload',
   'cluster/unreachable',
   'cluster/worker-gaps',

@@ -1,8 +1,9 @@
 // Child process of the replica crash tests (design/cluster §D3): one control-plane replica started with
 // startControlPlane, as `pidfence control-plane` does, printing its wrapper observations (fixed states
 // only) and, with a hold point, parking its first stop tick there (TEST-ONLY hooks) so the parent can
-// SIGKILL it through the verified path. The latch file makes only the first replica to claim park.
-import { openSync, readFileSync } from 'node:fs';
+// SIGKILL it through the verified path, or until the parent releases it. The latch file makes only
+// the first replica to claim park.
+import { existsSync, openSync, readFileSync } from 'node:fs';
 
 import { startControlPlane } from '../../lib/cluster/control-plane';
 import type { DispatchControlTestHooks } from '../../lib/cluster/dispatch-control';
@@ -40,9 +41,26 @@ function parkAt(point: 'after-claim' | 'after-settle'): () => Promise<void> {
   };
 }
 
+/** With hold `after-claim-until-released`: parks the first claim until the parent writes `<latch>.release`. */
+function parkUntilReleased(): Promise<void> {
+  if (hold !== 'after-claim-until-released' || !firstToHold()) return Promise.resolve();
+  say('held after-claim');
+  return new Promise<void>((resolve) => {
+    const poll = setInterval(() => {
+      if (!existsSync(`${latch}.release`)) return;
+      clearInterval(poll);
+      say('released');
+      resolve();
+    }, 20);
+  });
+}
+
 async function main(): Promise<void> {
   const testHooks: DispatchControlTestHooks = {
-    afterClaim: parkAt('after-claim'),
+    afterClaim: async () => {
+      await parkAt('after-claim')();
+      await parkUntilReleased();
+    },
     afterSettle: parkAt('after-settle'),
   };
   const plane = await startControlPlane({

@@ -2,23 +2,19 @@
 // docs/decisions/0101): the worker's ticks alternate between the replicas and a cancel is dispatched
 // once; a replica SIGKILLed inside its stop tick, after the claim or after the settlement, never
 // leaves a stop released without its settlement, and the other replica settles or replays it once.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 
 import test, { type ExecutionContext } from 'ava';
 
-import { ControlPlaneClient } from '../../lib/cluster/client';
-import { signalVerified } from '../../lib/native/index';
-import { PostgresDispatchRepository, PostgresGrantAdministration } from '../../lib/store/postgres/index';
-import { CLI } from '../execution/cli-runs';
-import { spawnJob, type Job } from '../helpers/processes';
+import type { ControlPlaneClient } from '../../lib/cluster/client';
+import { PostgresDispatchRepository } from '../../lib/store/postgres/index';
+import type { Job } from '../helpers/processes';
 import { delay, until } from '../helpers/wait';
-import { makeCertificates } from '../helpers/certificates';
+import { markerJob, replicaPair, type Hold } from './push-stage';
 import { clusterFixture } from './world';
 
 const ready = clusterFixture('cluster_replicas');
-const PROJECT = 'project-r';
 /** The parked replica's dispatch lease: how long the survivor must fail closed before it may take over. */
 const DISPATCH_LEASE_MS = 3_000;
 let runs = 0;
@@ -42,80 +38,14 @@ function observed(replica: Job): string[] {
     .map((line) => line.split(' ').slice(1, 3).join(' '));
 }
 
-function terminate(job: Job): Promise<unknown> {
-  signalVerified(job.identity, 'SIGTERM', { group: false });
-  return job.exited;
-}
-
 /** Two replicas (`hold`: where the first one to claim parks its stop tick) and one worker with capacity 1, so every cycle is one tick and consecutive ticks alternate. */
-async function stage(t: ExecutionContext, hold: 'none' | 'after-claim' | 'after-settle'): Promise<Stage> {
+async function stage(t: ExecutionContext, hold: Hold): Promise<Stage> {
   const { database, world } = await ready;
-  const certs = makeCertificates();
-  const scratch = mkdtempSync(path.join(tmpdir(), 'pidfence-replicas-'));
-  t.teardown(() => {
-    certs.remove();
-    rmSync(scratch, { recursive: true, force: true });
-  });
-  // A cancel needs run.read (seeing the run) and run.stop, over HTTP as from the CLI (docs/decisions/0043, 0224).
-  for (const permission of ['run.read', 'run.stop'] as const)
-    await new PostgresGrantAdministration(database.owner).writeGrant(
-      { subject: 'operator-r', projectId: PROJECT, permission },
-      'test-owner',
-    );
-  const replicas = [0, 1].map((i) =>
-    spawnJob(t, process.execPath, [
-      path.join(__dirname, 'replica-child.js'),
-      database.runtimeUrl,
-      certs.server.certPath,
-      certs.server.keyPath,
-      certs.ca.certPath,
-      `cp-r${i}`,
-      String(DISPATCH_LEASE_MS),
-      hold,
-      path.join(scratch, 'hold.latch'),
-    ]),
-  );
-  const urls = await Promise.all(
-    replicas.map(
-      async (replica) =>
-        (/listening on (\S+)/.exec(await replica.waitForLine(/listening on|error/, 20_000)) ?? [])[1] as string,
-    ),
-  );
-  const pem = certs.client('worker-r');
-  const worker = spawnJob(t, process.execPath, [
-    CLI,
-    'worker',
-    '--control-plane',
-    ...urls,
-    '--cert',
-    pem.certPath,
-    '--key',
-    pem.keyPath,
-    '--ca',
-    certs.ca.certPath,
-    '--journal',
-    path.join(scratch, 'worker.db'),
-    '--capacity',
-    '1',
-    '--tick',
-    '100ms',
-    '--grace',
-    '5s',
-  ]);
-  await worker.waitForLine(/pidfence worker: ready/, 20_000);
-  const operatorPem = certs.client('operator-r');
-  const operator = new ControlPlaneClient(urls[0] as string, {
-    cert: operatorPem.cert,
-    key: operatorPem.key,
-    ca: certs.ca.cert,
-  });
-  t.teardown(async () => {
-    operator.close();
-    await Promise.all(
-      [worker, ...replicas]
-        .filter((job) => job.child.exitCode === null && job.child.signalCode === null)
-        .map(terminate),
-    );
+  const { replicas, worker, operator, projectId, scratch } = await replicaPair(t, database, {
+    name: 'r',
+    hold,
+    dispatchLeaseMs: DISPATCH_LEASE_MS,
+    tick: '100ms',
   });
   const marker = (runId: string): string => path.join(scratch, `${runId}.term`);
   const statusOf = async (runId: string) => (await world.runStore.getRun(runId))?.status;
@@ -129,13 +59,7 @@ async function stage(t: ExecutionContext, hold: 'none' | 'after-claim' | 'after-
     record: (runId) => new PostgresDispatchRepository(world.pool).getRecord(runId),
     running: async (afterTerm) => {
       const runId = `run-r${++runs}-${process.pid}`;
-      // Bounded, so that even a failed test leaves no job behind for long.
-      const job = [
-        'sh',
-        '-c',
-        `trap 'echo term > ${marker(runId)}; ${afterTerm} exit 143' TERM; i=0; while [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done`,
-      ];
-      t.like(await operator.send('POST', '/v1/jobs', { runId, projectId: PROJECT, argv: job }), {
+      t.like(await operator.send('POST', '/v1/jobs', { runId, projectId, argv: markerJob(marker(runId), afterTerm) }), {
         status: 200,
         body: { result: 'created' },
       });

@@ -1,5 +1,6 @@
 // A cluster world on one migrated PostgreSQL database (docs/decisions/0100, 0101): the lease store
-// and a replica's cancellation wrapper, both as the runtime role, plus owner-side helpers.
+// and a replica's cancellation wrapper, both as the runtime role, plus owner-side helpers; the
+// database on the shared test server or on a throw-away cluster.
 import { randomUUID } from 'node:crypto';
 
 import { Pool } from 'pg';
@@ -17,6 +18,7 @@ import { PostgresExecutionStore, PostgresRunStore, type DispatchRepository } fro
 import test from 'ava';
 
 import { createLeaseToken, type DispatchResult } from '../../lib/contract/index';
+import { clusterRemove, clusterUrl, type PgCluster } from '../helpers/pg-cluster';
 import { migratedDatabase, type MigratedDatabase } from '../helpers/pg-store';
 
 export const LEASE_MS = 5_000;
@@ -87,22 +89,29 @@ export function clusterWorld(database: MigratedDatabase, leaseMs = LEASE_MS): Cl
   };
 }
 
-/** One migrated database and world per test file, disposed after the file's tests. */
+/**
+ * One migrated database and world per test file, disposed after the file's tests. With `server` (a
+ * throw-away cluster being started) the database lives there, and the cluster is removed after it.
+ */
 export function clusterFixture(
   label: string,
   leaseMs = LEASE_MS,
+  server?: Promise<PgCluster>,
 ): Promise<{ readonly database: MigratedDatabase; readonly world: ClusterWorld }> {
   let database: MigratedDatabase | undefined;
   let world: ClusterWorld | undefined;
-  const ready = migratedDatabase(label).then((created) => {
-    database = created;
-    world = clusterWorld(created, leaseMs);
-    return { database: created, world };
+  const adminUrl = server === undefined ? Promise.resolve(undefined) : server.then((cluster) => clusterUrl(cluster));
+  const ready = adminUrl.then(async (url) => {
+    database = await migratedDatabase(label, url);
+    world = clusterWorld(database, leaseMs);
+    return { database, world };
   });
   ready.catch(() => undefined);
+  // One hook, in this order: AVA may run a file's after.always hooks at the same time.
   test.after.always(async () => {
     await world?.close();
     await database?.dispose();
+    await server?.then(clusterRemove, () => undefined);
   });
   return ready;
 }

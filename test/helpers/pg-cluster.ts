@@ -234,6 +234,23 @@ export async function clusterStop(cluster: PgCluster, mode: ClusterStopMode = 'f
   cluster.port = undefined;
 }
 
+/**
+ * Restarts a running cluster on its port (pg_ctl reuses the options it was started with): `fast`
+ * ends every session with an admin-shutdown error and writes a shutdown checkpoint, as a planned
+ * server restart does. Resolves once the server accepts connections again.
+ */
+export async function clusterRestart(cluster: PgCluster): Promise<void> {
+  const result = await runServerCommand(
+    cluster,
+    'pg_ctl',
+    ['restart', '-D', cluster.dataDir, '-l', cluster.logFile, '-m', 'fast', '-w', '-t', String(START_TIMEOUT_S)],
+    (STOP_TIMEOUT_S + START_TIMEOUT_S + 10) * 1_000,
+  );
+  if (!commandSucceeded(result)) {
+    throw commandError('ERR_PIDFENCE_TEST_PG_START', `restart of cluster ${cluster.label} failed`, result, cluster);
+  }
+}
+
 /** Stops the cluster if needed and deletes its temp dir. Idempotent. */
 export async function clusterRemove(cluster: PgCluster): Promise<void> {
   try {

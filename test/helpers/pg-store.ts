@@ -24,9 +24,12 @@ export function adminUrlFor(database: ProvisionedDatabase): string {
   return url.toString();
 }
 
-/** A database with every migration applied by the owner and grantRuntime() done. */
-export async function migratedDatabase(label: string): Promise<MigratedDatabase> {
-  const database = await provisionDatabase(label);
+/**
+ * A database with every migration applied by the owner and grantRuntime() done, on the shared test
+ * server or, with `adminUrl`, on another (a throw-away cluster's superuser URL).
+ */
+export async function migratedDatabase(label: string, adminUrl?: string): Promise<MigratedDatabase> {
+  const database = await provisionDatabase(label, adminUrl);
   try {
     await migratePostgres(database.ownerUrl);
     await grantRuntime(database.ownerUrl, database.runtimeRole);
