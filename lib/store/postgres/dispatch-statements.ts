@@ -1,7 +1,7 @@
 // The PostgreSQL dispatch repository's statements, each in one named place, with the fences in the SQL
-// itself (design/dispatch §2.2 step 6, §2.4) and transaction_timestamp() as the only clock (design/postgres
-// §D3). Row locks are always taken Run → Attempt → Dispatch (design/postgres §D7-D8): the run's lock is in
-// run-statements.ts.
+// itself (design/dispatch §2.2 step 6, §2.4) and transaction_timestamp() as the only clock
+// (design/postgres §D3). Row locks are always taken Run → Attempt → Dispatch (design/postgres §D7-D8):
+// the run's lock is in run-statements.ts.
 import { duePageSql } from '../dispatch-statements';
 import { DB_NOW_MS } from './clock-statements';
 

@@ -1,4 +1,4 @@
-// The PostgreSQL run store's statements (design/execution §5, design/dispatch §2.4), each in one named
+// The PostgreSQL run store's statements (design/architecture §5, design/dispatch §2.4), each in one named
 // place: runs, attempts and run events, shared by the run store and the result transaction. Row locks
 // are always taken Run → Attempt → Dispatch (design/postgres §D7-D8); the run's lock is here, the
 // dispatch's in dispatch-statements.ts. Time is only the database's (clock-statements.ts).

@@ -1,4 +1,4 @@
-// The PostgreSQL store's transaction control (design/postgres §D4; docs/decisions/0010, 0045): BEGIN with
+// The PostgreSQL store's transaction control (design/architecture §7; docs/decisions/0010, 0045): BEGIN with
 // its SET LOCAL limits, COMMIT and ROLLBACK, and the durable-commit check each connection runs once.
 
 /** BEGIN with the limits every pidfence transaction runs under (each a PostgreSQL duration text). */

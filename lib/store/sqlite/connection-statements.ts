@@ -1,6 +1,6 @@
 // How the SQLite store sets up and checks a connection: the PRAGMA settings it passes to better-sqlite3's
-// pragma() (which prefixes PRAGMA), and the first read of a read-only open. The durability switch of
-// docs/decisions/0370 uses the same synchronous setting.
+// pragma() (which prefixes PRAGMA), and the first read of a read-only open. The synced commits of
+// docs/decisions/0010 (durability.ts) switch the same synchronous setting.
 
 export const CONNECTION_SQL = {
   /** A read that fails when a read-only connection cannot reach the store's shared memory. */

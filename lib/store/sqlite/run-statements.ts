@@ -1,5 +1,5 @@
 // The SQLite statements of runs, attempts and run events, each in one named place, shared by the run
-// store and the result transaction (design/execution §5, design/dispatch §2.4). The connection prepares
+// store and the result transaction (design/architecture §5, design/dispatch §2.4). The connection prepares
 // them together with dispatch-statements.ts (prepared.ts).
 
 const RUN_COLUMNS = `id AS runId, project_id AS projectId, owner, status, version,
