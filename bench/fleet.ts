@@ -35,7 +35,7 @@ import {
   PostgresExecutionStore,
   PostgresGrantAdministration,
 } from '../lib/store/postgres/index';
-import { SQL } from '../lib/store/postgres/statements';
+import { RUN_SQL } from '../lib/store/postgres/run-statements';
 import { inTransaction } from '../lib/store/postgres/transaction';
 import { makeCertificates } from '../test/helpers/certificates';
 import { spawnGroupLeader } from '../lib/process/index';
@@ -100,7 +100,7 @@ async function inLanes<T>(items: readonly T[], lanes: number, work: (item: T) =>
 
 async function oldTick(pool: Pool, caller: WorkerCaller, ref: Assignment): Promise<void> {
   await inTransaction(pool, 'benchOldTick', async (tx) => {
-    await tx.rows(SQL.lockRun, [ref.runId]);
+    await tx.rows(RUN_SQL.lockRun, [ref.runId]);
     await tx.rows(OLD_TICK.lockAttempt, [ref.runId, ref.attemptId]);
     await tx.rows(OLD_TICK.lockLease, [ref.runId]);
     await tx.rows(OLD_TICK.touchSession, [caller.sessionId, caller.principal]);

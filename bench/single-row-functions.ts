@@ -13,7 +13,7 @@ import { Pool } from 'pg';
 
 import { classifyResult, createLeaseToken, leaseTokenDigest } from '../lib/contract/index';
 import { migrationsDirectory } from '../lib/store/migrations';
-import { SQL } from '../lib/store/postgres/statements';
+import { DISPATCH_SQL } from '../lib/store/postgres/dispatch-statements';
 import { runtimeUrlNamed, type MigratedDatabase } from '../test/helpers/pg-store';
 import { CANCELLED_AT_MS, seedRuns, serverVersion, withBenchDatabase } from './lib/dispatch-postgres';
 import { machineHeader } from './lib/machine';
@@ -33,11 +33,15 @@ interface Side {
 }
 
 const SIDES: readonly Side[] = [
-  { name: 'page of one (0013, production)', claimCall: SQL.claimCall, recordResultCall: SQL.recordResultCall },
+  {
+    name: 'page of one (0013, production)',
+    claimCall: DISPATCH_SQL.claimCall,
+    recordResultCall: DISPATCH_SQL.recordResultCall,
+  },
   {
     name: 'single-row body (0007)',
-    claimCall: SQL.claimCall.replace('pidfence_claim(', `${OLD_PREFIX}claim(`),
-    recordResultCall: SQL.recordResultCall.replace('pidfence_record_result(', `${OLD_PREFIX}record_result(`),
+    claimCall: DISPATCH_SQL.claimCall.replace('pidfence_claim(', `${OLD_PREFIX}claim(`),
+    recordResultCall: DISPATCH_SQL.recordResultCall.replace('pidfence_record_result(', `${OLD_PREFIX}record_result(`),
   },
 ];
 

@@ -11,7 +11,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 
 import { openSqliteStore } from '../lib/store/sqlite/index';
-import { lazyPreparedSet, SQL } from '../lib/store/sqlite/statements';
+import { lazyPreparedSet, SQL } from '../lib/store/sqlite/prepared';
 import { machineHeader } from './lib/machine';
 import { driverOf } from '../lib/store/sqlite/driver';
 

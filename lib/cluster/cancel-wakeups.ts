@@ -6,7 +6,8 @@
 // a growing pause: the periodic page of the worker's next request is the fallback.
 import { Client } from 'pg';
 
-const CHANNEL = 'pidfence_cancel';
+import { cancelWakeupRunId, listenForCancelWakeups } from '../store/postgres/index';
+
 const RECONNECT_MIN_MS = 250;
 const RECONNECT_MAX_MS = 5_000;
 
@@ -73,11 +74,12 @@ export class CancelWakeups {
     client.on('error', () => this.#lost(client));
     client.on('end', () => this.#lost(client));
     client.on('notification', (message) => {
-      if (message.channel === CHANNEL && message.payload !== undefined) this.#wake(message.payload);
+      const runId = cancelWakeupRunId(message);
+      if (runId !== null) this.#wake(runId);
     });
     try {
       await client.connect();
-      await client.query(`LISTEN ${CHANNEL}`);
+      await listenForCancelWakeups(client);
       if (this.#closed) {
         await client.end().catch(() => undefined);
         return;

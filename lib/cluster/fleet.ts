@@ -21,6 +21,7 @@ import {
 import { auditActor, authorize, principalOf } from '../management/index';
 import {
   PostgresFleetStore,
+  readLastForgetAudit,
   readWorkerFleet,
   type PostgresManagementStore,
   type PostgresRunStore,
@@ -45,8 +46,6 @@ export type Forgetter = (
   name: string,
   actor: string,
 ) => Promise<{ readonly runsForgotten: number; readonly sessionsEnded: number } | null>;
-
-const FORGET_AUDIT_SQL = `SELECT outcome, revision FROM worker_audit WHERE worker_name = $1 AND action = 'forget' ORDER BY created_at_ms DESC, id DESC LIMIT 1`;
 
 function workerNotFound(name: string): PidfenceError {
   return new PidfenceError(
@@ -156,9 +155,7 @@ export class FleetControl {
     const forgotten = this.#forget === undefined ? null : await this.#forget(name, actor);
     if (forgotten === null) throw workerNotFound(name);
     const view = (await readWorkerFleet(this.#pool)).workers.find((worker) => worker.name === name);
-    const [audit] = (
-      await this.#pool.query<{ outcome: 'changed' | 'unchanged'; revision: string }>(FORGET_AUDIT_SQL, [name])
-    ).rows;
+    const audit = await readLastForgetAudit(this.#pool, name);
     return {
       name,
       action: 'forget',

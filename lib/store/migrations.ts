@@ -21,6 +21,9 @@ export interface AppliedMigration {
   readonly checksum: string;
 }
 
+/** The table each store records its applied migrations in (one row per file, with its checksum). */
+export const MIGRATIONS_TABLE = 'pidfence_migrations';
+
 const MIGRATION_FILE = /^(\d{4})_[a-z0-9_]+\.sql$/;
 
 /** The package root: SQL files ship beside dist/, read at runtime (package.json `files`). */

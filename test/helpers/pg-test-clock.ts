@@ -1,5 +1,5 @@
 // A PostgreSQL clock that only tests install. The store's SQL reads time from an unqualified
-// transaction_timestamp() (lib/store/postgres/statements.ts DB_NOW_MS). This helper creates, in
+// transaction_timestamp() (lib/store/postgres/clock-statements.ts DB_NOW_MS). This helper creates, in
 // one throw-away test database, a schema holding a function of that name which adds an offset kept
 // in a one-row table, and hands out a runtime URL whose search_path is `public, <clock schema>,
 // pg_catalog`: public stays current_schema() (where the store's tables and readiness check live)

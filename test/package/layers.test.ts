@@ -3,16 +3,18 @@
 // uses (a loosened map fails too), the two stores never import each other, and dispatch and
 // management see the store interfaces only, and no file imports itself back through others (no circles). Tests and benchmarks point one way as well: a helper never
 // imports a suite, and a benchmark imports only the shared harness in test/helpers.
-// docs/decisions/0110: prom-client (lib/metrics) is imported on demand only.
+// docs/decisions/0110: prom-client (lib/metrics) is imported on demand only. docs/decisions/0410: SQL
+// statement text lives only in lib/store's *-statements.ts files.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
 import test from 'ava';
+import * as ts from 'typescript';
 
 import { LIB, importsOf, sources } from '../helpers/imports';
 
 const ROOT = path.dirname(LIB);
-/** The store interfaces (types only, published as pidfence/store); the rest of lib/store is shared SQL. */
+/** The store interfaces (types only, published as pidfence/store); the rest of lib/store is what both stores share. */
 const STORE_INTERFACES = new Set([
   'dispatch-repository',
   'run-store',
@@ -267,4 +269,87 @@ test('lib/metrics (prom-client) is only ever imported on demand: no static impor
   }
   t.deepEqual(staticImports, []);
   t.true(dynamic >= 2, `the control plane and supervise load metrics on demand (${dynamic} found)`);
+});
+
+/** A literal that opens with a statement's keyword (and more text), or is a bare transaction control word; DDL names its object. */
+const SCHEMA_OBJECT = String.raw`(?:TABLE|INDEX|UNIQUE|ROLE|SCHEMA|FUNCTION|TRIGGER|VIEW|TYPE|SEQUENCE|OR\s+REPLACE)`;
+const STATEMENT_START = new RegExp(
+  String.raw`^\s*;?\s*(?:(?:SELECT|INSERT|UPDATE|DELETE|WITH|GRANT|REVOKE|LISTEN|UNLISTEN|NOTIFY|PRAGMA|SAVEPOINT|EXPLAIN|VACUUM|TRUNCATE|SET\s+(?:LOCAL|SESSION))\s+\S|(?:CREATE|ALTER|DROP)\s+${SCHEMA_OBJECT}|(?:BEGIN|COMMIT|ROLLBACK)\b)`,
+);
+/** A clause no prose or identifier has: it marks SQL text wherever in the literal it stands. */
+const STATEMENT_CLAUSE =
+  /\b(?:INSERT\s+INTO\s|DELETE\s+FROM\s|UPDATE\s+\w+\s+SET\s|SELECT\s[\s\S]*?\sFROM\s|FOR\s+(?:NO\s+KEY\s+)?UPDATE\b|ON\s+CONFLICT\b|RETURNING\s)/;
+
+/** The text of a string or template literal, each substitution standing as `?`; null for other nodes. */
+function literalText(node: ts.Node): string | null {
+  if (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) return node.text;
+  if (ts.isTemplateExpression(node))
+    return node.head.text + node.templateSpans.map((span) => `?${span.literal.text}`).join('');
+  return null;
+}
+
+/**
+ * The SQL statement text of one source (comments are not read: only literals of the syntax tree): each
+ * literal that reads as a statement, and each literal handed to better-sqlite3's pragma().
+ */
+function sqlTextIn(fileName: string, source: string): string[] {
+  const found: string[] = [];
+  const visit = (node: ts.Node): void => {
+    const text = literalText(node);
+    if (text !== null && (STATEMENT_START.test(text) || STATEMENT_CLAUSE.test(text))) found.push(text);
+    if (
+      ts.isCallExpression(node) &&
+      ts.isPropertyAccessExpression(node.expression) &&
+      node.expression.name.text === 'pragma' &&
+      node.arguments[0] !== undefined &&
+      literalText(node.arguments[0]) !== null
+    )
+      found.push(`pragma(${literalText(node.arguments[0])})`);
+    ts.forEachChild(node, visit);
+  };
+  visit(ts.createSourceFile(fileName, source, ts.ScriptTarget.ES2022, true));
+  return found;
+}
+
+/** Every .ts file under `lib` outside the statements files that holds SQL text, with its first statement. */
+function sqlOutsideStatements(lib: string): string[] {
+  return sources(lib)
+    .filter((file) => !file.endsWith('-statements.ts'))
+    .flatMap((file) => {
+      const found = sqlTextIn(file, readFileSync(file, 'utf8'));
+      return found.length === 0
+        ? []
+        : [`${path.relative(lib, file)}: ${found.length} (${found[0]!.replace(/\s+/g, ' ').slice(0, 60)})`];
+    });
+}
+
+test('every SQL statement lives in a *-statements.ts of lib/store: no other lib/ file holds SQL text (docs/decisions/0410)', (t) => {
+  t.deepEqual(sqlOutsideStatements(LIB), []);
+  const homes = sources(LIB)
+    .filter((file) => file.endsWith('-statements.ts'))
+    .map((file) => path.relative(LIB, file));
+  t.deepEqual(
+    homes.filter((file) => !/^store\/((sqlite|postgres)\/)?[a-z]+(-[a-z]+)*-statements\.ts$/.test(file)),
+    [],
+    'a statements file is lib/store/<concept>-statements.ts or lib/store/<dialect>/<concept>-statements.ts',
+  );
+  t.true(homes.length >= 20, `${homes.length} statements files`);
+});
+
+test('the SQL rule is live: statement text in a string or template is found, comments, prose and privilege names are not', (t) => {
+  const found = (source: string): string[] => sqlTextIn('probe.ts', source);
+  t.deepEqual(found("const a = 'SELECT 1 AS found FROM attempts WHERE id = ?';"), [
+    'SELECT 1 AS found FROM attempts WHERE id = ?',
+  ]);
+  t.is(found('const b = `UPDATE runs SET status = ${s} WHERE id = $1`;').length, 1);
+  t.is(found('const c = `${COLUMNS} FROM runs r WHERE r.id = $1 FOR NO KEY UPDATE`;').length, 1);
+  t.is(found("const d = 'LISTEN pidfence_cancel';").length, 1);
+  t.is(found("await control('COMMIT');").length, 1);
+  t.deepEqual(found("database.pragma('journal_mode = WAL');"), ['pragma(journal_mode = WAL)']);
+  t.deepEqual(found('// SELECT x FROM runs WHERE id = 1\n/* INSERT INTO runs VALUES (1) */ const e = 1;'), []);
+  t.deepEqual(found("const f = ['SELECT', 'INSERT', 'UPDATE', 'DELETE'];"), []);
+  t.deepEqual(found('const g = `the role ${name} does not exist; create it first (CREATE ROLE ${name} LOGIN)`;'), []);
+  t.deepEqual(found("throw new Error('the store is not ready: run migrate, then select a runner');"), []);
+  t.deepEqual(found('const h = [`CREATE on schema ${schema}`];'), []);
+  t.is(found('const i = `CREATE TABLE IF NOT EXISTS ${TABLE} (version integer)`;').length, 1);
 });

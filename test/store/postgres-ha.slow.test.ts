@@ -21,7 +21,7 @@ import {
   type RunRecord,
 } from '../../lib/contract/index';
 import { grantRuntime, migratePostgres, openPostgresStore, type PostgresStore } from '../../lib/store/postgres/index';
-import { DB_NOW_MS } from '../../lib/store/postgres/statements';
+import { DB_NOW_MS } from '../../lib/store/postgres/clock-statements';
 import {
   clusterInit,
   clusterPromote,

@@ -15,7 +15,7 @@ import {
   postgresReadiness,
   PostgresRunStore,
 } from '../../lib/store/postgres/index';
-import { SQL } from '../../lib/store/postgres/statements';
+import { DISPATCH_SQL } from '../../lib/store/postgres/dispatch-statements';
 import { provisionDatabase } from '../helpers/postgres';
 import { committedSchemaDump, currentSchemaDump, SCHEMA_DUMP_COMMAND } from '../helpers/pg-schema';
 import { migratedDatabase, migratedDatabaseForFile, SUITE_SESSION_SETTINGS } from '../helpers/pg-store';
@@ -382,7 +382,7 @@ test.serial('gate 9: the due query is bound to its partial indexes', async (t) =
   try {
     await client.query('SET LOCAL enable_seqscan = off');
     const plan = (
-      await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (COSTS OFF) ${SQL.duePage}`, [-1, '', 64, 'rnr-1'])
+      await client.query<{ 'QUERY PLAN': string }>(`EXPLAIN (COSTS OFF) ${DISPATCH_SQL.duePage}`, [-1, '', 64, 'rnr-1'])
     ).rows
       .map((row) => row['QUERY PLAN'])
       .join('\n');

@@ -12,7 +12,7 @@ import { tempFile } from '../helpers/temp-file';
 import { driverOf } from '../../lib/store/sqlite/driver';
 import { EXECUTION_SQL } from '../../lib/store/sqlite/execution-statements';
 import { MANAGEMENT_SQL } from '../../lib/store/sqlite/management-statements';
-import { SQL } from '../../lib/store/sqlite/statements';
+import { SQL } from '../../lib/store/sqlite/prepared';
 
 type Call = readonly [string, () => Promise<unknown>];
 

@@ -11,7 +11,7 @@ import {
   openSqliteStore,
   type SqliteDatabase,
 } from '../../lib/store/sqlite/index';
-import { SQL } from '../../lib/store/sqlite/statements';
+import { SQL } from '../../lib/store/sqlite/prepared';
 import { tempFile } from '../helpers/temp-file';
 import { driverOf } from '../../lib/store/sqlite/driver';
 

@@ -10,7 +10,7 @@ import { PidfenceError } from '../../lib/base/errors';
 import { createLeaseToken } from '../../lib/contract/index';
 import { loadMigrations, migrationsDirectory, pendingMigrations } from '../../lib/store/migrations';
 import { openSqliteStore, type SqliteStore } from '../../lib/store/sqlite/index';
-import { SQL } from '../../lib/store/sqlite/statements';
+import { SQL } from '../../lib/store/sqlite/prepared';
 import { registerDispatchContractSuite, registerRawTokenScan } from './dispatch-contract-suite';
 import { sqliteFileBytes, storeFactory } from '../helpers/stores';
 import { tempFile } from '../helpers/temp-file';

@@ -1,6 +1,6 @@
 // The cluster lease store's statements (docs/decisions/0100), one named place each. Time is only the
 // database's (transaction_timestamp(), design/postgres §D3); every write transaction locks Run first.
-import { DB_NOW_MS } from './statements';
+import { DB_NOW_MS } from './clock-statements';
 
 const LEASE_COLUMNS = `run_id AS "runId", attempt_id AS "attemptId", session_id AS "sessionId", fence,
   expires_at_ms AS "expiresAtMs", released_at_ms AS "releasedAtMs", unreachable_at_ms AS "unreachableAtMs", forgotten_at_ms AS "forgottenAtMs"`;
@@ -65,7 +65,7 @@ export const CLUSTER_LEASE_SQL = {
   /** The reap's mark (docs/decisions/0270): the lease keeps its session and fence; the run stays active. */
   markUnreachable: `UPDATE run_dispatch_leases AS l SET unreachable_at_ms = $2, updated_at_ms = $2
     WHERE l.run_id = $1 AND l.fence = $3 AND l.released_at_ms IS NULL AND l.unreachable_at_ms IS NULL
-      AND EXISTS (SELECT 1 FROM worker_sessions AS s WHERE s.id = l.session_id AND s.expires_at_ms <= $2)`,
+      AND EXISTS (SELECT 1 FROM worker_sessions AS s WHERE s.id = l.session_id AND s.expires_at_ms <= $2) RETURNING run_id`,
   /** A renewal from the holder clears the mark: the worker is back and answers for its run. */
   clearUnreachable: `UPDATE run_dispatch_leases SET unreachable_at_ms = NULL
     WHERE run_id = $1 AND fence = $2 AND released_at_ms IS NULL AND unreachable_at_ms IS NOT NULL RETURNING run_id`,
@@ -96,7 +96,7 @@ export const CLUSTER_LEASE_SQL = {
   forgetLease: `UPDATE run_dispatch_leases SET forgotten_at_ms = $2, released_at_ms = COALESCE(released_at_ms, $2), updated_at_ms = $2
     WHERE run_id = $1 AND fence = $3 AND (released_at_ms IS NULL OR forgotten_at_ms IS NOT NULL)`,
   endSessionsOf: `UPDATE worker_sessions SET ended_at_ms = GREATEST(started_at_ms, $2::bigint)
-    WHERE principal = $1 AND ended_at_ms IS NULL`,
+    WHERE principal = $1 AND ended_at_ms IS NULL RETURNING id`,
   insertForgetAudit: `INSERT INTO worker_audit (id, worker_name, action, actor, outcome, revision, created_at_ms)
     SELECT $1, $2, 'forget', $3, $4, COALESCE((SELECT revision FROM cluster_workers WHERE name = $2), 0), $5`,
   ensureWorkerRow: `INSERT INTO cluster_workers (name, admission, revoked_at_ms, software_version, capacity, revision, created_at_ms, updated_at_ms)

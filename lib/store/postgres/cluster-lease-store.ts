@@ -19,7 +19,7 @@ import { CLUSTER_LEASE_SQL } from './cluster-lease-statements';
 import type { PostgresExecutionStore } from './execution-store';
 import { appendRunEvent, type LockedRun } from './run-events';
 import { FLEET_SQL } from './fleet-statements';
-import { SQL } from './statements';
+import { RUN_SQL } from './run-statements';
 import { inOneStatement, inTransaction, readInOneStatement, type Tx } from './transaction';
 
 /** Who is calling: the verified certificate subject and the session it registered. */
@@ -281,7 +281,7 @@ export class ClusterLeaseStore {
       );
     }
     return inTransaction(this.#pool, 'enqueueJob', async (tx) => {
-      const [run] = await tx.rows(SQL.insertRun, [runId, projectId, 'runtime', name]);
+      const [run] = await tx.rows(RUN_SQL.insertRun, [runId, projectId, 'runtime', name]);
       if (run === undefined) return 'exists';
       await tx.rows(CLUSTER_LEASE_SQL.insertJob, [runId, JSON.stringify(argv), timeoutMs, stopAfter]);
       return 'created';
@@ -329,14 +329,14 @@ export class ClusterLeaseStore {
       stopAfterDisconnectMs: number | null;
     }>(CLUSTER_LEASE_SQL.lockWaitingJob, []);
     if (job === undefined) return null;
-    const [run] = await tx.rows<LockedRun>(SQL.lockRun, [job.runId]);
+    const [run] = await tx.rows<LockedRun>(RUN_SQL.lockRun, [job.runId]);
     if (run === undefined) return null;
     const attemptId = newId('att');
     const deadlineAtMs = job.timeoutMs === null ? null : run.nowMs + job.timeoutMs;
     // A worker launches with leftovers stopped (the default, not stated: NULL; docs/decisions/0302).
-    await tx.rows(SQL.insertAttempt, [job.runId, attemptId, deadlineAtMs, null, run.nowMs, null, null]);
+    await tx.rows(RUN_SQL.insertAttempt, [job.runId, attemptId, deadlineAtMs, null, run.nowMs, null, null]);
     await tx.rows(CLUSTER_LEASE_SQL.markAttemptRunning, [job.runId, attemptId, run.nowMs]);
-    await tx.rows(SQL.markRunRunning, [job.runId, run.nowMs]);
+    await tx.rows(RUN_SQL.markRunRunning, [job.runId, run.nowMs]);
     const [lease] = await tx.rows<LeaseRow>(CLUSTER_LEASE_SQL.grantLease, [
       job.runId,
       attemptId,
@@ -408,7 +408,7 @@ export class ClusterLeaseStore {
       else answers.set(lease.runId, plain as LeaseTickAnswer);
       if (reattach !== true) continue;
       await inTransaction(this.#pool, 'clearUnreachable', async (tx) => {
-        const [run] = await tx.rows<LockedRun>(SQL.lockRun, [lease.runId]);
+        const [run] = await tx.rows<LockedRun>(RUN_SQL.lockRun, [lease.runId]);
         if (run === undefined) return;
         const cleared = await tx.rows(CLUSTER_LEASE_SQL.clearUnreachable, [lease.runId, lease.fence]);
         if (cleared.length > 0)
@@ -430,7 +430,7 @@ export class ClusterLeaseStore {
     const who = validateCaller(caller);
     const lease = validateLeaseRef(ref);
     return inTransaction(this.#pool, 'leaseAttach', async (tx) => {
-      const [run] = await tx.rows<LockedRun>(SQL.lockRun, [lease.runId]);
+      const [run] = await tx.rows<LockedRun>(RUN_SQL.lockRun, [lease.runId]);
       const [row] = run === undefined ? [] : await tx.rows<LeaseRow>(CLUSTER_LEASE_SQL.lockLease, [lease.runId]);
       if (run === undefined || !holdsFence(row, lease)) throw leaseNotYours();
       if (row.forgottenAtMs !== null) throw new WorkerForgottenError();
@@ -537,13 +537,9 @@ export class ClusterLeaseStore {
     let marked = 0;
     for (const lease of expired) {
       marked += await inTransaction(this.#pool, 'markUnreachable', async (tx) => {
-        const [run] = await tx.rows<LockedRun>(SQL.lockRun, [lease.runId]);
+        const [run] = await tx.rows<LockedRun>(RUN_SQL.lockRun, [lease.runId]);
         if (run === undefined || !ACTIVE_RUN.has(run.status)) return 0;
-        const written = await tx.rows(`${CLUSTER_LEASE_SQL.markUnreachable} RETURNING run_id`, [
-          lease.runId,
-          run.nowMs,
-          Number(lease.fence),
-        ]);
+        const written = await tx.rows(CLUSTER_LEASE_SQL.markUnreachable, [lease.runId, run.nowMs, Number(lease.fence)]);
         if (written.length === 0) return 0;
         await appendRunEvent(tx, run, {
           type: 'run.unreachable',
@@ -571,7 +567,7 @@ export class ClusterLeaseStore {
       const nowMs = Number(worker?.nowMs);
       const open = await tx.rows<LeaseRef>(CLUSTER_LEASE_SQL.leasesOfWorker, [name, FORGET_RUNS_MAX]);
       for (const lease of open) await tx.rows(CLUSTER_LEASE_SQL.forgetLease, [lease.runId, nowMs, Number(lease.fence)]);
-      const ended = await tx.rows(`${CLUSTER_LEASE_SQL.endSessionsOf} RETURNING id`, [name, nowMs]);
+      const ended = await tx.rows(CLUSTER_LEASE_SQL.endSessionsOf, [name, nowMs]);
       const outcome = open.length + ended.length > 0 ? 'changed' : 'unchanged';
       await tx.rows(CLUSTER_LEASE_SQL.insertForgetAudit, [newId('wau'), name, actor, outcome, nowMs]);
       return { leases: open, sessionsEnded: ended.length };
@@ -641,7 +637,7 @@ export class ClusterLeaseStore {
 
   async #release(ref: LeaseRef): Promise<void> {
     await inTransaction(this.#pool, 'releaseLease', async (tx) => {
-      const [run] = await tx.rows<LockedRun>(SQL.lockRun, [ref.runId]);
+      const [run] = await tx.rows<LockedRun>(RUN_SQL.lockRun, [ref.runId]);
       if (run !== undefined) await tx.rows(CLUSTER_LEASE_SQL.releaseLease, [ref.runId, run.nowMs, ref.fence]);
     });
   }

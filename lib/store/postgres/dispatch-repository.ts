@@ -32,7 +32,7 @@ import {
 import { storeInvariant } from '../store-errors';
 import type { DispatchRepository } from '../dispatch-repository';
 import { duePageOf, FIRST_DUE_CURSOR } from '../due-page';
-import { SQL } from './statements';
+import { DISPATCH_SQL } from './dispatch-statements';
 import { inOneStatement, inTransaction, readInOneStatement, type OneStatement } from './transaction';
 
 export interface PostgresRepositoryOptions {
@@ -172,7 +172,7 @@ export class PostgresDispatchRepository implements DispatchRepository {
     const cursor = after ?? FIRST_DUE_CURSOR;
     const rows = await inOneStatement<DueItem & { outcome: WireOutcome | null }>(this.#pool, 'claimDuePage', {
       name: this.#prepared ? 'pidfence_claimDuePageCall_v1' : undefined,
-      text: SQL.claimDuePageCall,
+      text: DISPATCH_SQL.claimDuePageCall,
       values: [
         cursor.atMs,
         cursor.runId,
@@ -234,7 +234,7 @@ export class PostgresDispatchRepository implements DispatchRepository {
   ): Promise<Array<{ runId?: string; outcome: WireOutcome }>> {
     const statement: OneStatement = {
       name: this.#prepared ? `pidfence_${name}_v2` : undefined,
-      text: SQL[name],
+      text: DISPATCH_SQL[name],
       values,
     };
     return inOneStatement<{ runId?: string; outcome: WireOutcome }>(this.#pool, operation, statement);
@@ -246,7 +246,7 @@ export class PostgresDispatchRepository implements DispatchRepository {
     // One round trip, parsed once per connection (docs/decisions/0024).
     const rows = await readInOneStatement<DueItem>(this.#pool, 'duePage', {
       name: this.#prepared ? 'pidfence_duePage_v1' : undefined,
-      text: SQL.duePage,
+      text: DISPATCH_SQL.duePage,
       values: [cursor.atMs, cursor.runId, limit, runnerId],
     });
     return duePageOf(rows, limit);
@@ -254,7 +254,7 @@ export class PostgresDispatchRepository implements DispatchRepository {
 
   async getRecord(runId: string): Promise<CancellationDispatchRecord | null> {
     const id = validateId(runId, 'runId');
-    const rows = await inTransaction(this.#pool, 'getRecord', (tx) => tx.rows(SQL.selectDispatch, [id]));
+    const rows = await inTransaction(this.#pool, 'getRecord', (tx) => tx.rows(DISPATCH_SQL.selectDispatch, [id]));
     return rows[0] === undefined ? null : validateDispatchRecord(rows[0]);
   }
 }

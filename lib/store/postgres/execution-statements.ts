@@ -1,6 +1,6 @@
 // The PostgreSQL execution store's statements (design/execution §2-3), one named place each, built from the
-// shared text in ../execution-sql.ts with positional parameters and transaction_timestamp() as the
-// only clock; the terminal CAS reuses the run store's statements (statements.ts) for the run lock,
+// shared text in ../execution-statements.ts with positional parameters and transaction_timestamp() as the
+// only clock; the terminal CAS reuses the run store's statements (run-statements.ts) for the run lock,
 // the run's terminal state and its event.
 import {
   activeAttemptsPageSql,
@@ -13,9 +13,10 @@ import {
   nextAttemptEventSeqSql,
   nextDueInMsSql,
   openJournalPageSql,
-} from '../execution-sql';
-import { DUE_PREDICATE } from '../dispatch-sql';
-import { ATTEMPT_COLUMNS, DB_NOW_MS } from './statements';
+} from '../execution-statements';
+import { DUE_PREDICATE } from '../dispatch-statements';
+import { DB_NOW_MS } from './clock-statements';
+import { ATTEMPT_COLUMNS } from './run-statements';
 
 export const EXECUTION_SQL = {
   /** $1 afterRunId, $2 limit. */

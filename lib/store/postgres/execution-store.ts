@@ -41,10 +41,11 @@ import {
   journalKeyset,
   journalPageOf,
   runTerminalPayload,
-} from '../execution-sql';
+} from '../execution-rows';
 import { EXECUTION_SQL } from './execution-statements';
 import { appendRunEvent, lockRun } from './run-events';
-import { SQL } from './statements';
+import { CLOCK_SQL } from './clock-statements';
+import { RUN_SQL } from './run-statements';
 import { inTransaction, readInOneStatement, type Tx } from './transaction';
 
 export class PostgresExecutionStore implements ExecutionStore {
@@ -58,7 +59,7 @@ export class PostgresExecutionStore implements ExecutionStore {
   async storeNowMs(): Promise<number> {
     const [row] = await readInOneStatement<{ nowMs: number }>(this.#pool, 'storeNowMs', {
       name: 'pidfence_store_now',
-      text: SQL.now,
+      text: CLOCK_SQL.now,
       values: [],
     });
     return validateEpochMs(row?.nowMs, 'nowMs');
@@ -120,7 +121,7 @@ export class PostgresExecutionStore implements ExecutionStore {
     const attempt = attemptRow === undefined ? undefined : validateAttemptRecord(attemptRow);
     const refusal = completionRefusal(attempt, run);
     if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
-    const [ended] = await tx.rows(SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
+    const [ended] = await tx.rows(RUN_SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
     if (ended === undefined) return { kind: 'already_terminal', attempt };
     // Attempt event first, then the run's terminal state and event (design/execution §2 order).
     const [next] = await tx.rows(EXECUTION_SQL.nextAttemptEventSeq, [valid.attemptId]);
@@ -132,7 +133,7 @@ export class PostgresExecutionStore implements ExecutionStore {
       attemptTerminalPayload(valid),
       run.nowMs,
     ]);
-    await tx.rows(SQL.writeRunTerminal, [valid.runId, run.version, valid.status, run.nowMs]);
+    await tx.rows(RUN_SQL.writeRunTerminal, [valid.runId, run.version, valid.status, run.nowMs]);
     const appended = await appendRunEvent(tx, run, {
       type: 'run.terminal',
       eventId: valid.runEventId,

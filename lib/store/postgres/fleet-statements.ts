@@ -1,11 +1,13 @@
 // The worker fleet's statements (docs/decisions/0240, 0241, 0245), one named place each: the hold the
 // control plane reads on every request, a worker's announcement, an operator's act with its audit
 // row, and the fleet read. Time is only the database's (design/postgres §D3).
-import { DB_NOW_MS } from './statements';
+import { DB_NOW_MS } from './clock-statements';
 
 const HOLD = `admission, revoked_at_ms IS NOT NULL AS revoked`;
 
 export const FLEET_SQL = {
+  /** The audit row of a worker's latest forget (the lease store writes it, docs/decisions/0271). */
+  lastForgetAudit: `SELECT outcome, revision FROM worker_audit WHERE worker_name = $1 AND action = 'forget' ORDER BY created_at_ms DESC, id DESC LIMIT 1`,
   /** Every request: one primary-key read, no write (a missing row is an active, unrevoked worker). */
   hold: `SELECT ${HOLD} FROM cluster_workers WHERE name = $1`,
   /** After a pull handed out a run: waits for a drain in flight to commit, then reads the hold. */

@@ -94,6 +94,17 @@ export async function readWorkerFleet(pool: Pool, limit: number = WORKER_LIST_MA
   return { asOfMs, workers: rows.slice(0, limit).map(viewOf), truncated: rows.length > limit };
 }
 
+/** The audit row of the latest forget of `name` (docs/decisions/0271), if it was ever forgotten. */
+export async function readLastForgetAudit(
+  pool: Pool,
+  name: string,
+): Promise<{ readonly outcome: 'changed' | 'unchanged'; readonly revision: string } | undefined> {
+  const [audit] = (
+    await pool.query<{ outcome: 'changed' | 'unchanged'; revision: string }>(FLEET_SQL.lastForgetAudit, [name])
+  ).rows;
+  return audit;
+}
+
 export class PostgresFleetStore {
   readonly #pool: Pool;
 

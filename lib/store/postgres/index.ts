@@ -20,9 +20,11 @@ export type { PostgresRepositoryOptions } from './dispatch-repository';
 export { PostgresRunStore } from './run-store';
 export { PostgresExecutionStore } from './execution-store';
 export { PostgresRunnerStore } from './runner-store';
-export { PostgresFleetStore, readWorkerFleet, DRAIN_RUNS_MAX } from './fleet-store';
+export { PostgresFleetStore, readLastForgetAudit, readWorkerFleet, DRAIN_RUNS_MAX } from './fleet-store';
 export type { WorkerActResult } from './fleet-store';
-// The cluster's sessions, waiting jobs and run-dispatch leases (docs/decisions/0100, 0380).
+// The cluster's cancel wake-ups (docs/decisions/0201), sessions, waiting jobs and run-dispatch leases
+// (docs/decisions/0100, 0380).
+export { cancelWakeupRunId, listenForCancelWakeups } from './cancel-wakeup';
 export { ClusterLeaseStore, REAP_PAGE } from './cluster-lease-store';
 export type {
   Assignment,

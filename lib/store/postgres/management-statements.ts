@@ -1,5 +1,5 @@
 // The PostgreSQL management store's statements (design/dispatch §5.1-5.4), one named place each, built
-// from the shared text in ../management-sql.ts with positional parameters and transaction_timestamp().
+// from the shared text in ../management-statements.ts with positional parameters and transaction_timestamp().
 import {
   blockedPageSql,
   hasGrantSql,
@@ -13,10 +13,12 @@ import {
   runPageAllSql,
   runPageByStatusSql,
   summarySql,
-} from '../management-sql';
-import { DB_NOW_MS } from './statements';
+} from '../management-statements';
+import { DB_NOW_MS } from './clock-statements';
 
 export const MANAGEMENT_SQL = {
+  /** The login role of the connection (session_user, not a SET ROLE): the authenticated principal. */
+  sessionUser: 'SELECT session_user AS name',
   hasGrant: hasGrantSql({ subject: '$1', projectId: '$2', permission: '$3' }),
   inspect: inspectSql({ runId: '$1' }),
   /** $1 subject, $2 project, $3 overdue bound (ms). The database clock, never the caller's. */

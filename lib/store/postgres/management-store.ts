@@ -25,11 +25,12 @@ import type {
   RunRow,
   RunRowsQuery,
 } from '../management-store';
-import { inspectionOf, rearmRefusal, runRowsParams, summaryCountsOf } from '../management-sql';
+import { inspectionOf, rearmRefusal, runRowsParams, summaryCountsOf } from '../management-rows';
 import { poolFor, type PostgresTarget } from './connection';
 import { MANAGEMENT_SQL } from './management-statements';
 import { appendRunEvent, lockRun } from './run-events';
-import { SQL } from './statements';
+import { CLOCK_SQL } from './clock-statements';
+import { DISPATCH_SQL } from './dispatch-statements';
 import { inTransaction, type Tx } from './transaction';
 
 async function held(tx: Tx, subject: string, projectId: string, permission: Permission): Promise<boolean> {
@@ -63,7 +64,7 @@ export class PostgresManagementStore implements ManagementStore {
   async #rearmLocked(tx: Tx, command: RearmCommand): Promise<RearmOutcome> {
     const run = await lockRun(tx, command.runId);
     if (run === undefined) return { kind: 'not_found' };
-    const [row] = await tx.rows(SQL.lockDispatch, [command.runId]);
+    const [row] = await tx.rows(DISPATCH_SQL.lockDispatch, [command.runId]);
     const record = row === undefined ? undefined : validateDispatchRecord(row);
     const permitted = record !== undefined && (await held(tx, command.subject, record.projectId, 'run.stop'));
     const refusal = rearmRefusal(record, permitted, command);
@@ -107,7 +108,9 @@ export class PostgresManagementStore implements ManagementStore {
   async blockedRows(projectId: string, position: BlockedPosition, limit: number): Promise<BlockedRows> {
     return inTransaction(this.#pool, 'blockedPage', async (tx) => {
       const asOfMs =
-        position.kind === 'first' ? ((await tx.rows<{ nowMs: number }>(SQL.now, []))[0]?.nowMs ?? 0) : position.asOfMs;
+        position.kind === 'first'
+          ? ((await tx.rows<{ nowMs: number }>(CLOCK_SQL.now, []))[0]?.nowMs ?? 0)
+          : position.asOfMs;
       const after = position.kind === 'first' ? { blockedAtMs: -1, runId: '' } : position.after;
       const rows = await tx.rows<BlockedItem>(MANAGEMENT_SQL.blockedPage, [
         projectId,
@@ -205,7 +208,7 @@ export class PostgresGrantAdministration implements GrantAdministration {
 /** The login role of the pool's connections (session_user, not a SET ROLE): the authenticated principal. */
 export async function sessionUserOf(pool: Pool): Promise<string> {
   const [row] = await inTransaction(pool, 'sessionUser', (tx) =>
-    tx.rows<{ name: string }>('SELECT session_user AS name', []),
+    tx.rows<{ name: string }>(MANAGEMENT_SQL.sessionUser, []),
   );
   return row?.name ?? '';
 }

@@ -8,21 +8,11 @@ import {
   type MigrationFile,
 } from '../migrations';
 import { withPool, type PostgresTarget } from './connection';
+import { MIGRATION_SQL } from './migration-statements';
 import { inTransaction, type Tx } from './transaction';
 
-export const MIGRATIONS_TABLE = 'pidfence_migrations';
+export { MIGRATIONS_TABLE } from '../migrations';
 
-const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (
-  version        integer NOT NULL PRIMARY KEY,
-  name           text    NOT NULL,
-  checksum       text    NOT NULL,
-  applied_at_ms  bigint  NOT NULL
-)`;
-/** Two owners migrating at once: the second waits here, then finds nothing pending. */
-const MIGRATION_LOCK = `SELECT pg_advisory_xact_lock(hashtext('${MIGRATIONS_TABLE}'))`;
-const SELECT_APPLIED = `SELECT version, name, checksum FROM ${MIGRATIONS_TABLE} ORDER BY version`;
-const RECORD_APPLIED = `INSERT INTO ${MIGRATIONS_TABLE} (version, name, checksum, applied_at_ms)
-  VALUES ($1, $2, $3, floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint)`;
 /** DDL on a large table may take a while; lock waits stay bounded at the usual second. */
 const MIGRATION_LIMITS = { statementTimeout: '120s' } as const;
 
@@ -31,7 +21,7 @@ export function postgresMigrations(): MigrationFile[] {
 }
 
 export async function appliedMigrations(tx: Tx): Promise<AppliedMigration[]> {
-  return tx.rows<AppliedMigration>(SELECT_APPLIED, []);
+  return tx.rows<AppliedMigration>(MIGRATION_SQL.selectApplied, []);
 }
 
 /**
@@ -45,12 +35,12 @@ export async function migratePostgres(target: PostgresTarget): Promise<string[]>
       pool,
       'migrate',
       async (tx) => {
-        await tx.rows(MIGRATION_LOCK, []);
-        await tx.exec(CREATE_MIGRATIONS_TABLE);
+        await tx.rows(MIGRATION_SQL.lock, []);
+        await tx.exec(MIGRATION_SQL.createTable);
         const pending = pendingMigrations(await appliedMigrations(tx), files);
         for (const file of pending) {
           await tx.exec(file.sql);
-          await tx.rows(RECORD_APPLIED, [file.version, file.name, file.checksum]);
+          await tx.rows(MIGRATION_SQL.recordApplied, [file.version, file.name, file.checksum]);
         }
         return pending.map((file) => file.name);
       },

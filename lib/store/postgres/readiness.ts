@@ -5,7 +5,8 @@ import { PidfenceError } from '../../base/errors';
 import { pendingMigrations, type MigrationFile } from '../migrations';
 import { storeInvariant } from '../store-errors';
 import { withPool, type PostgresTarget } from './connection';
-import { appliedMigrations, MIGRATIONS_TABLE, postgresMigrations } from './migrate';
+import { appliedMigrations, postgresMigrations } from './migrate';
+import { READINESS_SQL } from './readiness-statements';
 import { RUNTIME_PRIVILEGES, TABLE_PRIVILEGES, validateRoleName, type TablePrivilege } from './roles';
 import { inTransaction, type Tx } from './transaction';
 
@@ -20,20 +21,6 @@ export interface ReadinessOptions {
   /** The role the store connects as; defaults to the connected role (readiness run by the runtime). */
   readonly runtimeRole?: string;
 }
-
-/** One row per table and privilege, plus the role's schema CREATE and superuser bits. */
-const PRIVILEGE_ROWS = `SELECT t.name AS "table", p.name AS privilege,
-    has_table_privilege($1::text, format('%I.%I', current_schema(), t.name), p.name) AS granted
-  FROM unnest($2::text[]) AS t(name)
-  CROSS JOIN unnest($3::text[]) AS p(name)
-  ORDER BY t.name, p.name`;
-const ROLE_EXISTS = 'SELECT 1 FROM pg_roles WHERE rolname = $1';
-const ROLE_FACTS = `SELECT current_schema() AS schema,
-    to_regclass(format('%I.%I', current_schema(), '${MIGRATIONS_TABLE}')) IS NOT NULL AS "hasMigrations",
-    (SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = $1) AS "bypasses",
-    has_schema_privilege($1::text, current_schema(), 'CREATE') AS "canCreate",
-    (SELECT r.rolname = $1 FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner
-      WHERE c.oid = to_regclass(format('%I.%I', current_schema(), '${MIGRATIONS_TABLE}'))) IS TRUE AS "ownsSchema"`;
 
 /** How to give a role its runtime privileges, from the CLI and from a program. */
 const grantRuntimeHint = (role: string): string =>
@@ -73,9 +60,9 @@ export async function postgresReadiness(
 async function existingRuntimeRole(tx: Tx, runtimeRole: string | undefined): Promise<string> {
   const role =
     runtimeRole === undefined
-      ? ((await tx.rows<{ name: string }>('SELECT current_user AS name', []))[0]?.name ?? '')
+      ? ((await tx.rows<{ name: string }>(READINESS_SQL.currentUser, []))[0]?.name ?? '')
       : validateRoleName(runtimeRole);
-  if ((await tx.rows(ROLE_EXISTS, [role])).length === 0) {
+  if ((await tx.rows(READINESS_SQL.roleExists, [role])).length === 0) {
     throw notReady(
       `the runtime role ${role} does not exist; create it (LOGIN, no other attributes) and run grantRuntime() as the migration owner.`,
       'ERR_PIDFENCE_PG_ROLE_MISSING',
@@ -93,7 +80,7 @@ interface RoleFacts {
 }
 
 async function roleFacts(tx: Tx, role: string): Promise<RoleFacts> {
-  const [facts] = await tx.rows<RoleFacts>(ROLE_FACTS, [role]);
+  const [facts] = await tx.rows<RoleFacts>(READINESS_SQL.roleFacts, [role]);
   if (facts === undefined) throw storeInvariant('postgres', 'readiness', 'the role facts query returned no row');
   return facts;
 }
@@ -120,7 +107,7 @@ async function privilegeDifferences(
   role: string,
 ): Promise<{ missing: PrivilegeRow[]; excess: PrivilegeRow[] }> {
   const tables = Object.keys(RUNTIME_PRIVILEGES);
-  const rows = await tx.rows<PrivilegeRow>(PRIVILEGE_ROWS, [role, tables, TABLE_PRIVILEGES]);
+  const rows = await tx.rows<PrivilegeRow>(READINESS_SQL.privilegeRows, [role, tables, TABLE_PRIVILEGES]);
   const isRuntime = (row: PrivilegeRow): boolean => (RUNTIME_PRIVILEGES[row.table] ?? []).includes(row.privilege);
   return {
     missing: rows.filter((row) => !row.granted && isRuntime(row)),

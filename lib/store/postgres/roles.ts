@@ -6,6 +6,7 @@ import { escapeIdentifier } from 'pg';
 import { PidfenceError, PidfenceTypeError } from '../../base/errors';
 import { withPool, type PostgresTarget } from './connection';
 import { MIGRATIONS_TABLE } from './migrate';
+import { grantFunctionSql, grantSchemaUsageSql, grantTableSql, revokeTableSql, ROLE_SQL } from './role-statements';
 import { inTransaction } from './transaction';
 
 export const TABLE_PRIVILEGES = ['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER'] as const;
@@ -96,13 +97,13 @@ const UNDEFINED_OBJECT = '42704';
 async function grantRuntimeTo(target: PostgresTarget, role: string): Promise<void> {
   await withPool(target, (pool) =>
     inTransaction(pool, 'grantRuntime', async (tx) => {
-      const [schema] = await tx.rows<{ name: string }>('SELECT current_schema() AS name', []);
-      await tx.exec(`GRANT USAGE ON SCHEMA ${escapeIdentifier(schema?.name ?? 'public')} TO ${role}`);
+      const [schema] = await tx.rows<{ name: string }>(ROLE_SQL.currentSchema, []);
+      await tx.exec(grantSchemaUsageSql(schema?.name ?? 'public', role));
       for (const [table, privileges] of Object.entries(RUNTIME_PRIVILEGES)) {
-        await tx.exec(`REVOKE ALL ON TABLE ${escapeIdentifier(table)} FROM ${role}`);
-        await tx.exec(`GRANT ${privileges.join(', ')} ON TABLE ${escapeIdentifier(table)} TO ${role}`);
+        await tx.exec(revokeTableSql(table, role));
+        await tx.exec(grantTableSql(privileges, table, role));
       }
-      for (const signature of RUNTIME_FUNCTIONS) await tx.exec(`GRANT EXECUTE ON FUNCTION ${signature} TO ${role}`);
+      for (const signature of RUNTIME_FUNCTIONS) await tx.exec(grantFunctionSql(signature, role));
     }),
   );
 }

@@ -9,15 +9,15 @@ import {
   type RunRecord,
 } from '../../contract/index';
 import { storeInvariant } from '../store-errors';
-import { SQL } from './statements';
+import { RUN_SQL } from './run-statements';
 import type { Tx } from './transaction';
 
-/** A run row read by SQL.lockRun: the record plus the transaction's time. */
+/** A run row read by RUN_SQL.lockRun: the record plus the transaction's time. */
 export type LockedRun = RunRecord & { readonly nowMs: number };
 
 /** Lock 1 of the Run → Attempt → Dispatch order: the run, validated, with the transaction's time. */
 export async function lockRun(tx: Tx, runId: string): Promise<LockedRun | undefined> {
-  const [row] = await tx.rows(SQL.lockRun, [runId]);
+  const [row] = await tx.rows(RUN_SQL.lockRun, [runId]);
   if (row === undefined) return undefined;
   const { nowMs, ...run } = row;
   return { ...validateRunRecord(run), nowMs: validateEpochMs(nowMs, 'nowMs') };
@@ -39,7 +39,7 @@ export async function appendRunEvent<P>(
   run: LockedRun,
   append: EventAppend<P>,
 ): Promise<{ readonly event: RunEvent<P>; readonly run: RunRecord }> {
-  const [reserved] = await tx.rows(SQL.reserveEventSeq, [run.runId, run.version, run.nowMs]);
+  const [reserved] = await tx.rows(RUN_SQL.reserveEventSeq, [run.runId, run.version, run.nowMs]);
   // Impossible under the run lock: the version was read under it in this transaction.
   if (reserved === undefined)
     throw storeInvariant('postgres', 'the event append', 'the run version changed under its own row lock');
@@ -52,7 +52,7 @@ export async function appendRunEvent<P>(
     payload: append.payload,
     createdAtMs: run.nowMs,
   };
-  await tx.rows(SQL.insertEvent, [
+  await tx.rows(RUN_SQL.insertEvent, [
     run.runId,
     event.seq,
     append.eventId,

@@ -40,7 +40,8 @@ import {
 import type { RunStore } from '../run-store';
 import { appendRunEvent, lockedRecord, lockRun, type LockedRun } from './run-events';
 import { storeInvariant } from '../store-errors';
-import { SQL } from './statements';
+import { DISPATCH_SQL } from './dispatch-statements';
+import { RUN_SQL } from './run-statements';
 import { inOneStatement, inTransaction, readInOneStatement, type Tx } from './transaction';
 
 /**
@@ -74,7 +75,7 @@ export class PostgresRunStore implements RunStore {
   async createRun(command: CreateRunCommand): Promise<CreateRunOutcome> {
     const valid = validateCreateRunCommand(command);
     return inTransaction(this.#pool, 'createRun', async (tx) => {
-      const [run] = await tx.rows(SQL.insertRun, [
+      const [run] = await tx.rows(RUN_SQL.insertRun, [
         valid.runId,
         valid.projectId,
         valid.owner ?? 'runtime',
@@ -90,10 +91,11 @@ export class PostgresRunStore implements RunStore {
       const run = await this.#lockRun(tx, valid.runId);
       if (run === undefined) return { kind: 'run_missing' };
       if (!isActive(run)) return { kind: 'run_terminal' };
-      if ((await tx.rows(SQL.selectAttemptById, [valid.attemptId])).length > 0) return { kind: 'exists' };
-      if ((await tx.rows(SQL.selectActiveAttempt, [valid.runId])).length > 0) return { kind: 'active_attempt_exists' };
+      if ((await tx.rows(RUN_SQL.selectAttemptById, [valid.attemptId])).length > 0) return { kind: 'exists' };
+      if ((await tx.rows(RUN_SQL.selectActiveAttempt, [valid.runId])).length > 0)
+        return { kind: 'active_attempt_exists' };
       const deadlineAtMs = valid.timeoutMs === undefined ? null : run.nowMs + valid.timeoutMs;
-      const [attempt] = await tx.rows(SQL.insertAttempt, [
+      const [attempt] = await tx.rows(RUN_SQL.insertAttempt, [
         valid.runId,
         valid.attemptId,
         deadlineAtMs,
@@ -102,8 +104,8 @@ export class PostgresRunStore implements RunStore {
         valid.runnerId ?? null,
         valid.leftovers ?? null,
       ]);
-      await tx.rows(SQL.markRunRunning, [valid.runId, run.nowMs]);
-      await tx.rows(SQL.insertPendingDispatch, [valid.runId, run.nowMs]);
+      await tx.rows(RUN_SQL.markRunRunning, [valid.runId, run.nowMs]);
+      await tx.rows(DISPATCH_SQL.insertPendingDispatch, [valid.runId, run.nowMs]);
       return { kind: 'created', attempt: validateAttemptRecord(attempt) };
     });
   }
@@ -111,7 +113,7 @@ export class PostgresRunStore implements RunStore {
   async advanceAttempt(command: AdvanceAttemptCommand): Promise<AdvanceAttemptOutcome> {
     const valid = validateAdvanceAttemptCommand(command);
     return inTransaction(this.#pool, 'advanceAttempt', async (tx) => {
-      const [attempt] = await tx.rows(SQL.advanceAttempt, [
+      const [attempt] = await tx.rows(RUN_SQL.advanceAttempt, [
         valid.runId,
         valid.attemptId,
         valid.from,
@@ -128,7 +130,7 @@ export class PostgresRunStore implements RunStore {
     return inTransaction(this.#pool, 'endAttempt', async (tx) => {
       const run = await this.#lockRun(tx, valid.runId);
       if (run === undefined) return { kind: 'stale' };
-      const [attempt] = await tx.rows(SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
+      const [attempt] = await tx.rows(RUN_SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
       return attempt === undefined ? { kind: 'stale' } : { kind: 'ended', attempt: validateAttemptRecord(attempt) };
     });
   }
@@ -140,7 +142,7 @@ export class PostgresRunStore implements RunStore {
   async requestCancellation(command: RequestCancellationCommand): Promise<RequestCancellationOutcome> {
     const valid = validateRequestCancellationCommand(command);
     const [row] = await inTransaction(this.#pool, 'requestCancellation', (tx) =>
-      tx.rows<{ kind: unknown; seq: unknown; nowMs: unknown }>(SQL.requestCancelCall, [
+      tx.rows<{ kind: unknown; seq: unknown; nowMs: unknown }>(RUN_SQL.requestCancelCall, [
         valid.runId,
         valid.reason,
         valid.eventId,
@@ -174,7 +176,11 @@ export class PostgresRunStore implements RunStore {
     const [row] = await inOneStatement<{ outcome: { requested: unknown; cancelledQueued: unknown; more: unknown } }>(
       this.#pool,
       'requestProjectCancellation',
-      { name: undefined, text: SQL.cancelProjectCall, values: [valid.projectId, valid.reason, PROJECT_CANCEL_LIMIT] },
+      {
+        name: undefined,
+        text: RUN_SQL.cancelProjectCall,
+        values: [valid.projectId, valid.reason, PROJECT_CANCEL_LIMIT],
+      },
     );
     const outcome = row?.outcome;
     if (outcome === undefined || typeof outcome.more !== 'boolean')
@@ -193,11 +199,11 @@ export class PostgresRunStore implements RunStore {
       if (run === undefined) return { kind: 'run_missing' };
       if (!isActive(run)) return { kind: 'already_terminal', run: lockedRecord(run) };
       if (valid.attemptId !== undefined) {
-        if ((await tx.rows(SQL.selectAttempt, [valid.runId, valid.attemptId])).length === 0)
+        if ((await tx.rows(RUN_SQL.selectAttempt, [valid.runId, valid.attemptId])).length === 0)
           return { kind: 'attempt_missing' };
-        await tx.rows(SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
+        await tx.rows(RUN_SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
       }
-      await tx.rows(SQL.writeRunTerminal, [valid.runId, run.version, valid.status, run.nowMs]);
+      await tx.rows(RUN_SQL.writeRunTerminal, [valid.runId, run.version, valid.status, run.nowMs]);
       const appended = await appendRunEvent(tx, run, {
         type: 'run.terminal',
         eventId: valid.eventId,
@@ -209,13 +215,13 @@ export class PostgresRunStore implements RunStore {
 
   async getRun(runId: string): Promise<RunRecord | null> {
     const id = validateId(runId, 'runId');
-    const [run] = await inTransaction(this.#pool, 'getRun', (tx) => tx.rows(SQL.selectRun, [id]));
+    const [run] = await inTransaction(this.#pool, 'getRun', (tx) => tx.rows(RUN_SQL.selectRun, [id]));
     return run === undefined ? null : validateRunRecord(run);
   }
 
   async getAttempt(runId: string, attemptId: string): Promise<AttemptRecord | null> {
     const ids = [validateId(runId, 'runId'), validateId(attemptId, 'attemptId')];
-    const [attempt] = await inTransaction(this.#pool, 'getAttempt', (tx) => tx.rows(SQL.selectAttempt, ids));
+    const [attempt] = await inTransaction(this.#pool, 'getAttempt', (tx) => tx.rows(RUN_SQL.selectAttempt, ids));
     return attempt === undefined ? null : validateAttemptRecord(attempt);
   }
 
@@ -227,7 +233,7 @@ export class PostgresRunStore implements RunStore {
     const rows = (
       await readInOneStatement(this.#pool, 'getAttempts', {
         name: undefined,
-        text: SQL.selectAttempts,
+        text: RUN_SQL.selectAttempts,
         values: [valid.map((ref) => ref.runId), valid.map((ref) => ref.attemptId)],
       })
     ).map((row) => validateAttemptRecord(row));
@@ -240,7 +246,9 @@ export class PostgresRunStore implements RunStore {
   ): Promise<RunEvent[]> {
     const id = validateId(runId, 'runId');
     const { afterSeq, limit } = validateEventPage(page);
-    const rows = await inTransaction(this.#pool, 'listEvents', (tx) => tx.rows(SQL.listEvents, [id, afterSeq, limit]));
+    const rows = await inTransaction(this.#pool, 'listEvents', (tx) =>
+      tx.rows(RUN_SQL.listEvents, [id, afterSeq, limit]),
+    );
     return rows.map(validateRunEvent);
   }
 }

@@ -15,7 +15,7 @@ import {
   validateRegisterRunner,
 } from '../../contract/index';
 import { type RunnerStore } from '../runner-store';
-import { adoptionPayload, runnerOf } from '../runner-sql';
+import { adoptionPayload, runnerOf } from '../runner-rows';
 import { RUNNER_SQL } from './runner-statements';
 import { inTransaction } from './transaction';
 
@@ -72,12 +72,7 @@ export class PostgresRunnerStore implements RunnerStore {
       ]);
       let adopted = 0;
       for (const { runId, attemptId } of owned) {
-        const moved = await tx.rows(`${RUNNER_SQL.transferAttempt} RETURNING 1 AS moved`, [
-          runId,
-          attemptId,
-          v.fromRunnerId,
-          v.toRunnerId,
-        ]);
+        const moved = await tx.rows(RUNNER_SQL.transferAttempt, [runId, attemptId, v.fromRunnerId, v.toRunnerId]);
         if (moved.length !== 1) continue;
         await tx.rows(RUNNER_SQL.insertAdoptionEvent, [
           runId,

@@ -6,6 +6,7 @@ import { types as pgTypes } from 'pg';
 
 import { PidfenceError } from '../../base/errors';
 import { storeFailure } from '../store-errors';
+import { beginSql, TRANSACTION_SQL } from './transaction-statements';
 
 /**
  * design/postgres §Impact: statement 5 s, lock 1 s, idle in transaction 10 s bound every
@@ -38,13 +39,13 @@ export function clientTimeoutMs(limits: TransactionLimits): number {
 const DEFAULT_LIMITS: TransactionLimits = { statementTimeout: STATEMENT_TIMEOUT };
 
 function beginWith(limits: TransactionLimits): string {
-  return (
-    `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = '${limits.statementTimeout}'; ` +
-    `SET LOCAL lock_timeout = '${LOCK_TIMEOUT}'; SET LOCAL idle_in_transaction_session_timeout = '${IDLE_IN_TRANSACTION_TIMEOUT}'`
-  );
+  return beginSql(limits.statementTimeout, LOCK_TIMEOUT, IDLE_IN_TRANSACTION_TIMEOUT);
 }
 
 const BEGIN = beginWith(DEFAULT_LIMITS);
+
+/** Connections already checked, and whether their synchronous_commit was raised. */
+const raisedCommits = new WeakMap<PoolClient, boolean>();
 
 /**
  * Acknowledged means durable (docs/decisions/0010): a commit pidfence answers after must be flushed.
@@ -53,17 +54,10 @@ const BEGIN = beginWith(DEFAULT_LIMITS);
  * the session); a choice the connection made itself (its startup options, a SET) is the caller's
  * and is kept. `local`, `remote_write`, `remote_apply` already flush locally and are kept too.
  */
-const RAISE_SYNCHRONOUS_COMMIT = `SELECT set_config('synchronous_commit', 'on', false) AS raised FROM pg_settings
-  WHERE name = 'synchronous_commit' AND setting = 'off' AND source NOT IN ('client', 'session')`;
-const SET_LOCAL_SYNCHRONOUS_COMMIT = '; SET LOCAL synchronous_commit = on';
-
-/** Connections already checked, and whether their synchronous_commit was raised. */
-const raisedCommits = new WeakMap<PoolClient, boolean>();
-
 async function checkDurableCommits(client: PoolClient): Promise<void> {
   if (raisedCommits.has(client)) return;
   const result = await client.query({
-    text: RAISE_SYNCHRONOUS_COMMIT,
+    text: TRANSACTION_SQL.raiseSynchronousCommit,
     query_timeout: clientTimeoutMs(DEFAULT_LIMITS),
   } as QueryConfigWithTimeout);
   raisedCommits.set(client, result.rows.length > 0);
@@ -257,7 +251,9 @@ export async function inTransaction<T>(
   try {
     try {
       const begin = limits === DEFAULT_LIMITS ? BEGIN : beginWith(limits);
-      await control(raisedCommits.get(client) === true ? `${begin}${SET_LOCAL_SYNCHRONOUS_COMMIT}` : begin);
+      await control(
+        raisedCommits.get(client) === true ? `${begin}${TRANSACTION_SQL.setLocalSynchronousCommit}` : begin,
+      );
     } catch (error) {
       throw pgFailure(operation, error);
     }
@@ -273,14 +269,14 @@ export async function inTransaction<T>(
         throw failure;
       }
       try {
-        await control('ROLLBACK');
+        await control(TRANSACTION_SQL.rollback);
       } catch {
         broken = failure;
       }
       throw failure;
     }
     try {
-      await control('COMMIT');
+      await control(TRANSACTION_SQL.commit);
     } catch (error) {
       const failure = pgFailure(operation, error);
       broken = failure;

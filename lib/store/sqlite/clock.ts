@@ -8,6 +8,7 @@ import { PidfenceError } from '../../base/errors';
 import { EPOCH_MS_MAX } from '../../contract/index';
 import { bootNow, type BootReading } from '../../native/index';
 import type { SqliteDatabase } from './database';
+import { CLOCK_SQL } from './clock-statements';
 import { driverOf, type SqliteDriver } from './driver';
 
 export type Clock = () => number;
@@ -22,28 +23,6 @@ export function readClock(clock: Clock): number {
   }
   return now;
 }
-
-/**
- * The latest time the store holds, lease expiries and retry due times included (deadlines are not:
- * an old boot's jobs are gone, and a long timeout must not push the clock ahead by hours). A table
- * that holds times belongs in this list.
- */
-const HIGH_WATER_SQL = `SELECT MAX(t) AS high FROM (
-  SELECT MAX(updated_at_ms) AS t FROM runs
-  UNION ALL SELECT MAX(updated_at_ms) FROM attempts
-  UNION ALL SELECT MAX(MAX(updated_at_ms, COALESCE(lease_expires_at_ms, 0), COALESCE(next_attempt_at_ms, 0))) FROM cancellation_dispatches
-  UNION ALL SELECT MAX(created_at_ms) FROM run_events
-  UNION ALL SELECT MAX(created_at_ms) FROM attempt_events
-  UNION ALL SELECT MAX(MAX(started_at_ms, COALESCE(ended_at_ms, 0))) FROM runners
-  UNION ALL SELECT MAX(MAX(created_at_ms, COALESCE(done_at_ms, 0))) FROM receipt_journal
-  UNION ALL SELECT MAX(created_at_ms) FROM management_audit
-  UNION ALL SELECT MAX(created_at_ms) FROM management_grants
-  UNION ALL SELECT MAX(anchor_wall_ms) FROM store_clock_anchors
-)`;
-
-const OFFSET_SQL = 'SELECT anchor_wall_ms - anchor_boot_ms AS offset FROM store_clock_anchors WHERE boot_id = ?';
-const INSERT_ANCHOR_SQL =
-  'INSERT INTO store_clock_anchors (boot_id, anchor_wall_ms, anchor_boot_ms, created_wall_ms) VALUES (?, ?, ?, ?)';
 
 function isMissingTable(error: unknown): boolean {
   return error instanceof Error && /no such table: store_clock_anchors/.test(error.message);
@@ -81,7 +60,7 @@ export class BootAnchoredClock {
   storeTimeOf(bootId: string, bootMs: number): number | null {
     if (this.#offset?.bootId === bootId) return bootMs + this.#offset.offsetMs;
     try {
-      const row = this.#database.prepare<[string], { offset: number }>(OFFSET_SQL).get(bootId);
+      const row = this.#database.prepare<[string], { offset: number }>(CLOCK_SQL.offset).get(bootId);
       return row === undefined ? null : bootMs + row.offset;
     } catch (error) {
       if (isMissingTable(error)) return null;
@@ -114,12 +93,12 @@ export class BootAnchoredClock {
 
   /** Under the write lock: the boot's anchor, written by the first process of the boot to ask. */
   #anchor(reading: BootReading): number {
-    const found = this.#database.prepare<[string], { offset: number }>(OFFSET_SQL).get(reading.bootId);
+    const found = this.#database.prepare<[string], { offset: number }>(CLOCK_SQL.offset).get(reading.bootId);
     if (found !== undefined) return found.offset;
     const wallMs = readClock(this.#wall);
-    const high = this.#database.prepare<[], { high: number | null }>(HIGH_WATER_SQL).get()?.high ?? null;
+    const high = this.#database.prepare<[], { high: number | null }>(CLOCK_SQL.highWater).get()?.high ?? null;
     const anchorWallMs = high === null ? wallMs : Math.max(wallMs, high + 1);
-    this.#database.prepare(INSERT_ANCHOR_SQL).run(reading.bootId, anchorWallMs, reading.bootMs, wallMs);
+    this.#database.prepare(CLOCK_SQL.insertAnchor).run(reading.bootId, anchorWallMs, reading.bootMs, wallMs);
     return anchorWallMs - reading.bootMs;
   }
 }

@@ -7,6 +7,7 @@ import Database from 'better-sqlite3';
 
 import { PidfenceError } from '../../base/errors';
 import { isDiskFull, storeFull } from './disk-reserve';
+import { busyTimeoutPragma, CONNECTION_SQL, synchronousPragma } from './connection-statements';
 import { driverOf } from './driver';
 import {
   loadMigrations,
@@ -15,6 +16,7 @@ import {
   type AppliedMigration,
   type MigrationFile,
 } from '../migrations';
+import { MIGRATION_SQL } from './migration-statements';
 
 /**
  * An open pidfence SQLite database. At run time it is better-sqlite3's `Database`; its declared type
@@ -167,19 +169,12 @@ function corrupt(filename: string, errno: string, cause?: unknown): PidfenceErro
 
 /** PRAGMA quick_check at open: a partly corrupted database is an error, never a clear status. */
 function quickCheck(database: Database.Database, filename: string): void {
-  const rows = database.pragma('quick_check(1)') as Array<{ quick_check?: unknown }>;
+  const rows = database.pragma(CONNECTION_SQL.quickCheck) as Array<{ quick_check?: unknown }>;
   if (rows.length !== 1 || rows[0]?.quick_check !== 'ok') throw corrupt(filename, 'QUICK_CHECK');
 }
 
 /** Longer than any of our write transactions by far (they are a few statements, no I/O waits). */
 export const SQLITE_BUSY_TIMEOUT_DEFAULT_MS = 5_000;
-
-const MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS pidfence_migrations (
-  version        INTEGER NOT NULL PRIMARY KEY,
-  name           TEXT    NOT NULL,
-  checksum       TEXT    NOT NULL,
-  applied_at_ms  INTEGER NOT NULL
-) STRICT`;
 
 /** Bytes 18 and 19 of a SQLite header: the file format versions, 2 for WAL, 1 for a rollback journal. */
 const FORMAT_VERSION_BYTES = [18, 19] as const;
@@ -220,7 +215,7 @@ function openReadOnly(filename: string, driverOptions: Database.Options): Databa
   let database: Database.Database | undefined;
   try {
     database = new Database(filename, { ...driverOptions, readonly: true, fileMustExist: true });
-    database.prepare('SELECT count(*) FROM sqlite_schema').get();
+    database.prepare(CONNECTION_SQL.readSchema).get();
     return database;
   } catch (error) {
     database?.close();
@@ -261,10 +256,10 @@ function openPrepared(filename: string, options: SqliteOpenOptions): SqliteDatab
     throw error instanceof PidfenceError ? error : sqliteOpenFailure(filename, error);
   }
   try {
-    database.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? SQLITE_BUSY_TIMEOUT_DEFAULT_MS)}`);
-    if (options.readonly !== true) database.pragma('journal_mode = WAL');
-    database.pragma(`synchronous = ${options.synchronous === 'FULL' ? 'FULL' : 'NORMAL'}`);
-    database.pragma('foreign_keys = ON');
+    database.pragma(busyTimeoutPragma(Math.trunc(options.busyTimeoutMs ?? SQLITE_BUSY_TIMEOUT_DEFAULT_MS)));
+    if (options.readonly !== true) database.pragma(CONNECTION_SQL.journalModeWal);
+    database.pragma(synchronousPragma(options.synchronous === 'FULL' ? 'FULL' : 'NORMAL'));
+    database.pragma(CONNECTION_SQL.foreignKeysOn);
     quickCheck(database, filename);
     return database;
   } catch (error) {
@@ -281,9 +276,7 @@ function packageMigrations(): readonly MigrationFile[] {
 }
 
 function appliedMigrations(database: SqliteDatabase): AppliedMigration[] {
-  return driverOf(database)
-    .prepare<[], AppliedMigration>('SELECT version, name, checksum FROM pidfence_migrations ORDER BY version')
-    .all();
+  return driverOf(database).prepare<[], AppliedMigration>(MIGRATION_SQL.selectApplied).all();
 }
 
 /**
@@ -298,11 +291,9 @@ export function migrateSqliteDatabase(
 ): string[] {
   const driver = driverOf(database);
   const migrate = driver.transaction(() => {
-    driver.exec(MIGRATIONS_TABLE);
+    driver.exec(MIGRATION_SQL.createTable);
     const pending = pendingMigrations(appliedMigrations(database), files);
-    const record = driver.prepare(
-      'INSERT INTO pidfence_migrations (version, name, checksum, applied_at_ms) VALUES (?, ?, ?, ?)',
-    );
+    const record = driver.prepare(MIGRATION_SQL.recordApplied);
     for (const file of pending) {
       driver.exec(file.sql);
       record.run(file.version, file.name, file.checksum, clock());
@@ -315,9 +306,7 @@ export function migrateSqliteDatabase(
 /** Readiness: every migration applied, none changed since. Throws a PidfenceError that says what to do. */
 export function checkSqliteReadiness(database: SqliteDatabase): void {
   const files = packageMigrations();
-  const hasTable = driverOf(database)
-    .prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'pidfence_migrations'")
-    .get();
+  const hasTable = driverOf(database).prepare(MIGRATION_SQL.hasTable).get();
   const pending = pendingMigrations(hasTable ? appliedMigrations(database) : [], files);
   if (pending.length > 0) {
     throw new PidfenceError(

@@ -30,8 +30,8 @@ import { boundaryOf, type SqliteBoundary } from './transaction';
 import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
 import { appendRunEvent } from './run-events';
-import { selectAttemptStatus, selectDispatch, selectHeldRunVersion, selectRun } from './rows';
-import type { DueRow, PreparedStatements } from './statements';
+import { selectAttemptStatus, selectDispatch, selectHeldRunVersion, selectRun, type DueRow } from './rows';
+import type { PreparedStatements } from './prepared';
 
 export interface SqliteDispatchRepositoryOptions {
   /** The time authority; the boot-anchored store clock (docs/decisions/0160) unless a test or a device needs another. */

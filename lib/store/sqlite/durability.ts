@@ -2,6 +2,7 @@
 // connection runs WAL with synchronous=NORMAL for routine dispatch traffic, and these operations
 // commit with synchronous=FULL, whose commit fsyncs the WAL (and with it every earlier frame).
 // Also which writes may spend the disk reserve when the disk is full (docs/decisions/0191).
+import { CONNECTION_SQL, synchronousPragma } from './connection-statements';
 import type { SqliteDriver } from './driver';
 
 /**
@@ -52,7 +53,7 @@ const openedLevel = new WeakMap<SqliteDriver, number>();
 function levelOf(database: SqliteDriver): number {
   let level = openedLevel.get(database);
   if (level === undefined) {
-    level = Number(database.pragma('synchronous', { simple: true }));
+    level = Number(database.pragma(CONNECTION_SQL.synchronous, { simple: true }));
     openedLevel.set(database, level);
   }
   return level;
@@ -66,10 +67,10 @@ function levelOf(database: SqliteDriver): number {
 export function withSyncedCommit<T>(database: SqliteDriver, commit: () => T): T {
   const level = levelOf(database);
   if (level >= SYNCHRONOUS_FULL || database.inTransaction) return commit();
-  database.pragma(`synchronous = ${SYNCHRONOUS_FULL}`);
+  database.pragma(synchronousPragma(SYNCHRONOUS_FULL));
   try {
     return commit();
   } finally {
-    database.pragma(`synchronous = ${level}`);
+    database.pragma(synchronousPragma(level));
   }
 }

@@ -1,6 +1,6 @@
 // The SQL of the SQLite execution store (design/execution §2-3), each statement in one named place, built
-// from the shared text in ../execution-sql.ts with named parameters and INDEXED BY hints; the
-// terminal CAS reuses the run store's statements (statements.ts) for the run and its event.
+// from the shared text in ../execution-statements.ts with named parameters and INDEXED BY hints; the
+// terminal CAS reuses the run store's statements (run-statements.ts) for the run and its event.
 import {
   activeAttemptsPageSql,
   attemptByReceiptDigestSql,
@@ -12,9 +12,9 @@ import {
   nextAttemptEventSeqSql,
   nextDueInMsSql,
   openJournalPageSql,
-} from '../execution-sql';
-import { DUE_PREDICATE } from '../dispatch-sql';
-import type { Prepared } from './statements';
+} from '../execution-statements';
+import { DUE_PREDICATE } from '../dispatch-statements';
+import type { Prepared } from './prepared';
 
 export const EXECUTION_SQL = {
   activeAttemptsPage: activeAttemptsPageSql('attempts AS a INDEXED BY attempts_one_active', {

@@ -37,7 +37,7 @@ import {
   journalKeyset,
   journalPageOf,
   runTerminalPayload,
-} from '../execution-sql';
+} from '../execution-rows';
 import { storeInvariant } from '../store-errors';
 import { boundaryOf, type SqliteBoundary } from './transaction';
 import { storeClockOf, type BootAnchoredClock, type Clock } from './clock';
@@ -45,7 +45,7 @@ import type { SqliteDatabase } from './database';
 import { EXECUTION_SQL, type ExecutionStatements } from './execution-statements';
 import { appendRunEvent } from './run-events';
 import { counterColumn, selectAttempt, selectHeldRun, selectRun, validatedRow } from './rows';
-import type { PreparedStatements } from './statements';
+import type { PreparedStatements } from './prepared';
 
 export class SqliteExecutionStore implements ExecutionStore {
   readonly #boundary: SqliteBoundary;

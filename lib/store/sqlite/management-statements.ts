@@ -1,5 +1,5 @@
 // The SQLite management store's statements (design/dispatch §5.1-5.4), one named place each, built from
-// the shared text in ../management-sql.ts with SQLite's named parameters and injected clock.
+// the shared text in ../management-statements.ts with SQLite's named parameters and injected clock.
 import {
   blockedPageSql,
   hasGrantSql,
@@ -13,8 +13,8 @@ import {
   runPageAllSql,
   runPageByStatusSql,
   summarySql,
-} from '../management-sql';
-import type { Prepared } from './statements';
+} from '../management-statements';
+import type { Prepared } from './prepared';
 
 const RUN_PAGE = {
   projectId: ':projectId',

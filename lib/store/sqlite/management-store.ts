@@ -20,14 +20,14 @@ import type {
   RunRow,
   RunRowsQuery,
 } from '../management-store';
-import { inspectionOf, rearmRefusal, runRowsParams, summaryCountsOf } from '../management-sql';
+import { inspectionOf, rearmRefusal, runRowsParams, summaryCountsOf } from '../management-rows';
 import { boundaryOf, type SqliteBoundary } from './transaction';
 import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
 import { MANAGEMENT_SQL, type ManagementStatements } from './management-statements';
 import { appendRunEvent } from './run-events';
 import { selectDispatch, selectHeldRunVersion } from './rows';
-import type { PreparedStatements } from './statements';
+import type { PreparedStatements } from './prepared';
 
 export class SqliteManagementStore implements ManagementStore, GrantAdministration {
   readonly #boundary: SqliteBoundary;

@@ -14,12 +14,22 @@ import {
   type AttemptRecord,
   type AttemptStatus,
   type CancellationDispatchRecord,
+  type DueSource,
   type RunEvent,
   type RunRecord,
 } from '../../contract/index';
-import { withDecodedPayload } from '../execution-sql';
+import { withDecodedPayload } from '../execution-rows';
 import { storeInvariant } from '../store-errors';
-import type { PreparedStatements } from './statements';
+import type { PreparedStatements } from './prepared';
+
+/** A row of the due page (dispatch-statements.ts duePage). */
+export interface DueRow {
+  readonly runId: string;
+  readonly attemptId: string;
+  readonly cancelRequestedAtMs: number;
+  readonly source: DueSource;
+  readonly atMs: number;
+}
 
 /** `validate(row)`, or undefined when the statement found no row. */
 export function validatedRow<T>(row: unknown, validate: (value: unknown) => T): T | undefined {

@@ -3,7 +3,7 @@
 import type { RunEvent, RunEventType } from '../../contract/index';
 import { storeInvariant } from '../store-errors';
 import { counterColumn } from './rows';
-import type { PreparedStatements } from './statements';
+import type { PreparedStatements } from './prepared';
 
 export interface EventAppend<P> {
   readonly runId: string;

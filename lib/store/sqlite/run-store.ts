@@ -36,7 +36,7 @@ import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
 import { appendRunEvent } from './run-events';
 import { runEventOf, selectAttempt, selectHeldRun, selectRun, validatedRow } from './rows';
-import type { PreparedStatements } from './statements';
+import type { PreparedStatements } from './prepared';
 
 function isActive(run: RunRecord): boolean {
   return runIsActive(run.status);

@@ -1,5 +1,5 @@
 // The SQL of the SQLite runner store (docs/decisions/0070), each statement in one named place, built
-// from the text both dialects share in ../runner-sql.ts with named parameters.
+// from the text both dialects share in ../runner-statements.ts with named parameters.
 import {
   activeAttemptOwnerSql,
   adoptionCandidatesSql,
@@ -9,7 +9,7 @@ import {
   registerRunnerSql,
   runnerByIdSql,
   transferAttemptSql,
-} from '../runner-sql';
+} from '../runner-statements';
 
 export const RUNNER_SQL = {
   registerRunner: registerRunnerSql({

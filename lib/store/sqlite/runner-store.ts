@@ -13,12 +13,12 @@ import {
   validateRegisterRunner,
 } from '../../contract/index';
 import { type RunnerStore } from '../runner-store';
-import { adoptionPayload, runnerOf } from '../runner-sql';
+import { adoptionPayload, runnerOf } from '../runner-rows';
 import { boundaryOf, type SqliteBoundary, type WriteOptions } from './transaction';
 import type { Clock } from './clock';
 import type { SqliteDatabase } from './database';
 import { RUNNER_SQL } from './runner-statements';
-import type { Prepared } from './statements';
+import type { Prepared } from './prepared';
 
 type OwnerRow = Parameters<typeof runnerOf>[0] & { readonly attemptId: string };
 

@@ -12,7 +12,7 @@ import type { SqliteDatabase } from './database';
 import { DiskReserveKeeper, isDiskFull, storeFull } from './disk-reserve';
 import { driverOf, type SqliteDriver } from './driver';
 import { ACKNOWLEDGED_WRITES, STOP_PATH_WRITES, withSyncedCommit } from './durability';
-import { lazyPreparedSet, SQL, type Prepared, type PreparedStatements } from './statements';
+import { lazyPreparedSet, SQL, type Prepared, type PreparedStatements } from './prepared';
 
 type Work = (nowMs: number) => unknown;
 

@@ -1,22 +1,9 @@
-// What the SQLite and PostgreSQL management stores share (design/dispatch §5): the
-// SQL text (built with each store's placeholders and clock), the row mappers and the rearm decision.
-// Stores add only the transaction and the driver.
-import {
-  BLOCKING_RESULTS,
-  DISPATCH_STATUSES,
-  INSPECTION_KEYS,
-  type BlockingCounts,
-  type CancellationDispatchRecord,
-  type DispatchInspection,
-  type RearmCommand,
-  type RearmOutcome,
-  type RunListPosition,
-  type StateCounts,
-  type SummaryCounts,
-} from '../contract/index';
-import { isPlainObject } from '../base/shape';
+// The SQL text the SQLite and PostgreSQL management stores share (design/dispatch §5), built with each
+// store's placeholders and clock. The row mappers and the rearm decision are in management-rows.ts;
+// stores add only the transaction and the driver (docs/decisions/0410).
+import { BLOCKING_RESULTS, DISPATCH_STATUSES } from '../contract/index';
+import { BLOCKING_ALIASES, STATE_ALIASES } from './management-rows';
 import type { SqlParams } from './sql-params';
-import { storeInvariant } from './store-errors';
 
 const INSPECTION_COLUMNS = `run_id AS "runId", project_id AS "projectId", attempt_id AS "attemptId", status, version,
   dispatch_count AS "dispatchCount", last_result AS "lastResult", next_attempt_at_ms AS "nextAttemptAtMs",
@@ -30,20 +17,6 @@ export function inspectSql(p: SqlParams<'runId'>): string {
 export function hasGrantSql(p: SqlParams<'subject' | 'projectId' | 'permission'>): string {
   return `SELECT 1 AS held FROM management_grants WHERE subject = ${p.subject} AND project_id = ${p.projectId} AND permission = ${p.permission}`;
 }
-
-const STATE_ALIASES: Readonly<Record<string, string>> = {
-  pending: 'pending',
-  leased: 'leased',
-  retry_wait: 'retryWait',
-  dispatched: 'dispatched',
-  blocked: 'blocked',
-};
-const BLOCKING_ALIASES: Readonly<Record<string, string>> = {
-  identity_mismatch: 'identityMismatch',
-  pid_mismatch: 'pidMismatch',
-  unsupported: 'unsupported',
-  invalid: 'invalid',
-};
 
 const countWhere = (condition: string, alias: string): string =>
   `COALESCE(SUM(CASE WHEN ${condition} THEN 1 ELSE 0 END), 0) AS "${alias}"`;
@@ -168,20 +141,6 @@ export function runEventsSql(p: SqlParams<'runId' | 'limit'>): string {
     FROM run_events WHERE run_id = ${p.runId} ORDER BY seq LIMIT ${p.limit}`;
 }
 
-/** The keyset parameters of a run page, named as both stores' statements name them. */
-export function runRowsParams(query: {
-  readonly projectId: string;
-  readonly before: RunListPosition;
-  readonly limit: number;
-}): { projectId: string; beforeAtMs: number; beforeRunId: string; limit: number } {
-  return {
-    projectId: query.projectId,
-    beforeAtMs: query.before.createdAtMs,
-    beforeRunId: query.before.runId,
-    limit: query.limit,
-  };
-}
-
 /** The rearm CAS (design/dispatch §5.1): the whole expectation in the WHERE clause; due at the store's now. */
 export function rearmSql(p: SqlParams<'runId' | 'expectedVersion' | 'expectedResult' | 'nowMs'>): string {
   return `UPDATE cancellation_dispatches
@@ -195,56 +154,4 @@ export function insertAuditSql(
 ): string {
   return `INSERT INTO management_audit (id, run_id, project_id, action, actor, expected_version, expected_result, created_at_ms)
     VALUES (${p.id}, ${p.runId}, ${p.projectId}, 'rearm', ${p.actor}, ${p.expectedVersion}, ${p.expectedResult}, ${p.nowMs})`;
-}
-
-/** Keeps exactly the inspection keys of a row (a driver may add nothing, but a mapper never leaks). */
-export function inspectionOf(row: Readonly<Record<string, unknown>>): DispatchInspection {
-  const picked: Record<string, unknown> = {};
-  for (const key of INSPECTION_KEYS) picked[key] = row[key];
-  return picked as unknown as DispatchInspection;
-}
-
-/** The one-statement summary's row (always exactly one: it aggregates); anything else breaks the store's rule. */
-export function summaryCountsOf(store: 'sqlite' | 'postgres', answer: unknown): SummaryCounts {
-  if (!isPlainObject(answer)) throw storeInvariant(store, 'summary', 'the summary statement returned no row');
-  const row = answer;
-  const count = (alias: string): number => {
-    const value = Number(row[alias]);
-    if (!Number.isSafeInteger(value) || value < 0)
-      throw storeInvariant(store, 'summary', `summary column ${alias} is not a count`);
-    return value;
-  };
-  const states = Object.fromEntries(
-    DISPATCH_STATUSES.map((status) => [status, count(STATE_ALIASES[status] ?? status)]),
-  ) as unknown as StateCounts;
-  const blockingResults = Object.fromEntries(
-    BLOCKING_RESULTS.map((result) => [result, count(BLOCKING_ALIASES[result] ?? result)]),
-  ) as unknown as BlockingCounts;
-  return {
-    permitted: count('permitted') > 0,
-    asOfMs: count('asOfMs'),
-    total: count('total'),
-    states,
-    blockingResults,
-    overdue: count('overdue'),
-    runEnded: count('runEnded'),
-    running: count('running'),
-  };
-}
-
-/**
- * The rearm decision on the record read under the store's lock, with the grant re-read in the same
- * transaction: `null` means go ahead with the CAS, anything else is the outcome (nothing written).
- */
-export function rearmRefusal(
-  record: CancellationDispatchRecord | undefined,
-  permitted: boolean,
-  command: RearmCommand,
-): RearmOutcome | null {
-  if (record === undefined) return { kind: 'not_found' };
-  if (!permitted) return { kind: 'not_permitted' };
-  if (record.version !== command.expectedVersion) return { kind: 'stale_version', version: record.version };
-  if (record.status !== 'blocked') return { kind: 'not_blocked', status: record.status };
-  if (record.lastResult !== command.expectedResult) return { kind: 'result_mismatch', lastResult: record.lastResult };
-  return null;
 }

@@ -1,7 +1,7 @@
-// What the SQLite and PostgreSQL runner stores share (docs/decisions/0070): the SQL text, built
-// with each store's placeholders and clock, and the row mapper. Stores add only the transaction.
+// The SQL text the SQLite and PostgreSQL runner stores share (docs/decisions/0070), built with each
+// store's placeholders and clock. The row mapper is in runner-rows.ts; stores add only the
+// transaction (docs/decisions/0410).
 import type { SqlParams } from './sql-params';
-import type { AdoptionProof, RunnerKind, RunnerRecord } from '../contract/index';
 
 const ACTIVE = `('claimed', 'starting', 'running')`;
 
@@ -64,39 +64,4 @@ export function insertAdoptionEventSql(p: SqlParams<'runId' | 'attemptId' | 'eve
   return `INSERT INTO attempt_events (run_id, attempt_id, seq, id, type, payload, created_at_ms)
     SELECT ${p.runId}, ${p.attemptId}, COALESCE(MAX(seq), 0) + 1, ${p.eventId}, 'attempt.adopted', ${p.payload}, ${p.nowMs}
     FROM attempt_events WHERE attempt_id = ${p.attemptId}`;
-}
-
-/**
- * Low-sensitivity: how the previous owner (the runner process, not the job) was proved gone; never a
- * runner id or PID. Keyed `runner` (docs/decisions/0272): the key `proof` read as the job's end, and
- * `proof=exited` beside a job that was alive and running was taken for a false proof.
- */
-export function adoptionPayload(proof: AdoptionProof): string {
-  return JSON.stringify({ runner: proof });
-}
-
-export function runnerOf(row: {
-  readonly runnerId: string | null;
-  readonly hostId: string | null;
-  readonly kind: string | null;
-  readonly identity: string | null;
-  readonly startedAtMs: number | string | null;
-  readonly endedAtMs: number | string | null;
-}): RunnerRecord | null {
-  if (
-    row.runnerId === null ||
-    row.hostId === null ||
-    row.kind === null ||
-    row.identity === null ||
-    row.startedAtMs === null
-  )
-    return null;
-  return {
-    runnerId: row.runnerId,
-    hostId: row.hostId,
-    kind: row.kind as RunnerKind,
-    identity: row.identity,
-    startedAtMs: Number(row.startedAtMs),
-    endedAtMs: row.endedAtMs === null ? null : Number(row.endedAtMs),
-  };
 }
