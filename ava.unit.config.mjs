@@ -72,6 +72,7 @@ export const NEEDS_ROOT = [
  */
 export const NEEDS_SYSTEM = [
   'cluster/crl',
+  'cluster/replica-set',
   'execution/clock-dispatch',
   'execution/clock-step',
   'metrics/alert-rules',
