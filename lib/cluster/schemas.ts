@@ -9,6 +9,8 @@ const object = (properties: Record<string, unknown>, required: readonly string[]
   ({ type: 'object', additionalProperties: false, properties, required }) as const;
 
 const sessionBody = { sessionId: ID };
+/** The longest a lease page may wait for a stop (docs/decisions/0201); a longer tick waits this long. */
+export const LEASE_PAGE_WAIT_MAX_MS = 10_000;
 const leaseBody = { ...sessionBody, runId: ID, attemptId: ID, fence: { type: 'integer', minimum: 1 } };
 
 export const SCHEMAS = {
@@ -35,7 +37,7 @@ export const SCHEMAS = {
             'fence',
           ]),
         },
-        waitMs: { type: 'integer', minimum: 0, maximum: 10_000 },
+        waitMs: { type: 'integer', minimum: 0, maximum: LEASE_PAGE_WAIT_MAX_MS },
       },
       ['sessionId', 'leases'],
     ),

@@ -14,6 +14,7 @@ import type { ExecutionApplication } from '../execution/index';
 import type { Assignment, LeaseTickAnswer, PullPageOutcome } from '../store/postgres/index';
 import type { openSqliteStore } from '../store/sqlite/index';
 import type { JournaledLease, LeaseJournal } from './lease-journal';
+import { LEASE_PAGE_WAIT_MAX_MS } from './schemas';
 
 type Send = <T>(path: string, body: unknown, timeoutMs?: number) => Promise<{ status: number; body: T }>;
 type Report = {
@@ -108,19 +109,25 @@ export class WorkerCycle {
     });
   }
 
-  /** One bounded cycle; every failure is observed by code and the next cycle starts afresh. */
-  async run(closed: boolean): Promise<void> {
+  /**
+   * One bounded cycle; every failure is observed by code and the next cycle starts afresh. True when
+   * the lease page answered more than renewals: the next page should wait again at once, so a stop
+   * requested meanwhile is pushed into it rather than left for the next tick (docs/decisions/0397).
+   */
+  async run(closed: boolean): Promise<boolean> {
     const { observe, state } = this.#parts;
     try {
       if (!this.#sessionOpen && !state.revoked) await this.#renewSession();
       await this.#attachAll();
       await this.#settleEarlier();
       await this.reportCompletions();
-      await this.#leasePage(closed);
+      const answered = await this.#leasePage(closed);
       const free = (this.#parts.options.capacity ?? 4) - this.held.size;
       if (!closed && !state.revoked && this.#sessionOpen && free > 0) await this.#pull(free);
+      return answered;
     } catch (error) {
       observe('cycle_failed', error instanceof PidfenceError ? error.code : 'ERR_PIDFENCE_CLUSTER_INTERNAL');
+      return false;
     }
   }
 
@@ -220,11 +227,14 @@ export class WorkerCycle {
   }
 
   /** Every attached lease in one request, held by the control plane up to one tick while nothing is due. */
-  async #leasePage(closed: boolean): Promise<void> {
+  /** The page of every lease held; true when it answered more than renewals. */
+  async #leasePage(closed: boolean): Promise<boolean> {
     const { send, observe, session, tickMs } = this.#parts;
     const mine = [...this.held.values()].filter((entry) => entry.attached && !entry.stopping);
     const leases = mine.map(({ assignment: { runId, attemptId, fence } }) => ({ runId, attemptId, fence }));
-    const waitMs = closed || leases.length === 0 ? 0 : tickMs;
+    // A tick longer than a page may wait (`--tick 12s`) waits the longest a page may: asking for more
+    // was refused as a bad request, and no lease was ever renewed (docs/decisions/0397).
+    const waitMs = closed || leases.length === 0 ? 0 : Math.min(tickMs, LEASE_PAGE_WAIT_MAX_MS);
     const reply = await send<LeasePageReply & { code?: string }>(
       '/v1/workers/leases',
       { sessionId: session.id, leases, waitMs },
@@ -233,12 +243,13 @@ export class WorkerCycle {
     if (reply.status !== 200) {
       // A failed renewal stops nothing (docs/decisions/0273): the lease waits for this worker.
       observe('tick_failed', reply.body?.code ?? `http_${reply.status}`);
-      return;
+      return false;
     }
     observe(`page_${reply.body.session}`);
     if (reply.body.session !== 'live') this.#sessionOpen = false;
     else for (const entry of mine) entry.lastAnsweredMs = monotonicMs();
     await this.#stopLocally(this.#stopsOf(reply.body.answers));
+    return reply.body.answers.length > 0;
   }
 
   /** What the answers ask of this worker: each observed, a closed session noted, the local stops. */

@@ -296,6 +296,13 @@ async function resumeJournaled(worker: {
   return earlierSessionsProvedGone(worker.leases, local, app.runner);
 }
 
+/**
+ * After a lease page that answered more than renewals, the next cycle starts this soon after the last
+ * one began rather than a tick after it (docs/decisions/0397); it bounds a run of such cycles to ten a
+ * second.
+ */
+const CYCLE_AGAIN_MS = 100;
+
 /** One cycle at a time (docs/decisions/0200): the next is armed when the last one ended, so a stall never queues cycles. */
 function scheduleCycles(cycle: WorkerCycle, tickMs: number): { isClosed(): boolean; stop(): Promise<void> } {
   let closed = false;
@@ -304,8 +311,9 @@ function scheduleCycles(cycle: WorkerCycle, tickMs: number): { isClosed(): boole
   const arm = (delayMs: number): void => {
     timer = setTimeout(() => {
       const started = performance.now();
-      running = cycle.run(closed).then(() => {
-        if (!closed) arm(Math.max(0, tickMs - (performance.now() - started)));
+      running = cycle.run(closed).then((answered) => {
+        const spacingMs = answered ? Math.min(CYCLE_AGAIN_MS, tickMs) : tickMs;
+        if (!closed) arm(Math.max(0, spacingMs - (performance.now() - started)));
       });
     }, delayMs);
   };

@@ -33,6 +33,8 @@ export interface PairOptions {
   readonly dispatchLeaseMs?: number;
   /** The worker's --tick. */
   readonly tick: string;
+  /** The worker's --capacity (1 by default: each cycle one page). */
+  readonly capacity?: number;
 }
 
 type Certificates = ReturnType<typeof makeCertificates>;
@@ -87,7 +89,7 @@ async function startReplicas(
   return { replicas, urls };
 }
 
-/** One `pidfence worker` on both replicas, capacity 1 (each cycle one page); resolves once it is ready. */
+/** One `pidfence worker` on both replicas, capacity 1 unless asked; resolves once it is ready. */
 async function startWorker(
   t: ExecutionContext,
   urls: readonly string[],
@@ -110,7 +112,7 @@ async function startWorker(
     '--journal',
     path.join(scratch, 'worker.db'),
     '--capacity',
-    '1',
+    String(options.capacity ?? 1),
     '--tick',
     options.tick,
     '--grace',
