@@ -23,8 +23,9 @@ export interface ClientReply<T> {
 
 const REQUEST_TIMEOUT_MS = 10_000;
 /**
- * A new connection must finish its TLS handshake this soon (docs/decisions/0396): a replica that
- * accepts and never answers is given up after this, not after the request's whole timeout.
+ * The worker's replica set asks a new connection to a replica it deems healthy to finish its TLS
+ * handshake this soon (docs/decisions/0396): a replica that accepts and never answers is given up
+ * after this, not after the request's whole timeout. Other callers are not bounded by it.
  */
 export const HANDSHAKE_TIMEOUT_MS = 2_000;
 
@@ -52,12 +53,14 @@ export class ControlPlaneClient {
   /**
    * One request; a non-2xx reply is returned, not thrown. Network failure is ERR_PIDFENCE_CLUSTER_UNREACHABLE.
    * `timeoutMs` (default 10 s) bounds a silent socket; a long-polled lease page passes its wait plus a margin.
+   * `handshakeMs`, when given, bounds a new connection's TLS handshake alone (docs/decisions/0396).
    */
   send<T>(
     method: 'GET' | 'POST',
     path: string,
     body?: unknown,
     timeoutMs = REQUEST_TIMEOUT_MS,
+    handshakeMs?: number,
   ): Promise<ClientReply<T>> {
     const url = new URL(path, this.#base);
     const payload = body === undefined ? undefined : JSON.stringify(body);
@@ -84,7 +87,8 @@ export class ControlPlaneClient {
         },
       );
       req.on('timeout', () => req.destroy(new Error('timeout')));
-      req.on('socket', (socket) => boundHandshake(req, socket, Math.min(HANDSHAKE_TIMEOUT_MS, timeoutMs)));
+      if (handshakeMs !== undefined && handshakeMs < timeoutMs)
+        req.on('socket', (socket) => boundHandshake(req, socket, handshakeMs));
       req.on('error', (error) => reject(unreachable(error)));
       req.end(payload);
     });

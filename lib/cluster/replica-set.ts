@@ -3,7 +3,7 @@
 // request's timeout) gets no request until it has answered a probe of /health, tried in the
 // background once per rest, while another one is left. A silent replica thus costs one handshake
 // bound, once. When every replica has failed, all are tried again in turn.
-import { ControlPlaneClient, type ClientReply, type ClientTls } from './client';
+import { ControlPlaneClient, HANDSHAKE_TIMEOUT_MS, type ClientReply, type ClientTls } from './client';
 
 export const REPLICA_REST_MS = 15_000;
 /** A probe that takes longer than this finds the replica still unwell. */
@@ -38,10 +38,29 @@ export class ReplicaSet {
     this.#restMs = options.restMs ?? REPLICA_REST_MS;
   }
 
-  /** POSTs to the next healthy replica; on a network failure, to the next one, each replica at most once. */
+  /**
+   * POSTs to the next healthy replica, its handshake bounded; on a network failure, to the next one.
+   * When none answered, those whose bounded handshake ran out and the failed ones are tried once more
+   * with the request's whole timeout: an overloaded control plane that is slow to shake hands is
+   * still reached (docs/decisions/0396).
+   */
   async post<T>(path: string, body: unknown, timeoutMs?: number): Promise<ClientReply<T>> {
     let lastError: unknown;
+    const unbounded: Replica[] = [];
     for (const replica of this.#order()) {
+      if (replica.failed) {
+        unbounded.push(replica);
+        continue;
+      }
+      try {
+        return await replica.client.send<T>('POST', path, body, timeoutMs, HANDSHAKE_TIMEOUT_MS);
+      } catch (error) {
+        this.#rest(replica);
+        lastError = error;
+        if ((error as { errno?: unknown }).errno === 'timeout') unbounded.push(replica);
+      }
+    }
+    for (const replica of unbounded) {
       try {
         const reply = await replica.client.send<T>('POST', path, body, timeoutMs);
         replica.failed = false;

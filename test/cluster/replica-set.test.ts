@@ -3,10 +3,11 @@
 // handshake bound, gets no request while it stays silent (only probes of /health), and is used
 // again once it answers a probe.
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
-import { createServer, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 
 import test, { type ExecutionContext } from 'ava';
 
+import { ControlPlaneClient, HANDSHAKE_TIMEOUT_MS } from '../../lib/cluster/client';
 import { ReplicaSet } from '../../lib/cluster/replica-set';
 import { makeCertificates, type Certificates } from '../helpers/certificates';
 import { delay, until } from '../helpers/wait';
@@ -113,5 +114,53 @@ test.serial(
     const names: string[] = [];
     for (let i = 0; i < 4; i++) names.push((await replicas.post<{ name: string }>('/v1/x', {})).body.name);
     t.deepEqual([...new Set(names)].sort(), ['healthy', 'recovered']);
+  },
+);
+
+/** Forwards each connection to `port` only after `delayMs`: a control plane too loaded to shake hands at once. */
+async function slowToShakeHands(t: ExecutionContext, port: number, delayMs: number): Promise<number> {
+  const sockets = new Set<Socket>();
+  const server = createServer((client) => {
+    sockets.add(client);
+    client.pause();
+    client.on('error', () => undefined);
+    setTimeout(() => {
+      const upstream = connect(port, '127.0.0.1', () => {
+        client.pipe(upstream);
+        upstream.pipe(client);
+        client.resume();
+      });
+      sockets.add(upstream);
+      upstream.on('error', () => client.destroy());
+    }, delayMs);
+  });
+  const bound = await listen(server);
+  t.teardown(() => {
+    for (const socket of sockets) socket.destroy();
+    return close(server);
+  });
+  return bound;
+}
+
+test.serial(
+  'cluster: a control plane slow to shake hands (3 s) is still reached by an operator and by a worker whose only replica it is',
+  async (t) => {
+    t.timeout(60_000);
+    const certs = makeCertificates();
+    t.teardown(() => certs.remove());
+    const healthy = await answering(t, certs, 'slow');
+    const slowPort = await slowToShakeHands(t, healthy.port, HANDSHAKE_TIMEOUT_MS + 1_000);
+    const pem = certs.client('worker-s');
+    const tls = { cert: pem.cert, key: pem.key, ca: certs.ca.cert };
+    const url = `https://127.0.0.1:${slowPort}`;
+    // The operator's client has no handshake bound: only the request's own timeout.
+    const operator = new ControlPlaneClient(url, tls);
+    t.teardown(() => operator.close());
+    t.like(await operator.send('POST', '/v1/x', {}, 20_000), { status: 200, body: { name: 'slow' } });
+    // The worker's bounded handshake runs out, then the same replica is tried with the whole timeout.
+    const replicas = new ReplicaSet([url], tls);
+    t.teardown(() => replicas.close());
+    t.like(await replicas.post('/v1/x', {}, 20_000), { status: 200, body: { name: 'slow' } });
+    t.is(replicas.resting(), 0, 'it answered, so it is not resting');
   },
 );
