@@ -37,7 +37,7 @@ import {
 } from '../lib/store/postgres/index';
 import { RUN_SQL } from '../lib/store/postgres/run-statements';
 import { inTransaction } from '../lib/store/postgres/transaction';
-import { makeCertificates } from '../test/helpers/certificates';
+import { makeCertificates, tlsFlags } from '../test/helpers/certificates';
 import { spawnGroupLeader } from '../lib/process/index';
 import { withBenchDatabase } from './lib/dispatch-postgres';
 import { machineHeader } from './lib/machine';
@@ -198,12 +198,7 @@ async function replicaProcess(
       'control-plane',
       '--db',
       runtimeUrl,
-      '--cert',
-      certs.server.certPath,
-      '--key',
-      certs.server.keyPath,
-      '--ca',
-      certs.ca.certPath,
+      ...tlsFlags(certs.server, certs.ca),
       '--port',
       '0',
       '--replica-id',
@@ -282,12 +277,7 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
         'worker',
         '--control-plane',
         ...urls,
-        '--cert',
-        wpem.certPath,
-        '--key',
-        wpem.keyPath,
-        '--ca',
-        certs.ca.certPath,
+        ...tlsFlags(wpem, certs.ca),
         '--journal',
         path.join(scratch, `w${w}.db`),
         '--capacity',

@@ -16,7 +16,7 @@ import { signalVerified } from '../../lib/native/index';
 import { PostgresGrantAdministration } from '../../lib/store/postgres/index';
 import { CLI } from '../execution/cli-runs';
 import { clockStep, DAY_MS } from '../helpers/clock-step';
-import { makeCertificates } from '../helpers/certificates';
+import { makeCertificates, tlsFlags } from '../helpers/certificates';
 import { spawnJob, type Job } from '../helpers/processes';
 import { delay, until } from '../helpers/wait';
 import { clusterFixture } from './world';
@@ -61,12 +61,7 @@ test.serial(
       'control-plane',
       '--db',
       database.runtimeUrl,
-      '--cert',
-      certs.server.certPath,
-      '--key',
-      certs.server.keyPath,
-      '--ca',
-      certs.ca.certPath,
+      ...tlsFlags(certs.server, certs.ca),
       '--port',
       '0',
       '--worker-lease',
@@ -88,12 +83,7 @@ test.serial(
       'worker',
       '--control-plane',
       url,
-      '--cert',
-      pem.certPath,
-      '--key',
-      pem.keyPath,
-      '--ca',
-      certs.ca.certPath,
+      ...tlsFlags(pem, certs.ca),
       '--journal',
       path.join(scratch, 'worker.db'),
       '--tick',

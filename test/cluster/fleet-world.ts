@@ -13,7 +13,7 @@ import { signalVerified } from '../../lib/native/index';
 import { PostgresGrantAdministration } from '../../lib/store/postgres/index';
 import type { Permission } from '../../lib/contract/index';
 import { CLI } from '../execution/cli-runs';
-import { makeCertificates, type Certificates, type Pem } from '../helpers/certificates';
+import { makeCertificates, type Certificates, type Pem, tlsFlags } from '../helpers/certificates';
 import type { MigratedDatabase } from '../helpers/pg-store';
 import { spawnJob, type Job } from '../helpers/processes';
 
@@ -59,12 +59,7 @@ export function fleetWorld(t: ExecutionContext, database: MigratedDatabase): Fle
     'worker',
     '--control-plane',
     url,
-    '--cert',
-    pem.certPath,
-    '--key',
-    pem.keyPath,
-    '--ca',
-    certs.ca.certPath,
+    ...tlsFlags(pem, certs.ca),
     '--journal',
     path.join(scratch, `worker-${++workers}.db`),
     '--tick',
@@ -82,12 +77,7 @@ export function fleetWorld(t: ExecutionContext, database: MigratedDatabase): Fle
         'control-plane',
         '--db',
         database.runtimeUrl,
-        '--cert',
-        certs.server.certPath,
-        '--key',
-        certs.server.keyPath,
-        '--ca',
-        certs.ca.certPath,
+        ...tlsFlags(certs.server, certs.ca),
         '--port',
         '0',
         ...args,

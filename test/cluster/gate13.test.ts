@@ -16,7 +16,7 @@ import { PostgresGrantAdministration } from '../../lib/store/postgres/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { CLI, grantCancelOnSqlite } from '../execution/cli-runs';
 import { spawnJob, type Job } from '../helpers/processes';
-import { makeCertificates } from '../helpers/certificates';
+import { makeCertificates, tlsFlags } from '../helpers/certificates';
 import { clusterFixture } from './world';
 import { delay, until } from '../helpers/wait';
 
@@ -71,12 +71,7 @@ test.serial(
         'control-plane',
         '--db',
         database.runtimeUrl,
-        '--cert',
-        certs.server.certPath,
-        '--key',
-        certs.server.keyPath,
-        '--ca',
-        certs.ca.certPath,
+        ...tlsFlags(certs.server, certs.ca),
         '--port',
         '0',
         '--worker-lease',
@@ -98,12 +93,7 @@ test.serial(
         'worker',
         '--control-plane',
         ...urls,
-        '--cert',
-        pem.certPath,
-        '--key',
-        pem.keyPath,
-        '--ca',
-        certs.ca.certPath,
+        ...tlsFlags(pem, certs.ca),
         '--journal',
         path.join(scratch, `worker-${i}.db`),
         '--tick',

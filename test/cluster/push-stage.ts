@@ -12,7 +12,7 @@ import { ControlPlaneClient } from '../../lib/cluster/client';
 import { signalVerified } from '../../lib/native/index';
 import { PostgresDispatchRepository, PostgresGrantAdministration } from '../../lib/store/postgres/index';
 import { CLI } from '../execution/cli-runs';
-import { makeCertificates } from '../helpers/certificates';
+import { makeCertificates, tlsFlags } from '../helpers/certificates';
 import { spawnJob, type Job } from '../helpers/processes';
 import { until } from '../helpers/wait';
 import type { MigratedDatabase } from '../helpers/pg-store';
@@ -103,12 +103,7 @@ async function startWorker(
     'worker',
     '--control-plane',
     ...urls,
-    '--cert',
-    pem.certPath,
-    '--key',
-    pem.keyPath,
-    '--ca',
-    certs.ca.certPath,
+    ...tlsFlags(pem, certs.ca),
     '--journal',
     path.join(scratch, 'worker.db'),
     '--capacity',

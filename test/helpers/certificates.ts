@@ -33,6 +33,11 @@ function openssl(dir: string, args: readonly string[]): void {
   execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
 }
 
+/** The TLS flags of `pidfence control-plane` and `pidfence worker`: this certificate and key, trusting `ca`. */
+export function tlsFlags(pem: Pem, ca: Pem): string[] {
+  return ['--cert', pem.certPath, '--key', pem.keyPath, '--ca', ca.certPath];
+}
+
 function pemAt(dir: string, name: string): Pem {
   const certPath = path.join(dir, `${name}.crt`);
   const keyPath = path.join(dir, `${name}.key`);
