@@ -76,6 +76,7 @@ export const NEEDS_SYSTEM = [
   'execution/clock-dispatch',
   'execution/clock-step',
   'metrics/alert-rules',
+  'native/job-cgroup-lookup',
   'package/consumer-types',
   'package/readme',
   'package/tarball',

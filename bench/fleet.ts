@@ -4,15 +4,16 @@
 //    here as the baseline (a bench-local copy of main's transaction: lock run, attempt and lease,
 //    touch the session, renew the lease). Round trips, commits and time per tick; per job per second
 //    at a 1 s tick.
-// 2. End to end (PIDFENCE_BENCH_FLEET_JOBS jobs, default 200, PIDFENCE_BENCH_FLEET_WORKERS worker
-//    processes, default 10): three control-plane replicas in this process, `pidfence worker`
-//    processes on loopback, each job a real process through the production launcher; steady-state
+// 2. End to end (PIDFENCE_BENCH_FLEET_JOBS jobs, default 200, PIDFENCE_BENCH_FLEET_WORKERS workers,
+//    default 10, PIDFENCE_BENCH_FLEET_PER_PROCESS workers per process, default 1): three control-plane
+//    replicas in this process, `pidfence worker` processes (or worker-host processes of several
+//    workers each) on loopback, each job a real process through the production launcher; steady-state
 //    commits/s and the replicas' CPU, cancel → TERM measured at the job, and a project-wide cancel.
 // 3. Faults under that load (issue 29): a fourth replica address that accepts and never answers is
 //    in every worker's list from the start, and a replica run as its own `pidfence control-plane`
 //    process is SIGKILLed; cancels right after the kill, healthy jobs stopped, cancels lost.
 // Run: npm run bench:fleet
-import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -40,6 +41,7 @@ import { inTransaction } from '../lib/store/postgres/transaction';
 import { makeCertificates, tlsFlags } from '../test/helpers/certificates';
 import { spawnGroupLeader } from '../lib/process/index';
 import { withBenchDatabase } from './lib/dispatch-postgres';
+import type { WorkerHostPlan } from './lib/worker-host';
 import { machineHeader } from './lib/machine';
 import { quantile } from './lib/stats';
 import { renderGrid } from './lib/table';
@@ -51,7 +53,11 @@ const CURVE = [1, 10, 100, 1_000, 5_000];
 const LEASE_MS = 600_000;
 const E2E_JOBS = Number(process.env.PIDFENCE_BENCH_FLEET_JOBS ?? 200);
 const E2E_WORKERS = Number(process.env.PIDFENCE_BENCH_FLEET_WORKERS ?? 10);
+/** Workers per process: 1 runs `pidfence worker` processes; more share a worker-host process each. */
+const PER_PROCESS = Number(process.env.PIDFENCE_BENCH_FLEET_PER_PROCESS ?? 1);
+const WORKER_HOST = path.resolve(__dirname, 'lib', 'worker-host.js');
 const CANCELS = 20;
+const SUBMIT_LANES = 8;
 /** The operator's requests may queue behind a loaded machine's start-up; they are not what is measured. */
 const OPERATOR_TIMEOUT_MS = 120_000;
 const SKIP_CURVE = process.env.PIDFENCE_BENCH_FLEET_CURVE === '0';
@@ -243,6 +249,66 @@ function latencyLine(what: string, latencies: readonly number[], of: number): st
   return `${what} (${latencies.length} of ${of}): p50 ${quantile(latencies, 0.5)} ms, p99 ${quantile(latencies, 0.99)} ms, max ${Math.max(...latencies)} ms`;
 }
 
+/** User and system CPU seconds the processes used so far (their own, not their children's), from /proc. */
+function cpuSecondsOf(processes: ReadonlyArray<ReturnType<typeof spawnGroupLeader>>): number {
+  let ticks = 0;
+  for (const leader of processes) {
+    if (leader.identity === null) continue;
+    const stat = readFileSync(`/proc/${leader.identity.pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    ticks += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of proc(5))
+  }
+  return ticks / 100; // USER_HZ
+}
+
+/**
+ * The workers: one `pidfence worker` process each, or PER_PROCESS workers in each worker-host process
+ * (each with its own certificate, session and journal; docs/benchmarks.md says which a run used).
+ */
+function startWorkers(
+  urls: readonly string[],
+  certs: ReturnType<typeof makeCertificates>,
+  scratch: string,
+): Array<ReturnType<typeof spawnGroupLeader>> {
+  const capacity = Math.ceil(E2E_JOBS / E2E_WORKERS);
+  const journal = (w: number): string => path.join(scratch, `w${w}.db`);
+  if (PER_PROCESS === 1)
+    return Array.from({ length: E2E_WORKERS }, (_, w) =>
+      spawnGroupLeader(
+        process.execPath,
+        [CLI, 'worker', '--control-plane', ...urls, ...tlsFlags(certs.client(`bench-worker-${w}`), certs.ca)].concat([
+          '--journal',
+          journal(w),
+          '--capacity',
+          String(capacity),
+          '--tick',
+          '1s',
+          '--grace',
+          '2s',
+        ]),
+        { stdio: 'ignore' },
+      ),
+    );
+  return Array.from({ length: Math.ceil(E2E_WORKERS / PER_PROCESS) }, (_, h) => {
+    const members = Array.from({ length: Math.min(PER_PROCESS, E2E_WORKERS - h * PER_PROCESS) }, (_, i) => {
+      const w = h * PER_PROCESS + i;
+      const pem = certs.client(`bench-worker-${w}`);
+      return { cert: pem.certPath, key: pem.keyPath, journal: journal(w) };
+    });
+    const plan: WorkerHostPlan = {
+      urls,
+      ca: certs.ca.certPath,
+      capacity,
+      tickMs: 1_000,
+      graceMs: 2_000,
+      workers: members,
+    };
+    const file = path.join(scratch, `host-${h}.json`);
+    writeFileSync(file, JSON.stringify(plan));
+    return spawnGroupLeader(process.execPath, [WORKER_HOST, file], { stdio: 'ignore' });
+  });
+}
+
 export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<string[]> {
   const certs = makeCertificates();
   const scratch = mkdtempSync(path.join(tmpdir(), 'pidfence-fleet-'));
@@ -267,37 +333,20 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
   const urls = [...planes.map((plane) => plane.url), killable.url, silent.url];
   const pem = certs.client('bench-operator');
   const operator = new ControlPlaneClient(urls[0] as string, { cert: pem.cert, key: pem.key, ca: certs.ca.cert });
-  const perWorker = Math.ceil(E2E_JOBS / E2E_WORKERS);
-  const workers = Array.from({ length: E2E_WORKERS }, (_, w) => {
-    const wpem = certs.client(`bench-worker-${w}`);
-    return spawnGroupLeader(
-      process.execPath,
-      [
-        CLI,
-        'worker',
-        '--control-plane',
-        ...urls,
-        ...tlsFlags(wpem, certs.ca),
-        '--journal',
-        path.join(scratch, `w${w}.db`),
-        '--capacity',
-        String(perWorker),
-        '--tick',
-        '1s',
-        '--grace',
-        '2s',
-      ],
-      { stdio: 'ignore' },
-    );
-  });
+  const workers = startWorkers(urls, certs, scratch);
   const lines: string[] = [];
   try {
     const marker = (i: number): string => path.join(scratch, `job-${i}.term`);
-    for (let i = 0; i < E2E_JOBS; i++) {
-      // The marker's mtime is the moment the job handled TERM (a shell builtin writes it: jobs get no PATH).
-      const argv = ['sh', '-c', `trap 'echo term > ${marker(i)}; exit 143' TERM; sleep 900 & wait`];
-      await operator.send('POST', '/v1/jobs', { runId: `fleet-${i}`, projectId: 'fleet', argv }, OPERATOR_TIMEOUT_MS);
-    }
+    // Submitted 8 at a time: one after the other, 5,000 submissions took longer than the jobs' start.
+    await inLanes(
+      Array.from({ length: E2E_JOBS }, (_, i) => i),
+      SUBMIT_LANES,
+      async (i) => {
+        // The marker's mtime is the moment the job handled TERM (a shell builtin writes it: jobs get no PATH).
+        const argv = ['sh', '-c', `trap 'echo term > ${marker(i)}; exit 143' TERM; sleep 900 & wait`];
+        await operator.send('POST', '/v1/jobs', { runId: `fleet-${i}`, projectId: 'fleet', argv }, OPERATOR_TIMEOUT_MS);
+      },
+    );
     const running = async (): Promise<number> =>
       Number(
         (
@@ -315,13 +364,15 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
     await new Promise((r) => setTimeout(r, 3_000));
     const c0 = await commitsSoFar(owner);
     const cpu0 = process.cpuUsage();
+    const workersCpu0 = cpuSecondsOf(workers);
     const t0 = performance.now();
     await new Promise((r) => setTimeout(r, 10_000));
     const seconds = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
+    const workersCpu = cpuSecondsOf(workers) - workersCpu0;
     const commits = (await commitsSoFar(owner)) - c0;
     lines.push(
-      `steady state, ${E2E_JOBS} jobs, ${E2E_WORKERS} workers, 3 replicas, 1 s tick: ${(commits / seconds).toFixed(0)} commits/s; replicas' CPU ${((cpu.user + cpu.system) / 1e6 / seconds).toFixed(2)} cores`,
+      `steady state, ${E2E_JOBS} jobs, ${E2E_WORKERS} workers, 3 replicas, 1 s tick: ${(commits / seconds).toFixed(0)} commits/s; replicas' CPU ${((cpu.user + cpu.system) / 1e6 / seconds).toFixed(2)} cores; the worker processes' CPU ${(workersCpu / seconds).toFixed(2)} cores (${((workersCpu / seconds / E2E_WORKERS) * 1000).toFixed(1)} ms per worker per second)`,
     );
     lines.push(
       latencyLine(
@@ -404,7 +455,7 @@ async function main(): Promise<void> {
       );
     console.log('');
     console.log(
-      `## 2. End to end: ${E2E_JOBS} jobs (real processes, production launcher), ${E2E_WORKERS} worker processes, 3 replicas`,
+      `## 2. End to end: ${E2E_JOBS} jobs (real processes, production launcher), ${E2E_WORKERS} workers (${PER_PROCESS === 1 ? 'one `pidfence worker` process each' : `${PER_PROCESS} per process`}), 3 replicas`,
     );
     console.log('');
     for (const line of await endToEnd(db.runtimeUrl, db.ownerUrl)) console.log(`- ${line}`);

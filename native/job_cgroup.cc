@@ -4,8 +4,10 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <dirent.h>
+#include <mutex>
 #include <fcntl.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
@@ -47,6 +49,91 @@ CgroupResult child_named_by_id(int parent, uint64_t id, char* name, size_t size)
   }
   if (found.outcome == CgroupOutcome::gone && errno != 0) found = failed_with(errno);
   (void)closedir(dir);  // read-only
+  return found;
+}
+
+// Where each job cgroup was last found, by id (docs/decisions/0420). A scan reads one directory
+// entry per sibling, and a runner looks at each of its jobs every cycle, so a subtree shared by
+// thousands of jobs made every look cost thousands of entries. A remembered name is only a guess:
+// the directory under it must have the id as its inode, the same proof a scan's find gets; a guess
+// that fails is forgotten and the subtree scanned. 1,024 sets of 4 slots chosen by a hash of the
+// id, names on the heap (an allocation that fails only leaves the name unremembered). Guarded: the
+// addon may serve several threads.
+class CgroupNameCache {
+ public:
+  // Copies the name `id` was last found under into `name`; false when none is remembered.
+  bool recall(uint64_t id, char* name, size_t size) {
+    const std::lock_guard<std::mutex> guard(lock_);
+    const Slot* slot = find(id);
+    if (slot == nullptr || std::strlen(slot->name) >= size) return false;
+    std::snprintf(name, size, "%s", slot->name);
+    return true;
+  }
+
+  void remember(uint64_t id, const char* name) {
+    char* copy = strdup(name);
+    if (copy == nullptr) return;
+    const std::lock_guard<std::mutex> guard(lock_);
+    Slot* slot = find(id);
+    if (slot == nullptr) slot = free_or_oldest(id);
+    std::free(slot->name);
+    *slot = Slot{id, copy};
+  }
+
+  void forget(uint64_t id) {
+    const std::lock_guard<std::mutex> guard(lock_);
+    Slot* slot = find(id);
+    if (slot == nullptr) return;
+    std::free(slot->name);
+    *slot = Slot{};
+  }
+
+ private:
+  static constexpr size_t kSetBits = 10;
+  static constexpr size_t kWays = 4;
+  struct Slot {
+    uint64_t id = 0;
+    char* name = nullptr;
+  };
+  struct Set {
+    Slot slots[kWays];
+    uint8_t next = 0;  // the way replaced next when all are taken
+  };
+
+  // Fibonacci hashing: cgroup ids are sequential inode numbers, spread over the sets by the top bits.
+  Set& set_of(uint64_t id) { return sets_[(id * 0x9E3779B97F4A7C15ull) >> (64 - kSetBits)]; }
+
+  Slot* find(uint64_t id) {
+    for (Slot& slot : set_of(id).slots)
+      if (slot.name != nullptr && slot.id == id) return &slot;
+    return nullptr;
+  }
+
+  Slot* free_or_oldest(uint64_t id) {
+    Set& set = set_of(id);
+    for (Slot& slot : set.slots)
+      if (slot.name == nullptr) return &slot;
+    Slot* oldest = &set.slots[set.next];
+    set.next = static_cast<uint8_t>((set.next + 1) % kWays);
+    return oldest;
+  }
+
+  std::mutex lock_;
+  Set sets_[size_t{1} << kSetBits];
+};
+
+CgroupNameCache cgroup_names;
+
+// The name of `parent`'s child whose inode is `id`: the remembered one when it still proves to be
+// that child (fstatat, without following a link), else the scan's find, which is then remembered.
+CgroupResult child_name_of(int parent, uint64_t id, char* name, size_t size) {
+  struct stat st {};
+  if (cgroup_names.recall(id, name, size) && fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      S_ISDIR(st.st_mode) && static_cast<uint64_t>(st.st_ino) == id)
+    return result_of(CgroupOutcome::ok);
+  cgroup_names.forget(id);
+  const CgroupResult found = child_named_by_id(parent, id, name, size);
+  if (found.outcome == CgroupOutcome::ok) cgroup_names.remember(id, name);
   return found;
 }
 
@@ -184,7 +271,7 @@ CgroupResult job_cgroup_open(const char* subtree, uint64_t id, UniquePidfd* out)
   CgroupResult step = open_subtree(subtree, &parent);
   if (step.outcome != CgroupOutcome::ok) return step;
   char name[256];
-  step = child_named_by_id(parent.get(), id, name, sizeof name);
+  step = child_name_of(parent.get(), id, name, sizeof name);
   if (step.outcome != CgroupOutcome::ok) return step;
   UniquePidfd dir(openat(parent.get(), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
   if (!dir.valid()) return errno_result(errno);
@@ -236,9 +323,12 @@ CgroupResult job_cgroup_remove(const char* subtree, uint64_t id) {
   CgroupResult step = open_subtree(subtree, &parent);
   if (step.outcome != CgroupOutcome::ok) return step;
   char name[256];
-  step = child_named_by_id(parent.get(), id, name, sizeof name);
+  step = child_name_of(parent.get(), id, name, sizeof name);
   if (step.outcome != CgroupOutcome::ok) return step;
-  if (unlinkat(parent.get(), name, AT_REMOVEDIR) == 0) return result_of(CgroupOutcome::ok);
+  if (unlinkat(parent.get(), name, AT_REMOVEDIR) == 0) {
+    cgroup_names.forget(id);
+    return result_of(CgroupOutcome::ok);
+  }
   if (errno == EBUSY || errno == ENOTEMPTY) return result_of(CgroupOutcome::busy);
   return errno_result(errno);
 }

@@ -1,7 +1,8 @@
 // A job's cgroup (docs/decisions/0180): found by its id under the runner's subtree, never by its
 // name alone, so a cgroup re-created under the same name (a new id) is never written to. Events
 // (populated, frozen), freeze, members signalled through pidfds proved to be in it, cgroup.kill,
-// removal. Every call re-finds the directory and re-checks the id: nothing is cached.
+// removal. Every call re-finds the directory and re-checks the id: a name remembered from an
+// earlier find is only a guess, proved by the id before use (docs/decisions/0420).
 #ifndef PIDFENCE_JOB_CGROUP_H
 #define PIDFENCE_JOB_CGROUP_H
 

@@ -182,9 +182,14 @@ export function parseReceipt(text: string): CompletionReceipt | null {
   return ok ? (r as unknown as CompletionReceipt) : null;
 }
 
-/** Reads the receipt at its exact path (no directory listing), bounded in size. */
+/**
+ * Reads the receipt at its exact path (no directory listing), bounded in size. An absent receipt,
+ * what a runner finds for every running job it looks at, is told by an lstat that throws nothing:
+ * an open's ENOENT builds an Error with its stack each time (docs/decisions/0421).
+ */
 export function readReceipt(directory: string, attemptId: string): ReceiptRead {
   const { final } = receiptPaths(directory, attemptId);
+  if (fs.lstatSync(final, { throwIfNoEntry: false }) === undefined) return { kind: 'absent' };
   let fd: number;
   try {
     fd = fs.openSync(final, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);

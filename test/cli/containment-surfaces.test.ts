@@ -4,25 +4,18 @@
 // leftovers `keep` is said to be so by `show` and the run card (and only that one).
 import path from 'node:path';
 
-import test, { type ExecutionContext } from 'ava';
+import type { ExecutionContext } from 'ava';
 
 import { createExecution } from '../../lib/execution/index';
 import { forgetCgroupSubtree } from '../../lib/process/job-cgroup';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { startLocalServer } from '../../lib/web/local-server';
-import { cgroupUnavailable, testSubtree } from '../helpers/cgroup';
+import { cgroupTestOrSkip, testSubtree } from '../helpers/cgroup';
 import { until } from '../helpers/wait';
 import { grantCancelOnSqlite } from '../execution/cli-runs';
 import { pidfence, tempDir } from './pidfence-process';
 
-const skip = cgroupUnavailable();
-const cgroupTest = skip === null ? test.serial : test.skip;
-if (skip !== null) {
-  test('containment surface tests are skipped', (t) => {
-    t.log(`SKIPPED LOUDLY: ${skip}`);
-    t.pass();
-  });
-}
+const cgroupTest = cgroupTestOrSkip('containment surface');
 
 async function runOnce(t: ExecutionContext, db: string, cgroup: string): Promise<string> {
   const run = await pidfence(['run', '--json', '--db', db, '--cgroup', cgroup, '--', 'true'], {}, path.dirname(db));

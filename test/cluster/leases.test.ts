@@ -75,7 +75,7 @@ test.serial('cluster: wrong fence, another session, another principal are lost; 
 });
 
 test.serial(
-  'cluster: a worker that stops ticking makes its run unreachable, not failed (docs/decisions/0270); its late tick renews and re-attaches the run',
+  'cluster: a worker that stops ticking makes its run unreachable at the reap, not failed and not at a pull (docs/decisions/0270, 0422); its late tick renews and re-attaches the run',
   async (t) => {
     const { world: w } = await ready;
     const { caller, ref } = await w.assigned();
@@ -83,6 +83,8 @@ test.serial(
     const survivor = await w.leases.registerSession('CN=worker-b');
     await w.leases.enqueueJob({ runId: `run-${randomUUID()}`, projectId: 'project-c', argv: ['true'] });
     await w.leases.pull({ principal: 'CN=worker-b', sessionId: survivor });
+    t.deepEqual(await w.eventTypes(ref.runId), [], 'a pull reaps nothing (docs/decisions/0422)');
+    await w.leases.reapExpired(); // the replica's timer
     t.is((await w.runStore.getRun(ref.runId))?.status, 'running', 'nobody proved its end');
     t.deepEqual(await w.eventTypes(ref.runId), ['run.unreachable']);
     await w.leases.reapExpired();

@@ -7,14 +7,14 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import test, { type ExecutionContext } from 'ava';
+import type { ExecutionContext } from 'ava';
 
 import { createExecution } from '../../lib/execution/index';
 import { signalVerified } from '../../lib/native/index';
 import { formatHandle, handleExpectedIdentity, handleFromIdentity, parseHandle } from '../../lib/process/index';
 import { forgetCgroupSubtree } from '../../lib/process/job-cgroup';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
-import { cgroupPids, cgroupUnavailable, makeCgroup, testSubtree } from '../helpers/cgroup';
+import { cgroupPids, cgroupTestOrSkip, makeCgroup, testSubtree } from '../helpers/cgroup';
 import { reapGroupAtEnd } from '../helpers/job-groups';
 import { killMarkedAtEnd, MARK_ENV, markedProcesses, uniqueMark } from '../helpers/marked-processes';
 import { spawnJob } from '../helpers/processes';
@@ -22,14 +22,7 @@ import { until } from '../helpers/wait';
 import { cancel, cliProcess, grantCancelOnSqlite, sqliteJobGroup } from './cli-runs';
 import { diskErrorWhile, openWorld } from './world';
 
-const skip = cgroupUnavailable();
-const cgroupTest = skip === null ? test.serial : test.skip;
-if (skip !== null) {
-  test('cgroup leak tests are skipped', (t) => {
-    t.log(`SKIPPED LOUDLY: ${skip}`);
-    t.pass();
-  });
-}
+const cgroupTest = cgroupTestOrSkip('cgroup leak');
 
 const STARTED = /run (run-[0-9a-f-]+) started/;
 

@@ -8,23 +8,16 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import test, { type ExecutionContext } from 'ava';
+import type { ExecutionContext } from 'ava';
 
 import { signalVerified } from '../../lib/native/index';
 import { handleExpectedIdentity, parseHandle } from '../../lib/process/index';
-import { cgroupUnavailable, testSubtree } from '../helpers/cgroup';
+import { cgroupTestOrSkip, testSubtree } from '../helpers/cgroup';
 import { killMarkedAtEnd, MARK_ENV, markedProcesses, uniqueMark } from '../helpers/marked-processes';
 import { until, untilValue } from '../helpers/wait';
 import { cancel, cliProcess, grantCancelOnSqlite, runStatus } from './cli-runs';
 
-const skip = cgroupUnavailable();
-const cgroupTest = skip === null ? test.serial : test.skip;
-if (skip !== null) {
-  test('cgroup takeover tests are skipped', (t) => {
-    t.log(`SKIPPED LOUDLY: ${skip}`);
-    t.pass();
-  });
-}
+const cgroupTest = cgroupTestOrSkip('cgroup takeover');
 
 interface Orphan {
   readonly file: string;

@@ -12,7 +12,14 @@ import { ensureReceiptDirectory, readReceipt } from '../../lib/execution/receipt
 import { captureIdentity, signalVerified } from '../../lib/native/index';
 import { formatHandle, LocalProcessController, parseHandle, spawnGroupLeader } from '../../lib/process/index';
 import { forgetCgroupSubtree } from '../../lib/process/job-cgroup';
-import { cgroupPids, cgroupUnavailable, makeCgroup, spawnInCgroup, testSubtree } from '../helpers/cgroup';
+import {
+  cgroupPids,
+  cgroupTestOrSkip,
+  cgroupUnavailable,
+  makeCgroup,
+  spawnInCgroup,
+  testSubtree,
+} from '../helpers/cgroup';
 import { ESCAPES } from '../helpers/escape-patterns';
 import { reapGroupAtEnd } from '../helpers/job-groups';
 import { killMarkedAtEnd, MARK_ENV, markedProcesses, uniqueMark } from '../helpers/marked-processes';
@@ -21,13 +28,7 @@ import { delay, until } from '../helpers/wait';
 
 const TOKEN = 'B'.repeat(43);
 const skip = cgroupUnavailable();
-const cgroupTest = skip === null ? test.serial : test.skip;
-if (skip !== null) {
-  test('cgroup containment tests are skipped', (t) => {
-    t.log(`SKIPPED LOUDLY: ${skip}`);
-    t.pass();
-  });
-}
+const cgroupTest = cgroupTestOrSkip('cgroup containment');
 
 interface Started {
   readonly launched: Launched;

@@ -14,6 +14,7 @@ import {
   readlinkSync,
   rmSync,
   statfsSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -163,6 +164,19 @@ test('a receipt v2 has the boot clock and the boot id; exit codes pass through',
   t.is(receipt.bootId, readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim());
   t.true(receipt.finishedBootMs >= receipt.startedBootMs && receipt.startedBootMs > 0);
   t.true(Math.abs(receipt.finishedAtMs - Date.now()) < 60_000);
+});
+
+test('a receipt read: absent, parsed, and a link in its place (to a real receipt or dangling) is malformed', async (t) => {
+  const dir = receiptDirectory(t);
+  const { launched, attemptId } = launch(t, dir, 'exit 0');
+  t.is(readReceipt(dir, 'never-launched').kind, 'absent');
+  await launched.exited;
+  t.is(readReceipt(dir, attemptId).kind, 'parsed');
+  // Another attempt's path made a link, to the real receipt and then to nothing (docs/decisions/0421).
+  symlinkSync(path.join(dir, `${attemptId}.receipt`), path.join(dir, 'linked.receipt'));
+  t.is(readReceipt(dir, 'linked').kind, 'malformed');
+  symlinkSync(path.join(dir, 'nowhere.receipt'), path.join(dir, 'dangling.receipt'));
+  t.is(readReceipt(dir, 'dangling').kind, 'malformed');
 });
 
 test('start failures: 127 for a missing command, 126 for a file that is not executable, both marked spawnFailed', async (t) => {

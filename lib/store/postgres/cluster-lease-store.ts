@@ -290,8 +290,8 @@ export class ClusterLeaseStore {
 
   /**
    * Hands the oldest waiting job to this session: a new attempt (running, no PID or handle here)
-   * under a fresh lease whose fence is one above any earlier grant on the run. Reaps a bounded page
-   * of expired leases first, so a dead worker's run ends without a timer of its own.
+   * under a fresh lease whose fence is one above any earlier grant on the run. It reaps nothing: the
+   * reap has its own timer and the lease page's rate-limited turn (docs/decisions/0422).
    */
   async pull(caller: WorkerCaller): Promise<PullOutcome> {
     const page = await this.pullPage(caller, 1);
@@ -307,7 +307,6 @@ export class ClusterLeaseStore {
         'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST',
       );
     }
-    await this.reapExpired();
     return inTransaction(this.#pool, 'pull', async (tx) => {
       if (!(await this.#touchSession(tx, valid))) return { kind: 'session_closed' };
       const assignments: Assignment[] = [];
