@@ -29,6 +29,7 @@ export const NEEDS_POSTGRES = [
   'cluster/unreachable',
   'cluster/worker-gaps',
   'cluster/worker-stop-page',
+  'cluster/worker-tick',
   'execution/clock-postgres',
   'execution/lifecycle-gates',
   'execution/postgres',

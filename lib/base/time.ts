@@ -29,3 +29,8 @@ export function monotonicNow(): bigint {
 export function secondsSince(started: bigint): number {
   return Number(process.hrtime.bigint() - started) / 1e9;
 }
+
+/** Seconds as a person reads them: `30s`, `0.5s`. */
+export function secondsText(ms: number): string {
+  return `${Number((ms / 1_000).toFixed(3))}s`;
+}

@@ -1,6 +1,7 @@
 // Durations on the command line: `500ms`, `30s`, `5m`, `2h`, or a bare number of seconds. A bound
 // is reported in seconds, the unit people type (docs/decisions/0042).
 import { PidfenceRangeError } from '../base/errors';
+import { secondsText } from '../base/time';
 
 const DURATION = /^(\d{1,9})(ms|s|m|h)?$/;
 
@@ -19,11 +20,6 @@ export function parseDuration(text: string, what: string): number {
   if (!Number.isSafeInteger(ms) || ms < 1)
     throw new PidfenceRangeError(`${what} must be at least 1ms.`, 'ERR_PIDFENCE_INVALID_DURATION');
   return ms;
-}
-
-/** Seconds as a person reads them: `30s`, `0.5s`. */
-export function secondsText(ms: number): string {
-  return `${Number((ms / 1_000).toFixed(3))}s`;
 }
 
 /** A duration in any unit, refused above `maxMs` with the cap in seconds (e.g. --grace 2m over a 30 s cap). */

@@ -235,6 +235,8 @@ function addWorkerRoutes(app: FastifyInstance, services: Services, fleetHooks: R
   app.post('/v1/sessions', { schema: SCHEMAS.empty }, async (request) => ({
     sessionId: await leases.registerSession(principalOfRequest(request)),
   }));
+  // Read before a session exists, so a worker whose tick would let it lapse changes nothing (docs/decisions/0430).
+  app.post('/v1/sessions/terms', { schema: SCHEMAS.empty }, async () => ({ leaseMs: leases.leaseDurationMs }));
   app.post('/v1/sessions/end', { schema: SCHEMAS.session }, async (request) => ({
     ended: await leases.endSession(workerCaller(request)),
   }));

@@ -9,8 +9,9 @@
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 
-import { PidfenceError } from '../base/errors';
+import { PidfenceError, PidfenceRangeError } from '../base/errors';
 import { packageVersion } from '../base/package-version';
+import { secondsText } from '../base/time';
 import { runIsActive, type RunTerminalStatus } from '../contract/index';
 import {
   createExecution,
@@ -34,7 +35,10 @@ export interface WorkerOptions {
   readonly journalFile: string;
   /** Jobs run at once (default 4). */
   readonly capacity?: number;
-  /** The lease-control cadence (default 1 s); keep it well under the control plane's worker lease. */
+  /**
+   * The lease-control cadence (default 1 s). It must be below half the control plane's worker lease:
+   * startWorker refuses it otherwise, before it registers a session (docs/decisions/0430).
+   */
   readonly tickMs?: number;
   readonly graceMs?: number;
   /** The version it announces to the control plane (default: this package's). */
@@ -154,6 +158,35 @@ function connect(options: WorkerOptions, observe: Observe) {
 
 type Send = ReturnType<typeof connect>['send'];
 
+/** The default lease-control cadence. */
+export const WORKER_TICK_DEFAULT_MS = 1_000;
+
+/**
+ * A worker lease holds this many ticks: a session renewed by each page survives one page lost (a
+ * replica that failed, a page that timed out) only when two ticks fit in the lease (docs/decisions/0430).
+ */
+export const TICKS_PER_WORKER_LEASE = 2;
+
+/** Refuses a tick that is not below half the worker lease; the sentence says what to give instead. */
+export function validateTickForLease(tickMs: number, leaseMs: number): void {
+  if (tickMs * TICKS_PER_WORKER_LEASE < leaseMs) return;
+  throw new PidfenceRangeError(
+    `the worker's tick (--tick ${secondsText(tickMs)}) is not below half the control plane's worker lease (${secondsText(leaseMs)}), so its session could lapse between two lease pages; give a --tick below ${secondsText(leaseMs / TICKS_PER_WORKER_LEASE)}, or start the control plane with a --worker-lease above ${secondsText(tickMs * TICKS_PER_WORKER_LEASE)}.`,
+    'ERR_PIDFENCE_WORKER_TICK_TOO_LONG',
+  );
+}
+
+/**
+ * Before any session exists, the tick is checked against the lease the control plane states, so a
+ * refused tick changes nothing there or here (docs/decisions/0430). A control plane that does not
+ * state it (an older one) or refuses the question leaves the answer to the registration.
+ */
+async function checkTick(send: Send, tickMs: number): Promise<void> {
+  const terms = await send<{ leaseMs?: unknown }>('/v1/sessions/terms', {});
+  const leaseMs = terms.status === 200 ? terms.body?.leaseMs : undefined;
+  if (typeof leaseMs === 'number') validateTickForLease(tickMs, leaseMs);
+}
+
 /** A new session; what the operator sees in `pidfence workers` is announced with it. */
 async function register(send: Send, state: { revoked: boolean }, options: WorkerOptions): Promise<string> {
   const registered = await send<{ sessionId: string }>('/v1/sessions', {});
@@ -225,13 +258,17 @@ export async function startWorker(options: WorkerOptions): Promise<Worker> {
     throw new PidfenceError('a worker needs at least one control-plane URL.', 'ERR_PIDFENCE_CLUSTER_CONFIG');
   const observe = observerOf(options);
   const { replicas, state, send } = connect(options, observe);
+  const tickMs = options.tickMs ?? WORKER_TICK_DEFAULT_MS;
+  await checkTick(send, tickMs).catch((error: unknown) => {
+    replicas.close();
+    throw error;
+  });
   const session = { id: await register(send, state, options) };
   const completions: Array<{ runId: string; report: Report }> = [];
   const queue = (runId: string, report: Report): void => {
     if (!completions.some((queued) => queued.runId === runId)) completions.push({ runId, report });
   };
   const { local, app, leases } = openLocal(options, queue);
-  const tickMs = options.tickMs ?? 1_000;
   // Recorded before the session pulls anything, with the runner that pulls (docs/decisions/0360).
   const recordSession = (sessionId: string): string => {
     leases.recordSession({ sessionId, runnerId: app.runner.runnerId });

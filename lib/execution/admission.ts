@@ -109,7 +109,10 @@ export class Admission {
   readonly #log: Required<JobLogSettings> | undefined;
   /** Created at the first admission: a runner that never starts a job (a cancel, a supervise) makes no directory. */
   #logDirectoryMade = false;
-  /** attemptId → handle of what this admission launched (for escalation, never stored elsewhere). */
+  /**
+   * attemptId → handle of what this admission launched and is not yet known ended (for escalation,
+   * never stored elsewhere); forgotten at its end, so a long-lived runner keeps only its live jobs.
+   */
   readonly #handles = new Map<string, string>();
   /** Attempts between their creation and their handle's commit (or the order's withdrawal). */
   readonly #admitting = new Set<string>();
@@ -130,6 +133,16 @@ export class Admission {
     const handle = this.#handles.get(attemptId);
     const hold = handle === undefined ? null : (this.#held?.get(handle) ?? null);
     return hold !== null && hold.signalGroup('SIGKILL').kind === 'signalled';
+  }
+
+  /** The attempt has ended: its handle is no longer needed for escalation (its group hold is released too). */
+  forget(attemptId: string): void {
+    this.#handles.delete(attemptId);
+  }
+
+  /** How many launched attempts' handles are kept: those not yet forgotten at their end. */
+  rememberedHandleCount(): number {
+    return this.#handles.size;
   }
 
   /**
@@ -255,6 +268,7 @@ export class Admission {
         // launcher exits at the withdrawal with no job, and no end will name this handle: no hold is kept.
         launched.withdrawOrder();
         this.#held?.release(started.handle);
+        this.#handles.delete(attemptId);
         return { kind: 'admitted', runId, attemptId, status: 'starting' };
       }
       launched.sendOrder();
@@ -263,6 +277,7 @@ export class Admission {
       // Not known to be stored: the job is not started, and the launcher is stopped as proof.
       launched.withdrawOrder();
       await this.#stopUnstored(started);
+      this.#handles.delete(attemptId);
       throw error;
     }
   }

@@ -124,6 +124,8 @@ export interface ExecutionApplication {
   stopOrphan(runId: string): Promise<OrphanStop>;
   /** A second interrupt: KILL every admitted job's group through the held pidfd. The count sent. */
   escalate(): number;
+  /** How many admitted attempts' handles this runner keeps for escalate(): only those not yet seen ended. */
+  rememberedHandleCount(): number;
   /** Admission-first drain, then the runner is ended and the stores are closed. Idempotent. */
   drain(): Promise<DrainReport>;
 }
@@ -132,7 +134,7 @@ export function createExecution(options: ExecutionOptions): ExecutionApplication
   const basis = executionBasis(options);
   const dispatch = dispatchSide(basis);
   const completion = completionSide(basis);
-  const watched = watchedRuns(options.onCompleted);
+  const watched = watchedRuns(options.onCompleted, (attemptId) => completion.admission.forget(attemptId));
   const supervisor = supervisorOf(basis, dispatch.stops, completeFirstWith(completion.processor, watched.completed));
   const adopt = goneRunnerAdoption(basis);
   const lifecycle = controlLifecycleOf(basis, { ...completion, supervisor, watched, adopt });
@@ -257,15 +259,19 @@ function completionSide(basis: ExecutionBasis): CompletionSide {
   return { notices, processor, admission };
 }
 
-/** The runs this runner admitted or took over, by run id: watched to completion, killed on escalation. */
+/**
+ * The runs this runner admitted or took over, by run id: watched to completion, killed on escalation.
+ * At its end an attempt is forgotten by the admission too, which kept its handle only for escalation.
+ */
 interface WatchedRuns {
   readonly admitted: Map<string, AttemptRef>;
   readonly completed: (ref: AttemptRef, outcome: CompletionOutcome) => void;
 }
 
-function watchedRuns(onCompleted: ExecutionOptions['onCompleted']): WatchedRuns {
+function watchedRuns(onCompleted: ExecutionOptions['onCompleted'], forget: (attemptId: string) => void): WatchedRuns {
   const admitted = new Map<string, AttemptRef>();
   const completed = (ref: AttemptRef, outcome: CompletionOutcome): void => {
+    forget(ref.attemptId);
     if (outcome.kind === 'terminal' && !admitted.has(ref.runId)) return;
     admitted.delete(ref.runId);
     onCompleted?.(ref, outcome);
@@ -471,6 +477,7 @@ function executionFacade(basis: ExecutionBasis, parts: ExecutionParts): Executio
       for (const ref of watched.admitted.values()) if (admission.killGroup(ref.attemptId)) sent += 1;
       return sent;
     },
+    rememberedHandleCount: () => admission.rememberedHandleCount(),
     drain: () => parts.drain.drain(),
   };
 }

@@ -33,6 +33,8 @@ export interface PairOptions {
   readonly dispatchLeaseMs?: number;
   /** The worker's --tick. */
   readonly tick: string;
+  /** The replicas' worker lease (15 s by default): above two ticks (docs/decisions/0430). */
+  readonly workerLeaseMs?: number;
   /** The worker's --capacity (1 by default: each cycle one page). */
   readonly capacity?: number;
 }
@@ -78,6 +80,7 @@ async function startReplicas(
       String(options.dispatchLeaseMs ?? 3_000),
       options.hold ?? 'none',
       latch,
+      String(options.workerLeaseMs ?? 15_000),
     ]),
   );
   const urls = await Promise.all(

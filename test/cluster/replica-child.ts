@@ -17,6 +17,7 @@ const [
   dispatchLeaseMs = '',
   hold = 'none',
   latch = '',
+  workerLeaseMs = '15000',
 ] = process.argv.slice(2);
 const say = (line: string): void => {
   process.stdout.write(`${line}\n`);
@@ -68,7 +69,7 @@ async function main(): Promise<void> {
     tls: { cert: readFileSync(certPath), key: readFileSync(keyPath), ca: readFileSync(caPath) },
     replicaOwnerId: replicaId,
     dispatchLeaseMs: Number(dispatchLeaseMs),
-    workerLeaseMs: 15_000,
+    workerLeaseMs: Number(workerLeaseMs),
     observe: (observation) =>
       say(`observed ${observation.kind} ${observation.code ?? '-'} ${observation.scope ?? '-'}`),
     testHooks,

@@ -59,7 +59,12 @@ test.serial(
     // waits again at once (docs/decisions/0397). Before, the worker's next page began a tick after the
     // last one, and a cancel requested in between waited for it.
     const TICK_MS = 8_000;
-    const pair = await replicaPair(t, database, { name: 'again', tick: `${TICK_MS / 1000}s`, capacity: 2 });
+    const pair = await replicaPair(t, database, {
+      name: 'again',
+      tick: `${TICK_MS / 1000}s`,
+      capacity: 2,
+      workerLeaseMs: 3 * TICK_MS,
+    });
     const jobs = ['first', 'second'].map((name) => ({
       runId: `run-again-${name}-${process.pid}`,
       marker: path.join(pair.scratch, `${name}.term`),
@@ -109,7 +114,7 @@ test.serial(
   async (t) => {
     t.timeout(120_000);
     const { database, world } = await ready;
-    const pair = await replicaPair(t, database, { name: 'long', tick: '12s' });
+    const pair = await replicaPair(t, database, { name: 'long', tick: '12s', workerLeaseMs: 36_000 });
     const marker = path.join(pair.scratch, 'long.term');
     const runId = `run-long-${process.pid}`;
     t.like(

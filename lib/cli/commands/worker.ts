@@ -90,7 +90,11 @@ export const workerCommand: CliCommand = {
       )
       .option('--journal <file>', 'the local SQLite journal', './pidfence-worker.db')
       .option('--capacity <n>', 'jobs at once', '4')
-      .option('--tick <duration>', `lease-control cadence: ${DURATION_HELP}`, '1s')
+      .option(
+        '--tick <duration>',
+        `lease-control cadence, below half the control plane's --worker-lease (checked at start): ${DURATION_HELP}`,
+        '1s',
+      )
       .option('--grace <duration>', `TERM grace before KILL when a job is stopped: ${DURATION_HELP}`, '5s')
       .action(async (options: WorkerCliOptions) => {
         done(await workerAction(options, io));
