@@ -55,10 +55,10 @@ CgroupResult child_named_by_id(int parent, uint64_t id, char* name, size_t size)
 // Where each job cgroup was last found, by id (docs/decisions/0420). A scan reads one directory
 // entry per sibling, and a runner looks at each of its jobs every cycle, so a subtree shared by
 // thousands of jobs made every look cost thousands of entries. A remembered name is only a guess:
-// the directory under it must have the id as its inode, the same proof a scan's find gets; a guess
-// that fails is forgotten and the subtree scanned. 1,024 sets of 4 slots chosen by a hash of the
-// id, names on the heap (an allocation that fails only leaves the name unremembered). Guarded: the
-// addon may serve several threads.
+// the directory under it must have the id as its inode, the same proof a scan's find gets. A removed
+// cgroup's name is kept: it answers `gone` at once (child_name_of). 1,024 sets of 4 slots chosen by a
+// hash of the id, the oldest of a full set replaced, names on the heap (an allocation that fails only
+// leaves the name unremembered). Guarded: the addon may serve several threads.
 class CgroupNameCache {
  public:
   // Copies the name `id` was last found under into `name`; false when none is remembered.
@@ -78,14 +78,6 @@ class CgroupNameCache {
     if (slot == nullptr) slot = free_or_oldest(id);
     std::free(slot->name);
     *slot = Slot{id, copy};
-  }
-
-  void forget(uint64_t id) {
-    const std::lock_guard<std::mutex> guard(lock_);
-    Slot* slot = find(id);
-    if (slot == nullptr) return;
-    std::free(slot->name);
-    *slot = Slot{};
   }
 
  private:
@@ -124,14 +116,19 @@ class CgroupNameCache {
 
 CgroupNameCache cgroup_names;
 
-// The name of `parent`'s child whose inode is `id`: the remembered one when it still proves to be
-// that child (fstatat, without following a link), else the scan's find, which is then remembered.
+// The name of `parent`'s child whose inode is `id`. cgroup v2 has no rename (the kernel answers
+// EPERM), so a cgroup keeps the name it was found under until it is removed: when the remembered name
+// no longer names a directory with this id (absent, or another one made under it), that cgroup is
+// gone, and a listing would find nothing either. Without a remembered name, or when the name cannot
+// be looked at (an errno but ENOENT), the subtree is listed and what it finds remembered.
 CgroupResult child_name_of(int parent, uint64_t id, char* name, size_t size) {
-  struct stat st {};
-  if (cgroup_names.recall(id, name, size) && fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-      S_ISDIR(st.st_mode) && static_cast<uint64_t>(st.st_ino) == id)
-    return result_of(CgroupOutcome::ok);
-  cgroup_names.forget(id);
+  if (cgroup_names.recall(id, name, size)) {
+    struct stat st {};
+    if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+      return result_of(S_ISDIR(st.st_mode) && static_cast<uint64_t>(st.st_ino) == id ? CgroupOutcome::ok
+                                                                                        : CgroupOutcome::gone);
+    if (errno == ENOENT) return result_of(CgroupOutcome::gone);
+  }
   const CgroupResult found = child_named_by_id(parent, id, name, size);
   if (found.outcome == CgroupOutcome::ok) cgroup_names.remember(id, name);
   return found;
@@ -325,10 +322,7 @@ CgroupResult job_cgroup_remove(const char* subtree, uint64_t id) {
   char name[256];
   step = child_name_of(parent.get(), id, name, sizeof name);
   if (step.outcome != CgroupOutcome::ok) return step;
-  if (unlinkat(parent.get(), name, AT_REMOVEDIR) == 0) {
-    cgroup_names.forget(id);
-    return result_of(CgroupOutcome::ok);
-  }
+  if (unlinkat(parent.get(), name, AT_REMOVEDIR) == 0) return result_of(CgroupOutcome::ok);
   if (errno == EBUSY || errno == ENOTEMPTY) return result_of(CgroupOutcome::busy);
   return errno_result(errno);
 }

@@ -21,11 +21,14 @@ function listingsDuringReads(
   subtree: string,
   ids: readonly string[],
   rounds: number,
+  afterFirstRound = '',
 ): { kinds: string[]; listings: number } {
   const log = path.join(tmpdir(), `pidfence-lookup-${process.pid}-${Date.now()}.strace`);
   const script = `const n = require(${JSON.stringify(NATIVE)}); const kinds = [];
-for (let r = 0; r < ${rounds}; r++) for (const id of ${JSON.stringify(ids)})
-  kinds.push(n.cgroupRead({ subtree: ${JSON.stringify(subtree)}, id }).kind);
+for (let r = 0; r < ${rounds}; r++) {
+  for (const id of ${JSON.stringify(ids)}) kinds.push(n.cgroupRead({ subtree: ${JSON.stringify(subtree)}, id }).kind);
+  if (r === 0) { ${afterFirstRound} }
+}
 console.log(JSON.stringify(kinds));`;
   const run = spawnSync(
     'strace',
@@ -70,5 +73,20 @@ cgroupTest(
     const secondRound = twice.listings - once.listings;
     t.log(`getdents64 calls: ${once.listings} for one round, ${twice.listings} for two`);
     t.true(secondRound <= 5, `${secondRound} getdents64 calls in the second round of ${JOBS} reads`);
+  },
+);
+
+cgroupTest(
+  `job cgroup lookup: a cgroup removed after it was found answers gone at once, ${READS} times, without listing the subtree`,
+  (t) => {
+    const subtree = testSubtree(t, 'lookup-removed');
+    for (let i = 0; i < SIBLINGS; i++) mkdirSync(path.join(subtree, `sibling-${String(i).padStart(4, '0')}`));
+    const { directory, id } = makeCgroup(subtree, 'zz-job');
+    // Removed by someone else after the first read, as a launcher removes its emptied cgroup.
+    const removal = `require('node:fs').rmdirSync(${JSON.stringify(directory)});`;
+    const { kinds, listings } = listingsDuringReads(subtree, [id], READS, removal);
+    t.is(kinds[0], 'ok');
+    t.deepEqual(new Set(kinds.slice(1)), new Set(['gone']), 'every read after the removal');
+    t.true(listings <= 6, `${listings} getdents64 calls on the subtree for ${READS} reads`);
   },
 );
