@@ -7,13 +7,24 @@
 // 2. End to end (PIDFENCE_BENCH_FLEET_JOBS jobs, default 200, PIDFENCE_BENCH_FLEET_WORKERS workers,
 //    default 10, PIDFENCE_BENCH_FLEET_PER_PROCESS workers per process, default 1): three control-plane
 //    replicas in this process, `pidfence worker` processes (or worker-host processes of several
-//    workers each) on loopback, each job a real process through the production launcher; steady-state
-//    commits/s and the replicas' CPU, cancel → TERM measured at the job, and a project-wide cancel.
+//    workers each) on loopback, each job a real process through the production launcher in a cgroup
+//    subtree of its own (PIDFENCE_CGROUP); steady-state commits/s and CPU, cancel → TERM measured at
+//    the job, and a project-wide cancel: TERM at the jobs, and every tree gone (the subtree empty).
 // 3. Faults under that load (issue 29): a fourth replica address that accepts and never answers is
 //    in every worker's list from the start, and a replica run as its own `pidfence control-plane`
 //    process is SIGKILLed; cancels right after the kill, healthy jobs stopped, cancels lost.
 // Run: npm run bench:fleet
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -40,6 +51,7 @@ import { RUN_SQL } from '../lib/store/postgres/run-statements';
 import { inTransaction } from '../lib/store/postgres/transaction';
 import { makeCertificates, tlsFlags } from '../test/helpers/certificates';
 import { spawnGroupLeader } from '../lib/process/index';
+import { CGROUP_ENV, cgroup2Mount } from '../lib/process/job-cgroup';
 import { withBenchDatabase } from './lib/dispatch-postgres';
 import type { WorkerHostPlan } from './lib/worker-host';
 import { machineHeader } from './lib/machine';
@@ -58,6 +70,8 @@ const PER_PROCESS = Number(process.env.PIDFENCE_BENCH_FLEET_PER_PROCESS ?? 1);
 const WORKER_HOST = path.resolve(__dirname, 'lib', 'worker-host.js');
 const CANCELS = 20;
 const SUBMIT_LANES = 8;
+/** The issue's target for a project-wide cancel: every job's tree gone within this many seconds. */
+const PROJECT_TARGET_S = 15;
 /** The operator's requests may queue behind a loaded machine's start-up; they are not what is measured. */
 const OPERATOR_TIMEOUT_MS = 120_000;
 const SKIP_CURVE = process.env.PIDFENCE_BENCH_FLEET_CURVE === '0';
@@ -258,6 +272,62 @@ function latencyLine(what: string, latencies: readonly number[], of: number): st
   return `${what} (${latencies.length} of ${of}): p50 ${quantile(latencies, 0.5)} ms, p99 ${quantile(latencies, 0.99)} ms, max ${Math.max(...latencies)} ms`;
 }
 
+/**
+ * The jobs' own cgroup subtree (PIDFENCE_CGROUP for the workers): nothing else lives in it, so its
+ * `populated 0` is the moment every job's process tree is gone, whatever each job did with TERM.
+ */
+function jobSubtree(): string {
+  const mount = cgroup2Mount();
+  if (mount === null) throw new Error('bench/fleet needs a cgroup2 mount (root): the jobs run in their own cgroups');
+  const subtree = path.join(mount, `pidfence-bench-fleet-${process.pid}`);
+  mkdirSync(subtree);
+  return subtree;
+}
+
+function populated(directory: string): boolean {
+  return /^populated 1$/m.test(readFileSync(path.join(directory, 'cgroup.events'), 'utf8'));
+}
+
+/** What the workers left in the subtree is killed through cgroup.kill (never a PID), then every directory removed. */
+async function removeJobSubtree(subtree: string): Promise<void> {
+  if (populated(subtree)) writeFileSync(path.join(subtree, 'cgroup.kill'), '1');
+  for (let turn = 0; populated(subtree) && turn < 200; turn += 1) await new Promise((r) => setTimeout(r, 50));
+  for (const entry of readdirSync(subtree, { withFileTypes: true }))
+    if (entry.isDirectory()) rmdirSync(path.join(subtree, entry.name));
+  rmdirSync(subtree);
+}
+
+/** Job cgroups of the subtree with a live process in them now. */
+function populatedJobs(subtree: string): number {
+  let count = 0;
+  for (const entry of readdirSync(subtree, { withFileTypes: true }))
+    if (entry.isDirectory() && populated(path.join(subtree, entry.name))) count += 1;
+  return count;
+}
+
+/**
+ * Seconds from `startMs` (performance.now()) until the subtree is empty, looked at every 50 ms, and how
+ * many job trees were left `checkAfterS` seconds after the start.
+ */
+async function treesGone(
+  subtree: string,
+  startMs: number,
+  checkAfterS: number,
+  limitS: number,
+): Promise<{ goneS: number | null; leftAtCheck: number }> {
+  let leftAtCheck = 0;
+  let checked = false;
+  while (performance.now() - startMs < limitS * 1000) {
+    if (!populated(subtree)) return { goneS: (performance.now() - startMs) / 1000, leftAtCheck };
+    if (!checked && performance.now() - startMs >= checkAfterS * 1000) {
+      leftAtCheck = populatedJobs(subtree);
+      checked = true;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { goneS: null, leftAtCheck };
+}
+
 /** User and system CPU seconds the processes used so far (their own, not their children's), from /proc. */
 function cpuSecondsOf(processes: ReadonlyArray<ReturnType<typeof spawnGroupLeader>>): number {
   let ticks = 0;
@@ -278,7 +348,9 @@ function startWorkers(
   urls: readonly string[],
   certs: ReturnType<typeof makeCertificates>,
   scratch: string,
+  subtree: string,
 ): Array<ReturnType<typeof spawnGroupLeader>> {
+  const env = { ...process.env, [CGROUP_ENV]: subtree };
   const capacity = Math.ceil(E2E_JOBS / E2E_WORKERS);
   const journal = (w: number): string => path.join(scratch, `w${w}.db`);
   if (PER_PROCESS === 1)
@@ -295,7 +367,7 @@ function startWorkers(
           '--grace',
           '2s',
         ]),
-        { stdio: 'ignore' },
+        { stdio: 'ignore', env },
       ),
     );
   return Array.from({ length: Math.ceil(E2E_WORKERS / PER_PROCESS) }, (_, h) => {
@@ -314,7 +386,7 @@ function startWorkers(
     };
     const file = path.join(scratch, `host-${h}.json`);
     writeFileSync(file, JSON.stringify(plan));
-    return spawnGroupLeader(process.execPath, [WORKER_HOST, file], { stdio: 'ignore' });
+    return spawnGroupLeader(process.execPath, [WORKER_HOST, file], { stdio: 'ignore', env });
   });
 }
 
@@ -342,7 +414,8 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
   const urls = [...planes.map((plane) => plane.url), killable.url, silent.url];
   const pem = certs.client('bench-operator');
   const operator = new ControlPlaneClient(urls[0] as string, { cert: pem.cert, key: pem.key, ca: certs.ca.cert });
-  const workers = startWorkers(urls, certs, scratch);
+  const subtree = jobSubtree();
+  const workers = startWorkers(urls, certs, scratch, subtree);
   const lines: string[] = [];
   try {
     const marker = (i: number): string => path.join(scratch, `job-${i}.term`);
@@ -404,6 +477,7 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
     lines.push(`healthy jobs stopped by the faults: ${healthyStopped} of ${E2E_JOBS - 2 * CANCELS}`);
     const projectStart = performance.now();
     const projectSent = Date.now();
+    const gone = treesGone(subtree, projectStart, PROJECT_TARGET_S, 300);
     await operator.send('POST', '/v1/projects/fleet/cancel', undefined, OPERATOR_TIMEOUT_MS);
     const recorded = (performance.now() - projectStart) / 1000;
     const left = async (): Promise<number> =>
@@ -420,6 +494,10 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
       `project-wide cancel of the other ${E2E_JOBS - 2 * CANCELS} runs: every run ended (its job gone, reported) in ${((performance.now() - projectStart) / 1000).toFixed(1)} s (the cancel request itself ${recorded.toFixed(1)} s); ${await left()} left`,
       termAfter(marker, 2 * CANCELS, E2E_JOBS, projectSent),
     );
+    const trees = await gone;
+    lines.push(
+      `project-wide cancel → every job's process tree gone (the jobs' cgroup subtree empty): ${trees.goneS === null ? 'not within 300 s' : `${trees.goneS.toFixed(1)} s`} after the request was sent; trees left ${PROJECT_TARGET_S} s after it: ${trees.leftAtCheck} of ${E2E_JOBS - 2 * CANCELS}`,
+    );
   } finally {
     operator.close();
     for (const worker of workers)
@@ -429,6 +507,7 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
     if (killable.leader.identity !== null) signalVerified(killable.leader.identity, 'SIGKILL', { group: false });
     await killable.leader.exit;
     await silent.close();
+    await removeJobSubtree(subtree);
     await owner.end();
     certs.remove();
     rmSync(scratch, { recursive: true, force: true });
