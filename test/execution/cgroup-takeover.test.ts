@@ -12,7 +12,8 @@ import type { ExecutionContext } from 'ava';
 
 import { signalVerified } from '../../lib/native/index';
 import { handleExpectedIdentity, parseHandle } from '../../lib/process/index';
-import { cgroupTestOrSkip, testSubtree } from '../helpers/cgroup';
+import { testSubtree } from '../helpers/cgroup';
+import { cgroupTestOrSkip } from '../helpers/cgroup-test';
 import { killMarkedAtEnd, MARK_ENV, markedProcesses, uniqueMark } from '../helpers/marked-processes';
 import { until, untilValue } from '../helpers/wait';
 import { cancel, cliProcess, grantCancelOnSqlite, runStatus } from './cli-runs';

@@ -12,14 +12,8 @@ import { ensureReceiptDirectory, readReceipt } from '../../lib/execution/receipt
 import { captureIdentity, signalVerified } from '../../lib/native/index';
 import { formatHandle, LocalProcessController, parseHandle, spawnGroupLeader } from '../../lib/process/index';
 import { forgetCgroupSubtree } from '../../lib/process/job-cgroup';
-import {
-  cgroupPids,
-  cgroupTestOrSkip,
-  cgroupUnavailable,
-  makeCgroup,
-  spawnInCgroup,
-  testSubtree,
-} from '../helpers/cgroup';
+import { cgroupPids, cgroupUnavailable, makeCgroup, spawnInCgroup, testSubtree } from '../helpers/cgroup';
+import { cgroupTestOrSkip } from '../helpers/cgroup-test';
 import { ESCAPES } from '../helpers/escape-patterns';
 import { reapGroupAtEnd } from '../helpers/job-groups';
 import { killMarkedAtEnd, MARK_ENV, markedProcesses, uniqueMark } from '../helpers/marked-processes';

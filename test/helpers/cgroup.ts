@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
-import test, { type ExecutionContext } from 'ava';
+import type { ExecutionContext } from 'ava';
 
 import { cgroup2Mount } from '../../lib/process/job-cgroup';
 import { MARK_ENV } from './marked-processes';
@@ -16,20 +16,6 @@ export function cgroupUnavailable(): string | null {
   const mount = cgroup2Mount();
   if (mount === null) return 'no cgroup2 mount';
   return existsSync(path.join(mount, 'cgroup.procs')) ? null : 'the cgroup2 mount has no cgroup.procs';
-}
-
-/**
- * `test.serial` where cgroup tests can run (root and a writable cgroup2 mount); elsewhere `test.skip`,
- * with one test of the file that says loudly why (`what`: the file's tests, as the skip names them).
- */
-export function cgroupTestOrSkip(what: string): typeof test.serial | typeof test.skip {
-  const skip = cgroupUnavailable();
-  if (skip === null) return test.serial;
-  test(`${what} tests are skipped`, (t) => {
-    t.log(`SKIPPED LOUDLY: ${skip}`);
-    t.pass();
-  });
-  return test.skip;
 }
 
 function populated(directory: string): boolean {

@@ -7,7 +7,8 @@ import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { cgroupTestOrSkip, makeCgroup, testSubtree } from '../helpers/cgroup';
+import { makeCgroup, testSubtree } from '../helpers/cgroup';
+import { cgroupTestOrSkip } from '../helpers/cgroup-test';
 
 const cgroupTest = cgroupTestOrSkip('job cgroup lookup');
 

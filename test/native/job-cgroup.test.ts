@@ -17,7 +17,8 @@ import {
   validateCgroupSubtree,
 } from '../../lib/native/index';
 import { stopJobCgroup } from '../../lib/process/job-cgroup';
-import { cgroupPids, cgroupTestOrSkip, makeCgroup, spawnInCgroup, testSubtree } from '../helpers/cgroup';
+import { cgroupPids, makeCgroup, spawnInCgroup, testSubtree } from '../helpers/cgroup';
+import { cgroupTestOrSkip } from '../helpers/cgroup-test';
 import { killMarkedAtEnd, markedProcesses, uniqueMark } from '../helpers/marked-processes';
 import { delay, until } from '../helpers/wait';
 
