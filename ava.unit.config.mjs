@@ -38,7 +38,8 @@ export const NEEDS_POSTGRES = [
   'helpers/postgres-harness',
   'management/cli',
   'management/postgres',
-  // Compares the two stores case by case.
+  // Compare the two stores case by case.
+  'store/attempt-end-page',
   'store/dispatch-rules',
   'store/postgres',
   'store/postgres-acknowledged-sync',

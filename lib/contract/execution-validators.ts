@@ -164,6 +164,32 @@ export function validateCompleteAttemptCommand(value: unknown): CompleteAttemptC
   };
 }
 
+/**
+ * A page of ends committed in one transaction (docs/decisions/0431): 1 to EXECUTION_PAGE_MAX commands,
+ * each valid alone, each attempt and each run named once.
+ */
+export function validateCompleteAttemptsCommand(value: unknown): CompleteAttemptCommand[] {
+  if (!Array.isArray(value))
+    throw new PidfenceRangeError(
+      'attempt ends must be an array of complete-attempt commands; pass one per attempt that ended.',
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
+  validateBoundedInteger(
+    value.length,
+    'attempt end page size',
+    1,
+    EXECUTION_PAGE_MAX,
+    'ERR_PIDFENCE_INVALID_PAGE_LIMIT',
+  );
+  const commands = (value as unknown[]).map(validateCompleteAttemptCommand);
+  if (new Set(commands.map((command) => command.runId)).size !== commands.length)
+    throw new PidfenceRangeError(
+      'an attempt end page names a run twice; name each run once per page.',
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
+  return commands;
+}
+
 // ---- rows read back from a store (design/execution §2-3): through validators, never type assertions ----
 
 const noRules = (): void => undefined;

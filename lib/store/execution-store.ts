@@ -47,6 +47,12 @@ export interface ExecutionStore {
    * event, then the active run with a `run.terminal` event (and the receipt's delete journal row).
    */
   completeAttempt(command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome>;
+  /**
+   * A page of ends (docs/decisions/0431): for each command exactly what completeAttempt writes or
+   * answers, in command order, all in one transaction (on SQLite one synced commit). A failure
+   * writes none of the page.
+   */
+  completeAttempts(commands: readonly CompleteAttemptCommand[]): Promise<CompleteAttemptOutcome[]>;
   /** Saves a quarantine intent before the receipt file moves; idempotent. */
   recordQuarantineIntent(command: {
     readonly runId: string;

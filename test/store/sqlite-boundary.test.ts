@@ -115,6 +115,22 @@ function everyCall(store: SqliteStore, runId: string): Call[] {
         }),
     ],
     [
+      'execution.completeAttempts',
+      () =>
+        execution.completeAttempts([
+          {
+            runId,
+            attemptId,
+            status: 'succeeded',
+            cause: 'receipt',
+            exit: { exitCode: 0, signal: null },
+            attemptEventId: 'evt-aes',
+            runEventId: 'evt-res',
+            journalReceipt: true,
+          },
+        ]),
+    ],
+    [
       'execution.recordQuarantineIntent',
       () => execution.recordQuarantineIntent({ runId, attemptId, reason: 'malformed' }),
     ],

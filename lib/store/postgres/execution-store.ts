@@ -22,6 +22,7 @@ import {
   validateActivePageQuery,
   validateAttemptRef,
   validateCompleteAttemptCommand,
+  validateCompleteAttemptsCommand,
   validateDeadlinePageQuery,
   validateDigest,
   validateId,
@@ -111,6 +112,21 @@ export class PostgresExecutionStore implements ExecutionStore {
   async completeAttempt(command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
     const valid = validateCompleteAttemptCommand(command);
     return inTransaction(this.#pool, 'completeAttempt', (tx) => this.#completeLocked(tx, valid));
+  }
+
+  /**
+   * The page's ends in one transaction (docs/decisions/0431), each the single CAS; the runs are
+   * locked in run-id order, so two pages never wait on each other in a cycle. Outcomes in command order.
+   */
+  async completeAttempts(commands: readonly CompleteAttemptCommand[]): Promise<CompleteAttemptOutcome[]> {
+    const valid = validateCompleteAttemptsCommand(commands);
+    const byRunId = [...valid].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
+    const outcomes = await inTransaction(this.#pool, 'completeAttempts', async (tx) => {
+      const done = new Map<string, CompleteAttemptOutcome>();
+      for (const command of byRunId) done.set(command.runId, await this.#completeLocked(tx, command));
+      return done;
+    });
+    return valid.map((command) => outcomes.get(command.runId) as CompleteAttemptOutcome);
   }
 
   /** Locks Run → Attempt (the order of every write transaction), then the CAS and both events at the run lock's time. */

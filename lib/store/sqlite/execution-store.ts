@@ -17,6 +17,7 @@ import {
   validateAttemptRecord,
   validateAttemptRef,
   validateCompleteAttemptCommand,
+  validateCompleteAttemptsCommand,
   validateDeadlinePageQuery,
   validateDigest,
   validateId,
@@ -126,47 +127,56 @@ export class SqliteExecutionStore implements ExecutionStore {
 
   async completeAttempt(command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
     const valid = validateCompleteAttemptCommand(command);
-    return this.#write('completeAttempt', (nowMs) => {
-      const attempt = selectAttempt(this.#run, valid.runId, valid.attemptId);
-      const run = selectRun(this.#run, valid.runId);
-      const refusal = completionRefusal(attempt, run);
-      if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
-      const ended = validatedRow(
-        this.#run.endAttempt.get({ runId: valid.runId, attemptId: valid.attemptId, status: valid.status, nowMs }),
-        validateAttemptRecord,
-      );
-      if (ended === undefined) return { kind: 'already_terminal', attempt };
-      // Attempt event first, then the run's terminal state and event (design/execution §2 order).
-      const seq = counterColumn(this.#sql.nextAttemptEventSeq.get(valid.attemptId), 'seq');
-      if (seq === undefined)
-        throw storeInvariant('sqlite', 'completeAttempt', 'the next attempt event sequence has no row');
-      this.#sql.insertAttemptEvent.run({
-        runId: valid.runId,
-        attemptId: valid.attemptId,
-        seq,
-        eventId: valid.attemptEventId,
-        payload: attemptTerminalPayload(valid),
-        nowMs,
-      });
-      this.#run.writeRunTerminal.run({ runId: valid.runId, version: run.version, status: valid.status, nowMs });
-      appendRunEvent(this.#run, {
-        runId: valid.runId,
-        version: run.version,
-        type: 'run.terminal',
-        eventId: valid.runEventId,
-        payload: runTerminalPayload(valid),
-        nowMs,
-      });
-      if (valid.journalReceipt)
-        this.#sql.insertJournal.run({
-          attemptId: valid.attemptId,
-          action: 'delete',
-          runId: valid.runId,
-          reason: null,
-          nowMs,
-        });
-      return { kind: 'completed', run: selectHeldRun(this.#run, valid.runId, 'completeAttempt'), attempt: ended };
+    return this.#write('completeAttempt', (nowMs) => this.#completeLocked(valid, nowMs));
+  }
+
+  /** One synced transaction for the page (docs/decisions/0431): each end is the single CAS, in order. */
+  async completeAttempts(commands: readonly CompleteAttemptCommand[]): Promise<CompleteAttemptOutcome[]> {
+    const valid = validateCompleteAttemptsCommand(commands);
+    return this.#write('completeAttempts', (nowMs) => valid.map((command) => this.#completeLocked(command, nowMs)));
+  }
+
+  /** The terminal CAS inside the write transaction: attempt and its event, then the run and its event. */
+  #completeLocked(valid: CompleteAttemptCommand, nowMs: number): CompleteAttemptOutcome {
+    const attempt = selectAttempt(this.#run, valid.runId, valid.attemptId);
+    const run = selectRun(this.#run, valid.runId);
+    const refusal = completionRefusal(attempt, run);
+    if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
+    const ended = validatedRow(
+      this.#run.endAttempt.get({ runId: valid.runId, attemptId: valid.attemptId, status: valid.status, nowMs }),
+      validateAttemptRecord,
+    );
+    if (ended === undefined) return { kind: 'already_terminal', attempt };
+    // Attempt event first, then the run's terminal state and event (design/execution §2 order).
+    const seq = counterColumn(this.#sql.nextAttemptEventSeq.get(valid.attemptId), 'seq');
+    if (seq === undefined)
+      throw storeInvariant('sqlite', 'completeAttempt', 'the next attempt event sequence has no row');
+    this.#sql.insertAttemptEvent.run({
+      runId: valid.runId,
+      attemptId: valid.attemptId,
+      seq,
+      eventId: valid.attemptEventId,
+      payload: attemptTerminalPayload(valid),
+      nowMs,
     });
+    this.#run.writeRunTerminal.run({ runId: valid.runId, version: run.version, status: valid.status, nowMs });
+    appendRunEvent(this.#run, {
+      runId: valid.runId,
+      version: run.version,
+      type: 'run.terminal',
+      eventId: valid.runEventId,
+      payload: runTerminalPayload(valid),
+      nowMs,
+    });
+    if (valid.journalReceipt)
+      this.#sql.insertJournal.run({
+        attemptId: valid.attemptId,
+        action: 'delete',
+        runId: valid.runId,
+        reason: null,
+        nowMs,
+      });
+    return { kind: 'completed', run: selectHeldRun(this.#run, valid.runId, 'completeAttempt'), attempt: ended };
   }
 
   async recordQuarantineIntent(command: {
