@@ -7,7 +7,10 @@ import { randomUUID } from 'node:crypto';
 
 import {
   type AttemptRecord,
+  type CompleteAttemptCommand,
+  type CompleteAttemptOutcome,
   type CompletionCause,
+  EXECUTION_PAGE_MAX,
   type QuarantineReason,
   RUN_TERMINAL_STATUSES,
   type RunRecord,
@@ -87,6 +90,67 @@ export function statusForReceipt(
   return receipt.exitCode === 0 ? 'succeeded' : 'failed';
 }
 
+interface ProcessOptions {
+  readonly allowNeverStarted?: boolean;
+}
+
+/** An end decided from what was read, committed by the caller alone or with a page (docs/decisions/0431). */
+interface PendingEnd {
+  readonly attempt: AttemptRecord;
+  readonly run: RunRecord;
+  readonly status: RunTerminalStatus;
+  readonly cause: CompletionCause;
+  /** The authenticated receipt the end comes from (journaled for deletion in the same commit). */
+  readonly receipt: CompletionReceipt | null;
+  /** The receipt's finish on the store clock, read once where a cancel intent makes it matter. */
+  readonly finishedOnStoreMs?: number;
+}
+
+type Verdict = { readonly outcome: CompletionOutcome } | { readonly end: PendingEnd };
+type CommitResult = CompleteAttemptOutcome | { readonly error: unknown };
+
+const ACTIVE: Verdict = { outcome: { kind: 'active' } };
+
+function endOf(
+  attempt: AttemptRecord,
+  run: RunRecord,
+  status: RunTerminalStatus,
+  cause: CompletionCause,
+  fromReceipt?: { readonly receipt: CompletionReceipt; readonly finishedOnStoreMs: number },
+): Verdict {
+  return {
+    end: {
+      attempt,
+      run,
+      status,
+      cause,
+      receipt: fromReceipt?.receipt ?? null,
+      ...(fromReceipt === undefined ? {} : { finishedOnStoreMs: fromReceipt.finishedOnStoreMs }),
+    },
+  };
+}
+
+function commandOf(end: PendingEnd): CompleteAttemptCommand {
+  const { attempt, status, cause, receipt } = end;
+  return {
+    runId: attempt.runId,
+    attemptId: attempt.attemptId,
+    status,
+    cause,
+    exit: receipt === null ? null : { exitCode: receipt.exitCode, signal: receipt.signal },
+    attemptEventId: `evt-${randomUUID()}`,
+    runEventId: `evt-${randomUUID()}`,
+    journalReceipt: receipt !== null,
+  };
+}
+
+/** Each attempt once, first mention first: a page commits an attempt's end once. */
+function uniqueAttempts(refs: readonly AttemptRef[]): AttemptRef[] {
+  const seen = new Map<string, AttemptRef>();
+  for (const ref of refs) if (!seen.has(ref.attemptId)) seen.set(ref.attemptId, ref);
+  return [...seen.values()];
+}
+
 export class CompletionProcessor {
   readonly #runStore: CompletionProcessorOptions['runStore'];
   readonly #store: ExecutionStore;
@@ -110,11 +174,57 @@ export class CompletionProcessor {
    * Everything known about one attempt, converged as far as proof allows. `allowNeverStarted`: a
    * `claimed` attempt without intent may be ended (startup recovery only: nothing can be spawning).
    */
-  async process(ref: AttemptRef, options: { readonly allowNeverStarted?: boolean } = {}): Promise<CompletionOutcome> {
-    const outcome = await this.#converge(ref, options);
+  async process(ref: AttemptRef, options: ProcessOptions = {}): Promise<CompletionOutcome> {
+    const verdict = await this.#converge(ref, options);
+    const outcome =
+      'end' in verdict ? await this.#settle(verdict.end, await this.#commitOne(verdict.end)) : verdict.outcome;
+    this.#afterOutcome(ref, outcome);
+    return outcome;
+  }
+
+  /**
+   * A page of attempts (docs/decisions/0431): each converged as `process` does, then every end the
+   * page decided committed together, EXECUTION_PAGE_MAX to a transaction (on SQLite one synced
+   * commit for them all), then each settled. `onOutcome` hears every attempt's outcome as soon as
+   * it is known. A page the store refuses is committed again one end at a time, so a failure stays
+   * its own attempt's: the others are settled and heard, then the first failure is thrown.
+   */
+  async processPage(
+    refs: readonly AttemptRef[],
+    onOutcome: (ref: AttemptRef, outcome: CompletionOutcome) => void,
+    options: ProcessOptions = {},
+  ): Promise<void> {
+    const pending: Array<{ readonly ref: AttemptRef; readonly end: PendingEnd }> = [];
+    for (const ref of uniqueAttempts(refs)) {
+      const verdict = await this.#converge(ref, options);
+      if ('end' in verdict) pending.push({ ref, end: verdict.end });
+      else this.#heard(ref, verdict.outcome, onOutcome);
+    }
+    let failure: unknown = null;
+    for (let start = 0; start < pending.length; start += EXECUTION_PAGE_MAX) {
+      const page = pending.slice(start, start + EXECUTION_PAGE_MAX);
+      const results = await this.#commitPage(page.map(({ end }) => end));
+      for (const [i, { ref, end }] of page.entries()) {
+        const result = results[i] as CommitResult;
+        if ('error' in result) failure ??= result.error;
+        else this.#heard(ref, await this.#settle(end, result), onOutcome);
+      }
+    }
+    if (failure !== null) throw failure;
+  }
+
+  #heard(
+    ref: AttemptRef,
+    outcome: CompletionOutcome,
+    onOutcome: (ref: AttemptRef, outcome: CompletionOutcome) => void,
+  ): void {
+    this.#afterOutcome(ref, outcome);
+    onOutcome(ref, outcome);
+  }
+
+  #afterOutcome(ref: AttemptRef, outcome: CompletionOutcome): void {
     if (outcome.kind === 'completed' || outcome.kind === 'terminal' || outcome.kind === 'missing')
       this.#ended(ref, outcome.kind === 'completed');
-    return outcome;
   }
 
   /**
@@ -129,68 +239,60 @@ export class CompletionProcessor {
     this.#handles.delete(ref.attemptId);
   }
 
-  async #converge(ref: AttemptRef, options: { readonly allowNeverStarted?: boolean }): Promise<CompletionOutcome> {
+  /** What is known of one attempt: an outcome, or an end to commit (nothing is written here but a quarantine or a late receipt's cleanup). */
+  async #converge(ref: AttemptRef, options: ProcessOptions): Promise<Verdict> {
     // Asked before the read: an admission that ends after it has stored what it did before the read.
     const admitting = this.#isAdmitting(ref.attemptId);
     const attempt = await this.#runStore.getAttempt(ref.runId, ref.attemptId);
     const run = await this.#runStore.getRun(ref.runId);
-    if (attempt === null || run === null) return { kind: 'missing' };
+    if (attempt === null || run === null) return { outcome: { kind: 'missing' } };
     if (attempt.handle !== null) this.#handles.set(attempt.attemptId, attempt.handle);
     const first = await this.#fromReceipt(attempt, run);
     if (first !== null) return first;
-    if (isTerminal(attempt.status)) return { kind: 'terminal', status: attempt.status, lateReceipt: false };
+    if (isTerminal(attempt.status))
+      return { outcome: { kind: 'terminal', status: attempt.status, lateReceipt: false } };
 
     if (attempt.status === 'claimed') {
-      if (admitting) return { kind: 'active' };
-      if (run.cancelRequestedAtMs === null && options.allowNeverStarted !== true) return { kind: 'active' };
+      if (admitting) return ACTIVE;
+      if (run.cancelRequestedAtMs === null && options.allowNeverStarted !== true) return ACTIVE;
       const status = run.cancelRequestedAtMs === null ? 'failed' : cancelStatus(run);
-      return this.#commit(attempt, run, status, 'never_started', null, false);
+      return endOf(attempt, run, status, 'never_started');
     }
     if (attempt.status === 'starting' && attempt.handle === null) {
       // A job starts only after its handle is stored (docs/decisions/0310): unless this process is
       // still admitting it, none was started, and none can be now.
-      if (admitting) return { kind: 'active' };
+      if (admitting) return ACTIVE;
       const status = run.cancelRequestedAtMs === null ? 'failed' : cancelStatus(run);
-      return this.#commit(attempt, run, status, 'never_started', null, false);
+      return endOf(attempt, run, status, 'never_started');
     }
-    if (attempt.handle === null) return { kind: 'unproven' };
+    if (attempt.handle === null) return { outcome: { kind: 'unproven' } };
     // The launcher leads the job's group; its death is not the job's end (docs/decisions/0071):
     // the attempt ends without a receipt only once no member of the group is left.
     const liveness = groupLiveness(attempt.handle, this.#held);
-    if (liveness !== 'gone') return liveness === 'alive' ? { kind: 'active' } : { kind: 'unproven' };
+    if (liveness !== 'gone') return liveness === 'alive' ? ACTIVE : { outcome: { kind: 'unproven' } };
     // The launcher is gone, so its receipt is final: read again before concluding.
     const second = await this.#fromReceipt(attempt, run);
     if (second !== null) return second;
     return run.cancelRequestedAtMs === null
-      ? this.#commit(attempt, run, 'failed', 'lost', null, false)
-      : this.#commit(attempt, run, cancelStatus(run), 'stopped', null, false);
+      ? endOf(attempt, run, 'failed', 'lost')
+      : endOf(attempt, run, cancelStatus(run), 'stopped');
   }
 
-  async #fromReceipt(attempt: AttemptRecord, run: RunRecord): Promise<CompletionOutcome | null> {
+  async #fromReceipt(attempt: AttemptRecord, run: RunRecord): Promise<Verdict | null> {
     const read = readReceipt(this.#directory, attempt.attemptId);
     if (read.kind === 'absent') return null;
-    if (read.kind === 'malformed') return this.#quarantine(attempt, 'malformed');
+    if (read.kind === 'malformed') return { outcome: await this.#quarantine(attempt, 'malformed') };
     const reason = await this.#authenticate(read.receipt, attempt);
-    if (reason !== null) return this.#quarantine(attempt, reason);
-    if (isTerminal(attempt.status)) return this.#cleanLate(attempt, attempt.status);
+    if (reason !== null) return { outcome: await this.#quarantine(attempt, reason) };
+    if (isTerminal(attempt.status)) return { outcome: await this.#cleanLate(attempt, attempt.status) };
     const receipt = read.receipt;
     // Only a cancel intent makes the finish's time matter (and costs PostgreSQL a round trip).
     const finishedOnStoreMs =
       run.cancelRequestedAtMs === null ? receipt.finishedAtMs : await finishOnStoreClock(receipt, this.#store);
-    const outcome = await this.#commit(
-      attempt,
-      run,
-      statusForReceipt(receipt, run, finishedOnStoreMs),
-      'receipt',
+    return endOf(attempt, run, statusForReceipt(receipt, run, finishedOnStoreMs), 'receipt', {
       receipt,
-      true,
-    );
-    if (outcome.kind === 'terminal') return this.#cleanLate(attempt, outcome.status);
-    if (outcome.kind === 'completed') {
-      deleteReceipt(this.#directory, attempt.attemptId);
-      await this.#store.closeJournalEntry({ attemptId: attempt.attemptId, action: 'delete' });
-    }
-    return outcome;
+      finishedOnStoreMs,
+    });
   }
 
   async #authenticate(receipt: CompletionReceipt, attempt: AttemptRecord): Promise<QuarantineReason | null> {
@@ -206,44 +308,50 @@ export class CompletionProcessor {
     return receiptTimesImpossible(receipt, attempt.createdAtMs, this.#store) ? 'time' : null;
   }
 
-  async #commit(
-    attempt: AttemptRecord,
-    run: RunRecord,
-    status: RunTerminalStatus,
-    cause: CompletionCause,
-    receipt: CompletionReceipt | null,
-    journal: boolean,
-  ): Promise<CompletionOutcome> {
-    const exit = receipt === null ? null : { exitCode: receipt.exitCode, signal: receipt.signal };
-    const result = await this.#store.completeAttempt({
-      runId: attempt.runId,
-      attemptId: attempt.attemptId,
-      status,
-      cause,
-      exit,
-      attemptEventId: `evt-${randomUUID()}`,
-      runEventId: `evt-${randomUUID()}`,
-      journalReceipt: journal,
-    });
+  #commitOne(end: PendingEnd): Promise<CompleteAttemptOutcome> {
+    return this.#store.completeAttempt(commandOf(end));
+  }
+
+  /** One transaction for the page; refused, then one end at a time, each failure kept as its own. */
+  async #commitPage(ends: readonly PendingEnd[]): Promise<CommitResult[]> {
+    if (ends.length > 1) {
+      const together = await this.#store.completeAttempts(ends.map(commandOf)).catch(() => null);
+      if (together !== null) return together;
+    }
+    const results: CommitResult[] = [];
+    for (const end of ends) results.push(await this.#commitOne(end).catch((error: unknown) => ({ error })));
+    return results;
+  }
+
+  /** What the commit means: the outcome, the receipt's cleanup after it, the cancel's time observed. */
+  async #settle(end: PendingEnd, result: CompleteAttemptOutcome): Promise<CompletionOutcome> {
+    const { attempt, run, status, cause, receipt } = end;
     if (result.kind === 'missing') return { kind: 'missing' };
     if (result.kind === 'already_terminal') {
       const current = result.attempt.status;
-      return { kind: 'terminal', status: isTerminal(current) ? current : status, lateReceipt: false };
+      const terminal = isTerminal(current) ? current : status;
+      return receipt === null
+        ? { kind: 'terminal', status: terminal, lateReceipt: false }
+        : this.#cleanLate(attempt, terminal);
     }
     if ((status === 'cancelled' || status === 'timed_out') && run.cancelRequestedAtMs !== null) {
       // The receipt's finish on the store clock when there is one, else the store's now; clamped at
       // 0 for a store clock (PostgreSQL's) that runs ahead of this host.
-      const endedAtMs = receipt === null ? await this.#storeNow() : await finishOnStoreClock(receipt, this.#store);
+      const endedAtMs = end.finishedOnStoreMs ?? (await this.#storeNow());
       this.#observer.onCancelToExit(Math.max(0, endedAtMs - run.cancelRequestedAtMs) / 1_000);
     }
-    const startFailure = receipt?.spawnFailed === true ? startFailureOfStatus(receipt.exitCode) : null;
+    if (receipt !== null) {
+      deleteReceipt(this.#directory, attempt.attemptId);
+      await this.#store.closeJournalEntry({ attemptId: attempt.attemptId, action: 'delete' });
+    }
+    const exit = receipt === null ? null : { exitCode: receipt.exitCode, signal: receipt.signal };
     return {
       kind: 'completed',
       status,
       cause,
       exitCode: exit?.exitCode ?? null,
       signal: exit?.signal ?? null,
-      startFailure,
+      startFailure: receipt?.spawnFailed === true ? startFailureOfStatus(receipt.exitCode) : null,
     };
   }
 

@@ -23,7 +23,7 @@ import type { ExecutionStore } from '../store/execution-store';
 import type { ActiveCursor } from '../contract/index';
 import type { CompletionOutcome, CompletionProcessor } from './completion-processor';
 import type { DeadlineSource } from './deadlines';
-import type { CompletionNotices } from './notices';
+import type { AttemptRef, CompletionNotices } from './notices';
 import { deleteReceipt, quarantineReceipt } from './receipts';
 
 /** Consecutive failed cycles after which the lifecycle reports itself failed (onFatal). */
@@ -206,18 +206,20 @@ export class ControlLifecycle {
     this.#nextDue = nextDueInMs === null ? null : { inMs: nextDueInMs, readAtMs: this.#clock() };
     const { processor, notices } = this.#options;
     let completed = 0;
+    // Each group of looks commits the ends it found together (docs/decisions/0431).
+    const hear = (ref: AttemptRef, outcome: CompletionOutcome): void => {
+      completed += this.#report(ref, outcome);
+    };
     const noticed = notices.take();
-    for (const ref of noticed) completed += this.#report(ref, await processor.process(ref));
+    await processor.processPage(noticed, hear);
     const deadlines = await this.#options.deadlines.runPage();
     const dispatch = await this.#options.dispatch.runCycle();
     reportControllerFailures(this.#diagnostics, dispatch);
     const page = await this.#activePage();
-    for (const item of page.items) completed += this.#report(item, await processor.process(item));
-    // Watched attempts the page just looked at need no second look this cycle.
+    // Watched attempts the page looks at need no second look this cycle.
     const looked = new Set(page.items.map((item) => item.attemptId));
-    for (const ref of [...(this.#options.watched?.() ?? [])]) {
-      if (!looked.has(ref.attemptId)) completed += this.#report(ref, await processor.process(ref));
-    }
+    const watched = [...(this.#options.watched?.() ?? [])].filter((ref) => !looked.has(ref.attemptId));
+    await processor.processPage([...page.items, ...watched], hear);
     const cleaned = await this.#cleanupIfDue();
     return {
       notices: noticed.length,
