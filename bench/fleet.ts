@@ -53,7 +53,7 @@ import { makeCertificates, tlsFlags } from '../test/helpers/certificates';
 import { spawnGroupLeader } from '../lib/process/index';
 import { CGROUP_ENV, cgroup2Mount } from '../lib/process/job-cgroup';
 import { withBenchDatabase } from './lib/dispatch-postgres';
-import type { WorkerHostPlan } from './lib/worker-host';
+import { timelineFileOf, type WorkerHostPlan, type WorkerHostTimeline } from './lib/worker-host';
 import { machineHeader } from './lib/machine';
 import { quantile } from './lib/stats';
 import { renderGrid } from './lib/table';
@@ -405,6 +405,32 @@ function startWorkers(
   });
 }
 
+/**
+ * When the worker-host processes were told of the project cancel's stops, and had the runs' ends
+ * taken, after the request was sent: the delivery and the bookkeeping, beside TERM at the job.
+ */
+function workerTimeline(scratch: string, sentMs: number | null): string[] {
+  if (sentMs === null || PER_PROCESS === 1) return [];
+  const told: number[] = [];
+  const taken: number[] = [];
+  for (const name of readdirSync(scratch).filter((entry) => /^host-\d+\.json$/.test(entry))) {
+    const file = timelineFileOf(path.join(scratch, name));
+    if (!existsSync(file)) continue;
+    const timeline = JSON.parse(readFileSync(file, 'utf8')) as WorkerHostTimeline;
+    told.push(...timeline.stopsToldMs.filter((ms) => ms >= sentMs).map((ms) => ms - sentMs));
+    taken.push(...timeline.endsTakenMs.filter((ms) => ms >= sentMs).map((ms) => ms - sentMs));
+  }
+  const s = (ms: number): string => (ms / 1000).toFixed(1);
+  const spread = (samples: number[]): string =>
+    samples.length === 0
+      ? 'none'
+      : `p50 ${s(quantile(samples, 0.5))} s, p99 ${s(quantile(samples, 0.99))} s, last ${s(Math.max(...samples))} s`;
+  return [
+    `project-wide cancel → stops told to the workers (${told.length}): ${spread(told)} after the request was sent`,
+    `project-wide cancel → ends taken by the control plane (${taken.length}): ${spread(taken)} after the request was sent`,
+  ];
+}
+
 export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<string[]> {
   const certs = makeCertificates();
   const scratch = mkdtempSync(path.join(tmpdir(), 'pidfence-fleet-'));
@@ -432,6 +458,7 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
   const subtree = jobSubtree();
   const workers = startWorkers(urls, certs, scratch, subtree);
   const lines: string[] = [];
+  let projectSentMs: number | null = null;
   try {
     const marker = (i: number): string => path.join(scratch, `job-${i}.term`);
     // Submitted 8 at a time: one after the other, 5,000 submissions took longer than the jobs' start.
@@ -495,6 +522,7 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
     lines.push(`healthy jobs stopped by the faults: ${healthyStopped} of ${E2E_JOBS - 2 * CANCELS}`);
     const projectStart = performance.now();
     const projectSent = Date.now();
+    projectSentMs = projectSent;
     // Caught here: a failure of the measurement is reported on its line, and the run still cleans up.
     const gone = treesGone(subtree, projectStart, PROJECT_TARGET_S, 300).catch((error: unknown) => ({
       goneS: null,
@@ -526,6 +554,7 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
     for (const worker of workers)
       if (worker.identity !== null) signalVerified(worker.identity, 'SIGTERM', { group: false });
     await Promise.all(workers.map((worker) => worker.exit));
+    lines.push(...workerTimeline(scratch, projectSentMs));
     for (const plane of planes) await plane.close();
     if (killable.leader.identity !== null) signalVerified(killable.leader.identity, 'SIGKILL', { group: false });
     await killable.leader.exit;

@@ -2,7 +2,7 @@
 // worker has its own certificate (its own principal and session), its own journal and its own jobs,
 // exactly as `pidfence worker` starts one; only the node process, its event loop and its heap are
 // shared. Not a test. Run: node worker-host.js <plan.json>; SIGTERM drains every worker, then exits.
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 
 import { startWorker, type Worker } from '../../lib/cluster/index';
 
@@ -16,10 +16,27 @@ export interface WorkerHostPlan {
   readonly workers: ReadonlyArray<{ readonly cert: string; readonly key: string; readonly journal: string }>;
 }
 
+/** When this host's workers were told of stops and had ends taken (wall-clock ms), for the bench's timeline. */
+export interface WorkerHostTimeline {
+  readonly stopsToldMs: number[];
+  readonly endsTakenMs: number[];
+}
+
+/** Where a host writes its timeline when it is told to stop. */
+export function timelineFileOf(planFile: string): string {
+  return `${planFile}.timeline.json`;
+}
+
 async function main(): Promise<void> {
-  const plan = JSON.parse(readFileSync(process.argv[2] as string, 'utf8')) as WorkerHostPlan;
+  const planFile = process.argv[2] as string;
+  const plan = JSON.parse(readFileSync(planFile, 'utf8')) as WorkerHostPlan;
   const ca = readFileSync(plan.ca);
   const workers: Worker[] = [];
+  const timeline: WorkerHostTimeline = { stopsToldMs: [], endsTakenMs: [] };
+  const observe = ({ what }: { readonly what: string }): void => {
+    if (what === 'tick_stop_requested') timeline.stopsToldMs.push(Date.now());
+    else if (what === 'completion_completed') timeline.endsTakenMs.push(Date.now());
+  };
   for (const entry of plan.workers)
     workers.push(
       await startWorker({
@@ -29,13 +46,17 @@ async function main(): Promise<void> {
         capacity: plan.capacity,
         tickMs: plan.tickMs,
         graceMs: plan.graceMs,
+        observe,
       }),
     );
   await new Promise<void>((resolve) => process.once('SIGTERM', resolve));
+  writeFileSync(timelineFileOf(planFile), JSON.stringify(timeline));
   await Promise.all(workers.map((worker) => worker.close()));
 }
 
-void main().catch((error: unknown) => {
-  console.error(error);
-  process.exitCode = 1;
-});
+// Imported by bench/fleet.ts for its types and file names; run only as a host process.
+if (require.main === module)
+  void main().catch((error: unknown) => {
+    console.error(error);
+    process.exitCode = 1;
+  });
