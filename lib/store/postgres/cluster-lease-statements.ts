@@ -110,4 +110,15 @@ export const CLUSTER_LEASE_SQL = {
   lockAttemptFacts: `SELECT status, deadline_at_ms AS "deadlineAtMs" FROM attempts WHERE run_id = $1 AND id = $2 FOR NO KEY UPDATE`,
   markAttemptRunning: `UPDATE attempts SET status = 'running', updated_at_ms = $3 WHERE run_id = $1 AND id = $2 AND status = 'claimed'`,
   selectLease: `SELECT ${LEASE_COLUMNS} FROM run_dispatch_leases WHERE run_id = $1`,
+  /** The leases of a completion page's runs, $1 text[], in one read (docs/decisions/0432). */
+  selectLeases: `SELECT ${LEASE_COLUMNS} FROM run_dispatch_leases WHERE run_id = ANY($1::text[])`,
+  /**
+   * releaseLease for a page (docs/decisions/0432): $1 runIds, $2 their fences. The page's Runs are
+   * locked first, in run-id order (lock 1 of Run → Attempt → Lease), by the one-time filter, which
+   * reads the whole lock before any lease row is touched; then each lease is released at its fence.
+   */
+  releaseLeases: `WITH locked AS MATERIALIZED (SELECT id FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE)
+    UPDATE run_dispatch_leases AS l SET released_at_ms = ${DB_NOW_MS}, updated_at_ms = ${DB_NOW_MS}
+    FROM unnest($1::text[], $2::bigint[]) AS page(run_id, fence)
+    WHERE (SELECT count(*) FROM locked) >= 0 AND l.run_id = page.run_id AND l.fence = page.fence AND l.released_at_ms IS NULL`,
 } as const;
