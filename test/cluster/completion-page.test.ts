@@ -198,7 +198,7 @@ test.serial(
 );
 
 test.serial(
-  'cluster: two replicas answering the same completion pages at once (a worker retried elsewhere), in the same and the reverse order: each run completed exactly once, the other answer already_terminal, one run.terminal event each',
+  'cluster: two replicas answering the same completion pages at once (a worker retried elsewhere), in the same and the reverse order, or sharing half their runs: each run completed exactly once, the other answer already_terminal, one run.terminal event each',
   async (t) => {
     const { database, world: w } = await ready;
     const fleet = fleetWorld(t, database);
@@ -207,25 +207,35 @@ test.serial(
       ControlPlaneClient,
       ControlPlaneClient,
     ];
-    for (const reverse of [false, true]) {
+    // The same page at both; reversed at the second; two pages that share 32 runs, one reversed.
+    const rounds = [
+      (page: unknown[]) => [page, page],
+      (page: unknown[]) => [page, [...page].reverse()],
+      (page: unknown[]) => [page.slice(0, 48), page.slice(16).reverse()],
+    ];
+    for (const [round, pagesOf] of rounds.entries()) {
       const { caller, refs } = await w.holding(64, 'worker-cp3');
-      const page = refs.map((ref) => succeeded(ref));
-      const [a, b] = await Promise.all([
-        first.send<{ answers: PageAnswer[] }>('POST', PAGE_ROUTE, { sessionId: caller.sessionId, completions: page }),
-        second.send<{ answers: PageAnswer[] }>('POST', PAGE_ROUTE, {
-          sessionId: caller.sessionId,
-          completions: reverse ? [...page].reverse() : page,
-        }),
-      ]);
-      t.is(a.status, 200, JSON.stringify(a.body));
-      t.is(b.status, 200, JSON.stringify(b.body));
-      const completedBy = [a, b].map((reply) => reply.body.answers.filter(({ kind }) => kind === 'completed').length);
-      t.log(JSON.stringify({ reverse, completedBy }));
-      const kinds = new Map<string, string[]>();
-      for (const answer of [...a.body.answers, ...b.body.answers])
-        kinds.set(answer.runId, [...(kinds.get(answer.runId) ?? []), answer.kind]);
+      const [pageA, pageB] = pagesOf(refs.map((ref) => succeeded(ref)));
+      const [a, b] = await Promise.all(
+        [first, second].map((replica, i) =>
+          replica.send<{ answers: PageAnswer[] }>('POST', PAGE_ROUTE, {
+            sessionId: caller.sessionId,
+            completions: i === 0 ? pageA : pageB,
+          }),
+        ),
+      );
+      t.is(a?.status, 200, JSON.stringify(a?.body));
+      t.is(b?.status, 200, JSON.stringify(b?.body));
+      const answers = [...(a?.body.answers ?? []), ...(b?.body.answers ?? [])];
+      const completedBy = [a, b].map((reply) => reply?.body.answers.filter(({ kind }) => kind === 'completed').length);
+      t.log(JSON.stringify({ round, completedBy }));
       for (const ref of refs) {
-        t.deepEqual(kinds.get(ref.runId)?.sort(), ['already_terminal', 'completed'], ref.runId);
+        const kinds = answers.filter(({ runId }) => runId === ref.runId).map(({ kind }) => kind);
+        t.deepEqual(
+          kinds.sort(),
+          kinds.length === 2 ? ['already_terminal', 'completed'] : ['completed'],
+          `${ref.runId}: completed once`,
+        );
         t.is(await terminalEvents(w, ref.runId), 1, `${ref.runId}: one run.terminal event`);
         t.true(await released(database, ref.runId));
       }

@@ -114,11 +114,14 @@ export const CLUSTER_LEASE_SQL = {
   selectLeases: `SELECT ${LEASE_COLUMNS} FROM run_dispatch_leases WHERE run_id = ANY($1::text[])`,
   /**
    * releaseLease for a page (docs/decisions/0432): $1 runIds, $2 their fences. The page's Runs are
-   * locked first, in run-id order (lock 1 of Run → Attempt → Lease), by the one-time filter, which
-   * reads the whole lock before any lease row is touched; then each lease is released at its fence.
+   * locked first, then their leases, each in run-id order (Run → Lease, as every write transaction
+   * and a forget's lease order): each one-time filter reads the whole lock before the next step
+   * runs. Then each lease is released at its fence.
    */
-  releaseLeases: `WITH locked AS MATERIALIZED (SELECT id FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE)
+  releaseLeases: `WITH runs_locked AS MATERIALIZED (SELECT id FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE),
+      leases_locked AS MATERIALIZED (SELECT run_id FROM run_dispatch_leases
+        WHERE run_id = ANY($1::text[]) AND (SELECT count(*) FROM runs_locked) >= 0 ORDER BY run_id FOR NO KEY UPDATE)
     UPDATE run_dispatch_leases AS l SET released_at_ms = ${DB_NOW_MS}, updated_at_ms = ${DB_NOW_MS}
     FROM unnest($1::text[], $2::bigint[]) AS page(run_id, fence)
-    WHERE (SELECT count(*) FROM locked) >= 0 AND l.run_id = page.run_id AND l.fence = page.fence AND l.released_at_ms IS NULL`,
+    WHERE (SELECT count(*) FROM leases_locked) >= 0 AND l.run_id = page.run_id AND l.fence = page.fence AND l.released_at_ms IS NULL`,
 } as const;
