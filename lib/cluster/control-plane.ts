@@ -38,6 +38,8 @@ import {
   PostgresRunStore,
   postgresReadiness,
   readWorkerFleet,
+  validateCompletionPage,
+  type CompletionReport,
   type LeaseRef,
   type WorkerCaller,
 } from '../store/postgres/index';
@@ -101,8 +103,11 @@ export interface ControlPlane {
   readonly port: number;
   readonly replicaOwnerId: string;
   readonly availability: DispatchAvailability;
-  /** How many requests reached the router (refused handshakes never do). */
-  requestsHandled(): number;
+  /**
+   * How many requests reached the router (refused handshakes never do); with `route` (as declared,
+   * such as '/v1/completions/page'), how many of them were for that route.
+   */
+  requestsHandled(route?: string): number;
   /**
    * Replaces certificate, key, CA and CRL without a restart (docs/decisions/0242): new handshakes use
    * them at once; older connections close after their next request. Bad material is refused with
@@ -118,6 +123,8 @@ const BODY_LIMIT = 16 * 1024;
 const PARAM_LENGTH_MAX = 3 * Math.max(ID_MAX_LENGTH, OWNER_MAX_LENGTH);
 /** A lease page names up to 1,024 leases of about 120 bytes each. */
 const LEASE_PAGE_BODY_LIMIT = 256 * 1024;
+/** A completion page carries up to 64 reports of at most about 450 bytes each. */
+const COMPLETION_PAGE_BODY_LIMIT = 64 * 1024;
 
 /** The principal of a verified peer: its certificate's subject CN (the handshake already verified it). */
 function principalOfRequest(request: FastifyRequest): string {
@@ -266,6 +273,15 @@ function addWorkerRoutes(app: FastifyInstance, services: Services, fleetHooks: R
     const { sessionId: _session, ...report } = body;
     return leases.complete(workerCaller(request), report);
   });
+  // A page of completion reports, each answered as /v1/completions answers it alone (docs/decisions/0432).
+  app.post(
+    '/v1/completions/page',
+    { schema: SCHEMAS.completionPage, bodyLimit: COMPLETION_PAGE_BODY_LIMIT, ...fleetHooks.completionPage },
+    async (request) => {
+      const { completions } = request.body as { completions: CompletionReport[] };
+      return { answers: await leases.completePage(workerCaller(request), completions) };
+    },
+  );
 }
 
 /** The management plane, behind the same grants as the CLI (docs/decisions/0040). */
@@ -434,7 +450,17 @@ function addFleetHooks(app: FastifyInstance, { fleet, trust }: Services) {
         : reply.send({ kind: 'lost' });
     },
   };
-  return { pull, completion };
+  // The page's equivalent: a page checked whole first, then every report of another name's session is `lost`.
+  const completionPage = {
+    preHandler: async (request: FastifyRequest, reply: FastifyReply) => {
+      const { sessionId, completions } = request.body as { sessionId: string; completions: CompletionReport[] };
+      const reports = validateCompletionPage(completions);
+      return (await fleet.ownsSession(principalOfRequest(request), sessionId))
+        ? undefined
+        : reply.send({ answers: reports.map(({ ref }) => ({ runId: ref.runId, kind: 'lost' })) });
+    },
+  };
+  return { pull, completion, completionPage };
 }
 
 /** The run views the CLI reads with --control-plane (docs/decisions/0243), and the fleet (docs/decisions/0241, 0245). */
@@ -612,13 +638,16 @@ function dispatchControlOf(
   });
 }
 
-/** How many requests reached the router (refused handshakes never do). */
-function countRequests(app: FastifyInstance): () => number {
+/** How many requests reached the router (refused handshakes never do), in all and by route (a bounded set). */
+function countRequests(app: FastifyInstance): (route?: string) => number {
   let handled = 0;
-  app.addHook('onRequest', async () => {
+  const byRoute = new Map<string, number>();
+  app.addHook('onRequest', async (request) => {
     handled++;
+    const route = request.routeOptions.url;
+    if (route !== undefined) byRoute.set(route, (byRoute.get(route) ?? 0) + 1);
   });
-  return () => handled;
+  return (route) => (route === undefined ? handled : (byRoute.get(route) ?? 0));
 }
 
 /** prom-client is loaded here, on demand, and nowhere else in the control plane (docs/decisions/0110). */

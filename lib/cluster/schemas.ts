@@ -1,7 +1,7 @@
 // Request schemas of the control plane (docs/decisions/0102): Fastify validates every body and
 // parameter before a handler runs; unknown fields are refused, not stripped. Ids, names and signals
 // are the contract's rules (docs/decisions/0260): valid here exactly when the contract's validators say so.
-import { COMPLETION_CAUSES, RUN_TERMINAL_STATUSES } from '../contract/index';
+import { COMPLETION_CAUSES, EXECUTION_PAGE_MAX, RUN_TERMINAL_STATUSES } from '../contract/index';
 import { FIELD_RULES, fieldRuleOfPattern } from '../contract/json-schemas';
 
 const ID = FIELD_RULES.id.schema;
@@ -9,9 +9,30 @@ const object = (properties: Record<string, unknown>, required: readonly string[]
   ({ type: 'object', additionalProperties: false, properties, required }) as const;
 
 const sessionBody = { sessionId: ID };
+/** The most ends one completion page carries: the execution store's page, one transaction (docs/decisions/0432). */
+export const COMPLETION_PAGE_MAX = EXECUTION_PAGE_MAX;
 /** The longest a lease page may wait for a stop (docs/decisions/0201); a longer tick waits this long. */
 export const LEASE_PAGE_WAIT_MAX_MS = 10_000;
-const leaseBody = { ...sessionBody, runId: ID, attemptId: ID, fence: { type: 'integer', minimum: 1 } };
+const leaseFields = { runId: ID, attemptId: ID, fence: { type: 'integer', minimum: 1 } };
+const leaseBody = { ...sessionBody, ...leaseFields };
+/** How a worker reports an attempt's end, alone or in a page. */
+const endBody = {
+  status: { enum: [...RUN_TERMINAL_STATUSES] },
+  cause: { enum: [...COMPLETION_CAUSES] },
+  exit: {
+    anyOf: [
+      { type: 'null' },
+      object(
+        {
+          exitCode: { type: ['integer', 'null'] },
+          signal: { anyOf: [{ type: 'null' }, FIELD_RULES.signalName.schema] },
+        },
+        ['exitCode', 'signal'],
+      ),
+    ],
+  },
+};
+const END_FIELDS = ['runId', 'attemptId', 'fence', 'status', 'cause', 'exit'] as const;
 
 export const SCHEMAS = {
   empty: { body: { type: 'object', additionalProperties: false, maxProperties: 0 } },
@@ -43,26 +64,23 @@ export const SCHEMAS = {
     ),
   },
   lease: { body: object(leaseBody, ['sessionId', 'runId', 'attemptId', 'fence']) },
-  completion: {
+  completion: { body: object({ ...leaseBody, ...endBody }, ['sessionId', ...END_FIELDS]) },
+  /**
+   * A page of completion reports (docs/decisions/0432): each exactly a `completion` body without the
+   * session, 1 to COMPLETION_PAGE_MAX of them; the store refuses a page that names a run twice.
+   */
+  completionPage: {
     body: object(
       {
-        ...leaseBody,
-        status: { enum: [...RUN_TERMINAL_STATUSES] },
-        cause: { enum: [...COMPLETION_CAUSES] },
-        exit: {
-          anyOf: [
-            { type: 'null' },
-            object(
-              {
-                exitCode: { type: ['integer', 'null'] },
-                signal: { anyOf: [{ type: 'null' }, FIELD_RULES.signalName.schema] },
-              },
-              ['exitCode', 'signal'],
-            ),
-          ],
+        ...sessionBody,
+        completions: {
+          type: 'array',
+          minItems: 1,
+          maxItems: COMPLETION_PAGE_MAX,
+          items: object({ ...leaseFields, ...endBody }, END_FIELDS),
         },
       },
-      ['sessionId', 'runId', 'attemptId', 'fence', 'status', 'cause', 'exit'],
+      ['sessionId', 'completions'],
     ),
   },
   job: {

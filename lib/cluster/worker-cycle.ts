@@ -1,5 +1,6 @@
-// One cycle of the remote worker (docs/decisions/0200, 0201): report completions, re-attach what a
-// restarted worker or a new session holds (docs/decisions/0272), send one lease page naming every
+// One cycle of the remote worker (docs/decisions/0200, 0201): report completions (a page per request,
+// docs/decisions/0432), re-attach what a restarted worker or a new session holds (docs/decisions/
+// 0272), send one lease page naming every
 // lease held (long-polled: the control plane answers early when a stop is due), act on the answers,
 // then pull up to the free slots in one request. A failed renewal stops nothing (docs/decisions/0273).
 // A stop becomes local durable cancel intent, so the local lifecycle stops the job through its
@@ -14,7 +15,7 @@ import type { ExecutionApplication } from '../execution/index';
 import type { Assignment, LeaseTickAnswer, PullPageOutcome } from '../store/postgres/index';
 import type { openSqliteStore } from '../store/sqlite/index';
 import type { JournaledLease, LeaseJournal } from './lease-journal';
-import { LEASE_PAGE_WAIT_MAX_MS } from './schemas';
+import { COMPLETION_PAGE_MAX, LEASE_PAGE_WAIT_MAX_MS } from './schemas';
 
 type Send = <T>(path: string, body: unknown, timeoutMs?: number) => Promise<{ status: number; body: T }>;
 type Report = {
@@ -46,13 +47,15 @@ export interface Held {
   lastAnsweredMs: number;
 }
 
+type QueuedEnd = { runId: string; report: Report };
+
 export interface CycleParts {
   readonly options: { readonly capacity?: number };
   readonly observe: (what: string, code?: string) => void;
   readonly send: Send;
   readonly state: { readonly revoked: boolean };
   readonly session: { id: string };
-  readonly completions: Array<{ runId: string; report: Report }>;
+  readonly completions: QueuedEnd[];
   readonly leases: LeaseJournal;
   readonly local: ReturnType<typeof openSqliteStore>;
   readonly app: ExecutionApplication;
@@ -131,21 +134,86 @@ export class WorkerCycle {
     }
   }
 
-  /** Reports queued ends, oldest first, of runs this session holds; a refusal for good drops the run. */
+  /**
+   * Reports queued ends, oldest first, of runs this session holds, up to COMPLETION_PAGE_MAX in one
+   * request (docs/decisions/0432); each answer is acted on as the single report's, and a refusal for
+   * good drops the run. A replica without the page takes them one by one for this cycle.
+   */
   async reportCompletions(): Promise<void> {
+    for (;;) {
+      const page = this.#nextPage();
+      if (page.length === 0) return;
+      const sent = await this.#reportPage(page);
+      if (sent === 'kept') return;
+      if (sent === 'no_page') return this.#reportOneByOne();
+    }
+  }
+
+  /**
+   * The oldest queued ends of attached runs, up to a page, each run once; an end of a run not held is
+   * dequeued without a request, and an unattached run's end waits, with every end behind it.
+   */
+  #nextPage(): QueuedEnd[] {
+    const { completions } = this.#parts;
+    const page: QueuedEnd[] = [];
+    const named = new Set<string>();
+    for (let i = 0; i < completions.length && page.length < COMPLETION_PAGE_MAX;) {
+      const next = completions[i] as QueuedEnd;
+      const entry = this.held.get(next.runId);
+      if (entry === undefined) {
+        completions.splice(i, 1);
+        continue;
+      }
+      if (!entry.attached || named.has(next.runId)) break;
+      named.add(next.runId);
+      page.push(next);
+      i++;
+    }
+    return page;
+  }
+
+  /**
+   * One page in one request. `kept`: nothing of it was taken (a 5xx, a 403, or an answer that left
+   * some end unanswered), it waits for the next cycle; `no_page`: this replica refused the page itself.
+   */
+  async #reportPage(page: readonly QueuedEnd[]): Promise<'answered' | 'kept' | 'no_page'> {
+    const { send, observe, session, completions } = this.#parts;
+    const reply = await send<{ answers?: ReadonlyArray<{ runId: string; kind: string; code?: string }> }>(
+      '/v1/completions/page',
+      { sessionId: session.id, completions: page.map((queued) => this.#reportOf(queued)) },
+    );
+    // A revoked worker keeps its reports: what becomes of its runs is not decided by a refusal.
+    if (reply.status >= 500 || reply.status === 403) return 'kept';
+    if (reply.status !== 200) {
+      observe('completion_page_fallback', codeOf(reply));
+      return 'no_page';
+    }
+    const answers = new Map((reply.body.answers ?? []).map((answer) => [answer.runId, answer]));
+    for (const queued of page) {
+      const answer = answers.get(queued.runId);
+      if (answer === undefined) continue;
+      observe(
+        answer.kind === 'refused' ? 'completion_refused' : `completion_${answer.kind}`,
+        answer.kind === 'refused' ? (answer.code ?? 'http_200') : undefined,
+      );
+      this.#drop(queued.runId);
+      const at = completions.indexOf(queued);
+      if (at >= 0) completions.splice(at, 1);
+    }
+    return page.every((queued) => answers.has(queued.runId)) ? 'answered' : 'kept';
+  }
+
+  /** What /v1/completions takes today for one queued end, one request each (an older replica). */
+  async #reportOneByOne(): Promise<void> {
     const { completions, send, observe, session } = this.#parts;
     while (completions.length > 0) {
-      const next = completions[0] as (typeof completions)[number];
+      const next = completions[0] as QueuedEnd;
       const entry = this.held.get(next.runId);
       if (entry !== undefined) {
         if (!entry.attached) return;
-        const { runId, attemptId, fence } = entry.assignment;
         const reply = await send<{ kind: string; code?: string }>('/v1/completions', {
           sessionId: session.id,
-          runId,
-          attemptId,
-          fence,
-          ...next.report,
+          ...this.#reportOf(next),
         });
         // A revoked worker keeps its reports: what becomes of its runs is not decided by a refusal.
         if (reply.status >= 500 || reply.status === 403) return;
@@ -157,6 +225,12 @@ export class WorkerCycle {
       }
       completions.shift();
     }
+  }
+
+  /** A queued end as the control plane takes it: the held lease and the report. */
+  #reportOf(queued: QueuedEnd): Record<string, unknown> {
+    const { runId, attemptId, fence } = (this.held.get(queued.runId) as Held).assignment;
+    return { runId, attemptId, fence, ...queued.report };
   }
 
   /** Opt-in only (docs/decisions/0273): a job that asked to stop after a disconnect, on the monotonic clock. */

@@ -1,34 +1,13 @@
 // One lease page per worker tick (docs/decisions/0200) on a real PostgreSQL, as the runtime role:
 // design/cluster's wrapper cases with several leases in one page and mixed answers, the lease rows
 // written on changes of state only, and two replicas answering one worker's page at once.
-import { randomUUID } from 'node:crypto';
-
 import test from 'ava';
 
-import type { Assignment, WorkerCaller } from '../../lib/cluster/index';
+import type { Assignment } from '../../lib/cluster/index';
 import { openContractStore } from '../helpers/stores';
-import { clusterFixture, foreignDispatch, type ClusterWorld } from './world';
+import { clusterFixture, foreignDispatch } from './world';
 
 const ready = clusterFixture('cluster_lease_page');
-
-/** One session holding `count` runs. */
-async function holding(w: ClusterWorld, count: number): Promise<{ caller: WorkerCaller; refs: Assignment[] }> {
-  const principal = 'CN=worker-page';
-  const caller = { principal, sessionId: await w.leases.registerSession(principal) };
-  const mine = new Set<string>();
-  for (let i = 0; i < count; i++) {
-    const runId = `run-${randomUUID()}`;
-    mine.add(runId);
-    await w.leases.enqueueJob({ runId, projectId: 'project-c', argv: ['sleep', '30'] });
-  }
-  const refs: Assignment[] = [];
-  while (refs.length < count) {
-    const page = await w.leases.pullPage(caller, 64);
-    if (page.kind !== 'assigned') throw new Error(`pull found ${page.kind}`);
-    refs.push(...page.assignments.filter((a) => mine.has(a.runId)));
-  }
-  return { caller, refs };
-}
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -39,7 +18,7 @@ test.serial(
     const store = await openContractStore(db);
     t.teardown(() => store.close());
     const replica = w.replica(store.repository);
-    const { caller, refs } = await holding(w, 6);
+    const { caller, refs } = await w.holding(6);
     const [renewing, cancelled, finished, foreign, timedOut, fenced] = refs as [
       Assignment,
       Assignment,
@@ -108,7 +87,7 @@ test.serial(
   "cluster: a lapsed session's leases are marked unreachable by the reap, not failed; its fence holder's next page renews them and clears the mark once",
   async (t) => {
     const { database: db, world: w } = await ready;
-    const { caller, refs } = await holding(w, 2);
+    const { caller, refs } = await w.holding(2);
     await db.owner.query('UPDATE worker_sessions SET expires_at_ms = 1 WHERE id = $1', [caller.sessionId]);
     while ((await w.leases.reapExpired()) > 0);
     for (const ref of refs) {
@@ -139,7 +118,7 @@ test.serial(
     t.teardown(() => store.close());
     const replicaA = w.replica(store.repository, { ownerId: 'cp-a' });
     const replicaB = w.replica(store.repository, { ownerId: 'cp-b' });
-    const { caller, refs } = await holding(w, 4);
+    const { caller, refs } = await w.holding(4);
     for (const ref of refs) await w.cancel(ref.runId);
     const [a, b] = await Promise.all([
       replicaA.control.tickPage(caller, refs),
@@ -162,7 +141,7 @@ test.serial(
 
 test.serial('cluster: bad pages are typed errors and change nothing', async (t) => {
   const { world: w } = await ready;
-  const { caller, refs } = await holding(w, 1);
+  const { caller, refs } = await w.holding(1);
   const ref = refs[0] as Assignment;
   await t.throwsAsync(w.leases.tickPage(caller, [ref, ref]), { code: 'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST' });
   await t.throwsAsync(w.leases.pullPage(caller, 0), { code: 'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST' });

@@ -41,6 +41,8 @@ export interface ClusterWorld {
   assigned(options?: {
     readonly timeoutMs?: number;
   }): Promise<{ readonly caller: WorkerCaller; readonly ref: Assignment }>;
+  /** One session of `principal` holding `count` runs of its own (pulled in pages, others' runs skipped). */
+  holding(count: number, principal?: string): Promise<{ readonly caller: WorkerCaller; readonly refs: Assignment[] }>;
   cancel(runId: string): Promise<number>;
   eventTypes(runId: string): Promise<string[]>;
   close(): Promise<void>;
@@ -78,6 +80,22 @@ export function clusterWorld(database: MigratedDatabase, leaseMs = LEASE_MS): Cl
         if (pulled.kind !== 'assigned') throw new Error(`pull found ${pulled.kind}`);
         if (pulled.assignment.runId === runId) return { caller, ref: pulled.assignment };
       }
+    },
+    holding: async (count, principal = 'CN=worker-page') => {
+      const caller = { principal, sessionId: await leases.registerSession(principal) };
+      const mine = new Set<string>();
+      for (let i = 0; i < count; i++) {
+        const runId = `run-${randomUUID()}`;
+        mine.add(runId);
+        await leases.enqueueJob({ runId, projectId: 'project-c', argv: ['sleep', '30'] });
+      }
+      const refs: Assignment[] = [];
+      while (refs.length < count) {
+        const page = await leases.pullPage(caller, 64);
+        if (page.kind !== 'assigned') throw new Error(`pull found ${page.kind}`);
+        refs.push(...page.assignments.filter((a) => mine.has(a.runId)));
+      }
+      return { caller, refs };
     },
     cancel: async (runId) => {
       const outcome = await runStore.requestCancellation({ runId, reason: 'user', eventId: `evt-${randomUUID()}` });

@@ -110,4 +110,18 @@ export const CLUSTER_LEASE_SQL = {
   lockAttemptFacts: `SELECT status, deadline_at_ms AS "deadlineAtMs" FROM attempts WHERE run_id = $1 AND id = $2 FOR NO KEY UPDATE`,
   markAttemptRunning: `UPDATE attempts SET status = 'running', updated_at_ms = $3 WHERE run_id = $1 AND id = $2 AND status = 'claimed'`,
   selectLease: `SELECT ${LEASE_COLUMNS} FROM run_dispatch_leases WHERE run_id = $1`,
+  /** The leases of a completion page's runs, $1 text[], in one read (docs/decisions/0432). */
+  selectLeases: `SELECT ${LEASE_COLUMNS} FROM run_dispatch_leases WHERE run_id = ANY($1::text[])`,
+  /**
+   * releaseLease for a page (docs/decisions/0432): $1 runIds, $2 their fences. The page's Runs are
+   * locked first, then their leases, each in run-id order (Run → Lease, as every write transaction
+   * and a forget's lease order): each one-time filter reads the whole lock before the next step
+   * runs. Then each lease is released at its fence.
+   */
+  releaseLeases: `WITH runs_locked AS MATERIALIZED (SELECT id FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE),
+      leases_locked AS MATERIALIZED (SELECT run_id FROM run_dispatch_leases
+        WHERE run_id = ANY($1::text[]) AND (SELECT count(*) FROM runs_locked) >= 0 ORDER BY run_id FOR NO KEY UPDATE)
+    UPDATE run_dispatch_leases AS l SET released_at_ms = ${DB_NOW_MS}, updated_at_ms = ${DB_NOW_MS}
+    FROM unnest($1::text[], $2::bigint[]) AS page(run_id, fence)
+    WHERE (SELECT count(*) FROM leases_locked) >= 0 AND l.run_id = page.run_id AND l.fence = page.fence AND l.released_at_ms IS NULL`,
 } as const;

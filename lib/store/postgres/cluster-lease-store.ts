@@ -9,8 +9,11 @@ import type { Pool } from 'pg';
 import { PidfenceError } from '../../base/errors';
 import {
   type AttemptExit,
+  type CompleteAttemptCommand,
   type CompletionCause,
+  EXECUTION_PAGE_MAX,
   type RunTerminalStatus,
+  validateCompleteAttemptCommand,
   validateId,
   validateRunName,
   validateLeaseDurationMs,
@@ -103,6 +106,20 @@ export interface CompletionReport extends LeaseRef {
 export type CompletionOutcome =
   { readonly kind: 'completed' } | { readonly kind: 'already_terminal' } | { readonly kind: 'lost' };
 
+/** One entry of a completion page's answer: the single completion's outcome, or its refusal's code. */
+export type CompletionPageAnswer =
+  | { readonly runId: string; readonly kind: CompletionOutcome['kind'] }
+  | { readonly runId: string; readonly kind: 'refused'; readonly code: 'ERR_PIDFENCE_WORKER_FORGOTTEN' };
+
+/** What a report is against its lease, the one rule of `complete` and `completePage`. */
+type CompletionVerdict = 'accepted' | 'lost' | 'forgotten';
+
+/** A validated report of a page and the execution store's command it becomes if accepted. */
+interface PagedReport {
+  readonly ref: LeaseRef;
+  readonly command: CompleteAttemptCommand;
+}
+
 interface LeaseRow extends LeaseRef {
   readonly sessionId: string;
   readonly expiresAtMs: number;
@@ -177,6 +194,59 @@ function validateLeaseRef(ref: LeaseRef): LeaseRef {
     );
   }
   return { runId: validateId(ref.runId, 'runId'), attemptId: validateId(ref.attemptId, 'attemptId'), fence: ref.fence };
+}
+
+/**
+ * A report is taken from the session holding its fence only; a forgotten run's late report is
+ * refused even from its holder (docs/decisions/0271), so the operator's record is kept.
+ */
+function completionVerdict(lease: LeaseRow | undefined, ref: LeaseRef, who: WorkerCaller): CompletionVerdict {
+  if (holdsFence(lease, ref) && lease.forgottenAtMs !== null) return 'forgotten';
+  if (lease === undefined || lease.sessionId !== who.sessionId || !holdsFence(lease, ref)) return 'lost';
+  return 'accepted';
+}
+
+/** The terminal CAS of the execution store for a leased attempt: one run.terminal event, no receipt. */
+function endCommand(
+  ref: Pick<LeaseRef, 'runId' | 'attemptId'>,
+  status: RunTerminalStatus,
+  cause: CompletionCause,
+  exit: AttemptExit | null,
+): CompleteAttemptCommand {
+  return {
+    runId: ref.runId,
+    attemptId: ref.attemptId,
+    status,
+    cause,
+    exit,
+    attemptEventId: newId('aev'),
+    runEventId: newId('evt'),
+    journalReceipt: false,
+  };
+}
+
+/** A page's ends commit in one transaction of the execution store, whose page bounds it (docs/decisions/0432). */
+function invalidCompletionPage(): PidfenceError {
+  return new PidfenceError(
+    `a completion page carries 1 to ${EXECUTION_PAGE_MAX} reports, each run named once; send the rest in the next page.`,
+    'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST',
+  );
+}
+
+/**
+ * Every report of a page checked before anything is read or written (docs/decisions/0432): one bad
+ * report refuses the page, typed. Exported for the control plane, which checks the page before its
+ * session (a foreign session's page is answered `lost` without the store).
+ */
+export function validateCompletionPage(reports: readonly CompletionReport[]): PagedReport[] {
+  if (!Array.isArray(reports) || reports.length === 0 || reports.length > EXECUTION_PAGE_MAX)
+    throw invalidCompletionPage();
+  const page = reports.map((report) => {
+    const ref = validateLeaseRef(report);
+    return { ref, command: validateCompleteAttemptCommand(endCommand(ref, report.status, report.cause, report.exit)) };
+  });
+  if (new Set(page.map(({ ref }) => ref.runId)).size !== page.length) throw invalidCompletionPage();
+  return page;
 }
 
 function validateLeasePage(refs: readonly LeaseRef[]): LeaseRef[] {
@@ -495,13 +565,42 @@ export class ClusterLeaseStore {
     const [lease] = await inTransaction(this.#pool, 'completeCheck', (tx) =>
       tx.rows<LeaseRow>(CLUSTER_LEASE_SQL.selectLease, [ref.runId]),
     );
+    const verdict = completionVerdict(lease, ref, who);
     // A forgotten run's late report: refused, typed, and the record the operator's act wrote is kept.
-    if (holdsFence(lease, ref) && lease.forgottenAtMs !== null) throw new WorkerForgottenError();
-    if (lease === undefined || lease.sessionId !== who.sessionId || !holdsFence(lease, ref)) return { kind: 'lost' };
+    if (verdict === 'forgotten') throw new WorkerForgottenError();
+    if (verdict === 'lost') return { kind: 'lost' };
     const outcome = await this.#endAttempt(ref, report.status, report.cause, report.exit);
     await this.#release(ref);
     if (outcome.kind === 'missing') return { kind: 'lost' };
     return { kind: outcome.kind };
+  }
+
+  /**
+   * A page of a worker's completion reports (docs/decisions/0432), each answered as `complete`
+   * answers it alone, in request order; a forgotten run's refusal is that entry's answer only. One
+   * read of the page's leases, the accepted ends in one transaction of the execution store (each the
+   * single CAS, one run.terminal event), then their leases released in one statement.
+   */
+  async completePage(caller: WorkerCaller, reports: readonly CompletionReport[]): Promise<CompletionPageAnswer[]> {
+    const who = validateCaller(caller);
+    const page = validateCompletionPage(reports);
+    const leases = await this.#leasesOf(page.map(({ ref }) => ref.runId));
+    const verdicts = page.map(({ ref }) => completionVerdict(leases.get(ref.runId), ref, who));
+    const accepted = page.filter((_, i) => verdicts[i] === 'accepted');
+    const ends = new Map<string, CompletionOutcome['kind']>();
+    if (accepted.length > 0) {
+      const outcomes = await this.#executionStore.completeAttempts(accepted.map(({ command }) => command));
+      accepted.forEach(({ ref }, i) => {
+        const kind = (outcomes[i] as (typeof outcomes)[number]).kind;
+        ends.set(ref.runId, kind === 'missing' ? 'lost' : kind);
+      });
+      await this.#releaseAll(accepted.map(({ ref }) => ref));
+    }
+    return page.map(({ ref }, i): CompletionPageAnswer => {
+      const { runId } = ref;
+      if (verdicts[i] === 'forgotten') return { runId, kind: 'refused', code: 'ERR_PIDFENCE_WORKER_FORGOTTEN' };
+      return { runId, kind: ends.get(runId) ?? 'lost' };
+    });
   }
 
   /**
@@ -622,16 +721,24 @@ export class ClusterLeaseStore {
     cause: CompletionCause,
     exit: AttemptExit | null,
   ): ReturnType<PostgresExecutionStore['completeAttempt']> {
-    return this.#executionStore.completeAttempt({
-      runId: ref.runId,
-      attemptId: ref.attemptId,
-      status,
-      cause,
-      exit,
-      attemptEventId: newId('aev'),
-      runEventId: newId('evt'),
-      journalReceipt: false,
+    return this.#executionStore.completeAttempt(endCommand(ref, status, cause, exit));
+  }
+
+  /** The leases of these runs in one read; a run without one is absent. */
+  async #leasesOf(runIds: readonly string[]): Promise<ReadonlyMap<string, LeaseRow>> {
+    const rows = await readInOneStatement<LeaseRow>(this.#pool, 'completionLeases', {
+      name: 'pidfence_leasesOfRuns_v1',
+      text: CLUSTER_LEASE_SQL.selectLeases,
+      values: [runIds],
     });
+    return new Map(rows.map((row) => [row.runId, row]));
+  }
+
+  /** Each lease released at its fence in one statement, its Run locked first (in run-id order), as `#release` does. */
+  async #releaseAll(refs: readonly LeaseRef[]): Promise<void> {
+    await inTransaction(this.#pool, 'releaseLeases', (tx) =>
+      tx.rows(CLUSTER_LEASE_SQL.releaseLeases, [refs.map((ref) => ref.runId), refs.map((ref) => ref.fence)]),
+    );
   }
 
   async #release(ref: LeaseRef): Promise<void> {

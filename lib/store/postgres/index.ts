@@ -25,10 +25,11 @@ export type { WorkerActResult } from './fleet-store';
 // The cluster's cancel wake-ups (docs/decisions/0201), sessions, waiting jobs and run-dispatch leases
 // (docs/decisions/0100, 0380).
 export { cancelWakeupRunId, listenForCancelWakeups } from './cancel-wakeup';
-export { ClusterLeaseStore, REAP_PAGE } from './cluster-lease-store';
+export { ClusterLeaseStore, REAP_PAGE, validateCompletionPage } from './cluster-lease-store';
 export type {
   Assignment,
   CompletionOutcome,
+  CompletionPageAnswer,
   CompletionReport,
   LeaseRef,
   LeaseTickAnswer,
