@@ -25,6 +25,7 @@ import {
   statSync,
   writeFileSync,
 } from 'node:fs';
+import { spawn } from 'node:child_process';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -75,6 +76,8 @@ const PROJECT_TARGET_S = 15;
 /** The operator's requests may queue behind a loaded machine's start-up; they are not what is measured. */
 const OPERATOR_TIMEOUT_MS = 120_000;
 const SKIP_CURVE = process.env.PIDFENCE_BENCH_FLEET_CURVE === '0';
+/** Set to a file: `perf record -a -g` of the machine for the 10 s from the project cancel's request (a profile, not a number). */
+const PROFILE_FILE = process.env.PIDFENCE_BENCH_FLEET_PROFILE;
 
 /** main's per-job tick (f1d0cfa), kept only here as the baseline: 5 statements in one transaction. */
 const OLD_TICK = {
@@ -405,6 +408,16 @@ function startWorkers(
   });
 }
 
+/** The project cancel's profile: perf's own process, ended by its `sleep`; resolves when it has written. */
+function profileFrom(file: string | undefined): Promise<void> {
+  if (file === undefined) return Promise.resolve();
+  const perf = spawn('perf', ['record', '-e', 'cpu-clock', '-a', '-g', '-o', file, 'sleep', '10'], { stdio: 'ignore' });
+  return new Promise((resolve) => {
+    perf.once('exit', () => resolve());
+    perf.once('error', () => resolve());
+  });
+}
+
 /**
  * When the worker-host processes were told of the project cancel's stops, and had the runs' ends
  * taken, after the request was sent: the delivery and the bookkeeping, beside TERM at the job.
@@ -520,6 +533,7 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
     let healthyStopped = 0;
     for (let i = 2 * CANCELS; i < E2E_JOBS; i++) if (existsSync(marker(i))) healthyStopped += 1;
     lines.push(`healthy jobs stopped by the faults: ${healthyStopped} of ${E2E_JOBS - 2 * CANCELS}`);
+    const profiler = profileFrom(PROFILE_FILE);
     const projectStart = performance.now();
     const projectSent = Date.now();
     projectSentMs = projectSent;
@@ -546,6 +560,7 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
       termAfter(marker, 2 * CANCELS, E2E_JOBS, projectSent),
     );
     const trees = await gone;
+    await profiler;
     lines.push(
       `project-wide cancel → every job's process tree gone (the jobs' cgroup subtree empty): ${trees.goneS === null ? ('error' in trees ? `not measured (${trees.error})` : 'not within 300 s') : `${trees.goneS.toFixed(1)} s`} after the request was sent; trees left ${PROJECT_TARGET_S} s after it: ${trees.leftAtCheck} of ${E2E_JOBS - 2 * CANCELS}`,
     );
