@@ -59,7 +59,13 @@ export class LeaseJournal {
   }
 
   remove(runId: string): void {
-    rmSync(this.#fileOf(runId), { force: true });
+    this.removeAll([runId]);
+  }
+
+  /** The records of runs whose ends were taken together, with one directory sync for them all. */
+  removeAll(runIds: readonly string[]): void {
+    if (runIds.length === 0) return;
+    for (const runId of runIds) rmSync(this.#fileOf(runId), { force: true });
     syncDirectory(this.#directory);
   }
 

@@ -189,6 +189,7 @@ export class WorkerCycle {
       return 'no_page';
     }
     const answers = new Map((reply.body.answers ?? []).map((answer) => [answer.runId, answer]));
+    const taken: string[] = [];
     for (const queued of page) {
       const answer = answers.get(queued.runId);
       if (answer === undefined) continue;
@@ -196,10 +197,11 @@ export class WorkerCycle {
         answer.kind === 'refused' ? 'completion_refused' : `completion_${answer.kind}`,
         answer.kind === 'refused' ? (answer.code ?? 'http_200') : undefined,
       );
-      this.#drop(queued.runId);
+      taken.push(queued.runId);
       const at = completions.indexOf(queued);
       if (at >= 0) completions.splice(at, 1);
     }
+    this.#dropAll(taken);
     return page.every((queued) => answers.has(queued.runId)) ? 'answered' : 'kept';
   }
 
@@ -401,8 +403,13 @@ export class WorkerCycle {
 
   /** The run's end was taken (or refused for good): nothing of it is held any more. */
   #drop(runId: string): void {
-    this.held.delete(runId);
-    this.#parts.leases.remove(runId);
+    this.#dropAll([runId]);
+  }
+
+  /** The ends of a page were taken: their records go with one directory sync (docs/decisions/0433). */
+  #dropAll(runIds: readonly string[]): void {
+    for (const runId of runIds) this.held.delete(runId);
+    this.#parts.leases.removeAll(runIds);
   }
 
   /**

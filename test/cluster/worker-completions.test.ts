@@ -3,6 +3,8 @@
 // request each; each answer acted on as the single report's; a 5xx or 403 keeps the whole page; an
 // unattached run's end waits with those behind it; a run not held is dequeued without a request; a
 // replica without the page (404) takes this cycle's reports one by one.
+import fs from 'node:fs';
+
 import test, { type ExecutionContext } from 'ava';
 
 import { LeaseJournal } from '../../lib/cluster/lease-journal';
@@ -173,3 +175,26 @@ test("cluster: a replica without the completion page (404) gets this cycle's rep
   await cycle.reportCompletions();
   t.is(sent.at(-1)?.path, '/v1/completions/page', 'the next cycle sends a page again');
 });
+
+test.serial(
+  "cluster: the lease records of a page's 64 taken ends are removed with one directory sync, not one each",
+  async (t) => {
+    const { cycle, leases } = cycleOf(t, ids(64));
+    t.is(leases.read().length, 64);
+    // Counted, not replaced: each call still syncs (the module's own binding is read at every call).
+    // Serial: AVA runs it before the file's other tests, whose journals sync too.
+    const real = fs.fsyncSync;
+    let syncs = 0;
+    fs.fsyncSync = (fd: number) => {
+      syncs += 1;
+      real(fd);
+    };
+    try {
+      await cycle.reportCompletions();
+    } finally {
+      fs.fsyncSync = real;
+    }
+    t.is(leases.read().length, 0, 'every record removed');
+    t.is(syncs, 1, 'one directory sync for the page');
+  },
+);
