@@ -475,6 +475,7 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
   try {
     const marker = (i: number): string => path.join(scratch, `job-${i}.term`);
     // Submitted 8 at a time: one after the other, 5,000 submissions took longer than the jobs' start.
+    const submitStart = performance.now();
     await inLanes(
       Array.from({ length: E2E_JOBS }, (_, i) => i),
       SUBMIT_LANES,
@@ -492,11 +493,17 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
           )
         ).rows[0]?.n ?? 0,
       );
+    const submittedS = (performance.now() - submitStart) / 1000;
     const rampStart = performance.now();
     while ((await running()) < E2E_JOBS && performance.now() - rampStart < 600_000)
       await new Promise((r) => setTimeout(r, 500));
+    const assignedS = (performance.now() - rampStart) / 1000;
+    // A run is `running` once a worker pulled it; its job starts after. The measurements below begin
+    // only when every job's process tree is there, so no launch is still under way.
+    while (populatedJobs(subtree) < E2E_JOBS && performance.now() - rampStart < 600_000)
+      await new Promise((r) => setTimeout(r, 1_000));
     lines.push(
-      `ramp: ${await running()} of ${E2E_JOBS} jobs running after ${((performance.now() - rampStart) / 1000).toFixed(1)} s`,
+      `ramp: ${E2E_JOBS} submitted in ${submittedS.toFixed(1)} s; ${await running()} of ${E2E_JOBS} runs assigned ${assignedS.toFixed(1)} s later; ${populatedJobs(subtree)} job trees running ${((performance.now() - rampStart) / 1000).toFixed(1)} s after the submissions`,
     );
     await new Promise((r) => setTimeout(r, 3_000));
     const c0 = await commitsSoFar(owner);
