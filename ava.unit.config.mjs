@@ -27,6 +27,7 @@ export const NEEDS_POSTGRES = [
   'cluster/stop-push',
   'cluster/stop-push-restart',
   'cluster/tls-reload',
+  'cluster/unnamed-leases',
   'cluster/unreachable',
   'cluster/worker-gaps',
   'cluster/worker-stop-page',

@@ -41,6 +41,7 @@ import {
   validateCompletionPage,
   type CompletionReport,
   type LeaseRef,
+  type UnnamedLease,
   type WorkerCaller,
 } from '../store/postgres/index';
 import { DispatchAvailability } from './availability';
@@ -343,8 +344,10 @@ async function answerLeasePage(
   const { leases, control, wakeups, sessions } = services;
   await leases.reapIfDue().catch(() => 0);
   let page = await control.tickPage(who, refs);
+  const unnamed = await unnamedOf(services, who, refs, page.session);
   if (
     page.answers.size === 0 &&
+    unnamed.length === 0 &&
     page.session === 'live' &&
     waitMs > 0 &&
     (await wakeups.wait(
@@ -358,8 +361,26 @@ async function answerLeasePage(
   return {
     session: page.session,
     expiresAtMs: page.expiresAtMs,
-    answers: [...page.answers].map(([runId, answer]) => ({ runId, ...answer })),
+    answers: [
+      ...[...page.answers].map(([runId, answer]) => ({ runId, ...answer })),
+      ...unnamed.map((lease) => ({ ...lease, kind: 'unnamed' as const })),
+    ],
   };
+}
+
+/**
+ * The leases a live session holds and its page did not name, looked for now and then
+ * (docs/decisions/0434): a pull whose answer the worker never got. The worker ends each one it does
+ * not hold as never started. A failed look is the next look's.
+ */
+async function unnamedOf(
+  { leases, sessions }: Services,
+  who: WorkerCaller,
+  refs: readonly LeaseRef[],
+  session: string,
+): Promise<UnnamedLease[]> {
+  if (session !== 'live' || !sessions.unnamedLookDue(who.sessionId)) return [];
+  return leases.unnamedLeases(who, refs).catch(() => []);
 }
 
 /**
@@ -586,10 +607,11 @@ async function wireReplica(app: ReturnType<typeof replicaServer>, basis: Replica
   const metrics =
     options.metrics === undefined ? undefined : await createMetricsEndpoint(management, pool, options.metrics);
   const trust = new ServerTrust(app.server as TlsServer, options.tls);
-  const sessions = new SessionActivity();
+  const workerLeaseMs = options.workerLeaseMs ?? 15_000;
+  const sessions = new SessionActivity(workerLeaseMs);
   metrics?.registerSessions(sessions);
   const leases = new ClusterLeaseStore(pool, new PostgresExecutionStore(pool), {
-    leaseDurationMs: options.workerLeaseMs ?? 15_000,
+    leaseDurationMs: workerLeaseMs,
   });
   const control = dispatchControlOf(basis, leases, { dispatchLeaseMs, availability, observer: metrics?.observer });
   const requestsHandled = countRequests(app);

@@ -1,5 +1,6 @@
 // What this replica saw of each worker session's lease pages (docs/decisions/0204): the leases it
-// named and when, on the monotonic clock. The metrics read it per session at scrape time. A session
+// named and when, on the monotonic clock, and when it last looked for the leases a page did not name
+// (docs/decisions/0434). The metrics read it per session at scrape time. A session
 // id is a random name of one registration (no identity, token or secret); the set is bounded: a
 // session not seen for SESSION_FORGET_MS is dropped, and at most SESSIONS_MAX are kept.
 export const SESSIONS_MAX = 1_024;
@@ -13,6 +14,28 @@ export interface SessionSample {
 
 export class SessionActivity {
   readonly #seen = new Map<string, { leases: number; atMs: number }>();
+  /** When this replica last looked for each session's unnamed leases; bounded as `#seen`. */
+  readonly #looked = new Map<string, number>();
+  readonly #lookEveryMs: number;
+
+  /** `lookEveryMs`: how often a session's unnamed leases are looked for here (one worker lease). */
+  constructor(lookEveryMs: number) {
+    this.#lookEveryMs = lookEveryMs;
+  }
+
+  /**
+   * Whether this page should look for the session's leases it did not name: at its first page here,
+   * then once per worker lease. A true answer counts as the look.
+   */
+  unnamedLookDue(sessionId: string): boolean {
+    const now = performance.now();
+    const last = this.#looked.get(sessionId);
+    if (last !== undefined && now - last < this.#lookEveryMs) return false;
+    this.#looked.delete(sessionId);
+    this.#looked.set(sessionId, now);
+    if (this.#looked.size > SESSIONS_MAX) this.#looked.delete(this.#looked.keys().next().value as string);
+    return true;
+  }
 
   seen(sessionId: string, leases: number): void {
     this.#seen.delete(sessionId);

@@ -33,6 +33,10 @@ export interface LeasePageReply {
     readonly scope?: 'run' | 'attempt';
     readonly reason?: string;
     readonly code?: string;
+    /** With `unnamed` (docs/decisions/0434): the lease the control plane holds for this session. */
+    readonly attemptId?: string;
+    readonly fence?: number;
+    readonly projectId?: string;
   }>;
 }
 
@@ -334,6 +338,7 @@ export class WorkerCycle {
     for (const answer of answers) {
       const entry = this.held.get(answer.runId);
       this.#parts.observe(`tick_${answer.kind}`, answer.code);
+      if (entry === undefined && answer.kind === 'unnamed') this.#neverReceived(answer);
       if (entry === undefined) continue;
       // A closed session is not a lost run: a new session re-attaches it (docs/decisions/0272).
       if (answer.kind === 'lost' && answer.reason === 'session') this.#sessionOpen = false;
@@ -343,6 +348,26 @@ export class WorkerCycle {
         stops.push({ entry, reason: 'shutdown', dropAfter: answer.kind === 'lost' });
     }
     return stops;
+  }
+
+  /**
+   * A lease of this session that this worker never held (docs/decisions/0434): the answer of the
+   * pull that granted it never arrived, so its job was never started here, and never will be. It is
+   * held only to be reported `never_started`, as an admission that failed is; its record is not
+   * journaled (a restart settles the session's unjournaled leases the same way, docs/decisions/0360).
+   */
+  #neverReceived(answer: LeasePageReply['answers'][number]): void {
+    const { runId, attemptId, fence, projectId } = answer;
+    if (attemptId === undefined || fence === undefined || projectId === undefined) return;
+    this.held.set(runId, {
+      assignment: { runId, projectId, attemptId, fence, localAttemptId: null, stopAfterDisconnectMs: null },
+      localAttemptId: null,
+      stopping: false,
+      attached: true,
+      lastAnsweredMs: monotonicMs(),
+    });
+    this.#parts.completions.push({ runId, report: { status: 'failed', cause: 'never_started', exit: null } });
+    this.#parts.observe('lease_never_received');
   }
 
   /** A closed session pulls nothing: a new one is registered and every held run re-attaches to it. */

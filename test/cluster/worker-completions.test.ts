@@ -198,3 +198,34 @@ test.serial(
     t.is(syncs, 1, 'one directory sync for the page');
   },
 );
+
+test('cluster: a lease the page says this worker holds but it never received is reported never_started with its fence; one it holds is left alone', async (t) => {
+  const { cycle, sent, completions, observed } = cycleOf(t, ['run-a'], (request) =>
+    request.path === '/v1/workers/leases'
+      ? {
+          status: 200,
+          body: {
+            session: 'live',
+            answers: [
+              { runId: 'run-a', kind: 'unnamed', attemptId: 'att-0', fence: 1, projectId: 'project-w' },
+              { runId: 'run-x', kind: 'unnamed', attemptId: 'att-x', fence: 7, projectId: 'project-w' },
+            ],
+          },
+        }
+      : ANSWER_ALL(request),
+  );
+  completions.length = 0;
+  await cycle.run(true);
+  t.deepEqual(
+    completions.map(({ runId, report }) => ({ runId, cause: report.cause, status: report.status })),
+    [{ runId: 'run-x', cause: 'never_started', status: 'failed' }],
+    'only the lease it never received is ended, as never started',
+  );
+  t.true(observed.includes('lease_never_received'));
+  await cycle.reportCompletions();
+  const page = sent.at(-1);
+  t.is(page?.path, '/v1/completions/page');
+  t.like(page?.body.completions?.[0], { runId: 'run-x', attemptId: 'att-x', fence: 7, cause: 'never_started' });
+  t.false(cycle.held.has('run-x'), 'dropped once its end was taken');
+  t.true(cycle.held.has('run-a'), 'the run it holds is untouched');
+});

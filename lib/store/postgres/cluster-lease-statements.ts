@@ -83,6 +83,15 @@ export const CLUSTER_LEASE_SQL = {
   /** The leases an earlier session still holds open: none of them was journaled by its worker. */
   openLeasesOfSession: `SELECT run_id AS "runId", attempt_id AS "attemptId", fence FROM run_dispatch_leases
     WHERE session_id = $1 AND released_at_ms IS NULL ORDER BY run_id LIMIT $2`,
+  /**
+   * The open leases of a live session that its lease page did not name (docs/decisions/0434): $1
+   * the session, $2 the principal, $3 the named run ids, $4 at most this many, in run-id order.
+   */
+  unnamedLeasesOfSession: `SELECT l.run_id AS "runId", l.attempt_id AS "attemptId", l.fence, r.project_id AS "projectId"
+    FROM run_dispatch_leases AS l JOIN worker_sessions AS s ON s.id = l.session_id JOIN runs AS r ON r.id = l.run_id
+    WHERE l.session_id = $1 AND s.principal = $2 AND s.ended_at_ms IS NULL AND l.released_at_ms IS NULL
+      AND NOT (l.run_id = ANY($3::text[]))
+    ORDER BY l.run_id LIMIT $4`,
   /** The open session of this name, locked: an attach or forget reads it. */
   sessionPrincipal: `SELECT principal FROM worker_sessions WHERE id = $1`,
   /**

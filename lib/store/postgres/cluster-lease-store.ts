@@ -81,6 +81,17 @@ export type LeaseTickAnswer =
    */
   | { readonly kind: 'lost'; readonly reason: 'session' | 'fence' | 'expired' | 'forgotten' };
 
+/** An open lease of a session that its worker's page did not name (docs/decisions/0434). */
+export interface UnnamedLease {
+  readonly runId: string;
+  readonly attemptId: string;
+  readonly fence: number;
+  readonly projectId: string;
+}
+
+/** At most this many unnamed leases per look: a pull hands out at most this many at once. */
+const UNNAMED_LEASES_MAX = 64;
+
 /** The session's side of a lease page: `lapsed` renews nothing, `lost` is not this principal's open session. */
 export interface LeaseTickPage {
   readonly session: 'live' | 'lapsed' | 'lost';
@@ -601,6 +612,22 @@ export class ClusterLeaseStore {
       if (verdicts[i] === 'forgotten') return { runId, kind: 'refused', code: 'ERR_PIDFENCE_WORKER_FORGOTTEN' };
       return { runId, kind: ends.get(runId) ?? 'lost' };
     });
+  }
+
+  /**
+   * The open leases this live session holds that its page did not name (docs/decisions/0434): a
+   * pull whose answer never reached the worker (its request timed out, or was sent again to another
+   * replica) left them, and no page would ever name them. At most LEASE_PAGE_MAX, in run-id order.
+   */
+  async unnamedLeases(caller: WorkerCaller, named: readonly LeaseRef[]): Promise<UnnamedLease[]> {
+    const who = validateCaller(caller);
+    const refs = validateLeasePage(named);
+    const rows = await readInOneStatement<UnnamedLease>(this.#pool, 'unnamedLeases', {
+      name: 'pidfence_unnamedLeases_v1',
+      text: CLUSTER_LEASE_SQL.unnamedLeasesOfSession,
+      values: [who.sessionId, who.principal, refs.map((ref) => ref.runId), UNNAMED_LEASES_MAX],
+    });
+    return rows.map((row) => ({ ...row, fence: Number(row.fence) }));
   }
 
   /**

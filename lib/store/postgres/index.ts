@@ -36,6 +36,7 @@ export type {
   LeaseTickPage,
   PullOutcome,
   PullPageOutcome,
+  UnnamedLease,
   WorkerCaller,
 } from './cluster-lease-store';
 export type { RunnerStore } from '../runner-store';
