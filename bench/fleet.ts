@@ -495,15 +495,25 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
       );
     const submittedS = (performance.now() - submitStart) / 1000;
     const rampStart = performance.now();
-    while ((await running()) < E2E_JOBS && performance.now() - rampStart < 600_000)
+    const queued = async (): Promise<number> =>
+      Number(
+        (
+          await owner.query<{ n: string }>(
+            "SELECT count(*) AS n FROM runs WHERE project_id = 'fleet' AND status = 'queued'",
+          )
+        ).rows[0]?.n ?? 0,
+      );
+    while ((await queued()) > 0 && performance.now() - rampStart < 600_000)
       await new Promise((r) => setTimeout(r, 500));
     const assignedS = (performance.now() - rampStart) / 1000;
     // A run is `running` once a worker pulled it; its job starts after. The measurements below begin
-    // only when every job's process tree is there, so no launch is still under way.
-    while (populatedJobs(subtree) < E2E_JOBS && performance.now() - rampStart < 600_000)
+    // only when every running run's process tree is there, so no launch is still under way. A run
+    // whose pull answer never reached its worker ends never_started meanwhile (docs/decisions/0434).
+    while (populatedJobs(subtree) < (await running()) && performance.now() - rampStart < 600_000)
       await new Promise((r) => setTimeout(r, 1_000));
+    const neverStarted = E2E_JOBS - (await running());
     lines.push(
-      `ramp: ${E2E_JOBS} submitted in ${submittedS.toFixed(1)} s; ${await running()} of ${E2E_JOBS} runs assigned ${assignedS.toFixed(1)} s later; ${populatedJobs(subtree)} job trees running ${((performance.now() - rampStart) / 1000).toFixed(1)} s after the submissions`,
+      `ramp: ${E2E_JOBS} submitted in ${submittedS.toFixed(1)} s; every run assigned ${assignedS.toFixed(1)} s later; ${populatedJobs(subtree)} job trees running ${((performance.now() - rampStart) / 1000).toFixed(1)} s after the submissions; ${neverStarted} runs ended never_started (their pull's answer never reached the worker)`,
     );
     await new Promise((r) => setTimeout(r, 3_000));
     const c0 = await commitsSoFar(owner);
