@@ -408,6 +408,15 @@ function startWorkers(
   });
 }
 
+/** How many of the fleet project's runs have one of `statuses`. */
+async function fleetRunsIn(owner: Pool, statuses: readonly string[]): Promise<number> {
+  const { rows } = await owner.query<{ n: string }>(
+    "SELECT count(*) AS n FROM runs WHERE project_id = 'fleet' AND status = ANY($1::text[])",
+    [statuses],
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
 /** The project cancel's profile: perf's own process, ended by its `sleep`; resolves when it has written. */
 function profileFrom(file: string | undefined): Promise<void> {
   if (file === undefined) return Promise.resolve();
@@ -485,24 +494,10 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
         await operator.send('POST', '/v1/jobs', { runId: `fleet-${i}`, projectId: 'fleet', argv }, OPERATOR_TIMEOUT_MS);
       },
     );
-    const running = async (): Promise<number> =>
-      Number(
-        (
-          await owner.query<{ n: string }>(
-            "SELECT count(*) AS n FROM runs WHERE project_id = 'fleet' AND status = 'running'",
-          )
-        ).rows[0]?.n ?? 0,
-      );
+    const running = (): Promise<number> => fleetRunsIn(owner, ['running']);
     const submittedS = (performance.now() - submitStart) / 1000;
     const rampStart = performance.now();
-    const queued = async (): Promise<number> =>
-      Number(
-        (
-          await owner.query<{ n: string }>(
-            "SELECT count(*) AS n FROM runs WHERE project_id = 'fleet' AND status = 'queued'",
-          )
-        ).rows[0]?.n ?? 0,
-      );
+    const queued = (): Promise<number> => fleetRunsIn(owner, ['queued']);
     while ((await queued()) > 0 && performance.now() - rampStart < 600_000)
       await new Promise((r) => setTimeout(r, 500));
     const assignedS = (performance.now() - rampStart) / 1000;
@@ -562,14 +557,7 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
     }));
     await operator.send('POST', '/v1/projects/fleet/cancel', undefined, OPERATOR_TIMEOUT_MS);
     const recorded = (performance.now() - projectStart) / 1000;
-    const left = async (): Promise<number> =>
-      Number(
-        (
-          await owner.query<{ n: string }>(
-            "SELECT count(*) AS n FROM runs WHERE project_id = 'fleet' AND status IN ('queued', 'running')",
-          )
-        ).rows[0]?.n ?? 0,
-      );
+    const left = (): Promise<number> => fleetRunsIn(owner, ['queued', 'running']);
     while ((await left()) > 0 && performance.now() - projectStart < 120_000)
       await new Promise((r) => setTimeout(r, 100));
     lines.push(
