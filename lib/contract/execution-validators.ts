@@ -15,6 +15,7 @@ import {
   validateEpochMs,
   validateExactShape,
   validateId,
+  validateRunPage,
 } from './validators';
 import {
   EXECUTION_PAGE_MAX,
@@ -169,25 +170,12 @@ export function validateCompleteAttemptCommand(value: unknown): CompleteAttemptC
  * each valid alone, each attempt and each run named once.
  */
 export function validateCompleteAttemptsCommand(value: unknown): CompleteAttemptCommand[] {
-  if (!Array.isArray(value))
-    throw new PidfenceRangeError(
-      'attempt ends must be an array of complete-attempt commands; pass one per attempt that ended.',
-      'ERR_PIDFENCE_INVALID_COMMAND',
-    );
-  validateBoundedInteger(
-    value.length,
-    'attempt end page size',
-    1,
+  return validateRunPage(
+    value,
+    { page: 'attempt end', command: 'complete-attempt command', per: 'one per attempt that ended' },
     EXECUTION_PAGE_MAX,
-    'ERR_PIDFENCE_INVALID_PAGE_LIMIT',
+    validateCompleteAttemptCommand,
   );
-  const commands = (value as unknown[]).map(validateCompleteAttemptCommand);
-  if (new Set(commands.map((command) => command.runId)).size !== commands.length)
-    throw new PidfenceRangeError(
-      'an attempt end page names a run twice; name each run once per page.',
-      'ERR_PIDFENCE_INVALID_COMMAND',
-    );
-  return commands;
 }
 
 // ---- rows read back from a store (design/execution §2-3): through validators, never type assertions ----

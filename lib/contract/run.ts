@@ -15,6 +15,7 @@ import {
   validateEpochMs,
   validateExactShape,
   validateId,
+  validateRunPage,
 } from './validators';
 
 export const RUN_OWNERS = ['runtime', 'external'] as const;
@@ -314,19 +315,12 @@ export function validateRequestCancellationCommand(value: unknown): RequestCance
  * commands, each valid on its own, each run named once.
  */
 export function validateRequestCancellationsCommand(value: unknown): RequestCancellationCommand[] {
-  if (!Array.isArray(value))
-    throw new PidfenceRangeError(
-      'cancel intents must be an array of request-cancellation commands; pass one per run to stop.',
-      'ERR_PIDFENCE_INVALID_COMMAND',
-    );
-  validateBoundedInteger(value.length, 'cancel intent page size', 1, DUE_PAGE_MAX, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
-  const commands = (value as unknown[]).map(validateRequestCancellationCommand);
-  if (new Set(commands.map((command) => command.runId)).size !== commands.length)
-    throw new PidfenceRangeError(
-      'a cancel intent page names a run twice; name each run once per page.',
-      'ERR_PIDFENCE_INVALID_COMMAND',
-    );
-  return commands;
+  return validateRunPage(
+    value,
+    { page: 'cancel intent', command: 'request-cancellation command', per: 'one per run to stop' },
+    DUE_PAGE_MAX,
+    validateRequestCancellationCommand,
+  );
 }
 
 export function validateProjectCancellationCommand(value: unknown): ProjectCancellationCommand {

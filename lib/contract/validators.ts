@@ -210,6 +210,32 @@ function storedRecordError(what: string, detail: string): PidfenceRangeError {
   );
 }
 
+/**
+ * A page of commands, one per run, written in one transaction (docs/decisions/0370, 0431): an array
+ * of 1 to `max` commands, each valid on its own, each run named once. `page` names the page in its
+ * errors ("cancel intent"), `per` says what one command stands for ("one per run to stop").
+ */
+export function validateRunPage<T extends { readonly runId: string }>(
+  value: unknown,
+  words: { readonly page: string; readonly command: string; readonly per: string },
+  max: number,
+  validateOne: (item: unknown) => T,
+): T[] {
+  if (!Array.isArray(value))
+    throw new PidfenceRangeError(
+      `${words.page}s must be an array of ${words.command}s; pass ${words.per}.`,
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
+  validateBoundedInteger(value.length, `${words.page} page size`, 1, max, 'ERR_PIDFENCE_INVALID_PAGE_LIMIT');
+  const commands = (value as unknown[]).map(validateOne);
+  if (new Set(commands.map((command) => command.runId)).size !== commands.length)
+    throw new PidfenceRangeError(
+      `this ${words.page} page names a run twice; name each run once per page.`,
+      'ERR_PIDFENCE_INVALID_COMMAND',
+    );
+  return commands;
+}
+
 export function validateEnum<T extends string>(value: unknown, what: string, allowed: readonly T[], code: string): T {
   if (typeof value !== 'string' || !(allowed as readonly string[]).includes(value)) {
     throw new PidfenceTypeError(`${what} must be one of ${allowed.join(', ')}.`, code);

@@ -115,18 +115,18 @@ export class PostgresExecutionStore implements ExecutionStore {
   }
 
   /**
-   * The page's ends in one transaction (docs/decisions/0431), each the single CAS; the runs are
-   * locked in run-id order, so two pages never wait on each other in a cycle. Outcomes in command order.
+   * The page's ends in one transaction (docs/decisions/0431), each the single CAS, in command order.
+   * The page's runs are locked first, in the database's id order (as a completion page's release
+   * and every other several-run lock take them), so two pages never wait on each other in a cycle.
    */
   async completeAttempts(commands: readonly CompleteAttemptCommand[]): Promise<CompleteAttemptOutcome[]> {
     const valid = validateCompleteAttemptsCommand(commands);
-    const byRunId = [...valid].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
-    const outcomes = await inTransaction(this.#pool, 'completeAttempts', async (tx) => {
-      const done = new Map<string, CompleteAttemptOutcome>();
-      for (const command of byRunId) done.set(command.runId, await this.#completeLocked(tx, command));
-      return done;
+    return inTransaction(this.#pool, 'completeAttempts', async (tx) => {
+      await tx.rows(RUN_SQL.lockRunsInOrder, [valid.map((command) => command.runId)]);
+      const outcomes: CompleteAttemptOutcome[] = [];
+      for (const command of valid) outcomes.push(await this.#completeLocked(tx, command));
+      return outcomes;
     });
-    return valid.map((command) => outcomes.get(command.runId) as CompleteAttemptOutcome);
   }
 
   /** Locks Run → Attempt (the order of every write transaction), then the CAS and both events at the run lock's time. */

@@ -18,6 +18,11 @@ export const RUN_SQL = {
    * inserts elsewhere that only check this row's key (foreign keys) are not blocked.
    */
   lockRun: `SELECT ${RUN_COLUMNS}, ${DB_NOW_MS} AS "nowMs" FROM runs WHERE id = $1 FOR NO KEY UPDATE`,
+  /**
+   * A page's runs, locked in the database's own id order (docs/decisions/0431), the order every
+   * statement that locks several runs takes ($1 text[]), so two pages never wait on each other in a cycle.
+   */
+  lockRunsInOrder: `SELECT id FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE`,
   // ---- runs, attempts, events (the run store and the result transaction) ----
   selectRun: `SELECT ${RUN_COLUMNS} FROM runs WHERE id = $1`,
   insertRun: `INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason,
