@@ -106,8 +106,11 @@ bool proc_stat_parse(const char* line, size_t length, ProcStat* out) {
   }
   // The kernel always writes more fields after starttime; a line that stops here was cut.
   if (p >= end || *p != ' ') return false;
-  // ppid, pgrp and session are 0 for the idle task's children and kernel threads.
-  if (!fits_pid(ppid, true) || !fits_pid(pgrp, true) || !fits_pid(session, true)) return false;
+  // ppid, pgrp and session are 0 for the idle task's children and kernel threads. A dead task
+  // being released by its reaper (state Z or X) has left its group and session: the kernel prints
+  // -1 for both, and the reader answers `gone` for it (docs/decisions/0436).
+  const bool released = (state == 'Z' || state == 'X') && pgrp == -1 && session == -1;
+  if (!fits_pid(ppid, true) || (!released && (!fits_pid(pgrp, true) || !fits_pid(session, true)))) return false;
 
   out->pid = static_cast<pid_t>(pid);
   out->state = state;
@@ -151,6 +154,8 @@ ProcStatRead proc_stat_read(pid_t pid, ProcStat* out, int* error) {
     *error = EPROTO;
     return ProcStatRead::failed;
   }
+  // Dead and being reaped right now: no group, no session, nothing to prove or signal.
+  if (out->state == 'X' || out->pgid == -1) return ProcStatRead::gone;
   return ProcStatRead::ok;
 }
 

@@ -23,13 +23,14 @@ struct ProcStat {
 constexpr size_t kProcStatBufferSize = 4096;
 
 // Parses one stat line. Returns false for anything malformed: no ") ", an unknown
-// state letter, a non-numeric or overflowing field, fewer than 22 fields.
+// state letter, a non-numeric or overflowing field, fewer than 22 fields, a negative group
+// or session (allowed as -1 for both only in state Z or X, a task being released).
 bool proc_stat_parse(const char* line, size_t length, ProcStat* out);
 
 enum class ProcStatRead { ok, gone, failed };
 
 // One open + one read + close. `gone` when the process does not exist (ENOENT, ESRCH,
-// or an empty read because it was reaped in between). On `failed`, *error is the errno
+// an empty read because it was reaped in between, or a task being reaped now: state X, or group -1). On `failed`, *error is the errno
 // (EOVERFLOW for a line that filled the buffer, EPROTO for an unparsable line).
 ProcStatRead proc_stat_read(pid_t pid, ProcStat* out, int* error);
 

@@ -52,6 +52,9 @@ bool in_pid_range(const Number& n, bool allow_zero) {
   return n.ok && (!n.negative || n.magnitude == 0) && n.magnitude <= kPidMax && (allow_zero || n.magnitude >= 1);
 }
 
+// The value -1, however it is spelled ("-1", "-01").
+bool is_minus_one(const Number& n) { return n.ok && n.negative && n.magnitude == 1; }
+
 struct Reference {
   bool well_formed = false;  // the parser may accept it, and must then report these values
   bool canonical = false;    // the parser must accept it
@@ -89,8 +92,11 @@ Reference reference_parse(const std::string& line) {
     if (!fields[field].ok) return ref;
     canonical = canonical && fields[field].canonical;
   }
-  for (int field : {4, 5, 6}) {
-    if (!in_pid_range(fields[field], true)) return ref;
+  // A task being released by its reaper (state Z or X) prints -1 for its group and session.
+  const bool released = (state[0] == 'Z' || state[0] == 'X') && is_minus_one(fields[5]) && is_minus_one(fields[6]);
+  if (!in_pid_range(fields[4], true)) return ref;
+  for (int field : {5, 6}) {
+    if (!released && !in_pid_range(fields[field], true)) return ref;
   }
 
   ref.well_formed = true;
@@ -98,8 +104,8 @@ Reference reference_parse(const std::string& line) {
   ref.stat.pid = static_cast<pid_t>(pid.magnitude);
   ref.stat.state = state[0];
   ref.stat.ppid = static_cast<pid_t>(fields[4].magnitude);
-  ref.stat.pgid = static_cast<pid_t>(fields[5].magnitude);
-  ref.stat.sid = static_cast<pid_t>(fields[6].magnitude);
+  ref.stat.pgid = released ? -1 : static_cast<pid_t>(fields[5].magnitude);
+  ref.stat.sid = released ? -1 : static_cast<pid_t>(fields[6].magnitude);
   ref.stat.start_ticks = static_cast<uint64_t>(fields[22].magnitude);
   return ref;
 }

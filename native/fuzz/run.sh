@@ -23,7 +23,7 @@ if [ ! -x "$binary" ] || [ -n "$(find native/fuzz/proc_stat_fuzz.cc native/proc_
     -o "$binary" native/fuzz/proc_stat_fuzz.cc native/proc_stat.cc
 fi
 
-# Seeds: real stat lines (this machine's own, a kernel thread, a zombie) and the comm torture
+# Seeds: real stat lines (this machine's own, a kernel thread, a zombie, a task being reaped) and the comm torture
 # cases that break a parser anchored on the first ')'. Rewritten each run; libFuzzer adds its own.
 tail22=' 1 0 192777 3133440 386 18446744073709551615 94195231137792 94195231157673 140721736928416 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 94195231173680 94195231175296 94195350093824 140721736931855 140721736931875 140721736931875 140721736933355 0'
 fields=' S 12251 12297 7655 0 -1 4194304 101 0 0 0 0 0 0 0 20 0'
@@ -31,6 +31,7 @@ seed() { printf '%s' "$2" >"$corpus/seed-$1"; }
 seed self "$(cat /proc/self/stat)"
 seed kthread "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 2 0 0 18446744073709551615 0 0 0 0 0 0 0 2147483647 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0"
 seed zombie "4242 (sh) Z 1 4242 4242 0 -1 4227148 0 0 0 0 0 0 0 0 20 0 1 0 9999999999$tail22"
+seed released "4243 (sh) X 0 -1 -1 0 -1 4227148 17 0 0 0 0 0 0 0 20 0 0 0 151802$tail22"
 seed newline "12297 (cat)$fields$tail22"$'\n'
 seed torture-1 "12297 (a) b (c)$fields$tail22"
 seed torture-2 "12297 () ) ))$fields$tail22"

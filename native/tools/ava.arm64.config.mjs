@@ -15,6 +15,8 @@ export default {
     // Each count is a `node` child under strace; the remembered names themselves are exercised here by
     // job-cgroup.test.js (a cgroup re-created under a name the addon remembered).
     '!dist/test/native/job-cgroup-lookup.test.js',
+    // Compiles native/proc_stat.cc for the host and runs it there: nothing of it is emulated.
+    '!dist/test/native/proc-stat-release.test.js',
   ],
   match: [
     // Spawns `node` as uid 65534 (see above).
