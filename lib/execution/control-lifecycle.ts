@@ -2,10 +2,12 @@
 // package (LifecycleRunner, docs/decisions/0210), with its one timer. Each serial,
 // non-overlapping cycle consumes the completion notices, turns one page of due deadlines into
 // durable timeout intent, runs one dispatch cycle (cancellations → exact stops; each stop consumes
-// its target's completion first, so a job that ended is never stopped), then consumes completions
-// from one page of this runner's active attempts and the attempts it watches for its caller, and
-// every cleanup period one page of the receipt journal and one adoption pass. Stops come before the
-// active page so a woken cycle reaches a cancel without reading the page first (docs/decisions/0211).
+// its target's completion first, so a job that ended is never stopped), then, once per control
+// period, consumes completions from one page of this runner's active attempts and the attempts it
+// watches for its caller, and every cleanup period one page of the receipt journal and one adoption
+// pass. Stops come before the active page so a woken cycle reaches a cancel without reading the page
+// first (docs/decisions/0211); a woken cycle sooner than the period leaves that page, the backstop
+// for a lost notice, to the period (docs/decisions/0435).
 // No per-task timer, watcher or directory scan; every page, wait and notice set is bounded. A full
 // disk (docs/decisions/0191) is no failure of the lifecycle: its cycles go on, further apart, until
 // there is room again.
@@ -31,12 +33,15 @@ export const CYCLE_FAILURE_LIMIT = 3;
 /** While the store is full the cadence doubles from the profile's period up to this. */
 export const STORE_FULL_CYCLE_MAX_MS = 5_000;
 export const LIFECYCLE_STOP_TIMEOUT_MS = 10_000;
+/** A cadence cycle's timer may fire this much before a full period by the boot clock; it still looks. */
+const BACKSTOP_SLACK_MS = 10;
 
 export interface ControlCycleReport {
   readonly notices: number;
   readonly deadlines: number;
   readonly dispatched: number;
-  readonly active: number;
+  /** The active page's size; null: a woken cycle left the page to the period (docs/decisions/0435). */
+  readonly active: number | null;
   readonly completed: number;
   readonly cleaned: number;
 }
@@ -89,6 +94,8 @@ export class ControlLifecycle {
   readonly #runner: LifecycleRunner;
   #activeCursor: ActiveCursor | null = null;
   #lastCleanupMs = -Infinity;
+  /** When the active page and the watched attempts were last looked at (docs/decisions/0435). */
+  #lastBackstopMs = -Infinity;
   #failures = 0;
   #cycles = 0;
   #wakeUps = 0;
@@ -155,13 +162,13 @@ export class ControlLifecycle {
 
   /** One control cycle now (tests, drain, the CLI's first pass); never overlaps a timer cycle. */
   runCycle(): Promise<ControlCycleReport> {
-    return this.#runner.runNow(() => this.#cycle());
+    return this.#runner.runNow(() => this.#cycle({ backstop: true }));
   }
 
   /** A timed cycle: reported to onCycle, or counted towards onFatal (a full store is not); never rejects. */
   async #timedCycle(): Promise<void> {
     try {
-      const report = await this.#cycle();
+      const report = await this.#cycle({ backstop: this.#backstopDue() });
       this.#failures = 0;
       this.#fullCycles = 0;
       try {
@@ -199,7 +206,16 @@ export class ControlLifecycle {
     return Math.max(periodMs, Math.min(STORE_FULL_CYCLE_MAX_MS, periodMs * 2 ** Math.min(this.#fullCycles - 1, 16)));
   }
 
-  async #cycle(): Promise<ControlCycleReport> {
+  /**
+   * The backstop looks once per control period: a cycle the cadence starts comes at least a period
+   * after the one before, so it looks; one woken sooner (a notice per ended job in a mass stop, a
+   * cancel) does not (docs/decisions/0435).
+   */
+  #backstopDue(): boolean {
+    return this.#clock() - this.#lastBackstopMs >= this.#options.profile.periodMs - BACKSTOP_SLACK_MS;
+  }
+
+  async #cycle(options: { readonly backstop: boolean }): Promise<ControlCycleReport> {
     this.#cycles += 1;
     // Read before the pages: what is due by now is theirs, what falls due later arms the timer.
     const nextDueInMs = await this.#options.deadlines.nextDueInMs();
@@ -215,17 +231,13 @@ export class ControlLifecycle {
     const deadlines = await this.#options.deadlines.runPage();
     const dispatch = await this.#options.dispatch.runCycle();
     reportControllerFailures(this.#diagnostics, dispatch);
-    const page = await this.#activePage();
-    // Watched attempts the page looks at need no second look this cycle.
-    const looked = new Set(page.items.map((item) => item.attemptId));
-    const watched = [...(this.#options.watched?.() ?? [])].filter((ref) => !looked.has(ref.attemptId));
-    await processor.processPage([...page.items, ...watched], hear);
+    const active = options.backstop ? await this.#backstop(hear) : null;
     const cleaned = await this.#cleanupIfDue();
     return {
       notices: noticed.length,
       deadlines: deadlines.requested,
       dispatched: dispatch.dispatched,
-      active: page.items.length,
+      active,
       completed,
       cleaned,
     };
@@ -235,6 +247,17 @@ export class ControlLifecycle {
   #untilNextDueMs(): number | null {
     if (this.#nextDue === null) return null;
     return Math.max(0, this.#nextDue.inMs - (this.#clock() - this.#nextDue.readAtMs));
+  }
+
+  /** One page of this runner's active attempts and every watched one, looked at together; answers the page's size. */
+  async #backstop(hear: (ref: AttemptRef, outcome: CompletionOutcome) => void): Promise<number> {
+    this.#lastBackstopMs = this.#clock();
+    const page = await this.#activePage();
+    // Watched attempts the page looks at need no second look this cycle.
+    const looked = new Set(page.items.map((item) => item.attemptId));
+    const watched = [...(this.#options.watched?.() ?? [])].filter((ref) => !looked.has(ref.attemptId));
+    await this.#options.processor.processPage([...page.items, ...watched], hear);
+    return page.items.length;
   }
 
   async #activePage(): Promise<{

@@ -151,9 +151,11 @@ function superviseState(): SuperviseState {
 function superviseExecution(options: SuperviseOptions, io: CliIo, supervision: Supervision, state: SuperviseState) {
   const { target, serving } = supervision;
   const tty = (io.stderr as NodeJS.WriteStream).isTTY === true;
+  // A woken cycle may leave the active page to the period: the line keeps the page last read.
+  let active = '-';
   const status = (report: ControlCycleReport | null) => {
     if (!tty) return;
-    const active = report === null ? '-' : String(report.active);
+    if (report !== null && report.active !== null) active = String(report.active);
     io.stderr.write(
       `\rpidfence supervise [${options.profile}]: ${active} active on this page, ${state.completed} completed\x1b[K`,
     );
