@@ -20,6 +20,7 @@ export const NEEDS_POSTGRES = [
   'cluster/lease-page',
   'cluster/leases',
   'cluster/metrics-and-status',
+  'cluster/named-pull',
   'cluster/operator-cli',
   'cluster/project-cancel',
   'cluster/replicas',

@@ -249,8 +249,10 @@ function addWorkerRoutes(app: FastifyInstance, services: Services, fleetHooks: R
     ended: await leases.endSession(workerCaller(request)),
   }));
   app.post('/v1/assignments/pull', { schema: SCHEMAS.pull, ...fleetHooks.pull }, async (request) => {
-    const { max } = request.body as { max?: number };
-    return max === undefined ? leases.pull(workerCaller(request)) : leases.pullPage(workerCaller(request), max);
+    const { max, pullId } = request.body as { max?: number; pullId?: string };
+    return max === undefined
+      ? leases.pull(workerCaller(request), pullId)
+      : leases.pullPage(workerCaller(request), max, pullId);
   });
   app.post('/v1/lease-control', { schema: SCHEMAS.lease }, async (request) =>
     control.tick(workerCaller(request), request.body as { runId: string; attemptId: string; fence: number }),

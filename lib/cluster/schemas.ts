@@ -39,8 +39,13 @@ export const SCHEMAS = {
   session: { body: object(sessionBody, ['sessionId']) },
   /** A restarted worker settles an earlier session its journal recorded (docs/decisions/0360). */
   settle: { body: object({ ...sessionBody, earlierSessionId: ID }, ['sessionId', 'earlierSessionId']) },
-  /** A pull asks for up to `max` jobs (its free slots); without it, one, in the single-assignment shape. */
-  pull: { body: object({ ...sessionBody, max: { type: 'integer', minimum: 1, maximum: 64 } }, ['sessionId']) },
+  /**
+   * A pull asks for up to `max` jobs (its free slots); without it, one, in the single-assignment shape.
+   * `pullId` names it: the same name again is answered what it was granted (docs/decisions/0437).
+   */
+  pull: {
+    body: object({ ...sessionBody, max: { type: 'integer', minimum: 1, maximum: 64 }, pullId: ID }, ['sessionId']),
+  },
   /**
    * Every lease a worker holds, once per tick (docs/decisions/0200), and how long the control plane
    * may hold the request for a stop to become due (docs/decisions/0201).

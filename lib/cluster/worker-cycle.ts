@@ -380,9 +380,11 @@ export class WorkerCycle {
 
   async #pull(free: number): Promise<void> {
     const { send, session } = this.#parts;
+    // Named, so a replica that gets it again after a timeout answers what it granted (docs/decisions/0437).
     const reply = await send<PullPageOutcome>('/v1/assignments/pull', {
       sessionId: session.id,
       max: Math.min(free, 64),
+      pullId: `pull-${randomUUID()}`,
     });
     if (reply.status !== 200) return;
     if (reply.body.kind === 'session_closed') this.#sessionOpen = false;

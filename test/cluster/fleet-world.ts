@@ -8,7 +8,8 @@ import path from 'node:path';
 
 import type { ExecutionContext } from 'ava';
 
-import type { ControlPlaneClient } from '../../lib/cluster/client';
+import { ControlPlaneClient } from '../../lib/cluster/client';
+import { startControlPlane, type ControlPlane, type ControlPlaneOptions } from '../../lib/cluster/control-plane';
 import { signalVerified } from '../../lib/native/index';
 import { PostgresGrantAdministration } from '../../lib/store/postgres/index';
 import type { Permission } from '../../lib/contract/index';
@@ -44,6 +45,10 @@ export interface FleetWorld {
   cli(pem: Pem, args: readonly string[], env?: NodeJS.ProcessEnv): Promise<CliAnswer>;
   /** A grant written by the migration owner. */
   grant(subject: string, scope: string, permission: Permission): Promise<void>;
+  /** A control plane in this process on the fleet's certificates and a free port, closed after the test. */
+  inProcessPlane(options?: Partial<ControlPlaneOptions>): Promise<ControlPlane>;
+  /** A client of `url` under certificate `pem`, closed after the test. */
+  client(url: string, pem: Pem): ControlPlaneClient;
 }
 
 export function fleetWorld(t: ExecutionContext, database: MigratedDatabase): FleetWorld {
@@ -71,6 +76,21 @@ export function fleetWorld(t: ExecutionContext, database: MigratedDatabase): Fle
   return {
     certs,
     scratch,
+    inProcessPlane: async (options = {}) => {
+      const plane = await startControlPlane({
+        databaseUrl: database.runtimeUrl,
+        tls: { cert: certs.server.cert, key: certs.server.key, ca: certs.ca.cert },
+        port: 0,
+        ...options,
+      });
+      t.teardown(() => plane.close());
+      return plane;
+    },
+    client: (url, pem) => {
+      const client = new ControlPlaneClient(url, { cert: pem.cert, key: pem.key, ca: certs.ca.cert });
+      t.teardown(() => client.close());
+      return client;
+    },
     plane: async (args = []) => {
       const job = spawnJob(t, process.execPath, [
         CLI,

@@ -42,6 +42,7 @@ test.serial('cluster: a re-grant on the same run gets a larger fence, and the ol
       caller.sessionId,
       Date.now(),
       1_000,
+      null,
     ])
   ).rows;
   t.is(Number(fence), ref.fence + 86_400_000 + 1, 'above the earlier fence although the clock is lower');

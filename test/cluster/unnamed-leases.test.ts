@@ -9,8 +9,6 @@ import path from 'node:path';
 
 import test from 'ava';
 
-import { ControlPlaneClient } from '../../lib/cluster/client';
-import { startControlPlane } from '../../lib/cluster/control-plane';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { until } from '../helpers/wait';
 import { fleetWorld } from './fleet-world';
@@ -25,13 +23,7 @@ test('cluster: a run granted by a pull whose answer the worker never got ends fa
   t.timeout(120_000);
   const { database, world: w } = await ready;
   const fleet = fleetWorld(t, database);
-  const plane = await startControlPlane({
-    databaseUrl: database.runtimeUrl,
-    tls: { cert: fleet.certs.server.cert, key: fleet.certs.server.key, ca: fleet.certs.ca.cert },
-    port: 0,
-    workerLeaseMs: WORKER_LEASE_MS,
-  });
-  t.teardown(() => plane.close());
+  const plane = await fleet.inProcessPlane({ workerLeaseMs: WORKER_LEASE_MS });
   const pem = fleet.certs.client('worker-un1');
   const journal = path.join(fleet.scratch, 'worker-un1.db');
   await fleet.worker(plane.url, pem, ['--journal', journal, '--capacity', '1']);
@@ -52,8 +44,7 @@ test('cluster: a run granted by a pull whose answer the worker never got ends fa
   );
   t.is(rows.length, 1, 'the worker has one open session');
   await w.leases.enqueueJob({ runId: 'run-un-lost', projectId: 'project-un', argv: ['sleep', '60'] });
-  const client = new ControlPlaneClient(plane.url, { cert: pem.cert, key: pem.key, ca: fleet.certs.ca.cert });
-  t.teardown(() => client.close());
+  const client = fleet.client(plane.url, pem);
   const pulled = await client.send<{ kind: string; assignments?: Array<{ runId: string }> }>(
     'POST',
     '/v1/assignments/pull',

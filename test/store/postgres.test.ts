@@ -182,6 +182,7 @@ test.serial(
         '0018_project_cancel_in_one_statement',
         '0019_attempt_leftovers',
         '0020_one_cancel_intent_rule',
+        '0021_a_pull_is_answered_once',
       ],
     );
     const last = files[files.length - 1];

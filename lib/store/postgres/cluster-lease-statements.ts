@@ -38,12 +38,24 @@ export const CLUSTER_LEASE_SQL = {
    * A new grant: the fence is the database clock at the grant, and always above any earlier grant's
    * fence on the run, so it only grows even if the server clock stepped back (docs/decisions/0100).
    */
-  grantLease: `INSERT INTO run_dispatch_leases (run_id, attempt_id, session_id, fence, expires_at_ms, released_at_ms, created_at_ms, updated_at_ms)
-    VALUES ($1, $2, $3, $4, $4::bigint + $5::bigint, NULL, $4, $4)
+  grantLease: `INSERT INTO run_dispatch_leases (run_id, attempt_id, session_id, fence, expires_at_ms, released_at_ms, created_at_ms, updated_at_ms, pull_id)
+    VALUES ($1, $2, $3, $4, $4::bigint + $5::bigint, NULL, $4, $4, $6)
     ON CONFLICT (run_id) DO UPDATE SET attempt_id = EXCLUDED.attempt_id, session_id = EXCLUDED.session_id,
       fence = GREATEST(run_dispatch_leases.fence + 1, EXCLUDED.fence), expires_at_ms = EXCLUDED.expires_at_ms, released_at_ms = NULL,
-      updated_at_ms = EXCLUDED.updated_at_ms
+      updated_at_ms = EXCLUDED.updated_at_ms, pull_id = EXCLUDED.pull_id
     RETURNING ${LEASE_COLUMNS}`,
+  /**
+   * What a named pull of this session granted (migration 0021, docs/decisions/0437), as the pull
+   * answered it, in the order it granted them; a lease ended since is not answered again.
+   */
+  grantsOfPull: `SELECT l.run_id AS "runId", r.project_id AS "projectId", l.attempt_id AS "attemptId", l.fence, j.argv,
+      l.expires_at_ms AS "expiresAtMs", a.deadline_at_ms AS "deadlineAtMs", j.stop_after_disconnect_ms AS "stopAfterDisconnectMs"
+    FROM run_dispatch_leases AS l
+      JOIN runs AS r ON r.id = l.run_id
+      JOIN cluster_jobs AS j ON j.run_id = l.run_id
+      JOIN attempts AS a ON a.run_id = l.run_id AND a.id = l.attempt_id
+    WHERE l.session_id = $1 AND l.pull_id = $2 AND l.released_at_ms IS NULL
+    ORDER BY j.created_at_ms, j.run_id`,
   /**
    * Every lease of one worker in one statement (migration 0016, docs/decisions/0200): the session's
    * row first (runId NULL), then a row for each lease that is not a plain renewal.

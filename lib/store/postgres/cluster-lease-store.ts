@@ -374,13 +374,19 @@ export class ClusterLeaseStore {
    * under a fresh lease whose fence is one above any earlier grant on the run. It reaps nothing: the
    * reap has its own timer and the lease page's rate-limited turn (docs/decisions/0422).
    */
-  async pull(caller: WorkerCaller): Promise<PullOutcome> {
-    const page = await this.pullPage(caller, 1);
+  async pull(caller: WorkerCaller, pullId?: string): Promise<PullOutcome> {
+    const page = await this.pullPage(caller, 1, pullId);
     return page.kind === 'assigned' ? { kind: 'assigned', assignment: page.assignments[0] as Assignment } : page;
   }
 
-  /** Up to `max` waiting jobs for this session in one transaction (a worker's free slots, docs/decisions/0200). */
-  async pullPage(caller: WorkerCaller, max: number): Promise<PullPageOutcome> {
+  /**
+   * Up to `max` waiting jobs for this session in one transaction (a worker's free slots,
+   * docs/decisions/0200). A named pull is answered once (docs/decisions/0437): the same name again
+   * (the replica set sending a timed-out pull to another replica) gets what the first granted and
+   * still holds, and nothing new. The session's row is locked first, so a repeat that runs beside
+   * the first waits for it and then reads its grants.
+   */
+  async pullPage(caller: WorkerCaller, max: number, pullId?: string): Promise<PullPageOutcome> {
     const valid = validateCaller(caller);
     if (!Number.isSafeInteger(max) || max < 1 || max > PULL_PAGE_MAX) {
       throw new PidfenceError(
@@ -388,11 +394,13 @@ export class ClusterLeaseStore {
         'ERR_PIDFENCE_CLUSTER_INVALID_REQUEST',
       );
     }
+    const name = pullId === undefined ? null : validateId(pullId, 'pullId');
     return inTransaction(this.#pool, 'pull', async (tx) => {
       if (!(await this.#touchSession(tx, valid))) return { kind: 'session_closed' };
-      const assignments: Assignment[] = [];
+      const assignments: Assignment[] = name === null ? [] : await this.#grantsOfPull(tx, valid.sessionId, name);
+      if (assignments.length > 0) return { kind: 'assigned', assignments };
       while (assignments.length < max) {
-        const assignment = await this.#grantOne(tx, valid.sessionId);
+        const assignment = await this.#grantOne(tx, valid.sessionId, name);
         if (assignment === null) break;
         assignments.push(assignment);
       }
@@ -400,7 +408,12 @@ export class ClusterLeaseStore {
     });
   }
 
-  async #grantOne(tx: Tx, sessionId: string): Promise<Assignment | null> {
+  /** What an earlier answer of this named pull granted, as it granted it. */
+  #grantsOfPull(tx: Tx, sessionId: string, pullId: string): Promise<Assignment[]> {
+    return tx.rows<Assignment>(CLUSTER_LEASE_SQL.grantsOfPull, [sessionId, pullId]);
+  }
+
+  async #grantOne(tx: Tx, sessionId: string, pullId: string | null): Promise<Assignment | null> {
     const [job] = await tx.rows<{
       runId: string;
       projectId: string;
@@ -423,6 +436,7 @@ export class ClusterLeaseStore {
       sessionId,
       run.nowMs,
       this.#leaseDurationMs,
+      pullId,
     ]);
     if (lease === undefined) throw new Error('lease grant returned no row');
     return {
