@@ -272,7 +272,9 @@ async function cancelEach(
 }
 
 function latencyLine(what: string, latencies: readonly number[], of: number): string {
-  return `${what} (${latencies.length} of ${of}): p50 ${quantile(latencies, 0.5)} ms, p99 ${quantile(latencies, 0.99)} ms, max ${Math.max(...latencies)} ms`;
+  const max = Math.max(...latencies);
+  // Which cancel was slowest (1-based, in the order sent): a first one points at a cold path.
+  return `${what} (${latencies.length} of ${of}): p50 ${quantile(latencies, 0.5)} ms, p99 ${quantile(latencies, 0.99)} ms, max ${max} ms (cancel ${latencies.indexOf(max) + 1})`;
 }
 
 /**
