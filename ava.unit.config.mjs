@@ -22,6 +22,7 @@ export const NEEDS_POSTGRES = [
   'cluster/metrics-and-status',
   'cluster/named-pull',
   'cluster/operator-cli',
+  'cluster/page-wait',
   'cluster/project-cancel',
   'cluster/replicas',
   'cluster/revocation',

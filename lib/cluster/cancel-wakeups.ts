@@ -13,6 +13,12 @@ const RECONNECT_MAX_MS = 5_000;
 
 type Waiter = () => void;
 
+/** A watch on some runs' cancels, begun before their page was read. */
+export interface CancelWatch {
+  woken(ms: number): Promise<boolean>;
+  close(): void;
+}
+
 export class CancelWakeups {
   readonly #databaseUrl: string;
   readonly #waiters = new Map<string, Set<Waiter>>();
@@ -35,23 +41,47 @@ export class CancelWakeups {
     return this.#client !== null;
   }
 
-  /** Resolves true when a cancel of one of `runIds` was committed, false after `ms` or on close. */
-  wait(runIds: readonly string[], ms: number): Promise<boolean> {
-    if (this.#closed || runIds.length === 0 || ms <= 0) return Promise.resolve(false);
-    return new Promise((resolve) => {
-      const done = (woken: boolean): void => {
-        clearTimeout(timer);
-        for (const runId of runIds) this.#remove(runId, waiter);
-        resolve(woken);
-      };
-      const waiter: Waiter = () => done(true);
-      const timer = setTimeout(() => done(false), ms);
-      for (const runId of runIds) {
-        let set = this.#waiters.get(runId);
-        if (set === undefined) this.#waiters.set(runId, (set = new Set()));
-        set.add(waiter);
-      }
-    });
+  /**
+   * Watches for a committed cancel of one of `runIds` from now on. Taken before the page reads its
+   * leases (docs/decisions/0438): a cancel committed between that read and the wait is then caught,
+   * where a wait begun after the read missed its NOTIFY and ran out. Closed by `woken`, or by
+   * `close` when the page is answered without waiting.
+   */
+  watch(runIds: readonly string[]): CancelWatch {
+    let woken = false;
+    let settle: ((woken: boolean) => void) | null = null;
+    let timer: NodeJS.Timeout | undefined;
+    const waiter: Waiter = () => {
+      woken = true;
+      settle?.(true);
+    };
+    for (const runId of runIds) {
+      let set = this.#waiters.get(runId);
+      if (set === undefined) this.#waiters.set(runId, (set = new Set()));
+      set.add(waiter);
+    }
+    const close = (): void => {
+      clearTimeout(timer);
+      for (const runId of runIds) this.#remove(runId, waiter);
+    };
+    return {
+      close,
+      // True when a cancel of one of the runs was committed since the watch began (or the listener
+      // was lost: each page re-reads), false after `ms` or once closed.
+      woken: (ms) => {
+        if (woken || this.#closed || runIds.length === 0 || ms <= 0) {
+          close();
+          return Promise.resolve(woken);
+        }
+        return new Promise((resolve) => {
+          settle = (value) => {
+            close();
+            resolve(value);
+          };
+          timer = setTimeout(() => settle?.(false), ms);
+        });
+      },
+    };
   }
 
   async close(): Promise<void> {

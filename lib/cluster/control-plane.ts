@@ -48,6 +48,7 @@ import { DispatchAvailability } from './availability';
 import {
   CancellationDispatchControl,
   DispatchFailedClosed,
+  type ControlledTickPage,
   type DispatchControlTestHooks,
   type DispatchObservation,
 } from './dispatch-control';
@@ -345,19 +346,17 @@ async function answerLeasePage(
 ): Promise<unknown> {
   const { leases, control, wakeups, sessions } = services;
   await leases.reapIfDue().catch(() => 0);
-  let page = await control.tickPage(who, refs);
-  const unnamed = await unnamedOf(services, who, refs, page.session);
-  if (
-    page.answers.size === 0 &&
-    unnamed.length === 0 &&
-    page.session === 'live' &&
-    waitMs > 0 &&
-    (await wakeups.wait(
-      refs.map((ref) => ref.runId),
-      waitMs,
-    ))
-  ) {
+  // Watched before the read: a cancel committed after it wakes the wait (docs/decisions/0438).
+  const watch = wakeups.watch(waitMs > 0 ? refs.map((ref) => ref.runId) : []);
+  let page: ControlledTickPage;
+  let unnamed: UnnamedLease[];
+  try {
     page = await control.tickPage(who, refs);
+    unnamed = await unnamedOf(services, who, refs, page.session);
+    const quiet = page.answers.size === 0 && unnamed.length === 0 && page.session === 'live';
+    if (quiet && (await watch.woken(waitMs))) page = await control.tickPage(who, refs);
+  } finally {
+    watch.close();
   }
   sessions.seen(who.sessionId, refs.length);
   return {
