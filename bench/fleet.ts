@@ -69,7 +69,8 @@ const E2E_WORKERS = Number(process.env.PIDFENCE_BENCH_FLEET_WORKERS ?? 10);
 /** Workers per process: 1 runs `pidfence worker` processes; more share a worker-host process each. */
 const PER_PROCESS = Number(process.env.PIDFENCE_BENCH_FLEET_PER_PROCESS ?? 1);
 const WORKER_HOST = path.resolve(__dirname, 'lib', 'worker-host.js');
-const CANCELS = 20;
+/** Single cancels in each fault phase (PIDFENCE_BENCH_FLEET_CANCELS): more of them find a rare slow one. */
+const CANCELS = Number(process.env.PIDFENCE_BENCH_FLEET_CANCELS ?? 20);
 const SUBMIT_LANES = 8;
 /** The issue's target for a project-wide cancel: every job's tree gone within this many seconds. */
 const PROJECT_TARGET_S = 15;
@@ -252,29 +253,39 @@ async function replicaProcess(
   return { url, leader };
 }
 
-/** Cancels runs from..to one after another; each one's TERM latency at its job, in ms (a lost one is absent). */
+/** One cancel: its TERM latency at the job, and how long the operator's request took to be answered, in ms. */
+interface CancelTiming {
+  readonly termMs: number;
+  readonly answeredMs: number;
+}
+
+/** Cancels runs from..to one after another; each one's timing (a lost one is absent). */
 async function cancelEach(
   operator: ControlPlaneClient,
   marker: (i: number) => string,
   from: number,
   to: number,
-): Promise<number[]> {
-  const latencies: number[] = [];
+): Promise<CancelTiming[]> {
+  const timings: CancelTiming[] = [];
   for (let i = from; i < to; i++) {
     const sent = Date.now();
     await operator.send('POST', `/v1/runs/fleet-${i}/cancel`, undefined, OPERATOR_TIMEOUT_MS);
+    const answeredMs = Date.now() - sent;
     const until = performance.now() + 15_000;
     while (!existsSync(marker(i)) && performance.now() < until) await new Promise((r) => setTimeout(r, 2));
-    if (existsSync(marker(i))) latencies.push(Math.round(statSync(marker(i)).mtimeMs - sent));
+    if (existsSync(marker(i))) timings.push({ termMs: Math.round(statSync(marker(i)).mtimeMs - sent), answeredMs });
     await new Promise((r) => setTimeout(r, 200 + Math.random() * 800));
   }
-  return latencies;
+  return timings;
 }
 
-function latencyLine(what: string, latencies: readonly number[], of: number): string {
+function latencyLine(what: string, timings: readonly CancelTiming[], of: number): string {
+  const latencies = timings.map((timing) => timing.termMs);
   const max = Math.max(...latencies);
-  // Which cancel was slowest (1-based, in the order sent): a first one points at a cold path.
-  return `${what} (${latencies.length} of ${of}): p50 ${quantile(latencies, 0.5)} ms, p99 ${quantile(latencies, 0.99)} ms, max ${max} ms (cancel ${latencies.indexOf(max) + 1})`;
+  const slowest = latencies.indexOf(max);
+  // Which cancel was slowest (1-based, in the order sent; a first one points at a cold path), and how
+  // much of it was the operator's request itself (the intent's commit) rather than the push to the job.
+  return `${what} (${latencies.length} of ${of}): p50 ${quantile(latencies, 0.5)} ms, p99 ${quantile(latencies, 0.99)} ms, over 1 s: ${latencies.filter((ms) => ms > 1_000).length}, max ${max} ms (cancel ${slowest + 1}, its request answered after ${timings[slowest]?.answeredMs} ms)`;
 }
 
 /**
