@@ -116,6 +116,8 @@ export class Admission {
   readonly #handles = new Map<string, string>();
   /** Attempts between their creation and their handle's commit (or the order's withdrawal). */
   readonly #admitting = new Set<string>();
+  /** Attempts whose launcher this process spawned and has not seen exit (docs/decisions/0439). */
+  readonly #launchersRunning = new Set<string>();
   #open = true;
   #inFlight = new Set<Promise<unknown>>();
 
@@ -151,6 +153,14 @@ export class Admission {
    */
   isAdmitting(attemptId: string): boolean {
     return this.#admitting.has(attemptId);
+  }
+
+  /**
+   * Whether the attempt's launcher was spawned by this process and has not exited (docs/decisions/0439):
+   * its exit brings a notice, so the period's backstop need not look at the attempt meanwhile.
+   */
+  launcherRunning(attemptId: string): boolean {
+    return this.#launchersRunning.has(attemptId);
   }
 
   get open(): boolean {
@@ -195,7 +205,12 @@ export class Admission {
     if (starting.kind !== 'advanced') return { kind: 'admitted', runId, attemptId, status: 'claimed' };
 
     const launched = this.#spawn(request, job, token);
-    void launched.exited.then(() => this.#notices.add({ runId, attemptId }));
+    this.#launchersRunning.add(attemptId);
+    // Out of the set before the notice: a notice dropped by a full set leaves the attempt to the backstop.
+    void launched.exited.then(() => {
+      this.#launchersRunning.delete(attemptId);
+      this.#notices.add({ runId, attemptId });
+    });
     if (launched.handle === null || launched.pid === null) return this.#withoutHandle(launched, runId, attemptId);
     // Held in the spawn's tick: the launcher cannot have been reaped, so the hold is of this group.
     this.#held?.hold(launched.handle);

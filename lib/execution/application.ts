@@ -338,6 +338,7 @@ function controlLifecycleOf(basis: ExecutionBasis, parts: LifecycleParts): Contr
     deadlines: new DeadlineSource({ executionStore, runStore, pageSize: profile.pageSize, runnerId }),
     dispatch: parts.supervisor,
     watched: () => parts.watched.admitted.values(),
+    endWillBeNoticed: (attemptId) => parts.admission.launcherRunning(attemptId),
     sweepJobCgroups: () => cgroupSweep.sweepPage(),
     ...(options.adopt === true ? { adopt: parts.adopt } : {}),
     ...(options.keepAlive === undefined ? {} : { keepAlive: options.keepAlive }),

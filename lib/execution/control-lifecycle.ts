@@ -76,6 +76,11 @@ export interface ControlLifecycleOptions {
    * of their end even when it left the active page before this runner saw it.
    */
   readonly watched?: () => Iterable<{ readonly runId: string; readonly attemptId: string }>;
+  /**
+   * Whether an attempt's end will be noticed without a look: its launcher was spawned by this process
+   * and has not exited (docs/decisions/0439). The period's backstop passes over such attempts.
+   */
+  readonly endWillBeNoticed?: (attemptId: string) => boolean;
   /** Every cleanup period: take over attempts of runners of this host proved gone. */
   readonly adopt?: () => Promise<number>;
   /** Every cleanup period: one page of ended attempts' empty job cgroups removed (docs/decisions/0300). */
@@ -249,14 +254,19 @@ export class ControlLifecycle {
     return Math.max(0, this.#nextDue.inMs - (this.#clock() - this.#nextDue.readAtMs));
   }
 
-  /** One page of this runner's active attempts and every watched one, looked at together; answers the page's size. */
+  /**
+   * One page of this runner's active attempts and every watched one, looked at together, except those
+   * whose end a launcher's exit will bring as a notice (docs/decisions/0439); answers the page's size.
+   */
   async #backstop(hear: (ref: AttemptRef, outcome: CompletionOutcome) => void): Promise<number> {
     this.#lastBackstopMs = this.#clock();
     const page = await this.#activePage();
     // Watched attempts the page looks at need no second look this cycle.
     const looked = new Set(page.items.map((item) => item.attemptId));
     const watched = [...(this.#options.watched?.() ?? [])].filter((ref) => !looked.has(ref.attemptId));
-    await this.#options.processor.processPage([...page.items, ...watched], hear);
+    const noticed = this.#options.endWillBeNoticed ?? (() => false);
+    const unnoticed = [...page.items, ...watched].filter((ref) => !noticed(ref.attemptId));
+    await this.#options.processor.processPage(unnoticed, hear);
     return page.items.length;
   }
 

@@ -82,3 +82,27 @@ test('an end whose notice was lost is still found by the period’s look: a cycl
   t.not(ending?.active, null, 'the ending cycle looked at the active page');
   t.like(runner.completions[0]?.outcome, { kind: 'completed', status: 'succeeded' });
 });
+
+test('jobs whose launcher this runner spawned and still waits on are not read by the period’s look: their launcher’s exit brings the notice (decision 0439)', async (t) => {
+  const JOBS = 16;
+  const runner = countedRunner(t, 'standalone');
+  const runIds: string[] = [];
+  for (let index = 0; index < JOBS; index += 1) runIds.push(await admitted(runner, 'sleep 4'));
+  runner.app.start();
+  await until(() => runner.reports.length >= 1, { timeoutMs: 10_000, what: 'the first cycle' });
+  const readsBefore = runner.reads.count;
+  const looksBefore = runner.reports.filter((report) => report.active !== null).length;
+  // Three more looks of the 1 s period while every job runs.
+  await until(() => runner.reports.filter((report) => report.active !== null).length >= looksBefore + 3, {
+    timeoutMs: 10_000,
+    what: 'three periods',
+  });
+  const reads = runner.reads.count - readsBefore;
+  t.log(`${reads} attempt reads over three periods of ${JOBS} running jobs`);
+  // Each look used to read every running attempt: 16 a period.
+  t.true(reads < JOBS, `${reads} attempt reads over three periods`);
+  t.is(runner.completions.length, 0, 'every job still runs');
+  await until(() => runner.completions.length === JOBS, { timeoutMs: 20_000, what: 'every job to end' });
+  for (const completion of runner.completions) t.like(completion.outcome, { kind: 'completed', status: 'succeeded' });
+  t.deepEqual(runner.completions.map((completion) => completion.runId).sort(), [...runIds].sort());
+});
