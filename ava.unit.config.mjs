@@ -11,6 +11,7 @@ export const NEEDS_POSTGRES = [
   'cli/postgres-setup',
   'cli/postgres-walkthrough',
   'cluster/clock-step-worker',
+  'cluster/job-nice',
   'cluster/completion-page',
   'cluster/control-plane',
   'cluster/dispatch-control',

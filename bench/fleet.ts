@@ -5,7 +5,8 @@
 //    touch the session, renew the lease). Round trips, commits and time per tick; per job per second
 //    at a 1 s tick.
 // 2. End to end (PIDFENCE_BENCH_FLEET_JOBS jobs, default 200, PIDFENCE_BENCH_FLEET_WORKERS workers,
-//    default 10, PIDFENCE_BENCH_FLEET_PER_PROCESS workers per process, default 1): three control-plane
+//    default 10, PIDFENCE_BENCH_FLEET_PER_PROCESS workers per process, default 1, the jobs
+//    PIDFENCE_BENCH_FLEET_JOB_NICE steps nicer than their worker, default 10, docs/decisions/0441): three control-plane
 //    replicas in this process, `pidfence worker` processes (or worker-host processes of several
 //    workers each) on loopback, each job a real process through the production launcher in a cgroup
 //    subtree of its own (PIDFENCE_CGROUP); steady-state commits/s and CPU, cancel → TERM measured at
@@ -69,6 +70,8 @@ const E2E_WORKERS = Number(process.env.PIDFENCE_BENCH_FLEET_WORKERS ?? 10);
 /** Workers per process: 1 runs `pidfence worker` processes; more share a worker-host process each. */
 const PER_PROCESS = Number(process.env.PIDFENCE_BENCH_FLEET_PER_PROCESS ?? 1);
 const WORKER_HOST = path.resolve(__dirname, 'lib', 'worker-host.js');
+/** The workers' --job-nice (docs/decisions/0441): 10, the setting docs/cluster.md gives a host full of jobs. */
+const JOB_NICE = Number(process.env.PIDFENCE_BENCH_FLEET_JOB_NICE ?? 10);
 /** Single cancels in each fault phase (PIDFENCE_BENCH_FLEET_CANCELS): more of them find a rare slow one. */
 const CANCELS = Number(process.env.PIDFENCE_BENCH_FLEET_CANCELS ?? 20);
 const SUBMIT_LANES = 8;
@@ -399,6 +402,8 @@ function startWorkers(
           '1s',
           '--grace',
           '2s',
+          '--job-nice',
+          String(JOB_NICE),
         ]),
         { stdio: 'ignore', env },
       ),
@@ -415,6 +420,7 @@ function startWorkers(
       capacity,
       tickMs: 1_000,
       graceMs: 2_000,
+      jobNice: JOB_NICE,
       workers: members,
     };
     const file = path.join(scratch, `host-${h}.json`);
@@ -632,7 +638,7 @@ async function main(): Promise<void> {
       );
     console.log('');
     console.log(
-      `## 2. End to end: ${E2E_JOBS} jobs (real processes, production launcher), ${E2E_WORKERS} workers (${PER_PROCESS === 1 ? 'one `pidfence worker` process each' : `${PER_PROCESS} per process`}), 3 replicas`,
+      `## 2. End to end: ${E2E_JOBS} jobs (real processes, production launcher), ${E2E_WORKERS} workers (${PER_PROCESS === 1 ? 'one `pidfence worker` process each' : `${PER_PROCESS} per process`}, jobs at --job-nice ${JOB_NICE}), 3 replicas`,
     );
     console.log('');
     for (const line of await endToEnd(db.runtimeUrl, db.ownerUrl)) console.log(`- ${line}`);

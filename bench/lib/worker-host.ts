@@ -13,6 +13,7 @@ export interface WorkerHostPlan {
   readonly capacity: number;
   readonly tickMs: number;
   readonly graceMs: number;
+  readonly jobNice: number;
   readonly workers: ReadonlyArray<{ readonly cert: string; readonly key: string; readonly journal: string }>;
 }
 
@@ -46,6 +47,7 @@ async function main(): Promise<void> {
         capacity: plan.capacity,
         tickMs: plan.tickMs,
         graceMs: plan.graceMs,
+        jobNice: plan.jobNice,
         observe,
       }),
     );

@@ -16,6 +16,7 @@ import { runIsActive, type RunTerminalStatus } from '../contract/index';
 import {
   createExecution,
   runnerGoneProof,
+  validateJobNice,
   type CompletionOutcome,
   type ExecutionApplication,
   type RunnerSelf,
@@ -41,6 +42,8 @@ export interface WorkerOptions {
    */
   readonly tickMs?: number;
   readonly graceMs?: number;
+  /** How much nicer than the worker its jobs run (docs/decisions/0441): default 0, 10 on a host full of jobs. */
+  readonly jobNice?: number;
   /** The version it announces to the control plane (default: this package's). */
   readonly version?: string;
   /** Fixed-state observations (tick answers, failures by code); never ids or commands. */
@@ -221,6 +224,7 @@ function openLocal(options: WorkerOptions, onReport: (runId: string, report: Rep
     logs: { directory: `${journalFile}.logs` },
     runnerKind: 'supervise',
     ...(options.graceMs === undefined ? {} : { graceMs: options.graceMs }),
+    ...(options.jobNice === undefined ? {} : { jobNice: options.jobNice }),
     onCompleted: (ref, outcome) => {
       const report = reportOf(outcome);
       if (report !== null) onReport(ref.runId, report);
@@ -256,6 +260,7 @@ async function earlierSessionsProvedGone(
 export async function startWorker(options: WorkerOptions): Promise<Worker> {
   if (options.controlPlaneUrls.length === 0)
     throw new PidfenceError('a worker needs at least one control-plane URL.', 'ERR_PIDFENCE_CLUSTER_CONFIG');
+  if (options.jobNice !== undefined) validateJobNice(options.jobNice); // before a session exists
   const observe = observerOf(options);
   const { replicas, state, send } = connect(options, observe);
   const tickMs = options.tickMs ?? WORKER_TICK_DEFAULT_MS;

@@ -20,7 +20,13 @@ import {
 } from '../process/index';
 import type { RunStore } from '../store/run-store';
 import { ensureLogDirectory, validateJobLogSettings, type JobLogSettings } from './job-log';
-import { validateJobArgv, validateLeftoverGraceMs, validateLeftoverPolicy, type LeftoverPolicy } from './launch-order';
+import {
+  validateJobArgv,
+  validateJobNice,
+  validateLeftoverGraceMs,
+  validateLeftoverPolicy,
+  type LeftoverPolicy,
+} from './launch-order';
 import { spawnLauncher, type PendingLaunch } from './launcher';
 import type { CompletionNotices } from './notices';
 import { createReceiptToken, receiptTokenDigest } from './receipts';
@@ -68,6 +74,8 @@ export interface AdmissionOptions {
   readonly heldGroups?: HeldGroups;
   /** Where each run's output is kept (docs/decisions/0250); omitted: not kept. */
   readonly log?: JobLogSettings;
+  /** How much nicer than this runner its jobs run (docs/decisions/0441); default 0. */
+  readonly jobNice?: number;
 }
 
 function validateRequest(request: AdmitRequest): { command: string; args: readonly string[] } {
@@ -107,6 +115,7 @@ export class Admission {
   readonly #runnerId: string | undefined;
   readonly #held: HeldGroups | undefined;
   readonly #log: Required<JobLogSettings> | undefined;
+  readonly #jobNice: number;
   /** Created at the first admission: a runner that never starts a job (a cancel, a supervise) makes no directory. */
   #logDirectoryMade = false;
   /**
@@ -128,6 +137,7 @@ export class Admission {
     this.#runnerId = options.runnerId;
     this.#held = options.heldGroups;
     this.#log = options.log === undefined ? undefined : validateJobLogSettings(options.log);
+    this.#jobNice = validateJobNice(options.jobNice ?? 0);
   }
 
   /** KILL to the group of a job launched here, through its held pidfd; false when none is held. */
@@ -267,6 +277,7 @@ export class Admission {
       ...(request.leftovers === undefined ? {} : { leftovers: request.leftovers }),
       ...(request.leftoverGraceMs === undefined ? {} : { leftoverGraceMs: request.leftoverGraceMs }),
       ...(this.#log === undefined ? {} : { log: this.#log }),
+      jobNice: this.#jobNice,
     });
   }
 

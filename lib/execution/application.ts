@@ -39,6 +39,7 @@ import { ExecutionDrain, type DrainReport } from './drain';
 import { resolveHostId } from './host-id';
 import { CompletionNotices, type AttemptRef } from './notices';
 import { logDirectoryBeside, type JobLogSettings } from './job-log';
+import { validateJobNice } from './launch-order';
 import { ensureReceiptDirectory, validateReceiptDirectory } from './receipts';
 import { recoverExecutions, type RecoveryReport } from './recovery';
 import { registerRunner, type RunnerSelf } from './runner';
@@ -64,6 +65,11 @@ export interface ExecutionOptions {
    * `<receiptDirectory>.logs`, 10 MiB a file, 2 rotated files; `false`: not kept.
    */
   readonly logs?: Partial<JobLogSettings> | false;
+  /**
+   * How much nicer than this runner its jobs run (docs/decisions/0441): 0 (the default) keeps the
+   * runner's priority; on a host full of jobs, 10 keeps the stop path ahead of their CPU use.
+   */
+  readonly jobNice?: number;
   /**
    * Directory of the runners' wake-up sockets (created 0700; docs/decisions/0175): a committed
    * cancel wakes this runner through it. Omitted: no channel, the cadence alone.
@@ -157,6 +163,7 @@ interface ExecutionBasis {
 
 function executionBasis(options: ExecutionOptions): ExecutionBasis {
   const receiptDirectory = validateReceiptDirectory(options.receiptDirectory);
+  if (options.jobNice !== undefined) validateJobNice(options.jobNice); // refused before anything is made
   ensureReceiptDirectory(receiptDirectory);
   const profile = profileNamed(options.profile ?? 'standalone', LOCAL_PROFILES);
   const runner: RunnerSelf = {
@@ -255,6 +262,7 @@ function completionSide(basis: ExecutionBasis): CompletionSide {
     runnerId: runner.runnerId,
     heldGroups,
     ...(log === undefined ? {} : { log }),
+    ...(options.jobNice === undefined ? {} : { jobNice: options.jobNice }),
   });
   return { notices, processor, admission };
 }

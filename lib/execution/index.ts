@@ -33,7 +33,13 @@ export {
   type Launched,
   type PendingLaunch,
 } from './launcher';
-export { LEFTOVER_POLICIES, LEFTOVER_POLICY_DEFAULT, type LeftoverPolicy } from './launch-order';
+export {
+  JOB_NICE_MAX,
+  LEFTOVER_POLICIES,
+  LEFTOVER_POLICY_DEFAULT,
+  validateJobNice,
+  type LeftoverPolicy,
+} from './launch-order';
 export { CompletionNotices, NOTICES_MAX, type AttemptRef } from './notices';
 export {
   RECEIPT_CALLBACK_SEQ,

@@ -1,4 +1,4 @@
-// The launcher's order (docs/decisions/0071, 0150, 0180, 0250): what it needs to start the job, keep its
+// The launcher's order (docs/decisions/0071, 0150, 0180, 0250, 0441): what it needs to start the job, keep its
 // output, stop its leftovers and sign its receipt, sent on a pipe at a fixed descriptor as
 // length-prefixed fields that the native launcher parses without a JSON library. The limits are the
 // launcher's (native/launcher/order.h).
@@ -13,7 +13,7 @@ export type LeftoverPolicy = 'stop' | 'keep';
 export const LEFTOVER_POLICIES: readonly LeftoverPolicy[] = ['stop', 'keep'];
 export const LEFTOVER_POLICY_DEFAULT: LeftoverPolicy = 'stop';
 
-const ORDER_MAGIC = 'PFO3';
+const ORDER_MAGIC = 'PFO4';
 /** The whole order; the kernel's exec limit for argv + env is far below it (ARG_MAX). */
 export const ORDER_MAX_BYTES = 4 * 1024 * 1024;
 export const ORDER_MAX_ARGS = 65_536;
@@ -22,6 +22,8 @@ export const ORDER_MAX_ARG_BYTES = 131_072 - 1;
 export const ORDER_MAX_PATH_BYTES = 4095;
 /** The longest leftover grace the launcher accepts: one hour. */
 export const ORDER_MAX_GRACE_MS = 3_600_000;
+/** How much nicer than its runner a job may be made (docs/decisions/0441): nice(1)'s range, the launcher's limit. */
+export const JOB_NICE_MAX = 19;
 
 /** Where the launcher keeps the job's output (docs/decisions/0250), and which streams it also copies to its own fds. */
 export interface LaunchLog {
@@ -52,6 +54,8 @@ export interface LaunchOrder {
   readonly cgroupPath?: string | null;
   /** null: the job's output is not kept and it writes to the launcher's fds 1 and 2 directly. */
   readonly log: LaunchLog | null;
+  /** How much nicer than the launcher the job runs (docs/decisions/0441); default 0, the same priority. */
+  readonly jobNice?: number;
 }
 
 function u32(value: number): Buffer {
@@ -77,6 +81,17 @@ export function validateLeftoverGraceMs(value: unknown): number {
     throw new PidfenceRangeError(
       `leftoverGraceMs must be an integer from 0 to ${ORDER_MAX_GRACE_MS} (milliseconds).`,
       'ERR_PIDFENCE_INVALID_GRACE',
+    );
+  }
+  return value;
+}
+
+/** Validates a job nice increment: a whole number from 0 to JOB_NICE_MAX (docs/decisions/0441). */
+export function validateJobNice(value: unknown): number {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > JOB_NICE_MAX) {
+    throw new PidfenceRangeError(
+      `jobNice (--job-nice) must be a whole number from 0 to ${JOB_NICE_MAX}: how much nicer than the runner its jobs run, 0 for the same priority; you gave ${String(value).slice(0, 32)}.`,
+      'ERR_PIDFENCE_INVALID_JOB_NICE',
     );
   }
   return value;
@@ -122,9 +137,9 @@ function logFields(log: LaunchLog | null): Buffer[] {
 }
 
 /**
- * "PFO3", u32 seq, u32 grace, u32 policy (0 stop, 1 keep), then receiptDirectory, runId, attemptId,
- * token, u32 argc, command, args, the cgroup path ('' for none), then the log section (logFields) — each string a u32 byte length
- * and its UTF-8 bytes, all little-endian.
+ * "PFO4", u32 seq, u32 grace, u32 policy (0 stop, 1 keep), then receiptDirectory, runId, attemptId,
+ * token, u32 argc, command, args, the cgroup path ('' for none), the log section (logFields), then
+ * u32 nice increment — each string a u32 byte length and its UTF-8 bytes, all little-endian.
  */
 export function encodeLaunchOrder(order: LaunchOrder): Uint8Array {
   const argv = validateJobArgv(order.command, order.args);
@@ -141,5 +156,6 @@ export function encodeLaunchOrder(order: LaunchOrder): Uint8Array {
     ...argv,
     ...field(order.cgroupPath ?? '', ORDER_MAX_PATH_BYTES, 'the cgroup path'),
     ...logFields(order.log),
+    u32(validateJobNice(order.jobNice ?? 0)),
   ]);
 }

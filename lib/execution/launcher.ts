@@ -58,6 +58,8 @@ export interface LaunchRequest {
    * containment. Default: resolveCgroupSubtree().
    */
   readonly cgroupSubtree?: string | null;
+  /** How much nicer than the launcher the job runs (docs/decisions/0441); default 0. */
+  readonly jobNice?: number;
 }
 
 export interface Launched {
@@ -135,6 +137,7 @@ function encodeOrderOf(request: LaunchRequest, stdio: JobStdioEntry[], cgroupPat
     leftoverGraceMs: request.leftoverGraceMs ?? LEFTOVER_GRACE_DEFAULT_MS,
     log: launchLogOf(request.log, stdio),
     cgroupPath,
+    ...(request.jobNice === undefined ? {} : { jobNice: request.jobNice }),
   });
 }
 

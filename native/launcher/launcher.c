@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,8 +79,36 @@ static int set_disposition(int signal, void (*handler)(int)) {
   return sigaction(signal, &action, NULL);
 }
 
-/* In the forked child: default dispositions, empty mask, exec; the errno goes back on `report`. */
+/* The kernel's lowest priority (nicest value). */
+#define NICE_MAX 19
+
+/*
+ * In the forked child: the job runs `increment` nicer than the launcher, at most NICE_MAX, so the
+ * runner's control path keeps the CPU ahead of its jobs (docs/decisions/0441). Returns 0 or an errno.
+ */
+static int job_nice_lower(uint32_t increment) {
+  if (increment == 0) return 0;
+  errno = 0;
+  int current = getpriority(PRIO_PROCESS, 0);
+  if (current == -1 && errno != 0) return errno;
+  int target = current + (int)increment > NICE_MAX ? NICE_MAX : current + (int)increment;
+  return setpriority(PRIO_PROCESS, 0, target) == 0 ? 0 : errno;
+}
+
+static void report_errno(int report, int error) {
+  ssize_t written;
+  do {
+    written = write(report, &error, sizeof(error));
+  } while (written < 0 && errno == EINTR);
+}
+
+/* In the forked child: its niceness, default dispositions, empty mask, exec; the errno goes back on `report`. */
 static void exec_job(const struct launch_order *order, int report) {
+  int nice_errno = job_nice_lower(order->nice_increment);
+  if (nice_errno != 0) {
+    report_errno(report, nice_errno);
+    _exit(EXIT_NOT_FOUND);
+  }
   job_log_attach_child();
   for (int signal = 1; signal < NSIG; signal++) {
     if (signal != SIGKILL && signal != SIGSTOP) (void)set_disposition(signal, SIG_DFL); /* EINVAL only: see above */
@@ -88,11 +117,7 @@ static void exec_job(const struct launch_order *order, int report) {
   sigemptyset(&none);
   (void)sigprocmask(SIG_SETMASK, &none, NULL); /* cannot fail with a valid set and how */
   execvp(order->argv[0], order->argv);
-  int error = errno;
-  ssize_t written;
-  do {
-    written = write(report, &error, sizeof(error));
-  } while (written < 0 && errno == EINTR);
+  report_errno(report, errno);
   _exit(EXIT_NOT_FOUND);
 }
 
@@ -105,10 +130,7 @@ static pid_t fork_job(int report) {
   int entered_errno = 0;
   pid_t pid = cgroup_fork_into(job_cgroup, &entered_errno);
   if (pid == 0 && entered_errno != 0) {
-    ssize_t written;
-    do {
-      written = write(report, &entered_errno, sizeof(entered_errno));
-    } while (written < 0 && errno == EINTR);
+    report_errno(report, entered_errno);
     _exit(EXIT_NOT_FOUND);
   }
   return pid;

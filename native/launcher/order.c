@@ -1,6 +1,7 @@
-// Parser of the launch order (docs/decisions/0150, 0180, 0250). Layout, integers little-endian u32:
-//   "PFO3" seq grace_ms leftovers str(receiptDirectory) str(runId) str(attemptId) str(token)
-//   argc str(command) str(arg)... str(cgroupPath) str(logDirectory) logMaxBytes logKeep logTee;
+// Parser of the launch order (docs/decisions/0150, 0180, 0250, 0441). Layout, integers little-endian u32:
+//   "PFO4" seq grace_ms leftovers str(receiptDirectory) str(runId) str(attemptId) str(token)
+//   argc str(command) str(arg)... str(cgroupPath) str(logDirectory) logMaxBytes logKeep logTee
+//   niceIncrement;
 //   str = u32 length, bytes (no NUL). Nothing may follow.
 #define _GNU_SOURCE
 #include "order.h"
@@ -118,9 +119,13 @@ const char *order_parse(const unsigned char *bytes, size_t size, struct launch_o
     free(argv);
     return log_problem;
   }
+  if (take_u32(&c, &order->nice_increment) != 0 || order->nice_increment > ORDER_MAX_NICE_INCREMENT) {
+    free(argv);
+    return "its nice increment is cut short or out of range";
+  }
   if (c.left != 0) {
     free(argv);
-    return "bytes follow its log settings";
+    return "bytes follow its nice increment";
   }
   return NULL;
 }

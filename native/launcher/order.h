@@ -1,4 +1,4 @@
-// The launch order (docs/decisions/0150, 0180, 0250): what the launcher reads from fd 3 before it starts the
+// The launch order (docs/decisions/0150, 0180, 0250, 0441): what the launcher reads from fd 3 before it starts the
 // job. Length-prefixed fields, every length bounded, parsed without a JSON library.
 #ifndef PIDFENCE_LAUNCHER_ORDER_H
 #define PIDFENCE_LAUNCHER_ORDER_H
@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 /* The same limits as lib/execution/launch-order.ts, which writes the order. */
-#define ORDER_MAGIC "PFO3"
+#define ORDER_MAGIC "PFO4"
 #define ORDER_MAGIC_BYTES 4
 #define ORDER_MAX_BYTES (4u * 1024u * 1024u)
 #define ORDER_MAX_ARGS 65536u
@@ -23,6 +23,8 @@
 #define ORDER_LOG_MAX_KEEP 20u
 #define ORDER_LOG_TEE_STDOUT 1u
 #define ORDER_LOG_TEE_STDERR 2u
+/* How much nicer than the launcher the job may be made (docs/decisions/0441): nice(1)'s range. */
+#define ORDER_MAX_NICE_INCREMENT 19u
 
 enum leftover_policy { LEFTOVERS_STOP = 0, LEFTOVERS_KEEP = 1 };
 
@@ -45,6 +47,8 @@ struct launch_order {
   uint32_t log_keep;
   /* ORDER_LOG_TEE_*: which of the job's streams are also copied to the launcher's own fd 1 / fd 2. */
   uint32_t log_tee;
+  /* How much nicer than the launcher the job runs (docs/decisions/0441); 0: the same priority. */
+  uint32_t nice_increment;
 };
 
 /*

@@ -193,3 +193,38 @@ test("a duration's bare number is seconds, as the help says; a timed-out run exi
     'ERR_PIDFENCE_INVALID_DURATION',
   );
 });
+
+test('worker --job-nice out of range or not a number is a usage error before any file is read or made (docs/decisions/0441)', async (t) => {
+  const cwd = tempDir(t);
+  const worker = (nice: string) =>
+    pidfence(
+      [
+        'worker',
+        '--control-plane',
+        'https://127.0.0.1:9',
+        '--cert',
+        'c.pem',
+        '--key',
+        'k.pem',
+        '--ca',
+        'ca.pem',
+      ].concat(['--journal', path.join(cwd, 'w.db'), '--job-nice', nice]),
+      {},
+      cwd,
+    );
+  for (const nice of ['20', '-1', '1.5', 'low']) {
+    usageError(
+      t,
+      await worker(nice),
+      new RegExp(
+        `^pidfence: jobNice \\(--job-nice\\) must be a whole number from 0 to 19: .*; you gave ${nice.replace('.', '\\.')}\\.$`,
+      ),
+      'ERR_PIDFENCE_INVALID_JOB_NICE',
+    );
+  }
+  // A good value goes on to the next check: the missing certificate, not the nice.
+  const missingCert = await worker('10');
+  t.not(missingCert.code, 0);
+  t.false(missingCert.stderr.includes('JOB_NICE'), missingCert.stderr);
+  t.deepEqual(readdirSync(cwd), [], 'no journal was made');
+});

@@ -17,7 +17,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { getPriority, tmpdir } from 'node:os';
 import path from 'node:path';
 
 import test, { type ExecutionContext } from 'ava';
@@ -29,7 +29,7 @@ import {
   readReceipt,
   type CompletionReceiptV2,
 } from '../../lib/execution/receipts';
-import { encodeLaunchOrder, ORDER_MAX_ARG_BYTES } from '../../lib/execution/launch-order';
+import { encodeLaunchOrder, JOB_NICE_MAX, ORDER_MAX_ARG_BYTES } from '../../lib/execution/launch-order';
 import { captureIdentity, launcherPath, signalVerified } from '../../lib/native/index';
 import { LocalProcessController, parseHandle } from '../../lib/process/index';
 import { cgroupUnavailable, testSubtree } from '../helpers/cgroup';
@@ -288,12 +288,58 @@ test("the order's log section: a bad one is refused by the writer (typed) and by
     t.throws(() => encodeLaunchOrder({ ...order, log: bad }), { code: 'ERR_PIDFENCE_INVALID_LOG_OPTIONS' });
   }
   const good = encodeLaunchOrder({ ...order, log });
-  // The cap is the u32 after the directory at the end; 1 KiB is under the launcher's floor.
+  // The cap is the u32 after the directory, before keep, tee and the nice increment; 1 KiB is under the launcher's floor.
   const small = Buffer.from(good);
-  small.writeUInt32LE(1_024, small.length - 12);
+  small.writeUInt32LE(1_024, small.length - 16);
   const refused = spawnSyncWithOrder(small);
   t.is(refused.status, 2);
   t.regex(refused.stderr, /its log size is out of range/);
+});
+
+/** Field 19 of /proc/<pid>/stat: the process's nice value. */
+function niceOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+}
+
+test("jobNice: the job and what it starts run that much nicer than the runner, while the launcher keeps the runner's priority (docs/decisions/0441)", async (t) => {
+  const own = getPriority();
+  t.true(own <= 9, `this test needs a runner below nice 10 (it runs at ${own})`);
+  const dir = receiptDirectory(t);
+  for (const [jobNice, expected] of [
+    [undefined, own],
+    [10, own + 10],
+    [JOB_NICE_MAX, 19],
+  ] as const) {
+    const { launched, pgid } = launch(t, dir, 'sleep 30 & wait', jobNice === undefined ? {} : { jobNice });
+    await until(() => groupMembers(pgid).length === 3, { timeoutMs: 10_000, what: 'launcher, shell, sleep' });
+    const members = groupMembers(pgid);
+    t.is(niceOf(pgid), own, `the launcher stays at the runner's nice (jobNice ${jobNice})`);
+    t.deepEqual(
+      members.filter((member) => member.pid !== pgid).map((member) => niceOf(member.pid)),
+      [expected, expected],
+      `the job's shell and its sleep (jobNice ${jobNice})`,
+    );
+    t.true(launched.pid === pgid);
+  }
+});
+
+test("the order's nice increment: a bad one is refused by the writer (typed) and by the launcher (status 2)", (t) => {
+  for (const bad of [-1, JOB_NICE_MAX + 1, 1.5, Number.NaN, '10' as unknown as number]) {
+    t.throws(() => encodeLaunchOrder({ ...MINIMAL_ORDER, jobNice: bad }), {
+      code: 'ERR_PIDFENCE_INVALID_JOB_NICE',
+      message: /^jobNice \(--job-nice\) must be a whole number from 0 to 19/,
+    });
+  }
+  const good = Buffer.from(encodeLaunchOrder({ ...MINIMAL_ORDER, jobNice: JOB_NICE_MAX }));
+  t.is(good.readUInt32LE(good.length - 4), JOB_NICE_MAX, 'the increment is the last field');
+  good.writeUInt32LE(JOB_NICE_MAX + 1, good.length - 4);
+  const refused = spawnSyncWithOrder(good);
+  t.is(refused.status, 2);
+  t.regex(refused.stderr, /its nice increment is cut short or out of range/);
+  const cut = spawnSyncWithOrder(good.subarray(0, good.length - 4));
+  t.is(cut.status, 2);
+  t.regex(cut.stderr, /its nice increment is cut short or out of range/);
 });
 
 test('leftovers: a TERM-ignoring leftover is KILLed after the grace', async (t) => {

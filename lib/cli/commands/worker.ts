@@ -16,6 +16,7 @@ import {
 } from '../control-plane-target';
 import { DURATION_HELP, parseDuration } from '../duration';
 import { EXIT, type ExitCode } from '../exit-codes';
+import { JOB_NICE_MAX, validateJobNice } from '../../execution/index';
 import { readTrustFiles, reloadOnHangup, untilSignal } from '../pem';
 import { packageVersion } from '../version';
 
@@ -29,6 +30,12 @@ interface WorkerCliOptions {
   readonly capacity: string;
   readonly tick: string;
   readonly grace: string;
+  readonly jobNice: string;
+}
+
+/** `--job-nice 10`: a whole number of nice steps; anything else is refused with the text given. */
+function parseJobNice(text: string): number {
+  return validateJobNice(/^\d{1,2}$/.test(text.trim()) ? Number(text.trim()) : text);
 }
 
 /** What each act does, for its help line and its answer. */
@@ -96,6 +103,11 @@ export const workerCommand: CliCommand = {
         '1s',
       )
       .option('--grace <duration>', `TERM grace before KILL when a job is stopped: ${DURATION_HELP}`, '5s')
+      .option(
+        '--job-nice <n>',
+        `run jobs this much nicer than the worker (0-${JOB_NICE_MAX}); 10 keeps stops prompt on a host full of jobs`,
+        '0',
+      )
       .action(async (options: WorkerCliOptions) => {
         done(await workerAction(options, io));
       });
@@ -104,6 +116,7 @@ export const workerCommand: CliCommand = {
 };
 
 async function workerAction(options: WorkerCliOptions, io: CliIo): Promise<ExitCode> {
+  const jobNice = parseJobNice(options.jobNice); // bad input is refused before a file is read
   const readTls = () => readTrustFiles(options);
   const { startWorker } = await import('../../cluster/worker');
   const worker = await startWorker({
@@ -114,6 +127,7 @@ async function workerAction(options: WorkerCliOptions, io: CliIo): Promise<ExitC
     capacity: Number(options.capacity),
     tickMs: parseDuration(options.tick, '--tick'),
     graceMs: parseDuration(options.grace, '--grace'),
+    jobNice,
     observe: ({ what }) => {
       if (what === 'revoked')
         io.stdout.write(
