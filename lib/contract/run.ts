@@ -65,6 +65,20 @@ export interface RunRecord {
   readonly updatedAtMs: number;
 }
 
+/** The end a run's cancel intent gives it: `timed_out` for a timeout, `cancelled` for every other reason. */
+export function cancelIntentStatus(run: Pick<RunRecord, 'cancelReason'>): RunTerminalStatus {
+  return run.cancelReason === 'timeout' ? 'timed_out' : 'cancelled';
+}
+
+/**
+ * The end of an attempt that never started (docs/decisions/0310, 0440): `failed`, or what the run's
+ * cancel intent says when it has one. The one rule of the local completion processor and of the
+ * terminal CAS, which applies it again under the run lock for every store and the cluster.
+ */
+export function neverStartedStatus(run: Pick<RunRecord, 'cancelRequestedAtMs' | 'cancelReason'>): RunTerminalStatus {
+  return run.cancelRequestedAtMs === null ? 'failed' : cancelIntentStatus(run);
+}
+
 export interface AttemptRecord {
   readonly attemptId: string;
   readonly runId: string;

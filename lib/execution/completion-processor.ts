@@ -7,10 +7,12 @@ import { randomUUID } from 'node:crypto';
 
 import {
   type AttemptRecord,
+  cancelIntentStatus,
   type CompleteAttemptCommand,
   type CompleteAttemptOutcome,
   type CompletionCause,
   EXECUTION_PAGE_MAX,
+  neverStartedStatus,
   type QuarantineReason,
   RUN_TERMINAL_STATUSES,
   type RunRecord,
@@ -73,10 +75,6 @@ function isTerminal(status: string): status is RunTerminalStatus {
   return (RUN_TERMINAL_STATUSES as readonly string[]).includes(status);
 }
 
-function cancelStatus(run: RunRecord): RunTerminalStatus {
-  return run.cancelReason === 'timeout' ? 'timed_out' : 'cancelled';
-}
-
 /**
  * Cancel intent that came before the job finished decides; a job that finished first keeps its exit.
  * `finishedOnStoreMs`: the receipt's finish on the store clock (receipt-time.ts).
@@ -86,7 +84,7 @@ export function statusForReceipt(
   run: RunRecord,
   finishedOnStoreMs: number = receipt.finishedAtMs,
 ): RunTerminalStatus {
-  if (run.cancelRequestedAtMs !== null && finishedOnStoreMs >= run.cancelRequestedAtMs) return cancelStatus(run);
+  if (run.cancelRequestedAtMs !== null && finishedOnStoreMs >= run.cancelRequestedAtMs) return cancelIntentStatus(run);
   return receipt.exitCode === 0 ? 'succeeded' : 'failed';
 }
 
@@ -255,15 +253,13 @@ export class CompletionProcessor {
     if (attempt.status === 'claimed') {
       if (admitting) return ACTIVE;
       if (run.cancelRequestedAtMs === null && options.allowNeverStarted !== true) return ACTIVE;
-      const status = run.cancelRequestedAtMs === null ? 'failed' : cancelStatus(run);
-      return endOf(attempt, run, status, 'never_started');
+      return endOf(attempt, run, neverStartedStatus(run), 'never_started');
     }
     if (attempt.status === 'starting' && attempt.handle === null) {
       // A job starts only after its handle is stored (docs/decisions/0310): unless this process is
       // still admitting it, none was started, and none can be now.
       if (admitting) return ACTIVE;
-      const status = run.cancelRequestedAtMs === null ? 'failed' : cancelStatus(run);
-      return endOf(attempt, run, status, 'never_started');
+      return endOf(attempt, run, neverStartedStatus(run), 'never_started');
     }
     if (attempt.handle === null) return { outcome: { kind: 'unproven' } };
     // The launcher leads the job's group; its death is not the job's end (docs/decisions/0071):
@@ -275,7 +271,7 @@ export class CompletionProcessor {
     if (second !== null) return second;
     return run.cancelRequestedAtMs === null
       ? endOf(attempt, run, 'failed', 'lost')
-      : endOf(attempt, run, cancelStatus(run), 'stopped');
+      : endOf(attempt, run, cancelIntentStatus(run), 'stopped');
   }
 
   async #fromReceipt(attempt: AttemptRecord, run: RunRecord): Promise<Verdict | null> {
@@ -325,14 +321,13 @@ export class CompletionProcessor {
 
   /** What the commit means: the outcome, the receipt's cleanup after it, the cancel's time observed. */
   async #settle(end: PendingEnd, result: CompleteAttemptOutcome): Promise<CompletionOutcome> {
-    const { attempt, run, status, cause, receipt } = end;
+    const { attempt, run, cause, receipt } = end;
     if (result.kind === 'missing') return { kind: 'missing' };
+    const current = result.attempt.status;
+    // What the CAS wrote: a never-started end takes a cancel intent that came after the read (docs/decisions/0440).
+    const status = isTerminal(current) ? current : end.status;
     if (result.kind === 'already_terminal') {
-      const current = result.attempt.status;
-      const terminal = isTerminal(current) ? current : status;
-      return receipt === null
-        ? { kind: 'terminal', status: terminal, lateReceipt: false }
-        : this.#cleanLate(attempt, terminal);
+      return receipt === null ? { kind: 'terminal', status, lateReceipt: false } : this.#cleanLate(attempt, status);
     }
     if ((status === 'cancelled' || status === 'timed_out') && run.cancelRequestedAtMs !== null) {
       // The receipt's finish on the store clock when there is one, else the store's now; clamped at

@@ -12,6 +12,7 @@ import {
   type DueDeadline,
   type JournalCursor,
   type JournalEntry,
+  neverStartedStatus,
   type Page,
   runIsActive,
   type RunRecord,
@@ -118,4 +119,16 @@ export function completionRefusal(
   if (attempt === undefined || run === undefined) return { kind: 'missing' };
   if (!runIsActive(run.status)) return { kind: 'already_terminal', attempt };
   return null;
+}
+
+/**
+ * The end the CAS writes for the run it locked (docs/decisions/0440): a never-started end sent as
+ * `failed` takes the run's cancel intent, read here under the lock, so no intent stored before the
+ * end is lost to a caller that read the run earlier (the completion processor) or not at all (the
+ * cluster's settle of an earlier session, a worker's own never_started report).
+ */
+export function endUnderIntent(command: CompleteAttemptCommand, run: RunRecord): CompleteAttemptCommand {
+  if (command.cause !== 'never_started' || command.status !== 'failed') return command;
+  const status = neverStartedStatus(run);
+  return status === command.status ? command : { ...command, status };
 }

@@ -2,6 +2,7 @@
 // answer and its lease journal leaves no run waiting for an operator; a worker killed right after a
 // pull still gets its job's deadline stop after a restart; and a worker keeps a bounded number of
 // timers whatever it holds. Real PostgreSQL, HTTPS, control-plane, worker and job processes.
+import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
@@ -10,6 +11,7 @@ import test, { type ExecutionContext } from 'ava';
 import { ControlPlaneClient } from '../../lib/cluster/client';
 import { LeaseJournal } from '../../lib/cluster/lease-journal';
 import { startWorker } from '../../lib/cluster/worker';
+import { PostgresExecutionStore } from '../../lib/store/postgres/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { timerCensus, type TimerCensus } from '../helpers/timer-census';
 import { clusterFixture } from './world';
@@ -97,6 +99,51 @@ test.serial(
   },
 );
 
+/** The cause of the run's terminal attempt, from its `attempt.terminal` event. */
+async function causeOf(runId: string, attemptId: string): Promise<unknown> {
+  const { world } = await ready;
+  const events = await new PostgresExecutionStore(world.pool).listAttemptEvents(runId, attemptId);
+  return (events.find((event) => event.type === 'attempt.terminal')?.payload as { cause?: unknown } | undefined)?.cause;
+}
+
+test.serial(
+  "cluster: a run never started under a durable cancel intent ends as the intent says, cause never_started: settling an earlier session ends it cancelled (an operator's cancel) or timed_out (a timeout), and so does a worker's own never_started report",
+  async (t) => {
+    const { world } = await ready;
+    const cancelled = await world.assigned();
+    const timedOut = await world.assigned();
+    await world.cancel(cancelled.ref.runId);
+    const timeout = await world.runStore.requestCancellation({
+      runId: timedOut.ref.runId,
+      reason: 'timeout',
+      eventId: `evt-${randomUUID()}`,
+    });
+    t.is(timeout.kind, 'requested');
+    const later = {
+      principal: cancelled.caller.principal,
+      sessionId: await world.leases.registerSession(cancelled.caller.principal),
+    };
+    t.deepEqual(await world.leases.settleEarlierSession(later, cancelled.caller.sessionId), { neverStarted: 1 });
+    t.deepEqual(await world.leases.settleEarlierSession(later, timedOut.caller.sessionId), { neverStarted: 1 });
+    t.is((await world.runStore.getRun(cancelled.ref.runId))?.status, 'cancelled');
+    t.is(await causeOf(cancelled.ref.runId, cancelled.ref.attemptId), 'never_started');
+    t.is((await world.runStore.getRun(timedOut.ref.runId))?.status, 'timed_out');
+    t.is(await causeOf(timedOut.ref.runId, timedOut.ref.attemptId), 'never_started');
+
+    // A live worker's report of a lease it never received, or of an admission that failed (docs/decisions/0434).
+    const reported = await world.assigned();
+    await world.cancel(reported.ref.runId);
+    t.deepEqual(
+      await world.leases.completePage(reported.caller, [
+        { ...reported.ref, status: 'failed', cause: 'never_started', exit: null },
+      ]),
+      [{ runId: reported.ref.runId, kind: 'completed' }],
+    );
+    t.is((await world.runStore.getRun(reported.ref.runId))?.status, 'cancelled');
+    t.is(await causeOf(reported.ref.runId, reported.ref.attemptId), 'never_started');
+  },
+);
+
 const FREEZE = path.resolve(__dirname, '..', 'helpers', 'open-freeze.js');
 
 test.serial(
@@ -148,6 +195,34 @@ test.serial(
       what: 'ns-1 re-attached',
     });
     t.false(existsSync(kept.marker), 'the journaled job runs on');
+  },
+);
+
+test.serial(
+  'cluster gate 27, under a cancel: a run cancelled while the worker killed -9 before journaling it is away ends cancelled, cause never_started, when the restarted worker settles its earlier session; the job never ran',
+  async (t) => {
+    t.timeout(120_000);
+    const { fleet, url, operator } = await setUp(t, 'nc');
+    const pem = fleet.certs.client('worker-nc');
+    const journal = path.join(fleet.scratch, 'worker-nc.db');
+    const frozen = path.join(fleet.scratch, 'frozen');
+    const first = await fleet.worker(url, pem, ['--journal', journal], {
+      options: ['--require', FREEZE],
+      env: { PIDFENCE_TEST_FREEZE_OPEN: '[.]leases/nc-1[.]json[.]tmp$', PIDFENCE_TEST_FREEZE_MARKER: frozen },
+    });
+    const started = path.join(fleet.scratch, 'nc-1-started');
+    await submit(operator, { runId: 'nc-1', argv: startedJob(started, path.join(fleet.scratch, 'nc-1-term')) });
+    await until(() => existsSync(frozen), { timeoutMs: 20_000, what: 'the worker stopped at its lease journal' });
+    await killNine(first);
+    await until(async () => (await runOf(operator, 'nc-1')).status === 'unreachable', {
+      timeoutMs: 20_000,
+      what: 'nc-1 unreachable',
+    });
+    t.like(await operator.send('POST', '/v1/runs/nc-1/cancel', {}), { status: 200, body: { result: 'requested' } });
+
+    await fleet.worker(url, pem, ['--journal', journal]);
+    t.like(await ended(operator, 'nc-1'), { status: 'cancelled', exit: { cause: 'never_started' } });
+    t.false(existsSync(started), 'the job never ran');
   },
 );
 

@@ -139,6 +139,44 @@ for (const [name, open] of STORES) {
     t.is((await stores.runStore.listEvents(`${name}-p-running`)).length, 1);
   });
 
+  test(`${name}: a never-started end sent failed takes the run's cancel intent, read under the run lock (docs/decisions/0440): cancelled for a cancel, timed_out for a timeout, failed without one; no other end is changed`, async (t) => {
+    const stores = await open(t);
+    const { runStore, executionStore } = stores;
+    const ids = ['user', 'timeout', 'none', 'lost'].map((kind) => `${name}-ns-${kind}`);
+    for (const runId of ids) {
+      await runStore.createRun({ runId, projectId: 'project-ep' });
+      await runStore.createAttempt({ runId, attemptId: `${runId}-a1` });
+    }
+    const [user, timeout, none, lost] = ids as [string, string, string, string];
+    await runStore.requestCancellation({ runId: user, reason: 'user', eventId: `${user}-ask` });
+    await runStore.requestCancellation({ runId: timeout, reason: 'timeout', eventId: `${timeout}-ask` });
+    await runStore.requestCancellation({ runId: lost, reason: 'shutdown', eventId: `${lost}-ask` });
+    const end = (runId: string, cause: 'never_started' | 'lost'): CompleteAttemptCommand => ({
+      ...endOf(runId, 0),
+      status: 'failed',
+      cause,
+      exit: null,
+      journalReceipt: false,
+    });
+    const [single, ...page] = [
+      end(user, 'never_started'),
+      end(timeout, 'never_started'),
+      end(none, 'never_started'),
+      end(lost, 'lost'),
+    ];
+    t.like(await executionStore.completeAttempt(single as CompleteAttemptCommand), {
+      kind: 'completed',
+      attempt: { status: 'cancelled' },
+    });
+    t.deepEqual(kindsOf(await executionStore.completeAttempts(page)), ['completed', 'completed', 'completed']);
+    const statuses = await Promise.all(ids.map(async (runId) => (await runStore.getRun(runId))?.status));
+    t.deepEqual(statuses, ['cancelled', 'timed_out', 'failed', 'failed']);
+    const [attemptEnd] = await executionStore.listAttemptEvents(timeout, `${timeout}-a1`);
+    t.like(attemptEnd?.payload, { status: 'timed_out', cause: 'never_started' });
+    const runEnd = (await runStore.listEvents(timeout)).find((event) => event.type === 'run.terminal');
+    t.like(runEnd?.payload, { status: 'timed_out' });
+  });
+
   test(`${name}: a page the database refuses writes none of its ends`, async (t) => {
     const stores = await open(t);
     // The refused end comes last in the page and in the run-id order the store locks in.

@@ -554,8 +554,9 @@ export class ClusterLeaseStore {
    * the process that pulled under it gone and re-attached every lease its journal names, so each lease
    * that session still holds was never journaled, and a worker admits nothing it did not journal
    * first: its run never started. The session ends (no pull can grant to it after), and each such run
-   * ends `failed` with cause `never_started`, its lease released. Another name's session is refused;
-   * a retry finishes what a first call left.
+   * ends `failed` with cause `never_started` (or as its cancel intent says: the CAS decides under the
+   * run lock, docs/decisions/0440), its lease released. Another name's session is refused; a retry
+   * finishes what a first call left.
    */
   async settleEarlierSession(caller: WorkerCaller, earlierSessionId: string): Promise<{ neverStarted: number }> {
     const who = validateCaller(caller);

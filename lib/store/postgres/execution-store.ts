@@ -39,6 +39,7 @@ import {
   deadlineKeyset,
   deadlinePageOf,
   dueDelayOf,
+  endUnderIntent,
   journalKeyset,
   journalPageOf,
   runTerminalPayload,
@@ -130,13 +131,14 @@ export class PostgresExecutionStore implements ExecutionStore {
   }
 
   /** Locks Run → Attempt (the order of every write transaction), then the CAS and both events at the run lock's time. */
-  async #completeLocked(tx: Tx, valid: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
-    const run = await lockRun(tx, valid.runId);
+  async #completeLocked(tx: Tx, command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
+    const run = await lockRun(tx, command.runId);
     const [attemptRow] =
-      run === undefined ? [] : await tx.rows(EXECUTION_SQL.lockAttemptRecord, [valid.runId, valid.attemptId]);
+      run === undefined ? [] : await tx.rows(EXECUTION_SQL.lockAttemptRecord, [command.runId, command.attemptId]);
     const attempt = attemptRow === undefined ? undefined : validateAttemptRecord(attemptRow);
     const refusal = completionRefusal(attempt, run);
     if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
+    const valid = endUnderIntent(command, run);
     const [ended] = await tx.rows(RUN_SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
     if (ended === undefined) return { kind: 'already_terminal', attempt };
     // Attempt event first, then the run's terminal state and event (design/execution §2 order).

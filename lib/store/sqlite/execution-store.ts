@@ -35,6 +35,7 @@ import {
   deadlineKeyset,
   deadlinePageOf,
   dueDelayOf,
+  endUnderIntent,
   journalKeyset,
   journalPageOf,
   runTerminalPayload,
@@ -137,11 +138,12 @@ export class SqliteExecutionStore implements ExecutionStore {
   }
 
   /** The terminal CAS inside the write transaction: attempt and its event, then the run and its event. */
-  #completeLocked(valid: CompleteAttemptCommand, nowMs: number): CompleteAttemptOutcome {
-    const attempt = selectAttempt(this.#run, valid.runId, valid.attemptId);
-    const run = selectRun(this.#run, valid.runId);
+  #completeLocked(command: CompleteAttemptCommand, nowMs: number): CompleteAttemptOutcome {
+    const attempt = selectAttempt(this.#run, command.runId, command.attemptId);
+    const run = selectRun(this.#run, command.runId);
     const refusal = completionRefusal(attempt, run);
     if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
+    const valid = endUnderIntent(command, run);
     const ended = validatedRow(
       this.#run.endAttempt.get({ runId: valid.runId, attemptId: valid.attemptId, status: valid.status, nowMs }),
       validateAttemptRecord,
