@@ -6,7 +6,7 @@
 //    at a 1 s tick.
 // 2. End to end (PIDFENCE_BENCH_FLEET_JOBS jobs, default 200, PIDFENCE_BENCH_FLEET_WORKERS workers,
 //    default 10, PIDFENCE_BENCH_FLEET_PER_PROCESS workers per process, default 1, the jobs
-//    PIDFENCE_BENCH_FLEET_JOB_NICE steps nicer than their worker, default 10, docs/decisions/0441): three control-plane
+//    PIDFENCE_BENCH_FLEET_JOB_NICE steps nicer than their worker, default 0, docs/decisions/0441): three control-plane
 //    replicas in this process, `pidfence worker` processes (or worker-host processes of several
 //    workers each) on loopback, each job a real process through the production launcher in a cgroup
 //    subtree of its own (PIDFENCE_CGROUP); steady-state commits/s and CPU, cancel → TERM measured at
@@ -70,8 +70,8 @@ const E2E_WORKERS = Number(process.env.PIDFENCE_BENCH_FLEET_WORKERS ?? 10);
 /** Workers per process: 1 runs `pidfence worker` processes; more share a worker-host process each. */
 const PER_PROCESS = Number(process.env.PIDFENCE_BENCH_FLEET_PER_PROCESS ?? 1);
 const WORKER_HOST = path.resolve(__dirname, 'lib', 'worker-host.js');
-/** The workers' --job-nice (docs/decisions/0441): 10, the setting docs/cluster.md gives a host full of jobs. */
-const JOB_NICE = Number(process.env.PIDFENCE_BENCH_FLEET_JOB_NICE ?? 10);
+/** The workers' --job-nice (docs/decisions/0441): 0, the default; its jobs sleep, so their priority did not matter (docs/benchmarks.md). */
+const JOB_NICE = Number(process.env.PIDFENCE_BENCH_FLEET_JOB_NICE ?? 0);
 /** Single cancels in each fault phase (PIDFENCE_BENCH_FLEET_CANCELS): more of them find a rare slow one. */
 const CANCELS = Number(process.env.PIDFENCE_BENCH_FLEET_CANCELS ?? 20);
 const SUBMIT_LANES = 8;

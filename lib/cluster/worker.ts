@@ -42,7 +42,7 @@ export interface WorkerOptions {
    */
   readonly tickMs?: number;
   readonly graceMs?: number;
-  /** How much nicer than the worker its jobs run (docs/decisions/0441): default 0, 10 on a host full of jobs. */
+  /** How much nicer than the worker its jobs run (docs/decisions/0441); default 0, the worker's priority. */
   readonly jobNice?: number;
   /** The version it announces to the control plane (default: this package's). */
   readonly version?: string;

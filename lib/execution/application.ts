@@ -67,7 +67,7 @@ export interface ExecutionOptions {
   readonly logs?: Partial<JobLogSettings> | false;
   /**
    * How much nicer than this runner its jobs run (docs/decisions/0441): 0 (the default) keeps the
-   * runner's priority; on a host full of jobs, 10 keeps the stop path ahead of their CPU use.
+   * runner's priority; more lets the jobs yield the CPU to other work on the host.
    */
   readonly jobNice?: number;
   /**

@@ -105,7 +105,7 @@ export const workerCommand: CliCommand = {
       .option('--grace <duration>', `TERM grace before KILL when a job is stopped: ${DURATION_HELP}`, '5s')
       .option(
         '--job-nice <n>',
-        `run jobs this much nicer than the worker (0-${JOB_NICE_MAX}); 10 keeps stops prompt on a host full of jobs`,
+        `run jobs this much nicer than the worker (0-${JOB_NICE_MAX}), so they yield the CPU to other work`,
         '0',
       )
       .action(async (options: WorkerCliOptions) => {
