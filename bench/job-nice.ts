@@ -17,6 +17,7 @@ import path from 'node:path';
 import { createExecution, type ExecutionApplication } from '../lib/execution/index';
 import { sendWakeUp } from '../lib/execution/wake-channel';
 import { openSqliteStore } from '../lib/store/sqlite/index';
+import { sleep, until } from './lib/held-runs';
 import { machineHeader, runBenchmark } from './lib/machine';
 import { quantile } from './lib/stats';
 import { renderGrid } from './lib/table';
@@ -41,16 +42,6 @@ const SCENARIOS: readonly Scenario[] = [
 interface Samples {
   readonly termMs: number[];
   readonly recordedMs: number[];
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 60_000): Promise<void> {
-  const end = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(2);
-  }
 }
 
 /** The trap is set before `.up` appears, so a stop after `.up` always leaves the marker. */

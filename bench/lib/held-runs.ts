@@ -11,10 +11,10 @@ import { openSqliteStore } from '../../lib/store/sqlite/index';
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-export async function until(probe: () => boolean, what: string, timeoutMs = 120_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > deadline) throw new Error(`bench: ${what} did not happen within ${timeoutMs} ms`);
+export async function until(probe: () => boolean | Promise<boolean>, what: string, timeoutMs = 120_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await probe())) {
+    if (performance.now() > deadline) throw new Error(`bench: ${what} did not happen within ${timeoutMs} ms`);
     await sleep(5);
   }
 }
