@@ -64,9 +64,17 @@ async function jobsWaitingFor(
   return { runIds, attemptOf, go: () => writeFileSync(go, '') };
 }
 
-async function receiptsWritten(world: World, attemptOf: ReadonlyMap<string, string>): Promise<void> {
+/**
+ * Every job wrote its receipt and its launcher's exit was noticed: a cycle passes over an attempt whose
+ * launcher it still waits on (docs/decisions/0439), and the receipt is written just before that exit.
+ */
+async function endsNoticed(world: World, attemptOf: ReadonlyMap<string, string>): Promise<void> {
   await until(() => [...attemptOf.values()].every((attemptId) => receiptExists(world.receipts, attemptId)), {
     what: 'every job wrote its receipt',
+    timeoutMs: 20_000,
+  });
+  await until(() => world.app.notices.size === attemptOf.size, {
+    what: "every launcher's exit noticed",
     timeoutMs: 20_000,
   });
 }
@@ -75,7 +83,7 @@ test('the ends of 20 jobs found in one cycle are committed in one transaction, e
   const { world, commits } = countedWorld(t);
   const { runIds, attemptOf, go } = await jobsWaitingFor(t, world);
   go();
-  await receiptsWritten(world, attemptOf);
+  await endsNoticed(world, attemptOf);
   await world.app.lifecycle.runCycle();
   t.is(world.completions.length, JOBS, 'every end was found in the one cycle');
   for (const { outcome } of world.completions)
@@ -93,7 +101,7 @@ test('a refused page is committed one end at a time: the refused end is kept for
   const refused = runIds[7] as string;
   commits.refuse = { page: true, runId: refused };
   go();
-  await receiptsWritten(world, attemptOf);
+  await endsNoticed(world, attemptOf);
   await t.throwsAsync(world.app.lifecycle.runCycle(), { message: 'refused end' });
   t.is(commits.paged, 1);
   t.is(commits.single, JOBS, 'each end tried alone once');
