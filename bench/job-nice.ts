@@ -4,7 +4,8 @@
 // one target job at a time that records when its TERM handler ran. Each trial commits the target's
 // cancel intent and wakes the runner, as `pidfence cancel` does, and measures:
 // - cancel committed → TERM at the job (the marker's mtime, so the wall clock);
-// - cancel committed → the run recorded `cancelled` (monotonic clock).
+// - cancel committed → the run recorded `cancelled` (monotonic clock), and how many of those came only
+//   after the leftover grace: a leftover that never saw its TERM (docs/decisions/0442).
 // Rows: an idle host (no burners) as the floor; burners at the runner's priority (jobNice 0, the
 // default, the baseline); burners at jobNice 10. The target always runs at the same nice as the
 // burners: it is one of the host's jobs.
@@ -14,7 +15,7 @@ import { existsSync, statSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 
-import { createExecution, type ExecutionApplication } from '../lib/execution/index';
+import { createExecution, LEFTOVER_GRACE_DEFAULT_MS, type ExecutionApplication } from '../lib/execution/index';
 import { sendWakeUp } from '../lib/execution/wake-channel';
 import { openSqliteStore } from '../lib/store/sqlite/index';
 import { sleep, until } from './lib/held-runs';
@@ -111,6 +112,7 @@ function row(scenario: Scenario, samples: Samples, baseline: Samples | undefined
     ms(Math.max(...samples.termMs)),
     ms(quantile(samples.recordedMs, 0.5)),
     ms(quantile(samples.recordedMs, 0.99)),
+    String(samples.recordedMs.filter((value) => value >= LEFTOVER_GRACE_DEFAULT_MS).length),
     ratio,
   ];
 }
@@ -125,9 +127,18 @@ runBenchmark('pidfence-bench-job-nice-', async (scratch) => {
     machineHeader([`command: npm run bench:job-nice`, `trials per row: ${TRIALS}`]),
     '',
     renderGrid(
-      ['host', 'cancel → TERM p50', 'p99', 'max', 'cancel → recorded p50', 'p99', 'TERM p50 against the baseline'],
+      [
+        'host',
+        'cancel → TERM p50',
+        'p99',
+        'max',
+        'cancel → recorded p50',
+        'p99',
+        'recorded after the grace',
+        'TERM p50 against the baseline',
+      ],
       SCENARIOS.map((scenario, i) => row(scenario, results[i] as Samples, baseline)),
-      [false, true, true, true, true, true, true],
+      [false, true, true, true, true, true, true, true],
     ),
   ];
 });

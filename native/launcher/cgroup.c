@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "held_term.h"
 #include "syscalls.h"
 
 #ifndef CLONE_INTO_CGROUP
@@ -88,8 +89,11 @@ static int64_t monotonic_ms(void) {
   return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
 }
 
-/* Waits for `populated 0` told by inotify (deadline -1: none). Returns 1 when empty. */
-static int wait_empty(int dir, int64_t deadline_ms) {
+/*
+ * Waits for `populated 0` told by inotify (deadline -1: none). Returns 1 when empty. While TERMs are
+ * held (NULL: none), it looks again every HELD_TERM_TICK_MS and sends those now due.
+ */
+static int wait_empty(int dir, int64_t deadline_ms, struct held_terms *held) {
   int watch = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   char path[64];
   snprintf(path, sizeof(path), "/proc/self/fd/%d/cgroup.events", dir);
@@ -107,6 +111,7 @@ static int wait_empty(int dir, int64_t deadline_ms) {
       if (left <= 0) break;
       if (left < timeout) timeout = (int)left;
     }
+    if (held != NULL && held->count > 0 && timeout > HELD_TERM_TICK_MS) timeout = HELD_TERM_TICK_MS;
     if (watch >= 0) {
       struct pollfd entry = { watch, POLLIN, 0 };
       if (poll(&entry, 1, timeout) > 0) {
@@ -118,30 +123,52 @@ static int wait_empty(int dir, int64_t deadline_ms) {
       struct timespec tick = { 0, (long)timeout * 1000000L };
       (void)nanosleep(&tick, NULL); /* EINTR only shortens the tick */
     }
+    if (held != NULL) (void)held_terms_send_ready(held);
   }
   if (watch >= 0) (void)close(watch); /* an inotify descriptor: nothing to flush */
   return empty;
 }
 
-/* TERM then CONT to `pid` if its pidfd proves it is in cgroup `id`; 1 when it was reached. */
-static uint32_t term_member(long pid, uint64_t id) {
+/* A pidfd on `pid` that proves it is in cgroup `id`, or -1. */
+static int member_pidfd(long pid, uint64_t id) {
   int pidfd = (int)syscall(__NR_pidfd_open, (pid_t)pid, 0);
-  if (pidfd < 0) return 0; /* exited meanwhile (ESRCH); EMFILE: cgroup.kill still reaches it */
+  if (pidfd < 0) return -1; /* exited meanwhile (ESRCH); EMFILE: cgroup.kill still reaches it */
   struct pidfd_info_v0 info;
   memset(&info, 0, sizeof(info));
   info.mask = PIDFD_INFO_CGROUPID_BIT;
+  if (ioctl(pidfd, PIDFD_GET_INFO_REQUEST, &info) == 0 && (info.mask & PIDFD_INFO_CGROUPID_BIT) && info.cgroupid == id) {
+    return pidfd;
+  }
+  /* Without PIDFD_GET_INFO (before 6.13) membership cannot be proved: no TERM, cgroup.kill after the grace. */
+  (void)close(pidfd); /* a pidfd: nothing to flush */
+  return -1;
+}
+
+/* Holds the TERM of a member that is still a copy of its parent (docs/decisions/0442); 1 when held. */
+static uint32_t hold_member(long pid, uint64_t id, struct held_terms *held) {
+  int pidfd = member_pidfd(pid, id);
+  if (pidfd < 0) return 0;
+  uint32_t taken = (uint32_t)held_term_take(held, pidfd, (pid_t)pid);
+  (void)close(pidfd); /* a pidfd: nothing to flush; a held one has its own */
+  return taken;
+}
+
+/* TERM then CONT to a member whose TERM is not held; 1 when it was reached. */
+static uint32_t term_member(long pid, uint64_t id, struct held_terms *held) {
+  if (held_term_holds(held, (pid_t)pid)) return 0; /* counted when it was held */
+  int pidfd = member_pidfd(pid, id);
+  if (pidfd < 0) return 0;
   uint32_t reached = 0;
-  if (ioctl(pidfd, PIDFD_GET_INFO_REQUEST, &info) == 0 && (info.mask & PIDFD_INFO_CGROUPID_BIT) && info.cgroupid == id &&
-      syscall(__NR_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) == 0) {
+  if (syscall(__NR_pidfd_send_signal, pidfd, SIGTERM, NULL, 0) == 0) {
     (void)syscall(__NR_pidfd_send_signal, pidfd, SIGCONT, NULL, 0); /* a stopped member would never see TERM */
     reached = 1;
   }
-  /* Without PIDFD_GET_INFO (before 6.13) membership cannot be proved: no TERM, cgroup.kill after the grace. */
   (void)close(pidfd); /* a pidfd: nothing to flush */
   return reached;
 }
 
-static uint32_t term_members(int dir) {
+/* Each member listed in cgroup.procs, given to `act`; the sum of its answers. */
+static uint32_t each_member(int dir, uint32_t (*act)(long, uint64_t, struct held_terms *), struct held_terms *held) {
   struct stat st;
   if (fstat(dir, &st) != 0) return 0;
   int fd = openat(dir, "cgroup.procs", O_RDONLY | O_CLOEXEC);
@@ -151,25 +178,34 @@ static uint32_t term_members(int dir) {
     (void)close(fd); /* read-only */
     return 0;
   }
-  uint32_t reached = 0;
+  uint32_t sum = 0;
   long pid;
-  while (fscanf(procs, "%ld", &pid) == 1) reached += term_member(pid, (uint64_t)st.st_ino);
+  while (fscanf(procs, "%ld", &pid) == 1) sum += act(pid, (uint64_t)st.st_ino, held);
   (void)fclose(procs); /* read-only */
-  return reached;
+  return sum;
 }
 
 uint32_t cgroup_stop_members(int fd, uint32_t grace_ms) {
   if (populated(fd) == 0) return 0;
   int64_t deadline_ms = monotonic_ms() + grace_ms;
+  /*
+   * Before the freeze: freezing makes a member that has not run yet run into the freezer, and the
+   * TERM it then finds pending is taken by the handler it inherited (docs/decisions/0442).
+   */
+  struct held_terms held;
+  held.count = 0;
+  uint32_t reached = each_member(fd, hold_member, &held);
   /* Frozen, no member forks or exits: every PID read from cgroup.procs stays its process's. */
   int frozen = write_text(fd, "cgroup.freeze", "1") == 0;
-  uint32_t reached = term_members(fd);
+  reached += each_member(fd, term_member, &held);
   if (frozen) (void)write_text(fd, "cgroup.freeze", "0"); /* a failed thaw leaves them to cgroup.kill */
-  if (wait_empty(fd, deadline_ms)) return reached;
+  int emptied = wait_empty(fd, deadline_ms, &held);
+  held_terms_clear(&held);
+  if (emptied) return reached;
   if (write_text(fd, "cgroup.kill", "1") != 0) {
     fprintf(stderr, "pidfence launcher: cgroup.kill failed (%s); the job's leftovers keep it waiting.\n", strerror(errno));
   }
-  (void)wait_empty(fd, -1); /* only an uninterruptible process keeps the launcher here */
+  (void)wait_empty(fd, -1, NULL); /* only an uninterruptible process keeps the launcher here */
   return reached;
 }
 

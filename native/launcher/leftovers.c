@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "held_term.h"
 #include "syscalls.h"
 
 #ifndef P_PIDFD
@@ -97,8 +98,11 @@ static int open_live_children(struct children *list) {
   return 0;
 }
 
-/* Waits until every child of the list exited or the deadline passed (-1: no deadline). */
-static void wait_exits(struct children *list, int64_t deadline_ms) {
+/*
+ * Waits until every child of the list exited or the deadline passed (-1: no deadline); while TERMs are
+ * held (NULL: none), it looks again every HELD_TERM_TICK_MS and sends those now due.
+ */
+static void wait_exits(struct children *list, int64_t deadline_ms, struct held_terms *held) {
   struct pollfd *fds = calloc(list->count, sizeof(*fds));
   for (;;) {
     size_t waiting = 0;
@@ -121,6 +125,7 @@ static void wait_exits(struct children *list, int64_t deadline_ms) {
       if (left <= 0) break;
       timeout = left > 1000 ? 1000 : (int)left;
     }
+    if (held != NULL && held->count > 0 && (timeout < 0 || timeout > HELD_TERM_TICK_MS)) timeout = HELD_TERM_TICK_MS;
     if (fds == NULL) {
       struct timespec tick = { 0, 10 * 1000000L };
       (void)nanosleep(&tick, NULL); /* EINTR only shortens the tick */
@@ -133,6 +138,7 @@ static void wait_exits(struct children *list, int64_t deadline_ms) {
       if (fds[j].revents != 0) list->items[i].exited = 1;
       j++;
     }
+    if (held != NULL) (void)held_terms_send_ready(held);
   }
   free(fds);
 }
@@ -141,18 +147,25 @@ static void wait_exits(struct children *list, int64_t deadline_ms) {
 static uint32_t stop_round(struct children *list, int64_t deadline_ms) {
   int terminate = monotonic_ms() < deadline_ms;
   uint32_t signalled = 0;
+  struct held_terms held;
+  held.count = 0;
   for (size_t i = 0; i < list->count; i++) {
+    if (terminate && held_term_take(&held, list->items[i].pidfd, list->items[i].pid)) {
+      signalled++; /* its TERM goes once it runs its own program, or the KILL below */
+      continue;
+    }
     if (pidfd_signal(list->items[i].pidfd, terminate ? SIGTERM : SIGKILL) != 0) continue;
     if (terminate) pidfd_signal(list->items[i].pidfd, SIGCONT); /* a stopped process would never see TERM */
     signalled++;
   }
   if (terminate) {
-    wait_exits(list, deadline_ms);
+    wait_exits(list, deadline_ms, &held);
+    held_terms_clear(&held);
     for (size_t i = 0; i < list->count; i++) {
       if (!list->items[i].exited) pidfd_signal(list->items[i].pidfd, SIGKILL);
     }
   }
-  wait_exits(list, -1); /* after KILL; only an uninterruptible process keeps the launcher here */
+  wait_exits(list, -1, NULL); /* after KILL; only an uninterruptible process keeps the launcher here */
   for (size_t i = 0; i < list->count; i++) {
     while (waitpid(list->items[i].pid, NULL, 0) < 0 && errno == EINTR) {
     }

@@ -17,7 +17,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
-import { getPriority, tmpdir } from 'node:os';
+import { availableParallelism, getPriority, tmpdir } from 'node:os';
 import path from 'node:path';
 
 import test, { type ExecutionContext } from 'ava';
@@ -34,6 +34,7 @@ import { captureIdentity, launcherPath, signalVerified } from '../../lib/native/
 import { LocalProcessController, parseHandle } from '../../lib/process/index';
 import { cgroupUnavailable, testSubtree } from '../helpers/cgroup';
 import { groupMembers, reapGroupAtEnd } from '../helpers/job-groups';
+import { fixturesDir } from '../helpers/processes';
 import { killMarkedAtEnd, MARK_ENV, markedProcesses, uniqueMark } from '../helpers/marked-processes';
 import { delay, until } from '../helpers/wait';
 
@@ -362,6 +363,35 @@ test('leftovers: a fork storm converges to 0 survivors', async (t) => {
   t.deepEqual(markedProcesses(mark), [], '0 survivors');
   t.true(receiptOf(dir, attemptId).leftovers >= 5, 'the loops and their sleeps were stopped');
 });
+
+/** test/fixtures/unrun-child.c, compiled once for this file into a directory removed at the end. */
+let unrunChild: string | null = null;
+test.before(() => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-unrun-'));
+  unrunChild = path.join(dir, 'unrun-child');
+  execFileSync('cc', ['-O2', '-Wall', '-Werror', '-o', unrunChild, path.join(fixturesDir, 'unrun-child.c')]);
+});
+test.after.always(() => {
+  if (unrunChild !== null) rmSync(path.dirname(unrunChild), { recursive: true, force: true });
+});
+
+for (const containment of ['cgroup', 'group'] as const) {
+  test(`leftovers, ${containment} containment: a child that has not run yet when its TERM is due gets it once it runs its own program, not only the KILL when the grace ends (docs/decisions/0442)`, async (t) => {
+    if (containment === 'cgroup' && cgroupUnavailable() !== null)
+      return t.fail(`no cgroup subtree: ${cgroupUnavailable()}`);
+    t.true(availableParallelism() >= 2, 'the fixture holds CPU 0 while the launcher runs on another');
+    const dir = receiptDirectory(t);
+    // The leader ends at once; its child cannot run for 400 ms; the grace is 30 s.
+    const { launched, attemptId, mark } = launch(t, dir, `exec '${unrunChild}' 400 sleep 1000`, {
+      leftoverGraceMs: 30_000,
+      ...(containment === 'group' ? { cgroupSubtree: null } : {}),
+    });
+    const first = await Promise.race([launched.exited.then(() => 'ended'), delay(15_000).then(() => 'waiting')]);
+    t.is(first, 'ended', 'the sleep the child became ended by a TERM, long before the 30 s grace ran out');
+    t.deepEqual(markedProcesses(mark), [], 'nothing the job started lives on');
+    t.like(receiptOf(dir, attemptId), { exitCode: 0, leftovers: 2 }, 'exit 3: the fixture was refused SCHED_FIFO');
+  });
+}
 
 function mountSmallTmpfs(t: ExecutionContext): string | null {
   const mount = mkdtempSync(path.join(tmpdir(), 'pidfence-full-'));
