@@ -96,7 +96,7 @@ function pidfenceColumn(name: string, settings: EscapeSettings, subtree: () => s
         token: TOKEN,
         command: 'sh',
         args: ['-c', script],
-        env: { ...process.env, [MARK_ENV]: mark },
+        env: { ...process.env, [MARK_ENV]: mark, TMPDIR: receipts }, // the daemons' sockets, removed with it
         cgroupSubtree,
         leftoverGraceMs: settings.graceMs,
       });

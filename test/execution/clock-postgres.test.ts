@@ -3,8 +3,7 @@
 // clock-step shim; the machine's clock untouched) changes no outcome of a real `pidfence run`; and a
 // receipt whose launcher's wall clock stepped is judged against a cancel by its boot-clock finish.
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 
 import test, { type ExecutionContext } from 'ava';
@@ -21,6 +20,7 @@ import { openPostgresStore } from '../../lib/store/postgres/index';
 import { clockStep, DAY_MS } from '../helpers/clock-step';
 import { handleGroup, reapGroupAtEnd } from '../helpers/job-groups';
 import { migratedDatabaseForFile, type MigratedDatabase } from '../helpers/pg-store';
+import { receiptsDirectory } from '../helpers/temp-file';
 import { delay, untilValue } from '../helpers/wait';
 import { cliProcess, grantCancelOnPostgres } from './cli-runs';
 import { cliDone, runEnd, type StartedRun } from './clock-runs';
@@ -28,9 +28,7 @@ import { cliDone, runEnd, type StartedRun } from './clock-runs';
 const ready = migratedDatabaseForFile(test, 'pgclock');
 
 function receiptsDir(t: ExecutionContext): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-pgclock-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
+  return receiptsDirectory(t, 'pidfence-pgclock-');
 }
 
 async function ownerRow<R>(db: MigratedDatabase, text: string, values: unknown[]): Promise<R | undefined> {

@@ -50,7 +50,7 @@ function start(
     token: TOKEN,
     command: 'sh',
     args: ['-c', script],
-    env: { ...process.env, [MARK_ENV]: mark },
+    env: { ...process.env, [MARK_ENV]: mark, TMPDIR: dir },
     cgroupSubtree,
     leftoverGraceMs: 1_000,
     ...extra,
@@ -130,7 +130,7 @@ cgroupTest(
   'cgroup containment: a job that leaves a daemon behind ends only once the daemon was stopped, and the receipt counts it',
   async (t) => {
     const subtree = testSubtree(t, 'tree-end');
-    const started = start(t, 'dbus-daemon --session --fork --address=unix:path=/tmp/pidfence-bus-$$', subtree);
+    const started = start(t, 'dbus-daemon --session --fork --address=unix:path=${TMPDIR}/pidfence-bus-$$', subtree);
     await started.launched.exited;
     t.deepEqual(markedProcesses(started.mark), []);
     const read = readReceipt(started.dir, started.attemptId);
@@ -144,7 +144,7 @@ cgroupTest(
   'cgroup containment: leftovers keep ends with the leader; the daemon lives on in the job cgroup',
   async (t) => {
     const subtree = testSubtree(t, 'keep');
-    const started = start(t, 'dbus-daemon --session --fork --address=unix:path=/tmp/pidfence-bus-$$', subtree, {
+    const started = start(t, 'dbus-daemon --session --fork --address=unix:path=${TMPDIR}/pidfence-bus-$$', subtree, {
       leftovers: 'keep',
     });
     await started.launched.exited;

@@ -2,23 +2,19 @@
 // processes with different host ids, each owning the job it adopted from a killed `run` of its own
 // host. A cancellation is claimed only by the owning host's supervisor; a drain stops only its own
 // host's jobs; nothing is ever blocked.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-
 import test, { type ExecutionContext } from 'ava';
 
 import { signalVerified } from '../../lib/native/index';
 import { groupMembers, handleGroup } from '../helpers/job-groups';
 import { migratedDatabaseForFile, type MigratedDatabase } from '../helpers/pg-store';
+import { receiptsDirectory } from '../helpers/temp-file';
 import { cancel, cliProcess, grantCancelOnPostgres, startRun, type CliRun } from './cli-runs';
 import { until } from '../helpers/wait';
 
 const ready = migratedDatabaseForFile(test, 'pghosts');
 
 function hostEnv(t: ExecutionContext, host: string): NodeJS.ProcessEnv {
-  const receipts = mkdtempSync(path.join(tmpdir(), `pidfence-${host}-`));
-  t.teardown(() => rmSync(receipts, { recursive: true, force: true }));
+  const receipts = receiptsDirectory(t, `pidfence-${host}-`);
   return { PIDFENCE_HOST_ID: host, PIDFENCE_RECEIPTS: receipts };
 }
 

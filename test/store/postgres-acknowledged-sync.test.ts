@@ -3,10 +3,6 @@
 // a caller (a grant, "cancel requested", the dispatch functions' claim and settle, a run's end)
 // still commits with synchronous_commit = on. A test-only trigger records the setting in force
 // inside each of those transactions. A connection that chose `off` itself keeps its choice.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-
 import test, { type ExecutionContext } from 'ava';
 import { Client } from 'pg';
 
@@ -18,6 +14,7 @@ import {
   uniqueApplicationName,
   type MigratedDatabase,
 } from '../helpers/pg-store';
+import { receiptsDirectory } from '../helpers/temp-file';
 import { untilValue } from '../helpers/wait';
 import { cliProcess, grantCancelOnPostgres } from '../execution/cli-runs';
 import { cliDone, runEndWithin } from '../execution/clock-runs';
@@ -49,9 +46,7 @@ async function captured(db: MigratedDatabase): Promise<Array<{ tbl: string; op: 
 }
 
 function receiptsDir(t: ExecutionContext): string {
-  const dir = mkdtempSync(path.join(tmpdir(), 'pidfence-pgsync-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  return dir;
+  return receiptsDirectory(t, 'pidfence-pgsync-');
 }
 
 test.serial(
