@@ -37,6 +37,7 @@
       "type": "executable",
       "sources": [
         "native/launcher/cgroup.c",
+        "native/launcher/held_term.c",
         "native/launcher/job_log.c",
         "native/launcher/launcher.c",
         "native/launcher/leftovers.c",

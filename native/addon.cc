@@ -189,6 +189,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("cgroupSignalMembers", Napi::Function::New(env, cgroup_signal_members));
   exports.Set("cgroupKill", Napi::Function::New(env, cgroup_kill));
   exports.Set("cgroupRemove", Napi::Function::New(env, cgroup_remove));
+  exports.Set("cgroupLearnName", Napi::Function::New(env, cgroup_learn_name));
   exports.Set("cgroupWatchStart", Napi::Function::New(env, cgroup_watch_start));
   exports.Set("buildInfo", Napi::Function::New(env, build_info));
   return exports;

@@ -327,6 +327,18 @@ CgroupResult job_cgroup_remove(const char* subtree, uint64_t id) {
   return errno_result(errno);
 }
 
+CgroupResult job_cgroup_learn_name(const char* subtree, uint64_t id, const char* name) {
+  UniquePidfd parent;
+  const CgroupResult step = open_subtree(subtree, &parent);
+  if (step.outcome != CgroupOutcome::ok) return step;
+  struct stat st {};
+  if (fstatat(parent.get(), name, &st, AT_SYMLINK_NOFOLLOW) != 0) return errno_result(errno);
+  // Proved as a recalled name is: a wrong name remembered would answer `gone` for a live cgroup.
+  if (!S_ISDIR(st.st_mode) || static_cast<uint64_t>(st.st_ino) != id) return result_of(CgroupOutcome::gone);
+  cgroup_names.remember(id, name);
+  return result_of(CgroupOutcome::ok);
+}
+
 CgroupResult job_cgroup_watch_events(int dir, UniquePidfd* out) {
   UniquePidfd fd(inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
   if (!fd.valid()) return failed_with(errno);

@@ -49,6 +49,10 @@ CgroupResult job_cgroup_signal_members(int dir, uint64_t id, int signo, CgroupPr
 CgroupResult job_cgroup_kill(int dir);
 // rmdir of the child of `subtree` whose inode is `id` (busy while populated).
 CgroupResult job_cgroup_remove(const char* subtree, uint64_t id);
+// Remembers `name` as the name of the child of `subtree` whose inode is `id`, once the directory
+// under that name is proved to have that id (docs/decisions/0443): the cgroup's creator knows its
+// name, so its first find need not list the subtree. gone: no such directory with that id.
+CgroupResult job_cgroup_learn_name(const char* subtree, uint64_t id, const char* name);
 // An inotify descriptor (non-blocking) watching `dir`'s cgroup.events for changes.
 CgroupResult job_cgroup_watch_events(int dir, UniquePidfd* out);
 

@@ -117,6 +117,19 @@ Napi::Value cgroup_remove(const Napi::CallbackInfo& info) {
   return cgroup_object(info.Env(), job_cgroup_remove(subtree_path, id));
 }
 
+Napi::Value cgroup_learn_name(const Napi::CallbackInfo& info) {
+  uint64_t id = 0;
+  char name[256];
+  size_t length = 0;
+  if (!args_cgroup(info, &id) || !info[2].IsString() ||
+      napi_get_value_string_utf8(info.Env(), info[2], name, sizeof name, &length) != napi_ok || length == 0 ||
+      length >= sizeof name - 1 || std::strlen(name) != length || std::strchr(name, '/') != nullptr ||
+      std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) {
+    return args_type_error(info.Env(), "cgroupLearnName(subtree, id, name)");
+  }
+  return cgroup_object(info.Env(), job_cgroup_learn_name(subtree_path, id, name));
+}
+
 Napi::Value cgroup_watch_start(const Napi::CallbackInfo& info) {
   uint64_t id = 0;
   UniquePidfd dir;

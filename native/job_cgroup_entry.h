@@ -3,6 +3,7 @@
 //   cgroupFreeze(subtree, id, frozen) / cgroupKill(subtree, id) / cgroupRemove(subtree, id)
 //     → { kind: "ok" | "gone" | "busy" | "unsupported" | "error", errno? }
 //   cgroupSignalMembers(subtree, id, signo) → { kind, signalled }
+//   cgroupLearnName(subtree, id, name) → { kind: "ok" | "gone" | ..., errno? }
 //   cgroupWatchStart(subtree, id, callback) → { kind: "watching", id } | { kind, errno? };
 //     callback("changed") on every change of cgroup.events until exitWatchCancel(id).
 #ifndef PIDFENCE_JOB_CGROUP_ENTRY_H
@@ -17,6 +18,7 @@ Napi::Value cgroup_freeze(const Napi::CallbackInfo& info);
 Napi::Value cgroup_signal_members(const Napi::CallbackInfo& info);
 Napi::Value cgroup_kill(const Napi::CallbackInfo& info);
 Napi::Value cgroup_remove(const Napi::CallbackInfo& info);
+Napi::Value cgroup_learn_name(const Napi::CallbackInfo& info);
 Napi::Value cgroup_watch_start(const Napi::CallbackInfo& info);
 
 }  // namespace pidfence

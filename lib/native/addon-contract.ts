@@ -97,6 +97,7 @@ export interface NativeAddon {
   cgroupSignalMembers(subtree: string, id: string, signo: number, proof: 'auto' | 'listing'): RawCgroupSignal;
   cgroupKill(subtree: string, id: string): RawCgroupResult;
   cgroupRemove(subtree: string, id: string): RawCgroupResult;
+  cgroupLearnName(subtree: string, id: string, name: string): RawCgroupResult;
   cgroupWatchStart(subtree: string, id: string, callback: (kind: 'changed' | 'error') => void): RawCgroupWatch;
   buildInfo(): RawBuildInfo;
 }

@@ -23,6 +23,7 @@ export {
   cgroupFreeze,
   cgroupKill,
   cgroupRead,
+  cgroupLearnName,
   cgroupRemove,
   cgroupSignalMembers,
   cgroupWaitEmpty,

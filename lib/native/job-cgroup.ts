@@ -110,6 +110,37 @@ export function cgroupRemove(ref: JobCgroupRef): CgroupStep {
   return addon ? step(addon.cgroupRemove(subtree, id)) : NO_ADDON;
 }
 
+/** A job cgroup's own name: one path component, as `mkdir` made it in the subtree. */
+function validateCgroupName(value: unknown): string {
+  if (typeof value !== 'string')
+    throw new PidfenceTypeError('a job cgroup name is a string.', 'ERR_PIDFENCE_INVALID_CGROUP');
+  if (
+    value === '' ||
+    value === '.' ||
+    value === '..' ||
+    value.includes('/') ||
+    value.includes('\0') ||
+    Buffer.byteLength(value) > 254
+  ) {
+    throw new PidfenceRangeError(
+      'a job cgroup name is one path component of 1-254 bytes (no "/", NUL, "." or ".."); give the name it was made under.',
+      'ERR_PIDFENCE_INVALID_CGROUP',
+    );
+  }
+  return value;
+}
+
+/**
+ * Tells the addon the name a job cgroup was made under (docs/decisions/0443), proved there by the id:
+ * its later finds need not list the subtree. `gone`: no directory of that name has that id.
+ */
+export function cgroupLearnName(ref: JobCgroupRef, name: string): CgroupStep {
+  const { subtree, id } = checked(ref);
+  const own = validateCgroupName(name);
+  const addon = getAddon();
+  return addon ? step(addon.cgroupLearnName(subtree, id, own)) : NO_ADDON;
+}
+
 export type CgroupWaitOutcome = 'empty' | 'timeout' | Exclude<CgroupStep, { kind: 'ok' | 'gone' | 'busy' }>;
 
 /**

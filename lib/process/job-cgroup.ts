@@ -19,6 +19,7 @@ import { monotonicNow, secondsSince } from '../base/time';
 import {
   cgroupFreeze,
   cgroupKill,
+  cgroupLearnName,
   cgroupRead,
   cgroupRemove,
   cgroupSignalMembers,
@@ -182,7 +183,10 @@ export function createJobCgroup(subtree: string, attemptId: string): { path: str
       'ERR_PIDFENCE_CGROUP_UNAVAILABLE',
     );
   }
-  return { path: directory, ref: { subtree, id: statSync(directory, { bigint: true }).ino.toString() } };
+  const ref = { subtree, id: statSync(directory, { bigint: true }).ino.toString() };
+  // Its stops and reads then find it without listing every sibling (docs/decisions/0443); best effort.
+  cgroupLearnName(ref, attemptId);
+  return { path: directory, ref };
 }
 
 /** Removes a job cgroup the launcher never used (its start failed); an error leaves it for later. */

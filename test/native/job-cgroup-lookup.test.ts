@@ -7,25 +7,32 @@ import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
+import { cgroupLearnName, cgroupRead } from '../../lib/native/index';
 import { makeCgroup, testSubtree } from '../helpers/cgroup';
 import { cgroupTestOrSkip } from '../helpers/cgroup-test';
 
 const cgroupTest = cgroupTestOrSkip('job cgroup lookup');
 
 const NATIVE = path.resolve(__dirname, '..', '..', 'lib', 'native', 'index.js');
+const PROCESS = path.resolve(__dirname, '..', '..', 'lib', 'process', 'job-cgroup.js');
 const SIBLINGS = 600;
 const READS = 50;
 const JOBS = 200;
 
-/** `rounds` cgroupRead calls of each id in a new node process under strace; its getdents64 calls on `subtree`. */
+/**
+ * `rounds` cgroupRead calls of each id in a new node process under strace; its getdents64 calls on
+ * `subtree`. `before` runs first in that process (`n` is lib/native, `p` lib/process).
+ */
 function listingsDuringReads(
   subtree: string,
   ids: readonly string[],
   rounds: number,
   afterFirstRound = '',
+  before = '',
 ): { kinds: string[]; listings: number } {
   const log = path.join(tmpdir(), `pidfence-lookup-${process.pid}-${Date.now()}.strace`);
-  const script = `const n = require(${JSON.stringify(NATIVE)}); const kinds = [];
+  const script = `const n = require(${JSON.stringify(NATIVE)}); const p = require(${JSON.stringify(PROCESS)}); const kinds = [];
+${before}
 for (let r = 0; r < ${rounds}; r++) {
   for (const id of ${JSON.stringify(ids)}) kinds.push(n.cgroupRead({ subtree: ${JSON.stringify(subtree)}, id }).kind);
   if (r === 0) { ${afterFirstRound} }
@@ -89,5 +96,37 @@ cgroupTest(
     t.is(kinds[0], 'ok');
     t.deepEqual(new Set(kinds.slice(1)), new Set(['gone']), 'every read after the removal');
     t.true(listings <= 6, `${listings} getdents64 calls on the subtree for ${READS} reads`);
+  },
+);
+
+cgroupTest(
+  `job cgroup lookup: a job cgroup made by this process among ${SIBLINGS} siblings is found by the name it was made under, without listing the subtree (docs/decisions/0443)`,
+  (t) => {
+    const subtree = testSubtree(t, 'lookup-made');
+    for (let i = 0; i < SIBLINGS; i++) mkdirSync(path.join(subtree, `sibling-${String(i).padStart(4, '0')}`));
+    // createJobCgroup makes it as an admission does, in the traced process, which then reads it twice.
+    const made = `const { ref } = p.createJobCgroup(${JSON.stringify(subtree)}, 'zz-job-a1');
+kinds.push(n.cgroupRead(ref).kind, n.cgroupRead(ref).kind);`;
+    const { kinds, listings } = listingsDuringReads(subtree, [], 1, '', made);
+    t.deepEqual(kinds, ['ok', 'ok'], 'both reads found the cgroup');
+    t.is(listings, 0, `${listings} getdents64 calls on the subtree`);
+  },
+);
+
+cgroupTest(
+  'job cgroup lookup: a name learned for a cgroup is proved by its id first; a wrong one is refused and nothing is remembered',
+  (t) => {
+    const subtree = testSubtree(t, 'lookup-learn');
+    const a = makeCgroup(subtree, 'job-a');
+    const b = makeCgroup(subtree, 'job-b');
+    t.is(cgroupLearnName({ subtree, id: a.id }, 'job-b').kind, 'gone', 'job-b is not the directory of a');
+    t.is(cgroupLearnName({ subtree, id: a.id }, 'job-none').kind, 'gone');
+    t.is(cgroupRead({ subtree, id: a.id }).kind, 'ok', 'a is still found (by listing), not answered gone');
+    t.is(cgroupLearnName({ subtree, id: b.id }, 'job-b').kind, 'ok');
+    for (const bad of ['', '.', '..', 'a/b', 'x'.repeat(255)])
+      t.throws(() => cgroupLearnName({ subtree, id: a.id }, bad), { code: 'ERR_PIDFENCE_INVALID_CGROUP' } as never);
+    t.throws(() => cgroupLearnName({ subtree, id: a.id }, 7 as never), {
+      code: 'ERR_PIDFENCE_INVALID_CGROUP',
+    } as never);
   },
 );

@@ -77,6 +77,17 @@ test("the addon's source digest leaves the launcher out: its sources and binding
   );
 });
 
+test("binding.gyp's launcher target builds every C file of native/launcher/, so `npm run build:native` links what the prebuilds do", (t) => {
+  const gyp = fs.readFileSync(path.join(root, 'binding.gyp'), 'utf8');
+  const listed = [...gyp.matchAll(/"(native\/launcher\/[^"]+\.c)"/g)].map((match) => match[1]).sort();
+  const present = fs
+    .readdirSync(path.join(root, 'native', 'launcher'))
+    .filter((name) => name.endsWith('.c'))
+    .map((name) => `native/launcher/${name}`)
+    .sort();
+  t.deepEqual(listed, present);
+});
+
 test('without a prebuild or a local build, finding the launcher throws ERR_PIDFENCE_LAUNCHER_UNAVAILABLE with what to do', (t) => {
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- a file found by a path computed at run time
   const copy = fs.mkdtempSync(path.join(require('node:os').tmpdir(), 'pidfence-no-launcher-'));
