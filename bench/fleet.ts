@@ -82,6 +82,11 @@ const OPERATOR_TIMEOUT_MS = 120_000;
 const SKIP_CURVE = process.env.PIDFENCE_BENCH_FLEET_CURVE === '0';
 /** Set to a file: `perf record -a -g` of the machine for the 10 s from the project cancel's request (a profile, not a number). */
 const PROFILE_FILE = process.env.PIDFENCE_BENCH_FLEET_PROFILE;
+/**
+ * Set to a file: which statements PostgreSQL's backends were running, sampled every 10 ms for the
+ * 10 s from the project cancel's request (a profile of the database by statement, not a number).
+ */
+const SQL_SAMPLE_FILE = process.env.PIDFENCE_BENCH_FLEET_SQL_SAMPLE;
 
 /** main's per-job tick (f1d0cfa), kept only here as the baseline: 5 statements in one transaction. */
 const OLD_TICK = {
@@ -449,6 +454,38 @@ function profileFrom(file: string | undefined): Promise<void> {
 }
 
 /**
+ * The project cancel's statement profile: each 10 ms, the statements the bench database's backends
+ * were running, counted by their text's first 200 characters and what they waited on (`cpu` when
+ * nothing); written to `file`, the most seen first.
+ */
+async function sampleStatementsInto(admin: Pool, file: string | undefined): Promise<void> {
+  if (file === undefined) return;
+  // The superuser's connection: another role's statement text reads `<insufficient privilege>`.
+  const client = await admin.connect();
+  const seen = new Map<string, number>();
+  let samples = 0;
+  try {
+    const end = performance.now() + 10_000;
+    while (performance.now() < end) {
+      const { rows } = await client.query<{ statement: string; waiting: string | null }>(
+        `SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 200) AS statement, wait_event_type AS waiting
+          FROM pg_stat_activity WHERE state = 'active' AND pid <> pg_backend_pid() AND datname = current_database()`,
+      );
+      samples += 1;
+      for (const row of rows) {
+        const key = `${row.waiting ?? 'cpu'}\t${row.statement}`;
+        seen.set(key, (seen.get(key) ?? 0) + 1);
+      }
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  } finally {
+    client.release();
+  }
+  const lines = [...seen].sort((a, b) => b[1] - a[1]).map(([key, n]) => `${n}\t${key}`);
+  writeFileSync(file, `${samples} samples\n${lines.join('\n')}\n`);
+}
+
+/**
  * When the worker-host processes were told of the project cancel's stops, and had the runs' ends
  * taken, after the request was sent: the delivery and the bookkeeping, beside TERM at the job.
  */
@@ -474,7 +511,7 @@ function workerTimeline(scratch: string, sentMs: number | null): string[] {
   ];
 }
 
-export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<string[]> {
+export async function endToEnd(runtimeUrl: string, ownerUrl: string, admin: Pool): Promise<string[]> {
   const certs = makeCertificates();
   const scratch = mkdtempSync(path.join(tmpdir(), 'pidfence-fleet-'));
   const owner = new Pool({ connectionString: ownerUrl, max: 2 });
@@ -566,7 +603,7 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string): Promise<st
     let healthyStopped = 0;
     for (let i = 2 * CANCELS; i < E2E_JOBS; i++) if (existsSync(marker(i))) healthyStopped += 1;
     lines.push(`healthy jobs stopped by the faults: ${healthyStopped} of ${E2E_JOBS - 2 * CANCELS}`);
-    const profiler = profileFrom(PROFILE_FILE);
+    const profiler = Promise.all([profileFrom(PROFILE_FILE), sampleStatementsInto(admin, SQL_SAMPLE_FILE)]);
     const projectStart = performance.now();
     const projectSent = Date.now();
     projectSentMs = projectSent;
@@ -641,7 +678,7 @@ async function main(): Promise<void> {
       `## 2. End to end: ${E2E_JOBS} jobs (real processes, production launcher), ${E2E_WORKERS} workers (${PER_PROCESS === 1 ? 'one `pidfence worker` process each' : `${PER_PROCESS} per process`}, jobs at --job-nice ${JOB_NICE}), 3 replicas`,
     );
     console.log('');
-    for (const line of await endToEnd(db.runtimeUrl, db.ownerUrl)) console.log(`- ${line}`);
+    for (const line of await endToEnd(db.runtimeUrl, db.ownerUrl, db.admin)) console.log(`- ${line}`);
   });
 }
 

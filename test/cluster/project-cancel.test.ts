@@ -10,6 +10,7 @@ import { ControlPlaneClient } from '../../lib/cluster/client';
 import { startControlPlane, type ControlPlane } from '../../lib/cluster/control-plane';
 import { PostgresGrantAdministration, PostgresRunStore } from '../../lib/store/postgres/index';
 import { PROJECT_CANCEL_LIMIT } from '../../lib/store/postgres/run-store';
+import { RUN_SQL } from '../../lib/store/postgres/run-statements';
 import { makeCertificates, type Certificates } from '../helpers/certificates';
 import type { MigratedDatabase } from '../helpers/pg-store';
 import { until } from '../helpers/wait';
@@ -146,6 +147,77 @@ async function trace(world: ClusterWorld, database: MigratedDatabase, runId: str
 
 const cancelEvents = async (world: ClusterWorld, runId: string): Promise<number> =>
   (await world.runStore.listEvents(runId)).filter((event) => event.type === 'run.cancel_requested').length;
+
+interface PlanNode {
+  readonly 'Node Type': string;
+  readonly 'Relation Name'?: string;
+  readonly 'Index Name'?: string;
+  readonly 'Index Cond'?: string;
+  readonly Filter?: string;
+  readonly 'Recheck Cond'?: string;
+  readonly Plans?: readonly PlanNode[];
+}
+
+/**
+ * Each node of `plan` that reads `runs` and searches the page's ids other than as the first key of
+ * an index (`byId`: the primary key and the unique (id, project_id)): one descent per id, not a walk.
+ */
+function pageSearches(plan: PlanNode, statement: string, byId: ReadonlySet<string>): string[] {
+  const found: string[] = [];
+  const bitmapIndex = plan.Plans?.find((child) => child['Node Type'] === 'Bitmap Index Scan')?.['Index Name'];
+  const index = plan['Index Name'] ?? bitmapIndex;
+  const searchesPage = (text: string | undefined): boolean => text !== undefined && /(^|[^\w])id = ANY/.test(text);
+  const searches = [plan['Index Cond'], plan.Filter, plan['Recheck Cond']].some(searchesPage);
+  if (plan['Relation Name'] === 'runs' && searches && (!byId.has(index ?? '') || searchesPage(plan.Filter)))
+    found.push(`${plan['Node Type']} ${index ?? ''} in: ${statement.replace(/\s+/g, ' ').slice(0, 120)}`);
+  for (const child of plan.Plans ?? []) found.push(...pageSearches(child, statement, byId));
+  return found;
+}
+
+test.serial(
+  'a project cancel finds its page’s runs through an index led by the run id in every statement, never by searching the page row by row (docs/decisions/0445)',
+  async (t) => {
+    const { database, world } = await ready;
+    const runs = 1_000;
+    await seed(world, 'proj-plans', runs - 100, 100);
+    // The statistics as autovacuum keeps them while no cancel is open: this is the file's first cancel.
+    await database.owner.query('ANALYZE runs');
+    // The superuser's connection: only it may load auto_explain, which prints each nested statement's plan.
+    const client = await database.admin.connect();
+    t.teardown(() => client.release(true));
+    const plans: string[] = [];
+    client.on('notice', (notice) => plans.push(notice.message ?? ''));
+    await client.query(`LOAD 'auto_explain'`);
+    for (const setting of [
+      'log_min_duration = 0',
+      'log_nested_statements = on',
+      'log_level = notice',
+      'log_format = json',
+    ])
+      await client.query(`SET auto_explain.${setting}`);
+    const { rows } = await client.query<{ outcome: unknown }>(RUN_SQL.cancelProjectCall, [
+      'proj-plans',
+      'user',
+      PROJECT_CANCEL_LIMIT,
+    ]);
+    t.deepEqual(rows[0]?.outcome, { requested: runs, cancelledQueued: 100, more: false });
+    const statements = plans
+      .map((message) => JSON.parse(message.slice(message.indexOf('{'))) as { 'Query Text': string; Plan: PlanNode })
+      .filter((explained) => explained.Plan !== undefined);
+    t.true(statements.length >= 4, `${statements.length} plans printed`);
+    const indexes = await database.admin.query<{ name: string }>(
+      `SELECT i.indexrelid::regclass::text AS name FROM pg_index AS i
+        JOIN pg_attribute AS a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+        WHERE i.indrelid = 'runs'::regclass AND a.attname = 'id'`,
+    );
+    const byId = new Set(indexes.rows.map((row) => row.name));
+    t.true(byId.has('runs_pkey'));
+    t.deepEqual(
+      statements.flatMap((explained) => pageSearches(explained.Plan, explained['Query Text'], byId)),
+      [],
+    );
+  },
+);
 
 test.serial(
   'a project cancel of 500 runs writes every run what the single cancel writes, in one transaction; a repeat changes nothing',

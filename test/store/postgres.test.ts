@@ -183,6 +183,7 @@ test.serial(
         '0019_attempt_leftovers',
         '0020_one_cancel_intent_rule',
         '0021_a_pull_is_answered_once',
+        '0022_no_cancelled_runs_index',
       ],
     );
     const last = files[files.length - 1];
