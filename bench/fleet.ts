@@ -315,7 +315,9 @@ function populated(directory: string): boolean {
   try {
     return /^populated 1$/m.test(readFileSync(path.join(directory, 'cgroup.events'), 'utf8'));
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    // A launcher may remove its cgroup while this reads it: ENODEV once the directory is being removed.
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENODEV') return false;
     throw error;
   }
 }

@@ -5,15 +5,17 @@
 import { randomBytes } from 'node:crypto';
 
 import test, { type ExecutionContext } from 'ava';
+import { Pool } from 'pg';
 
 import type { CompleteAttemptCommand, CompleteAttemptOutcome } from '../../lib/contract/index';
 import type { ExecutionStore } from '../../lib/store/execution-store';
 import type { RunStore } from '../../lib/store/run-store';
-import { openPostgresStore } from '../../lib/store/postgres/index';
+import { openPostgresStore, PostgresExecutionStore } from '../../lib/store/postgres/index';
 import { openSqliteStore } from '../../lib/store/sqlite/index';
 import { driverOf } from '../../lib/store/sqlite/driver';
 import { migratedDatabaseForFile, runtimeUrlNamed, uniqueApplicationName } from '../helpers/pg-store';
 import { tempFile } from '../helpers/temp-file';
+import { tallyWire, wireSince } from '../helpers/wire-tally';
 
 interface Stores {
   readonly runStore: RunStore;
@@ -208,3 +210,29 @@ for (const [name, open] of STORES) {
     t.like(await stores.runStore.getRun(running), { status: 'running' });
   });
 }
+
+test('postgres: a page of ends costs the same few statements for 1 end and for 40, not a few per end (docs/decisions/0446)', async (t) => {
+  const db = await ready;
+  const stores = await openPostgres(t);
+  const pool = new Pool({ connectionString: db.runtimeUrl, max: 1 });
+  t.teardown(() => pool.end());
+  const wire = tallyWire(pool);
+  const executionStore = new PostgresExecutionStore(pool);
+  const runningOf = async (prefix: string, count: number): Promise<string[]> => {
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) ids.push(((await seed(stores.runStore, `${prefix}-${i}`)) as [string])[0]);
+    return ids;
+  };
+  const [one, forty] = [await runningOf('wire-1', 1), await runningOf('wire-40', 40)];
+  // The connection's once-only durability check (lib/store/postgres/transaction.ts) is not the page's.
+  await executionStore.storeNowMs();
+  const costOf = async (runIds: readonly string[]): Promise<number> => {
+    const before = { ...wire };
+    const outcomes = await executionStore.completeAttempts(runIds.map((runId) => endOf(runId, 0)));
+    t.deepEqual(new Set(kindsOf(outcomes)), new Set(['completed']));
+    return wireSince(before, wire).statements;
+  };
+  const [costOfOne, costOfForty] = [await costOf(one), await costOf(forty)];
+  t.log(`statements: ${costOfOne} for 1 end, ${costOfForty} for 40`);
+  t.is(costOfForty, costOfOne);
+});

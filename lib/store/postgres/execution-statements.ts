@@ -7,10 +7,7 @@ import {
   attemptByReceiptDigestSql,
   closeJournalSql,
   dueDeadlinesPageSql,
-  insertAttemptEventSql,
-  insertJournalSql,
   listAttemptEventsSql,
-  nextAttemptEventSeqSql,
   nextDueInMsSql,
   openJournalPageSql,
 } from '../execution-statements';
@@ -51,20 +48,27 @@ export const EXECUTION_SQL = {
     { nowMs: DB_NOW_MS, runnerId: '$1::text' },
   ),
   attemptByReceiptDigest: attemptByReceiptDigestSql({ digest: '$1' }),
-  /** Lock 2 of 3 (after the run): the attempt with its record, by its composite key. */
-  lockAttemptRecord: `SELECT ${ATTEMPT_COLUMNS} FROM attempts WHERE run_id = $1 AND id = $2 FOR NO KEY UPDATE`,
-  nextAttemptEventSeq: nextAttemptEventSeqSql({ attemptId: '$1' }),
-  /** $6 is the time read with the run lock (transaction_timestamp()). */
-  insertAttemptEvent: insertAttemptEventSql({
-    runId: '$1',
-    attemptId: '$2',
-    seq: '$3',
-    eventId: '$4',
-    payload: '$5::json',
-    nowMs: '$6::bigint',
-  }),
+  /** A page's attempts, locked after its runs (docs/decisions/0446): $1 run ids, $2 attempt ids; in run-id order. */
+  lockAttemptRecords: `SELECT ${ATTEMPT_COLUMNS} FROM attempts
+    WHERE (run_id, id) IN (SELECT * FROM unnest($1::text[], $2::text[])) ORDER BY run_id FOR NO KEY UPDATE`,
+  /**
+   * A page's attempt.terminal events, each at its attempt's next sequence (what SQLite's
+   * nextAttemptEventSeqSql and insertAttemptEventSql write for one end): $1 run ids, $2 attempt ids,
+   * $3 event ids, $4 JSON payloads, $5 the time read with the run locks.
+   */
+  insertAttemptEndEvents: `INSERT INTO attempt_events (run_id, attempt_id, seq, id, type, payload, created_at_ms)
+    SELECT e.run_id, e.attempt_id, COALESCE((SELECT MAX(x.seq) FROM attempt_events AS x WHERE x.attempt_id = e.attempt_id), 0) + 1,
+      e.id, 'attempt.terminal', e.payload::json, $5
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS e(run_id, attempt_id, id, payload)`,
+  /**
+   * Receipt journal rows, one per attempt (insertJournalSql's rule, written once; a repeated intent
+   * keeps the first and reopens a closed row): $1 attempt ids, $2 actions, $3 run ids, $4 reasons.
+   */
+  insertJournals: `INSERT INTO receipt_journal (attempt_id, action, run_id, reason, created_at_ms, done_at_ms)
+    SELECT e.attempt_id, e.action, e.run_id, e.reason, ${DB_NOW_MS}, NULL
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS e(attempt_id, action, run_id, reason)
+    ON CONFLICT (attempt_id, action) DO UPDATE SET done_at_ms = NULL WHERE receipt_journal.done_at_ms IS NOT NULL`,
   listAttemptEvents: listAttemptEventsSql({ runId: '$1', attemptId: '$2' }),
-  insertJournal: insertJournalSql({ attemptId: '$1', action: '$2', runId: '$3', reason: '$4::text', nowMs: DB_NOW_MS }),
   /** $1 afterAtMs, $2 afterAttemptId, $3 afterAction, $4 limit. */
   openJournalPage: openJournalPageSql('receipt_journal', {
     afterAtMs: '$1::bigint',

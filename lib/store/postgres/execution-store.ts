@@ -7,6 +7,9 @@ import {
   type ActiveAttempt,
   type ActiveCursor,
   type AttemptEvent,
+  type AttemptRecord,
+  type RunRecord,
+  validateRunRecord,
   validateAttemptRecord,
   validateCounter,
   validateEpochMs,
@@ -45,7 +48,8 @@ import {
   runTerminalPayload,
 } from '../execution-rows';
 import { EXECUTION_SQL } from './execution-statements';
-import { appendRunEvent, lockRun } from './run-events';
+import type { LockedRun } from './run-events';
+import { storeInvariant } from '../store-errors';
 import { CLOCK_SQL } from './clock-statements';
 import { RUN_SQL } from './run-statements';
 import { inTransaction, readInOneStatement, type Tx } from './transaction';
@@ -110,56 +114,22 @@ export class PostgresExecutionStore implements ExecutionStore {
     return row === undefined ? null : validateStoredAttemptRef(row);
   }
 
+  /** A page of one (docs/decisions/0446): the same statements as any page. */
   async completeAttempt(command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
     const valid = validateCompleteAttemptCommand(command);
-    return inTransaction(this.#pool, 'completeAttempt', (tx) => this.#completeLocked(tx, valid));
+    const [outcome] = await inTransaction(this.#pool, 'completeAttempt', (tx) => completePageLocked(tx, [valid]));
+    return outcome as CompleteAttemptOutcome;
   }
 
   /**
-   * The page's ends in one transaction (docs/decisions/0431), each the single CAS, in command order.
-   * The page's runs are locked first, in the database's id order (as a completion page's release
-   * and every other several-run lock take them), so two pages never wait on each other in a cycle.
+   * The page's ends in one transaction (docs/decisions/0431), each the single CAS, in command order,
+   * in a few statements whatever the page's size (docs/decisions/0446). The page's runs are locked
+   * first, in the database's id order (as a completion page's release and every other several-run
+   * lock take them), so two pages never wait on each other in a cycle; then their attempts.
    */
   async completeAttempts(commands: readonly CompleteAttemptCommand[]): Promise<CompleteAttemptOutcome[]> {
     const valid = validateCompleteAttemptsCommand(commands);
-    return inTransaction(this.#pool, 'completeAttempts', async (tx) => {
-      await tx.rows(RUN_SQL.lockRunsInOrder, [valid.map((command) => command.runId)]);
-      const outcomes: CompleteAttemptOutcome[] = [];
-      for (const command of valid) outcomes.push(await this.#completeLocked(tx, command));
-      return outcomes;
-    });
-  }
-
-  /** Locks Run → Attempt (the order of every write transaction), then the CAS and both events at the run lock's time. */
-  async #completeLocked(tx: Tx, command: CompleteAttemptCommand): Promise<CompleteAttemptOutcome> {
-    const run = await lockRun(tx, command.runId);
-    const [attemptRow] =
-      run === undefined ? [] : await tx.rows(EXECUTION_SQL.lockAttemptRecord, [command.runId, command.attemptId]);
-    const attempt = attemptRow === undefined ? undefined : validateAttemptRecord(attemptRow);
-    const refusal = completionRefusal(attempt, run);
-    if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
-    const valid = endUnderIntent(command, run);
-    const [ended] = await tx.rows(RUN_SQL.endAttempt, [valid.runId, valid.attemptId, valid.status, run.nowMs]);
-    if (ended === undefined) return { kind: 'already_terminal', attempt };
-    // Attempt event first, then the run's terminal state and event (design/execution §2 order).
-    const [next] = await tx.rows(EXECUTION_SQL.nextAttemptEventSeq, [valid.attemptId]);
-    await tx.rows(EXECUTION_SQL.insertAttemptEvent, [
-      valid.runId,
-      valid.attemptId,
-      next === undefined ? 1 : validateCounter(next.seq, 'seq'),
-      valid.attemptEventId,
-      attemptTerminalPayload(valid),
-      run.nowMs,
-    ]);
-    await tx.rows(RUN_SQL.writeRunTerminal, [valid.runId, run.version, valid.status, run.nowMs]);
-    const appended = await appendRunEvent(tx, run, {
-      type: 'run.terminal',
-      eventId: valid.runEventId,
-      payload: runTerminalPayload(valid),
-    });
-    if (valid.journalReceipt)
-      await tx.rows(EXECUTION_SQL.insertJournal, [valid.attemptId, 'delete', valid.runId, null]);
-    return { kind: 'completed', run: appended.run, attempt: validateAttemptRecord(ended) };
+    return inTransaction(this.#pool, 'completeAttempts', (tx) => completePageLocked(tx, valid));
   }
 
   async recordQuarantineIntent(command: {
@@ -169,14 +139,14 @@ export class PostgresExecutionStore implements ExecutionStore {
   }): Promise<void> {
     const { runId, attemptId, reason } = validateQuarantineIntent(command);
     await inTransaction(this.#pool, 'recordQuarantineIntent', (tx) =>
-      tx.rows(EXECUTION_SQL.insertJournal, [attemptId, 'quarantine', runId, reason]),
+      tx.rows(EXECUTION_SQL.insertJournals, [[attemptId], ['quarantine'], [runId], [reason]]),
     );
   }
 
   async recordReceiptDeletion(command: { readonly runId: string; readonly attemptId: string }): Promise<void> {
     const { runId, attemptId } = validateAttemptRef(command);
     await inTransaction(this.#pool, 'recordReceiptDeletion', (tx) =>
-      tx.rows(EXECUTION_SQL.insertJournal, [attemptId, 'delete', runId, null]),
+      tx.rows(EXECUTION_SQL.insertJournals, [[attemptId], ['delete'], [runId], [null]]),
     );
   }
 
@@ -209,4 +179,129 @@ export class PostgresExecutionStore implements ExecutionStore {
     );
     return attemptEventsOf(rows);
   }
+}
+
+/** An end the CAS goes on with: the command as the run's intent leaves it, under its locks. */
+interface DecidedEnd {
+  readonly end: CompleteAttemptCommand;
+  readonly run: LockedRun;
+  readonly attempt: AttemptRecord;
+}
+
+/**
+ * Locks Run → Attempt for the page (the order of every write transaction), decides each end as the
+ * single CAS does (completionRefusal, endUnderIntent), then writes the ends together at the run
+ * locks' time: the attempts' CAS, their attempt events, the runs' terminal states with their events,
+ * and the receipts' journal rows (design/execution §2 order: attempt event first).
+ */
+async function completePageLocked(
+  tx: Tx,
+  commands: readonly CompleteAttemptCommand[],
+): Promise<CompleteAttemptOutcome[]> {
+  const runs = await lockRunsInOrder(
+    tx,
+    commands.map((command) => command.runId),
+  );
+  const attempts = new Map<string, AttemptRecord>();
+  const attemptRows = await tx.rows(EXECUTION_SQL.lockAttemptRecords, [
+    commands.map((command) => command.runId),
+    commands.map((command) => command.attemptId),
+  ]);
+  for (const row of attemptRows) {
+    const attempt = validateAttemptRecord(row);
+    attempts.set(attempt.runId, attempt);
+  }
+  const decided = commands.map((command): CompleteAttemptOutcome | DecidedEnd => {
+    const run = runs.get(command.runId);
+    const attempt = attempts.get(command.runId);
+    const refusal = completionRefusal(attempt, run);
+    if (refusal !== null || attempt === undefined || run === undefined) return refusal ?? { kind: 'missing' };
+    return { end: endUnderIntent(command, run), run, attempt };
+  });
+  const ends = decided.filter((item): item is DecidedEnd => 'end' in item);
+  const written = ends.length === 0 ? new Map<string, CompleteAttemptOutcome>() : await writeEnds(tx, ends);
+  return decided.map((item) =>
+    'end' in item ? (written.get(item.end.runId) ?? { kind: 'already_terminal', attempt: item.attempt }) : item,
+  );
+}
+
+/** A page's runs locked in the database's id order (docs/decisions/0431), each with the transaction's time. */
+async function lockRunsInOrder(tx: Tx, runIds: readonly string[]): Promise<Map<string, LockedRun>> {
+  const runs = new Map<string, LockedRun>();
+  for (const { nowMs, ...row } of await tx.rows(RUN_SQL.lockRunsInOrder, [runIds])) {
+    const run = validateRunRecord(row);
+    runs.set(run.runId, { ...run, nowMs: validateEpochMs(nowMs, 'nowMs') });
+  }
+  return runs;
+}
+
+/** The writes of the decided ends; an attempt another end already closed is left out (already_terminal). */
+async function writeEnds(tx: Tx, ends: readonly DecidedEnd[]): Promise<Map<string, CompleteAttemptOutcome>> {
+  const nowMs = (ends[0] as DecidedEnd).run.nowMs;
+  const ended = new Map<string, AttemptRecord>();
+  const endedRows = await tx.rows(RUN_SQL.endAttempts, [
+    ends.map(({ end }) => end.runId),
+    ends.map(({ end }) => end.attemptId),
+    ends.map(({ end }) => end.status),
+    nowMs,
+  ]);
+  for (const row of endedRows) {
+    const attempt = validateAttemptRecord(row);
+    ended.set(attempt.runId, attempt);
+  }
+  const closing = ends.filter(({ end }) => ended.has(end.runId)).map(({ end, run }) => ({ end, run }));
+  const outcomes = new Map<string, CompleteAttemptOutcome>();
+  if (closing.length === 0) return outcomes;
+  await tx.rows(EXECUTION_SQL.insertAttemptEndEvents, [
+    closing.map(({ end }) => end.runId),
+    closing.map(({ end }) => end.attemptId),
+    closing.map(({ end }) => end.attemptEventId),
+    closing.map(({ end }) => attemptTerminalPayload(end)),
+    nowMs,
+  ]);
+  const after = await writeRunsTerminal(tx, closing, nowMs);
+  await tx.rows(RUN_SQL.insertEvents, [
+    closing.map(({ end }) => end.runId),
+    closing.map(({ end }) => (after.get(end.runId) as { seq: number }).seq),
+    closing.map(({ end }) => end.runEventId),
+    closing.map(() => 'run.terminal'),
+    closing.map(({ end }) => JSON.stringify(runTerminalPayload(end))),
+    nowMs,
+  ]);
+  const journaled = closing.filter(({ end }) => end.journalReceipt);
+  if (journaled.length > 0)
+    await tx.rows(EXECUTION_SQL.insertJournals, [
+      journaled.map(({ end }) => end.attemptId),
+      journaled.map(() => 'delete'),
+      journaled.map(({ end }) => end.runId),
+      journaled.map(() => null),
+    ]);
+  for (const { end } of closing) {
+    const { run } = after.get(end.runId) as { run: RunRecord };
+    outcomes.set(end.runId, { kind: 'completed', run, attempt: ended.get(end.runId) as AttemptRecord });
+  }
+  return outcomes;
+}
+
+/** The runs' terminal states and their events' sequences, by the version CAS read under the run locks. */
+async function writeRunsTerminal(
+  tx: Tx,
+  closing: ReadonlyArray<{ readonly end: CompleteAttemptCommand; readonly run: LockedRun }>,
+  nowMs: number,
+): Promise<Map<string, { readonly seq: number; readonly run: RunRecord }>> {
+  const rows = await tx.rows(RUN_SQL.writeRunsTerminal, [
+    closing.map(({ end }) => end.runId),
+    closing.map(({ run }) => run.version),
+    closing.map(({ end }) => end.status),
+    nowMs,
+  ]);
+  // Impossible under the run locks: each version and status was read under them in this transaction.
+  if (rows.length !== closing.length)
+    throw storeInvariant('postgres', 'the attempt end page', 'a run changed under its own row lock');
+  const after = new Map<string, { readonly seq: number; readonly run: RunRecord }>();
+  for (const { seq, ...row } of rows) {
+    const run = validateRunRecord(row);
+    after.set(run.runId, { seq: validateCounter(seq, 'seq'), run });
+  }
+  return after;
 }

@@ -22,7 +22,7 @@ export const RUN_SQL = {
    * A page's runs, locked in the database's own id order (docs/decisions/0431), the order every
    * statement that locks several runs takes ($1 text[]), so two pages never wait on each other in a cycle.
    */
-  lockRunsInOrder: `SELECT id FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE`,
+  lockRunsInOrder: `SELECT ${RUN_COLUMNS}, ${DB_NOW_MS} AS "nowMs" FROM runs WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE`,
   // ---- runs, attempts, events (the run store and the result transaction) ----
   selectRun: `SELECT ${RUN_COLUMNS} FROM runs WHERE id = $1`,
   insertRun: `INSERT INTO runs (id, project_id, owner, status, version, cancel_requested_at_ms, cancel_reason,
@@ -70,4 +70,25 @@ export const RUN_SQL = {
   endAttempt: `UPDATE attempts SET status = $3, updated_at_ms = $4
     WHERE run_id = $1 AND id = $2 AND status IN ('claimed', 'starting', 'running')
     RETURNING ${ATTEMPT_COLUMNS}`,
+  // ---- a page of ends (docs/decisions/0446): endAttempt, writeRunTerminal with reserveEventSeq, and
+  // insertEvent, each for a page's runs at once; the caller holds the runs' and attempts' locks ----
+  /** $1 run ids, $2 attempt ids, $3 their end statuses, $4 the time read with the run locks. */
+  endAttempts: `UPDATE attempts SET status = e.end_status, updated_at_ms = $4
+    FROM unnest($1::text[], $2::text[], $3::text[]) AS e(end_run_id, end_attempt_id, end_status)
+    WHERE run_id = e.end_run_id AND id = e.end_attempt_id AND status IN ('claimed', 'starting', 'running')
+    RETURNING ${ATTEMPT_COLUMNS}`,
+  /**
+   * The runs' terminal states, each with its event's sequence reserved by the version CAS (the
+   * writeRunTerminal and reserveEventSeq of one end): $1 run ids, $2 their versions read under the
+   * lock, $3 their end statuses, $4 the time read with the run locks.
+   */
+  writeRunsTerminal: `UPDATE runs SET status = e.end_status, version = version + 1, next_event_seq = next_event_seq + 1,
+      updated_at_ms = $4
+    FROM unnest($1::text[], $2::bigint[], $3::text[]) AS e(end_run_id, end_version, end_status)
+    WHERE id = e.end_run_id AND version = e.end_version AND status IN ('queued', 'running')
+    RETURNING next_event_seq - 1 AS seq, ${RUN_COLUMNS}`,
+  /** $1 run ids, $2 seqs, $3 event ids, $4 types, $5 JSON payloads, $6 the time read with the run locks. */
+  insertEvents: `INSERT INTO run_events (run_id, seq, id, type, payload, created_at_ms)
+    SELECT e.run_id, e.seq, e.id, e.type, e.payload::json, $6 FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[])
+      AS e(run_id, seq, id, type, payload)`,
 } as const;
