@@ -1,0 +1,162 @@
+// The database's share of a project-wide cancel (issue 29; docs/decisions/0445, 0446). Not a test.
+// PIDFENCE_BENCH_CANCEL_DB_JOBS held runs (default 5,000), 50 per worker, pulled through the cluster
+// lease store; then the steps the fleet's control plane runs for a project cancel, without HTTP and
+// without jobs, one after the other on a pool of four: the cancel's one statement, every worker's
+// stop page (its lease page, each stop claimed and settled), and every worker's completion page.
+// PIDFENCE_BENCH_BASELINE=<another checkout, built with `npm run build`> runs the same steps with that
+// checkout's stores and migrations on a database of its own, alternating with this tree's in one run.
+// Run: npm run bench:cancel-database
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+import { Pool } from 'pg';
+
+import { machineHeader } from './lib/machine';
+import { quantile } from './lib/stats';
+import { renderGrid } from './lib/table';
+
+const JOBS = Number(process.env.PIDFENCE_BENCH_CANCEL_DB_JOBS ?? 5_000);
+const ROUNDS = Number(process.env.PIDFENCE_BENCH_CANCEL_DB_ROUNDS ?? 3);
+const BASELINE = process.env.PIDFENCE_BENCH_BASELINE;
+const PER_WORKER = 50;
+
+/** The modules one tree's build offers, loaded from its `dist`. */
+interface Tree {
+  readonly name: string;
+  readonly cluster: typeof import('../lib/cluster/index');
+  readonly postgres: typeof import('../lib/store/postgres/index');
+  readonly databases: typeof import('../test/helpers/pg-store');
+}
+
+/** A tree's modules by path: the baseline is another checkout's build, not a package of ours. */
+function treeAt(name: string, dist: string): Tree {
+  const load = createRequire(__filename);
+  return {
+    name,
+    cluster: load(path.join(dist, 'lib', 'cluster', 'index')) as Tree['cluster'],
+    postgres: load(path.join(dist, 'lib', 'store', 'postgres', 'index')) as Tree['postgres'],
+    databases: load(path.join(dist, 'test', 'helpers', 'pg-store')) as Tree['databases'],
+  };
+}
+
+interface Timing {
+  readonly cancelMs: number;
+  readonly stopPages: readonly number[];
+  readonly completionPages: readonly number[];
+}
+
+/** Each worker's time for `work`, one worker after the other. */
+async function perWorker<W>(workers: readonly W[], work: (worker: W) => Promise<unknown>): Promise<number[]> {
+  const times: number[] = [];
+  for (const worker of workers) {
+    const started = performance.now();
+    await work(worker);
+    times.push(performance.now() - started);
+  }
+  return times;
+}
+
+async function oneRound(tree: Tree): Promise<Timing> {
+  const db = await tree.databases.migratedDatabase('cancel_db');
+  const pool = new Pool({ connectionString: db.runtimeUrl, max: 4 });
+  try {
+    const leases = new tree.cluster.ClusterLeaseStore(pool, new tree.postgres.PostgresExecutionStore(pool), {
+      leaseDurationMs: 600_000,
+    });
+    const control = new tree.cluster.CancellationDispatchControl(
+      leases,
+      new tree.postgres.PostgresDispatchRepository(pool),
+      {
+        replicaOwnerId: 'cp-bench',
+        leaseDurationMs: 10_000,
+        availability: new tree.cluster.DispatchAvailability(10_000),
+      },
+    );
+    const workers = [];
+    for (let w = 0; w * PER_WORKER < JOBS; w++) {
+      const principal = `bench-${w}`;
+      const caller = { principal, sessionId: await leases.registerSession(principal) };
+      for (let i = 0; i < PER_WORKER; i++)
+        await leases.enqueueJob({ runId: `fleet-${w}-${i}`, projectId: 'fleet', argv: ['sleep', '600'] });
+      const page = await leases.pullPage(caller, PER_WORKER);
+      if (page.kind !== 'assigned') throw new Error('the pull handed out nothing');
+      workers.push({ caller, refs: [...page.assignments] });
+    }
+    // Every lease renewed once, as the fleet's steady state leaves them.
+    for (const worker of workers) await control.tickPage(worker.caller, worker.refs);
+    const started = performance.now();
+    const cancelled = await new tree.postgres.PostgresRunStore(pool).requestProjectCancellation({
+      projectId: 'fleet',
+      reason: 'user',
+    });
+    const cancelMs = performance.now() - started;
+    if (cancelled.requested !== JOBS) throw new Error(`the cancel requested ${cancelled.requested} of ${JOBS}`);
+    const stopPages = await perWorker(workers, (worker) => control.tickPage(worker.caller, worker.refs));
+    const completionPages = await perWorker(workers, async (worker) => {
+      const answers = await leases.completePage(
+        worker.caller,
+        worker.refs.map((ref) => ({
+          runId: ref.runId,
+          attemptId: ref.attemptId,
+          fence: ref.fence,
+          status: 'cancelled' as const,
+          cause: 'stopped' as const,
+          exit: { exitCode: null, signal: 'SIGTERM' },
+        })),
+      );
+      if (answers.some((answer) => answer.kind !== 'completed')) throw new Error('an end was not completed');
+    });
+    return { cancelMs, stopPages, completionPages };
+  } finally {
+    await pool.end();
+    await db.dispose();
+  }
+}
+
+function rowOf(tree: string, round: number, timing: Timing): string[] {
+  const sum = (samples: readonly number[]): number => samples.reduce((a, b) => a + b, 0);
+  const pages = (samples: readonly number[]): string =>
+    `${(sum(samples) / 1000).toFixed(2)} s (p50 ${quantile([...samples], 0.5).toFixed(0)} ms, max ${Math.max(...samples).toFixed(0)} ms)`;
+  return [tree, String(round), timing.cancelMs.toFixed(0), pages(timing.stopPages), pages(timing.completionPages)];
+}
+
+async function main(): Promise<void> {
+  const trees = [treeAt('this tree', path.resolve(__dirname, '..'))];
+  if (BASELINE !== undefined) trees.unshift(treeAt('baseline', path.join(path.resolve(BASELINE), 'dist')));
+  const rows: string[][] = [];
+  const totals = new Map<string, number[]>();
+  for (let round = 1; round <= ROUNDS; round++)
+    for (const tree of trees) {
+      const timing = await oneRound(tree);
+      rows.push(rowOf(tree.name, round, timing));
+      const total = timing.cancelMs + [...timing.stopPages, ...timing.completionPages].reduce((a, b) => a + b, 0);
+      totals.set(tree.name, [...(totals.get(tree.name) ?? []), total]);
+    }
+  console.log('## The database side of a project cancel');
+  console.log('');
+  console.log(machineHeader(['command: npm run bench:cancel-database']));
+  console.log('');
+  console.log(
+    `${JOBS} held runs, ${PER_WORKER} per worker; each step one after the other, no HTTP and no jobs.${BASELINE === undefined ? '' : ' Baseline: another checkout (PIDFENCE_BENCH_BASELINE), alternating with this tree.'}`,
+  );
+  console.log('');
+  console.log(
+    renderGrid(['tree', 'round', 'cancel statement ms', 'stop pages (claim + settle)', 'completion pages'], rows, [
+      false,
+      true,
+      true,
+      true,
+      true,
+    ]),
+  );
+  const median = (name: string): number => quantile(totals.get(name) ?? [], 0.5);
+  if (BASELINE !== undefined)
+    console.log(
+      `\nall three steps, median of ${ROUNDS} rounds: baseline ${(median('baseline') / 1000).toFixed(2)} s, this tree ${(median('this tree') / 1000).toFixed(2)} s (${(median('this tree') / median('baseline')).toFixed(2)}x)`,
+    );
+}
+
+void main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});
