@@ -11,6 +11,7 @@ import path from 'node:path';
 
 import { Pool } from 'pg';
 
+import { holdJobs } from './lib/held-leases';
 import { machineHeader } from './lib/machine';
 import { quantile } from './lib/stats';
 import { renderGrid } from './lib/table';
@@ -72,16 +73,7 @@ async function oneRound(tree: Tree): Promise<Timing> {
         availability: new tree.cluster.DispatchAvailability(10_000),
       },
     );
-    const workers = [];
-    for (let w = 0; w * PER_WORKER < JOBS; w++) {
-      const principal = `bench-${w}`;
-      const caller = { principal, sessionId: await leases.registerSession(principal) };
-      for (let i = 0; i < PER_WORKER; i++)
-        await leases.enqueueJob({ runId: `fleet-${w}-${i}`, projectId: 'fleet', argv: ['sleep', '600'] });
-      const page = await leases.pullPage(caller, PER_WORKER);
-      if (page.kind !== 'assigned') throw new Error('the pull handed out nothing');
-      workers.push({ caller, refs: [...page.assignments] });
-    }
+    const workers = await holdJobs(leases, 'fleet', JOBS, { perWorker: PER_WORKER, projectId: 'fleet' });
     // Every lease renewed once, as the fleet's steady state leaves them.
     for (const worker of workers) await control.tickPage(worker.caller, worker.refs);
     const started = performance.now();

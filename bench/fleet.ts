@@ -56,6 +56,7 @@ import { spawnGroupLeader } from '../lib/process/index';
 import { CGROUP_ENV, cgroup2Mount } from '../lib/process/job-cgroup';
 import { withBenchDatabase } from './lib/dispatch-postgres';
 import { timelineFileOf, type WorkerHostPlan, type WorkerHostTimeline } from './lib/worker-host';
+import { holdJobs } from './lib/held-leases';
 import { machineHeader } from './lib/machine';
 import { quantile } from './lib/stats';
 import { renderGrid } from './lib/table';
@@ -99,27 +100,6 @@ const OLD_TICK = {
     updated_at_ms = floor(extract(epoch FROM transaction_timestamp()) * 1000)::bigint WHERE run_id = $1 AND fence = $3 AND released_at_ms IS NULL RETURNING run_id`,
 };
 
-interface Held {
-  readonly caller: WorkerCaller;
-  readonly refs: Assignment[];
-}
-
-async function holdJobs(leases: ClusterLeaseStore, label: string, jobs: number): Promise<Held[]> {
-  const workers: Held[] = [];
-  for (let w = 0; w * PER_WORKER < jobs; w++) {
-    const count = Math.min(PER_WORKER, jobs - w * PER_WORKER);
-    const principal = `bench-${label}-${w}`;
-    const caller = { principal, sessionId: await leases.registerSession(principal) };
-    for (let i = 0; i < count; i++)
-      await leases.enqueueJob({ runId: `${label}-${w}-${i}`, projectId: 'bench', argv: ['sleep', '600'] });
-    const page = await leases.pullPage(caller, count);
-    if (page.kind !== 'assigned' || page.assignments.length !== count)
-      throw new Error('pull did not hand out the jobs');
-    workers.push({ caller, refs: [...page.assignments] });
-  }
-  return workers;
-}
-
 /** Runs `work` for each item, `lanes` at a time. */
 async function inLanes<T>(items: readonly T[], lanes: number, work: (item: T) => Promise<unknown>): Promise<void> {
   let next = 0;
@@ -153,7 +133,7 @@ async function curve(runtimeUrl: string): Promise<string[][]> {
   const rows: string[][] = [];
   try {
     for (const jobs of CURVE) {
-      const workers = await holdJobs(leases, `c${jobs}`, jobs);
+      const workers = await holdJobs(leases, `c${jobs}`, jobs, { perWorker: PER_WORKER, projectId: 'bench' });
       const refs = workers.flatMap((w) => w.refs.map((ref) => ({ caller: w.caller, ref })));
       await control.tickPage(workers[0]?.caller as WorkerCaller, workers[0]?.refs ?? []);
       const measure = async (name: string, once: () => Promise<void>): Promise<void> => {

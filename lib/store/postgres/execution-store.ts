@@ -48,7 +48,7 @@ import {
   runTerminalPayload,
 } from '../execution-rows';
 import { EXECUTION_SQL } from './execution-statements';
-import type { LockedRun } from './run-events';
+import { lockRunsInOrder, type LockedRun } from './run-events';
 import { storeInvariant } from '../store-errors';
 import { CLOCK_SQL } from './clock-statements';
 import { RUN_SQL } from './run-statements';
@@ -225,16 +225,6 @@ async function completePageLocked(
   );
 }
 
-/** A page's runs locked in the database's id order (docs/decisions/0431), each with the transaction's time. */
-async function lockRunsInOrder(tx: Tx, runIds: readonly string[]): Promise<Map<string, LockedRun>> {
-  const runs = new Map<string, LockedRun>();
-  for (const { nowMs, ...row } of await tx.rows(RUN_SQL.lockRunsInOrder, [runIds])) {
-    const run = validateRunRecord(row);
-    runs.set(run.runId, { ...run, nowMs: validateEpochMs(nowMs, 'nowMs') });
-  }
-  return runs;
-}
-
 /** The writes of the decided ends; an attempt another end already closed is left out (already_terminal). */
 async function writeEnds(tx: Tx, ends: readonly DecidedEnd[]): Promise<Map<string, CompleteAttemptOutcome>> {
   const nowMs = (ends[0] as DecidedEnd).run.nowMs;
@@ -249,7 +239,7 @@ async function writeEnds(tx: Tx, ends: readonly DecidedEnd[]): Promise<Map<strin
     const attempt = validateAttemptRecord(row);
     ended.set(attempt.runId, attempt);
   }
-  const closing = ends.filter(({ end }) => ended.has(end.runId)).map(({ end, run }) => ({ end, run }));
+  const closing = ends.filter(({ end }) => ended.has(end.runId));
   const outcomes = new Map<string, CompleteAttemptOutcome>();
   if (closing.length === 0) return outcomes;
   await tx.rows(EXECUTION_SQL.insertAttemptEndEvents, [
@@ -286,7 +276,7 @@ async function writeEnds(tx: Tx, ends: readonly DecidedEnd[]): Promise<Map<strin
 /** The runs' terminal states and their events' sequences, by the version CAS read under the run locks. */
 async function writeRunsTerminal(
   tx: Tx,
-  closing: ReadonlyArray<{ readonly end: CompleteAttemptCommand; readonly run: LockedRun }>,
+  closing: readonly DecidedEnd[],
   nowMs: number,
 ): Promise<Map<string, { readonly seq: number; readonly run: RunRecord }>> {
   const rows = await tx.rows(RUN_SQL.writeRunsTerminal, [

@@ -15,12 +15,25 @@ import type { Tx } from './transaction';
 /** A run row read by RUN_SQL.lockRun: the record plus the transaction's time. */
 export type LockedRun = RunRecord & { readonly nowMs: number };
 
+/** A row of RUN_SQL.lockRun or lockRunsInOrder: the run, validated, with the transaction's time. */
+function lockedRunOf({ nowMs, ...run }: Record<string, unknown>): LockedRun {
+  return { ...validateRunRecord(run), nowMs: validateEpochMs(nowMs, 'nowMs') };
+}
+
 /** Lock 1 of the Run → Attempt → Dispatch order: the run, validated, with the transaction's time. */
 export async function lockRun(tx: Tx, runId: string): Promise<LockedRun | undefined> {
   const [row] = await tx.rows(RUN_SQL.lockRun, [runId]);
-  if (row === undefined) return undefined;
-  const { nowMs, ...run } = row;
-  return { ...validateRunRecord(run), nowMs: validateEpochMs(nowMs, 'nowMs') };
+  return row === undefined ? undefined : lockedRunOf(row);
+}
+
+/** Lock 1 for a page: its runs in the database's id order (docs/decisions/0431), by run id. */
+export async function lockRunsInOrder(tx: Tx, runIds: readonly string[]): Promise<Map<string, LockedRun>> {
+  const runs = new Map<string, LockedRun>();
+  for (const row of await tx.rows(RUN_SQL.lockRunsInOrder, [runIds])) {
+    const run = lockedRunOf(row);
+    runs.set(run.runId, run);
+  }
+  return runs;
 }
 
 /** The run record of a LockedRun, without the transaction's time. */
