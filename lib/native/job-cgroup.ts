@@ -155,7 +155,7 @@ export const CGROUP_NOTIFY_RELOOK_MS = 50;
  * Resolves 'empty' once cgroup.events says `populated 0` (or the cgroup was removed, which needs it
  * empty), told by inotify on cgroup.events, not by polling: the file is read on each notification,
  * and once more CGROUP_NOTIFY_RELOOK_MS after the start and after each notification; 'timeout'
- * after timeoutMs.
+ * after timeoutMs, only when a last look still finds it populated.
  */
 export function cgroupWaitEmpty(ref: JobCgroupRef, timeoutMs: number): Promise<CgroupWaitOutcome> {
   const { subtree, id } = checked(ref);
@@ -191,7 +191,12 @@ export function cgroupWaitEmpty(ref: JobCgroupRef, timeoutMs: number): Promise<C
       return;
     }
     watchId = started.id;
-    timer = setTimeout(() => finish('timeout'), timeout);
+    // A loop stalled past the timeout runs this timer before the notification it could not read yet:
+    // the cgroup is looked at once more, so a job that ended in time is not called alive (docs/decisions/0447).
+    timer = setTimeout(() => {
+      look();
+      if (watchId !== -1) finish('timeout');
+    }, timeout);
     lookNowAndLater(); // a change before the watch existed is seen here
   });
 }

@@ -114,6 +114,33 @@ cgroupTest(
 );
 
 cgroupTest(
+  'job cgroup: a wait whose event loop stalled past its timeout looks once more: a cgroup that emptied meanwhile is empty, not timed out',
+  async (t) => {
+    // A worker host's loop stalled for seconds in a mass stop; the grace's timer then ran before the
+    // notification that the job had ended, and a job that ended on TERM was killed as if it had not
+    // (docs/decisions/0447).
+    const subtree = testSubtree(t, 'stalled');
+    const { directory, id } = makeCgroup(subtree, 'job');
+    const mark = uniqueMark('cgroup-stalled');
+    killMarkedAtEnd(t, mark);
+    spawnInCgroup(directory, 'exec sleep 1000', mark);
+    await until(() => cgroupPids(directory).length === 1, { what: 'the job in its cgroup' });
+    const ref = { subtree, id };
+    const waited = cgroupWaitEmpty(ref, 200);
+    await delay(100); // the wait's own look, 50 ms after its start, found the job there
+    // Stalled outside the timers' phase, as an I/O callback stalls: the next turn runs timers first.
+    await new Promise((resolve) => setImmediate(resolve));
+    t.is(cgroupKill(ref).kind, 'ok');
+    const stalledUntil = performance.now() + 600;
+    while (performance.now() < stalledUntil) {
+      // the event loop stalls past the wait's timeout while the job ends
+    }
+    t.like(cgroupRead(ref), { kind: 'ok', populated: false }, 'the job ended during the stall');
+    t.is(await waited, 'empty');
+  },
+);
+
+cgroupTest(
   'job cgroup (proof listing): more members than one batch of pidfds are all reached, and a process outside is not',
   async (t) => {
     const subtree = testSubtree(t, 'batch');
