@@ -3,16 +3,21 @@
 // cancel writes (intent, one `run.cancel_requested`, the pending dispatch; a queued run ends
 // `cancelled`), all in one transaction and one round trip; a repeat changes nothing; a single cancel
 // racing it, in either order, still leaves one event; refused and malformed requests change nothing.
-import { Pool } from 'pg';
+import { Pool, type PoolClient } from 'pg';
 import test from 'ava';
 
 import { ControlPlaneClient } from '../../lib/cluster/client';
 import { startControlPlane, type ControlPlane } from '../../lib/cluster/control-plane';
-import { PostgresGrantAdministration, PostgresRunStore } from '../../lib/store/postgres/index';
+import { createLeaseToken } from '../../lib/contract/index';
+import {
+  PostgresDispatchRepository,
+  PostgresGrantAdministration,
+  PostgresRunStore,
+} from '../../lib/store/postgres/index';
 import { PROJECT_CANCEL_LIMIT } from '../../lib/store/postgres/run-store';
 import { RUN_SQL } from '../../lib/store/postgres/run-statements';
 import { makeCertificates, type Certificates } from '../helpers/certificates';
-import type { MigratedDatabase } from '../helpers/pg-store';
+import { adminUrlFor, type MigratedDatabase } from '../helpers/pg-store';
 import { until } from '../helpers/wait';
 import { tallyWire, wireSince } from '../helpers/wire-tally';
 import { clusterFixture, type ClusterWorld } from './world';
@@ -148,6 +153,7 @@ async function trace(world: ClusterWorld, database: MigratedDatabase, runId: str
 const cancelEvents = async (world: ClusterWorld, runId: string): Promise<number> =>
   (await world.runStore.listEvents(runId)).filter((event) => event.type === 'run.cancel_requested').length;
 
+/** A node of auto_explain's JSON plan; the actual counts only with log_analyze. */
 interface PlanNode {
   readonly 'Node Type': string;
   readonly 'Relation Name'?: string;
@@ -155,7 +161,31 @@ interface PlanNode {
   readonly 'Index Cond'?: string;
   readonly Filter?: string;
   readonly 'Recheck Cond'?: string;
+  readonly 'Actual Rows'?: number;
+  readonly 'Actual Loops'?: number;
+  readonly 'Rows Removed by Filter'?: number;
   readonly Plans?: readonly PlanNode[];
+}
+
+/**
+ * Has auto_explain print the plan of every statement `client` runs, nested ones too, as a notice
+ * (with `analyze`, each node's actual rows); answers the plans printed so far. Only a superuser's
+ * connection may load it.
+ */
+async function explainEverything(
+  client: PoolClient,
+  options: { readonly analyze: boolean },
+): Promise<() => Array<{ readonly 'Query Text': string; readonly Plan: PlanNode }>> {
+  const notices: string[] = [];
+  client.on('notice', (notice) => notices.push(notice.message ?? ''));
+  await client.query(`LOAD 'auto_explain'`);
+  const settings = ['log_min_duration = 0', 'log_nested_statements = on', 'log_level = notice', 'log_format = json'];
+  if (options.analyze) settings.push('log_analyze = on', 'log_timing = off');
+  for (const setting of settings) await client.query(`SET auto_explain.${setting}`);
+  return () =>
+    notices
+      .map((message) => JSON.parse(message.slice(message.indexOf('{'))) as { 'Query Text': string; Plan: PlanNode })
+      .filter((explained) => explained.Plan !== undefined);
 }
 
 /**
@@ -182,28 +212,16 @@ test.serial(
     await seed(world, 'proj-plans', runs - 100, 100);
     // The statistics as autovacuum keeps them while no cancel is open: this is the file's first cancel.
     await database.owner.query('ANALYZE runs');
-    // The superuser's connection: only it may load auto_explain, which prints each nested statement's plan.
     const client = await database.admin.connect();
     t.teardown(() => client.release(true));
-    const plans: string[] = [];
-    client.on('notice', (notice) => plans.push(notice.message ?? ''));
-    await client.query(`LOAD 'auto_explain'`);
-    for (const setting of [
-      'log_min_duration = 0',
-      'log_nested_statements = on',
-      'log_level = notice',
-      'log_format = json',
-    ])
-      await client.query(`SET auto_explain.${setting}`);
+    const plans = await explainEverything(client, { analyze: false });
     const { rows } = await client.query<{ outcome: unknown }>(RUN_SQL.cancelProjectCall, [
       'proj-plans',
       'user',
       PROJECT_CANCEL_LIMIT,
     ]);
     t.deepEqual(rows[0]?.outcome, { requested: runs, cancelledQueued: 100, more: false });
-    const statements = plans
-      .map((message) => JSON.parse(message.slice(message.indexOf('{'))) as { 'Query Text': string; Plan: PlanNode })
-      .filter((explained) => explained.Plan !== undefined);
+    const statements = plans();
     t.true(statements.length >= 4, `${statements.length} plans printed`);
     const indexes = await database.admin.query<{ name: string }>(
       `SELECT i.indexrelid::regclass::text AS name FROM pg_index AS i
@@ -214,6 +232,91 @@ test.serial(
     t.true(byId.has('runs_pkey'));
     t.deepEqual(
       statements.flatMap((explained) => pageSearches(explained.Plan, explained['Query Text'], byId)),
+      [],
+    );
+  },
+);
+
+/**
+ * Each node of `plan` that read more rows of the dispatch table in one execution than `most`,
+ * counting those its filter dropped: a walk of the table, not a look-up of the page's rows by key.
+ */
+function dispatchReadsOver(plan: PlanNode, statement: string, most: number): string[] {
+  const found: string[] = [];
+  const onDispatches =
+    plan['Relation Name'] === 'cancellation_dispatches' ||
+    (plan['Index Name'] ?? '').startsWith('cancellation_dispatches');
+  const read = (plan['Actual Rows'] ?? 0) + (plan['Rows Removed by Filter'] ?? 0);
+  if (onDispatches && read > most)
+    found.push(
+      `${plan['Node Type']} ${plan['Index Name'] ?? ''} read ${read} rows in: ${statement.replace(/\s+/g, ' ').slice(0, 80)}`,
+    );
+  for (const child of plan.Plans ?? []) found.push(...dispatchReadsOver(child, statement, most));
+  return found;
+}
+
+test.serial(
+  'a stop page claims and settles its dispatch rows by key: with 950 other stops leased meanwhile, no statement walks the dispatch table, each reads at most the page’s rows and their previous versions (docs/decisions/0448)',
+  async (t) => {
+    const { database, world } = await ready;
+    const runs = 1_000;
+    const page = 50;
+    await seed(world, 'proj-settle', runs, 0);
+    // The statistics as autovacuum keeps them before a mass cancel: almost no dispatch row is leased.
+    await database.owner.query('ANALYZE cancellation_dispatches');
+    const { rows: cancelled } = await database.owner.query<{ outcome: { requested: number } }>(
+      RUN_SQL.cancelProjectCall,
+      ['proj-settle', 'user', PROJECT_CANCEL_LIMIT],
+    );
+    t.is(cancelled[0]?.outcome.requested, runs);
+    const { rows: targets } = await database.owner.query<{ runId: string; attemptId: string; at: string }>(
+      `SELECT r.id AS "runId", a.id AS "attemptId", r.cancel_requested_at_ms AS at FROM runs AS r
+        JOIN attempts AS a ON a.run_id = r.id WHERE r.project_id = 'proj-settle' ORDER BY r.id`,
+    );
+    const itemsOf = (from: number) =>
+      targets.slice(from, from + page).map((target) => ({
+        runId: target.runId,
+        attemptId: target.attemptId,
+        cancelRequestedAtMs: Number(target.at),
+        token: createLeaseToken(),
+      }));
+    // Other replicas' pages, claimed and not yet settled: 950 rows leased, as in a fleet's project cancel.
+    const others = new PostgresDispatchRepository(world.pool);
+    for (let from = page; from < runs; from += page)
+      await others.claimPage({ owner: 'cp-other', leaseDurationMs: 600_000, items: itemsOf(from) });
+    // This replica's page on one superuser connection, its statements' plans printed with the rows each node read.
+    const explained = new Pool({ connectionString: adminUrlFor(database), max: 1 });
+    t.teardown(() => explained.end());
+    const client = await explained.connect();
+    const plans = await explainEverything(client, { analyze: true });
+    client.release();
+    const mine = new PostgresDispatchRepository(explained);
+    const items = itemsOf(0);
+    const claims = await mine.claimPage({ owner: 'cp-mine', leaseDurationMs: 600_000, items });
+    const settled = await mine.recordResults(
+      claims.map((claim, i) => {
+        if (claim.kind !== 'claimed') throw new Error(`claim ${i}: ${claim.kind}`);
+        const item = items[i] as (typeof items)[number];
+        return {
+          runId: item.runId,
+          attemptId: item.attemptId,
+          owner: 'cp-mine',
+          token: item.token,
+          expectedVersion: claim.record.version,
+          result: 'termination_requested' as const,
+          eventId: `evt-settle-${i}`,
+        };
+      }),
+    );
+    t.deepEqual(
+      settled.map((outcome) => outcome.kind),
+      items.map(() => 'recorded'),
+    );
+    const statements = plans();
+    t.true(statements.length >= 4, `${statements.length} plans printed`);
+    t.deepEqual(
+      // A look-up by key may also meet the previous version of a row this page's claim just updated.
+      statements.flatMap((statement) => dispatchReadsOver(statement.Plan, statement['Query Text'], 2 * page)),
       [],
     );
   },

@@ -184,6 +184,7 @@ test.serial(
         '0020_one_cancel_intent_rule',
         '0021_a_pull_is_answered_once',
         '0022_no_cancelled_runs_index',
+        '0023_stop_pages_find_dispatches_by_key',
       ],
     );
     const last = files[files.length - 1];
