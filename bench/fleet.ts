@@ -28,7 +28,7 @@ import {
 } from 'node:fs';
 import { spawn } from 'node:child_process';
 import { createServer, type Server, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 
 import { Pool } from 'pg';
@@ -84,10 +84,19 @@ const SKIP_CURVE = process.env.PIDFENCE_BENCH_FLEET_CURVE === '0';
 /** Set to a file: `perf record -a -g` of the machine for the 10 s from the project cancel's request (a profile, not a number). */
 const PROFILE_FILE = process.env.PIDFENCE_BENCH_FLEET_PROFILE;
 /**
- * Set to a file: which statements PostgreSQL's backends were running, sampled every 10 ms for the
- * 10 s from the project cancel's request (a profile of the database by statement, not a number).
+ * Set to a file: which statements PostgreSQL's backends (autovacuum's too) were running, sampled every
+ * 10 ms from the project cancel's request (a profile of the database by statement, not a number).
  */
 const SQL_SAMPLE_FILE = process.env.PIDFENCE_BENCH_FLEET_SQL_SAMPLE;
+/**
+ * Set to milliseconds: the plan of every statement (nested ones in SQL functions too) that ran longer
+ * is written to the PostgreSQL server's log by auto_explain, with its actual rows (a profile, not a number).
+ */
+const EXPLAIN_MS = process.env.PIDFENCE_BENCH_FLEET_EXPLAIN_MS;
+/** How long the statement sample lasts from the project cancel's request (PIDFENCE_BENCH_FLEET_SQL_SAMPLE_S, default 10). */
+const SQL_SAMPLE_MS = Number(process.env.PIDFENCE_BENCH_FLEET_SQL_SAMPLE_S ?? 10) * 1000;
+/** Set to a file: the first worker host's JavaScript, profiled for 15 s from the project cancel's request (a .cpuprofile). */
+const HOST_PROFILE_FILE = process.env.PIDFENCE_BENCH_FLEET_HOST_PROFILE;
 
 /** main's per-job tick (f1d0cfa), kept only here as the baseline: 5 statements in one transaction. */
 const OLD_TICK = {
@@ -351,16 +360,83 @@ async function treesGone(
   return { goneS: null, leftAtCheck };
 }
 
+/** A process's user and system CPU seconds (its own, not its children's) from its /proc stat line. */
+function cpuSecondsOfStat(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime (fields 14 and 15 of proc(5)), USER_HZ
+}
+
 /** User and system CPU seconds the processes used so far (their own, not their children's), from /proc. */
 function cpuSecondsOf(processes: ReadonlyArray<ReturnType<typeof spawnGroupLeader>>): number {
-  let ticks = 0;
-  for (const leader of processes) {
-    if (leader.identity === null) continue;
-    const stat = readFileSync(`/proc/${leader.identity.pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    ticks += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of proc(5))
+  let seconds = 0;
+  for (const leader of processes)
+    if (leader.identity !== null)
+      seconds += cpuSecondsOfStat(readFileSync(`/proc/${leader.identity.pid}/stat`, 'utf8'));
+  return seconds;
+}
+
+/** CPU seconds so far, by who spent them, for the project cancel's account. */
+interface CpuAccount {
+  readonly machine: number;
+  readonly hosts: number;
+  readonly replicas: number;
+  readonly postgres: number;
+  readonly jobs: number;
+}
+
+/** The machine's busy CPU seconds so far (every CPU, idle and iowait left out), from /proc/stat. */
+function machineBusySeconds(): number {
+  const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] as string).trim().split(/\s+/).slice(1).map(Number);
+  const [user, nice, system, , , irq, softirq, steal] = fields as number[];
+  return ((user ?? 0) + (nice ?? 0) + (system ?? 0) + (irq ?? 0) + (softirq ?? 0) + (steal ?? 0)) / 100;
+}
+
+/** CPU seconds so far of every live process named `comm` (one that exits meanwhile is skipped). */
+function cpuSecondsNamed(comm: string): number {
+  let seconds = 0;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) === comm) seconds += cpuSecondsOfStat(stat);
   }
-  return ticks / 100; // USER_HZ
+  return seconds;
+}
+
+/** The jobs' cgroup subtree's CPU seconds so far: every job's shell and sleep, exited ones too. */
+function subtreeCpuSeconds(subtree: string): number {
+  const usage = /^usage_usec (\d+)$/m.exec(readFileSync(path.join(subtree, 'cpu.stat'), 'utf8'));
+  return Number(usage?.[1] ?? 0) / 1e6;
+}
+
+function cpuAccountNow(workers: ReadonlyArray<ReturnType<typeof spawnGroupLeader>>, subtree: string): CpuAccount {
+  const own = process.cpuUsage();
+  return {
+    machine: machineBusySeconds(),
+    hosts: cpuSecondsOf(workers),
+    replicas: (own.user + own.system) / 1e6,
+    postgres: cpuSecondsNamed('postgres'),
+    jobs: subtreeCpuSeconds(subtree),
+  };
+}
+
+/** Where the project cancel's CPU went, from `before` to now: seconds each, and the rest. */
+function cpuAccountLine(before: CpuAccount, after: CpuAccount, seconds: number): string {
+  const spent = (key: keyof CpuAccount): number => after[key] - before[key];
+  const named = spent('hosts') + spent('replicas') + spent('postgres') + spent('jobs');
+  const part = (label: string, value: number): string =>
+    `${label} ${value.toFixed(1)} s (${((value / spent('machine')) * 100).toFixed(0)} %)`;
+  return `project-wide cancel → CPU over its ${seconds.toFixed(1)} s: the machine ${spent('machine').toFixed(1)} CPU-s busy of ${(seconds * availableParallelism()).toFixed(1)} on ${availableParallelism()} CPUs; ${[
+    part('worker hosts', spent('hosts')),
+    part('this process (2 replicas, the bench)', spent('replicas')),
+    part('postgres', spent('postgres')),
+    part("the jobs' shells and sleeps", spent('jobs')),
+    part('the rest (launchers, kernel threads)', spent('machine') - named),
+  ].join('; ')}`;
 }
 
 /**
@@ -409,11 +485,19 @@ function startWorkers(
       graceMs: 2_000,
       jobNice: JOB_NICE,
       workers: members,
+      ...(h === 0 && HOST_PROFILE_FILE !== undefined
+        ? { profile: { markFile: profileMarkOf(scratch), outFile: path.resolve(HOST_PROFILE_FILE) } }
+        : {}),
     };
     const file = path.join(scratch, `host-${h}.json`);
     writeFileSync(file, JSON.stringify(plan));
     return spawnGroupLeader(process.execPath, [WORKER_HOST, file], { stdio: 'ignore', env });
   });
+}
+
+/** The file whose appearance starts the first worker host's profile (PIDFENCE_BENCH_FLEET_HOST_PROFILE). */
+function profileMarkOf(scratch: string): string {
+  return path.join(scratch, 'host-profile.mark');
 }
 
 /** How many of the fleet project's runs have one of `statuses`. */
@@ -447,11 +531,12 @@ async function sampleStatementsInto(admin: Pool, file: string | undefined): Prom
   const seen = new Map<string, number>();
   let samples = 0;
   try {
-    const end = performance.now() + 10_000;
+    const end = performance.now() + SQL_SAMPLE_MS;
     while (performance.now() < end) {
       const { rows } = await client.query<{ statement: string; waiting: string | null }>(
-        `SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 200) AS statement, wait_event_type AS waiting
-          FROM pg_stat_activity WHERE state = 'active' AND pid <> pg_backend_pid() AND datname = current_database()`,
+        `SELECT backend_type || ': ' || left(regexp_replace(query, '\\s+', ' ', 'g'), 200) AS statement, wait_event_type AS waiting
+          FROM pg_stat_activity
+          WHERE pid <> pg_backend_pid() AND (state = 'active' OR (backend_type <> 'client backend' AND query <> ''))`,
       );
       samples += 1;
       for (const row of rows) {
@@ -467,6 +552,48 @@ async function sampleStatementsInto(admin: Pool, file: string | undefined): Prom
   writeFileSync(file, `${samples} samples\n${lines.join('\n')}\n`);
 }
 
+/** A setting for every later connection to the bench database (a superuser's ALTER DATABASE). */
+async function setForDatabase(admin: Pool, setting: string): Promise<void> {
+  const quoted = setting.replaceAll("'", "''");
+  await admin.query(`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET ${quoted}', current_database()); END $$`);
+}
+
+/** Per SQL function: calls and milliseconds (self), from pg_stat_user_functions (track_functions = 'pl'). */
+async function functionStats(admin: Pool): Promise<Map<string, { calls: number; selfMs: number }>> {
+  const { rows } = await admin.query<{ name: string; calls: string; self: number }>(
+    'SELECT funcname AS name, calls, self_time AS self FROM pg_stat_user_functions',
+  );
+  return new Map(rows.map((row) => [row.name, { calls: Number(row.calls), selfMs: row.self }]));
+}
+
+/** The SQL functions' calls and self time between two readings, written after the statement sample. */
+function appendFunctionStats(
+  file: string,
+  before: Map<string, { calls: number; selfMs: number }>,
+  after: Map<string, { calls: number; selfMs: number }>,
+): void {
+  const lines = [...after]
+    .map(([name, now]) => {
+      const then = before.get(name) ?? { calls: 0, selfMs: 0 };
+      return { name, calls: now.calls - then.calls, selfMs: now.selfMs - then.selfMs };
+    })
+    .filter((row) => row.calls > 0)
+    .sort((a, b) => b.selfMs - a.selfMs)
+    .map((row) => `${row.selfMs.toFixed(0)} ms\t${row.calls} calls\t${row.name}`);
+  writeFileSync(
+    file,
+    `\nSQL functions from the request until every tree was gone (self time):\n${lines.join('\n')}\n`,
+    {
+      flag: 'a',
+    },
+  );
+}
+
+/** How long after the project cancel the worker hosts' event-loop delays and observations are summed up. */
+const LOOP_WINDOW_MS = 30_000;
+/** What every tick, stop and end is observed as: the tally leaves them out. */
+const ROUTINE_OBSERVATIONS = new Set(['page_live', 'tick_renewed', 'tick_stop_requested', 'completion_completed']);
+
 /**
  * When the worker-host processes were told of the project cancel's stops, and had the runs' ends
  * taken, after the request was sent: the delivery and the bookkeeping, beside TERM at the job.
@@ -475,13 +602,40 @@ function workerTimeline(scratch: string, sentMs: number | null): string[] {
   if (sentMs === null || PER_PROCESS === 1) return [];
   const told: number[] = [];
   const taken: number[] = [];
+  const loopBefore: number[] = [];
+  const loopDuring: number[] = [];
+  const seenBefore = new Map<string, number>();
+  const seenDuring = new Map<string, number>();
   for (const name of readdirSync(scratch).filter((entry) => /^host-\d+\.json$/.test(entry))) {
     const file = timelineFileOf(path.join(scratch, name));
     if (!existsSync(file)) continue;
     const timeline = JSON.parse(readFileSync(file, 'utf8')) as WorkerHostTimeline;
     told.push(...timeline.stopsToldMs.filter((ms) => ms >= sentMs).map((ms) => ms - sentMs));
     taken.push(...timeline.endsTakenMs.filter((ms) => ms >= sentMs).map((ms) => ms - sentMs));
+    for (const [ms, delay] of timeline.loopDelays)
+      if (ms < sentMs && ms >= sentMs - 10_000) loopBefore.push(delay);
+      else if (ms >= sentMs && ms < sentMs + LOOP_WINDOW_MS) loopDuring.push(delay);
+    for (const [second, counts] of Object.entries(timeline.observations)) {
+      const ms = Number(second) * 1000;
+      const into =
+        ms < sentMs && ms >= sentMs - LOOP_WINDOW_MS
+          ? seenBefore
+          : ms >= sentMs && ms < sentMs + LOOP_WINDOW_MS
+            ? seenDuring
+            : null;
+      for (const [key, n] of Object.entries(counts)) into?.set(key, (into.get(key) ?? 0) + n);
+    }
   }
+  const tally = (seen: Map<string, number>): string =>
+    [...seen]
+      .filter(([key]) => !ROUTINE_OBSERVATIONS.has(key))
+      .sort((a, b) => b[1] - a[1])
+      .map(([key, n]) => `${key} ${n}`)
+      .join(', ') || 'none';
+  const delays = (samples: number[]): string =>
+    samples.length === 0
+      ? 'none'
+      : `p50 ${quantile(samples, 0.5)} ms, p90 ${quantile(samples, 0.9)} ms, max ${Math.max(...samples)} ms`;
   const s = (ms: number): string => (ms / 1000).toFixed(1);
   const spread = (samples: number[]): string =>
     samples.length === 0
@@ -490,12 +644,25 @@ function workerTimeline(scratch: string, sentMs: number | null): string[] {
   return [
     `project-wide cancel → stops told to the workers (${told.length}): ${spread(told)} after the request was sent`,
     `project-wide cancel → ends taken by the control plane (${taken.length}): ${spread(taken)} after the request was sent`,
+    `worker hosts' event loop, longest delay in each 0.5 s: the 10 s before the project cancel ${delays(loopBefore)}; the ${LOOP_WINDOW_MS / 1000} s after it ${delays(loopDuring)}`,
+    `the workers' observations other than routine ones, the ${LOOP_WINDOW_MS / 1000} s before the project cancel: ${tally(seenBefore)}; the ${LOOP_WINDOW_MS / 1000} s after it: ${tally(seenDuring)}`,
   ];
 }
 
 export async function endToEnd(runtimeUrl: string, ownerUrl: string, admin: Pool): Promise<string[]> {
   const certs = makeCertificates();
   const scratch = mkdtempSync(path.join(tmpdir(), 'pidfence-fleet-'));
+  // Set before any replica connects: the function counts for the statement sample, and auto_explain.
+  if (SQL_SAMPLE_FILE !== undefined) await setForDatabase(admin, "track_functions = 'pl'");
+  if (EXPLAIN_MS !== undefined)
+    for (const setting of [
+      "session_preload_libraries = 'auto_explain'",
+      `auto_explain.log_min_duration = ${Number(EXPLAIN_MS)}`,
+      'auto_explain.log_nested_statements = on',
+      'auto_explain.log_analyze = on',
+      'auto_explain.log_timing = off',
+    ])
+      await setForDatabase(admin, setting);
   const owner = new Pool({ connectionString: ownerUrl, max: 2 });
   for (const permission of ['run.read', 'run.stop'] as const)
     await new PostgresGrantAdministration(owner).writeGrant(
@@ -555,18 +722,20 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string, admin: Pool
     const w0 = await writesSoFar(owner);
     const cpu0 = process.cpuUsage();
     const workersCpu0 = cpuSecondsOf(workers);
+    const postgresCpu0 = cpuSecondsNamed('postgres');
     const killableCpu0 = cpuSecondsOf([killable.leader]);
     const t0 = performance.now();
     await new Promise((r) => setTimeout(r, 10_000));
     const seconds = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
     const workersCpu = cpuSecondsOf(workers) - workersCpu0;
+    const postgresCpu = cpuSecondsNamed('postgres') - postgresCpu0;
     // The two replicas in this process (with the bench's own small share) and the third, its own process.
     const replicasCpu = (cpu.user + cpu.system) / 1e6 + cpuSecondsOf([killable.leader]) - killableCpu0;
     const commits = (await commitsSoFar(owner)) - c0;
     const writes = (await writesSoFar(owner)) - w0;
     lines.push(
-      `steady state, ${E2E_JOBS} jobs, ${E2E_WORKERS} workers, 3 replicas, 1 s tick: ${(commits / seconds).toFixed(0)} commits/s (every transaction, a read-only statement too), of which ${(writes / seconds).toFixed(0)} wrote; the 3 replicas' CPU ${(replicasCpu / seconds).toFixed(2)} cores; the worker processes' CPU ${(workersCpu / seconds).toFixed(2)} cores (${((workersCpu / seconds / E2E_WORKERS) * 1000).toFixed(1)} ms per worker per second)`,
+      `steady state, ${E2E_JOBS} jobs, ${E2E_WORKERS} workers, 3 replicas, 1 s tick: ${(commits / seconds).toFixed(0)} commits/s (every transaction, a read-only statement too), of which ${(writes / seconds).toFixed(0)} wrote; the 3 replicas' CPU ${(replicasCpu / seconds).toFixed(2)} cores; the worker processes' CPU ${(workersCpu / seconds).toFixed(2)} cores (${((workersCpu / seconds / E2E_WORKERS) * 1000).toFixed(1)} ms per worker per second); PostgreSQL's ${(postgresCpu / seconds).toFixed(2)} cores`,
     );
     lines.push(
       latencyLine(
@@ -586,6 +755,9 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string, admin: Pool
     for (let i = 2 * CANCELS; i < E2E_JOBS; i++) if (existsSync(marker(i))) healthyStopped += 1;
     lines.push(`healthy jobs stopped by the faults: ${healthyStopped} of ${E2E_JOBS - 2 * CANCELS}`);
     const profiler = Promise.all([profileFrom(PROFILE_FILE), sampleStatementsInto(admin, SQL_SAMPLE_FILE)]);
+    if (HOST_PROFILE_FILE !== undefined) writeFileSync(profileMarkOf(scratch), '');
+    const functionsBefore = SQL_SAMPLE_FILE === undefined ? null : await functionStats(admin);
+    const cpuBefore = cpuAccountNow(workers, subtree);
     const projectStart = performance.now();
     const projectSent = Date.now();
     projectSentMs = projectSent;
@@ -605,7 +777,12 @@ export async function endToEnd(runtimeUrl: string, ownerUrl: string, admin: Pool
       termAfter(marker, 2 * CANCELS, E2E_JOBS, projectSent),
     );
     const trees = await gone;
+    lines.push(cpuAccountLine(cpuBefore, cpuAccountNow(workers, subtree), (performance.now() - projectStart) / 1000));
     await profiler;
+    if (SQL_SAMPLE_FILE !== undefined && functionsBefore !== null) {
+      await new Promise((r) => setTimeout(r, 1_500)); // each backend reports its counts within a second
+      appendFunctionStats(SQL_SAMPLE_FILE, functionsBefore, await functionStats(admin));
+    }
     lines.push(
       `project-wide cancel → every job's process tree gone (the jobs' cgroup subtree empty): ${trees.goneS === null ? ('error' in trees ? `not measured (${trees.error})` : 'not within 300 s') : `${trees.goneS.toFixed(1)} s`} after the request was sent; trees left ${PROJECT_TARGET_S} s after it: ${trees.leftAtCheck} of ${E2E_JOBS - 2 * CANCELS}`,
     );
