@@ -18,7 +18,7 @@ export interface WorkerHostPlan {
   readonly graceMs: number;
   readonly jobNice: number;
   readonly workers: ReadonlyArray<{ readonly cert: string; readonly key: string; readonly journal: string }>;
-  /** Set: this host profiles its JavaScript for PROFILE_MS from the moment `profileMarkFile` appears. */
+  /** Set: this host profiles its JavaScript for PROFILE_MS from the moment `markFile` appears, into `outFile`. */
   readonly profile?: { readonly markFile: string; readonly outFile: string };
 }
 
