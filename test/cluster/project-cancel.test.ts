@@ -8,7 +8,7 @@ import test from 'ava';
 
 import { ControlPlaneClient } from '../../lib/cluster/client';
 import { startControlPlane, type ControlPlane } from '../../lib/cluster/control-plane';
-import { createLeaseToken } from '../../lib/contract/index';
+import { createLeaseToken, type ClaimOutcome } from '../../lib/contract/index';
 import {
   PostgresDispatchRepository,
   PostgresGrantAdministration,
@@ -255,6 +255,48 @@ function dispatchReadsOver(plan: PlanNode, statement: string, most: number): str
   return found;
 }
 
+/** A claim item of a cancelled run: its active attempt, its cancel time and a fresh token. */
+interface StopItem {
+  readonly runId: string;
+  readonly attemptId: string;
+  readonly cancelRequestedAtMs: number;
+  readonly token: string;
+}
+
+/** Every cancelled run of `projectId` in run-id order, as a replica would claim it (each with its own token). */
+async function stopItemsOf(database: MigratedDatabase, projectId: string): Promise<StopItem[]> {
+  const { rows } = await database.owner.query<{ runId: string; attemptId: string; at: string }>(
+    `SELECT r.id AS "runId", a.id AS "attemptId", r.cancel_requested_at_ms AS at FROM runs AS r
+      JOIN attempts AS a ON a.run_id = r.id WHERE r.project_id = $1 ORDER BY r.id`,
+    [projectId],
+  );
+  return rows.map((row) => ({
+    runId: row.runId,
+    attemptId: row.attemptId,
+    cancelRequestedAtMs: Number(row.at),
+    token: createLeaseToken(),
+  }));
+}
+
+/** The settle of `owner`'s claimed items: each stop recorded as requested, under the version its claim returned. */
+function settlesOf(owner: string, items: readonly StopItem[], claims: readonly ClaimOutcome[]) {
+  return items.flatMap((item, i) => {
+    const claim = claims[i];
+    if (claim?.kind !== 'claimed') return [];
+    return [
+      {
+        runId: item.runId,
+        attemptId: item.attemptId,
+        owner,
+        token: item.token,
+        expectedVersion: claim.record.version,
+        result: 'termination_requested' as const,
+        eventId: `evt-settle-${owner}-${item.runId}`,
+      },
+    ];
+  });
+}
+
 test.serial(
   'a stop page claims and settles its dispatch rows by key: with 950 other stops leased meanwhile, no statement walks the dispatch table, each reads at most the page’s rows and their previous versions (docs/decisions/0448)',
   async (t) => {
@@ -269,17 +311,8 @@ test.serial(
       ['proj-settle', 'user', PROJECT_CANCEL_LIMIT],
     );
     t.is(cancelled[0]?.outcome.requested, runs);
-    const { rows: targets } = await database.owner.query<{ runId: string; attemptId: string; at: string }>(
-      `SELECT r.id AS "runId", a.id AS "attemptId", r.cancel_requested_at_ms AS at FROM runs AS r
-        JOIN attempts AS a ON a.run_id = r.id WHERE r.project_id = 'proj-settle' ORDER BY r.id`,
-    );
-    const itemsOf = (from: number) =>
-      targets.slice(from, from + page).map((target) => ({
-        runId: target.runId,
-        attemptId: target.attemptId,
-        cancelRequestedAtMs: Number(target.at),
-        token: createLeaseToken(),
-      }));
+    const targets = await stopItemsOf(database, 'proj-settle');
+    const itemsOf = (from: number): StopItem[] => targets.slice(from, from + page);
     // Other replicas' pages, claimed and not yet settled: 950 rows leased, as in a fleet's project cancel.
     const others = new PostgresDispatchRepository(world.pool);
     for (let from = page; from < runs; from += page)
@@ -293,21 +326,11 @@ test.serial(
     const mine = new PostgresDispatchRepository(explained);
     const items = itemsOf(0);
     const claims = await mine.claimPage({ owner: 'cp-mine', leaseDurationMs: 600_000, items });
-    const settled = await mine.recordResults(
-      claims.map((claim, i) => {
-        if (claim.kind !== 'claimed') throw new Error(`claim ${i}: ${claim.kind}`);
-        const item = items[i] as (typeof items)[number];
-        return {
-          runId: item.runId,
-          attemptId: item.attemptId,
-          owner: 'cp-mine',
-          token: item.token,
-          expectedVersion: claim.record.version,
-          result: 'termination_requested' as const,
-          eventId: `evt-settle-${i}`,
-        };
-      }),
+    t.deepEqual(
+      claims.map((claim) => claim.kind),
+      items.map(() => 'claimed'),
     );
+    const settled = await mine.recordResults(settlesOf('cp-mine', items, claims));
     t.deepEqual(
       settled.map((outcome) => outcome.kind),
       items.map(() => 'recorded'),
@@ -319,6 +342,76 @@ test.serial(
       statements.flatMap((statement) => dispatchReadsOver(statement.Plan, statement['Query Text'], 2 * page)),
       [],
     );
+  },
+);
+
+test.serial(
+  'two replicas claim the same stop pages at once (same order, reversed, half-shared): each stop is claimed once and settled once, the other replica is answered leased, and a settle with its token is a stale fence (docs/decisions/0448)',
+  async (t) => {
+    const { database, world } = await ready;
+    await seed(world, 'proj-two', 125, 0);
+    await database.owner.query(RUN_SQL.cancelProjectCall, ['proj-two', 'user', PROJECT_CANCEL_LIMIT]);
+    const other = new Pool({ connectionString: database.runtimeUrl, max: 4 });
+    t.teardown(() => other.end());
+    const replicas = [
+      { owner: 'cp-a', repository: new PostgresDispatchRepository(world.pool) },
+      { owner: 'cp-b', repository: new PostgresDispatchRepository(other) },
+    ];
+    const itemsA = await stopItemsOf(database, 'proj-two');
+    const itemsB = await stopItemsOf(database, 'proj-two');
+    // A: runs 0-49 and 50-99; B: runs 0-49 reversed and 75-124 reversed (25 shared with A's second page).
+    const pages = [
+      { replica: 0, items: itemsA.slice(0, 50) },
+      { replica: 1, items: itemsB.slice(0, 50).reverse() },
+      { replica: 0, items: itemsA.slice(50, 100) },
+      { replica: 1, items: itemsB.slice(75, 125).reverse() },
+    ];
+    const claimed = await Promise.all(
+      pages.map(({ replica, items }) => {
+        const { owner, repository } = replicas[replica] as (typeof replicas)[number];
+        return repository.claimPage({ owner, leaseDurationMs: 600_000, items });
+      }),
+    );
+    const kindsByRun = new Map<string, string[]>();
+    pages.forEach(({ items }, p) =>
+      items.forEach((item, i) =>
+        kindsByRun.set(item.runId, [...(kindsByRun.get(item.runId) ?? []), (claimed[p] as ClaimOutcome[])[i]!.kind]),
+      ),
+    );
+    t.is(kindsByRun.size, 125);
+    for (const [runId, kinds] of kindsByRun)
+      t.deepEqual(
+        kinds.sort(),
+        kinds.length === 1 ? ['claimed'] : ['claimed', 'leased'],
+        `${runId}: one claim, the other replica answered leased`,
+      );
+    // Each replica settles what it claimed; then B tries A's stops of the first page with its own token.
+    const settled = await Promise.all(
+      pages.map(({ replica, items }, p) => {
+        const { owner, repository } = replicas[replica] as (typeof replicas)[number];
+        const settles = settlesOf(owner, items, claimed[p] as ClaimOutcome[]);
+        return settles.length === 0 ? Promise.resolve([]) : repository.recordResults(settles);
+      }),
+    );
+    t.deepEqual([...new Set(settled.flat().map((outcome) => outcome.kind))], ['recorded']);
+    t.is(settled.flat().length, 125, 'one settle per stop');
+    const stale = await (replicas[1] as (typeof replicas)[number]).repository.recordResults(
+      itemsB.slice(0, 50).map((item) => ({
+        runId: item.runId,
+        attemptId: item.attemptId,
+        owner: 'cp-b',
+        token: item.token,
+        expectedVersion: 1,
+        result: 'termination_requested' as const,
+        eventId: `evt-stale-${item.runId}`,
+      })),
+    );
+    t.deepEqual([...new Set(stale.map((outcome) => outcome.kind))], ['stale_fence']);
+    const { rows } = await database.owner.query<{ status: string; count: number; n: number }>(
+      `SELECT d.status, d.dispatch_count::int AS count, count(*)::int AS n FROM cancellation_dispatches AS d
+        JOIN runs AS r ON r.id = d.run_id WHERE r.project_id = 'proj-two' GROUP BY 1, 2`,
+    );
+    t.deepEqual(rows, [{ status: 'dispatched', count: 1, n: 125 }]);
   },
 );
 
